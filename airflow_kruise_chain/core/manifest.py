@@ -1,0 +1,257 @@
+"""The chain pod, its runner ConfigMap, names and selectors."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from importlib import resources as importlib_resources
+from typing import Any
+
+from .constants import (
+    CHAIN_LABEL,
+    DAG_ID_ANNOTATION,
+    DAG_ID_LABEL,
+    GENERATION_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    RUN_ID_ANNOTATION,
+    RUN_ID_LABEL,
+    RUNNER_COMMAND,
+    RUNNER_KEY,
+    RUNNER_MOUNT,
+    RUNNER_VOLUME,
+    SCRATCH_MOUNT,
+    SCRATCH_VOLUME,
+    SLOT_FIELDS,
+    SLOTS,
+    TERMINATION_LOG,
+    slot_annotation,
+)
+from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value, parse_quantity
+
+READINESS_COMMAND: tuple[str, ...] = (
+    "/bin/sh",
+    "-c",
+    'test -z "$KC_GENERATION" || test "$KC_GENERATION" = 0 || '
+    f"test -f {SCRATCH_MOUNT}/.chain/gen-$KC_GENERATION/exit_code",
+)
+"""Slot readiness: idle, or parked with its generation finished."""
+
+_PULL_POLICY_RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
+
+
+def runner_script() -> str:
+    """The stage runner (POSIX sh) shipped with the package."""
+    return importlib_resources.files(__package__).joinpath("runner.sh").read_text(encoding="utf-8")
+
+
+def _short_hash(*parts: str, length: int = 10) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
+
+
+def pod_name_for(chain_name: str, dag_id: str, run_id: str) -> str:
+    """Deterministic pod name: one pod per (DAG, run, chain); a retry or reattach finds the same one."""
+    return f"{chain_name}-{_short_hash(dag_id, run_id, chain_name)}"
+
+
+def runner_configmap_name(pod_name: str) -> str:
+    """Name of the ConfigMap holding the runner script of `pod_name`."""
+    return f"{pod_name}-runner"
+
+
+def label_value(raw: str, *, always_hash: bool = False) -> str:
+    """`raw` as a valid label value; a short hash keeps it unique when altered (or `always_hash`)."""
+    if not always_hash and is_label_value(raw):
+        return raw
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", raw)[:52].strip("-_.")
+    return f"{cleaned}-{_short_hash(raw)}" if cleaned else _short_hash(raw)
+
+
+def chain_labels(dag_id: str, run_id: str, chain: str) -> dict[str, str]:
+    """Labels identifying the objects of one chain in one DAG run."""
+    return {
+        DAG_ID_LABEL: label_value(dag_id),
+        RUN_ID_LABEL: label_value(run_id, always_hash=True),
+        CHAIN_LABEL: chain,
+        MANAGED_BY_LABEL: MANAGED_BY,
+    }
+
+
+def chain_selector(dag_id: str, run_id: str, chain: str) -> str:
+    """Label selector matching the objects of one chain in one DAG run."""
+    return ",".join(f"{key}={value}" for key, value in chain_labels(dag_id, run_id, chain).items())
+
+
+def build_runner_configmap(chain: ChainSpec, pod_name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The ConfigMap the pod mounts at ``/kruise-chain``; create it before the pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": runner_configmap_name(pod_name),
+            "namespace": chain.namespace,
+            "labels": dict(labels),
+        },
+        "data": {RUNNER_KEY: runner_script()},
+    }
+
+
+def slot_resources(stages: Sequence[StageSpec]) -> dict[str, dict[str, str]]:
+    """Resources of a slot able to host any of `stages`: the max request and the max limit per resource.
+
+    A request defaults to the limit (as in Kubernetes). A resource that some stage requests without a limit
+    gets no limit, so the slot never caps a stage tighter than the stage itself does.
+    """
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    unbounded: set[str] = set()
+    for stage in stages:
+        stage_requests = stage.resources.get("requests", {})
+        stage_limits = stage.resources.get("limits", {})
+        for res in stage_requests.keys() | stage_limits.keys():
+            _keep_max(requests, res, stage_requests.get(res) or stage_limits[res])
+            if res in stage_limits:
+                _keep_max(limits, res, stage_limits[res])
+            else:
+                unbounded.add(res)
+    result = {"requests": dict(sorted(requests.items()))} if requests else {}
+    bounded = {res: text for res, text in sorted(limits.items()) if res not in unbounded}
+    if bounded:
+        result["limits"] = bounded
+    return result
+
+
+def _keep_max(quantities: dict[str, str], resource: str, text: str) -> None:
+    if resource not in quantities or parse_quantity(text) > parse_quantity(quantities[resource]):
+        quantities[resource] = text
+
+
+def slot_pull_policy(stages: Sequence[StageSpec]) -> str:
+    """One pull policy for both slots (it cannot change after creation): the strictest any stage needs."""
+    policies = (effective_pull_policy(stage.image, stage.image_pull_policy) for stage in stages)
+    return max(policies, key=_PULL_POLICY_RANK.__getitem__)
+
+
+def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str, Any]) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [{"name": "KC_SLOT", "value": slot}]
+    for key in SLOT_FIELDS:  # KC_GENERATION, KC_STAGE, ...: resolved from the annotations at container start
+        path = f"metadata.annotations['{slot_annotation(slot, key)}']"
+        name = "KC_" + key.upper().replace("-", "_")
+        env.append({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}})
+    env.append({"name": "KC_SCRATCH", "value": SCRATCH_MOUNT})
+    container: dict[str, Any] = {
+        "name": slot,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": list(RUNNER_COMMAND),
+        "env": env,
+        "volumeMounts": [
+            {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
+            {"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT, "readOnly": True},
+        ],
+        "readinessProbe": {
+            "exec": {"command": list(READINESS_COMMAND)},
+            "periodSeconds": 1,
+            "timeoutSeconds": 1,
+            "successThreshold": 1,
+            "failureThreshold": 1,
+        },
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "File",
+    }
+    if resources:
+        container["resources"] = copy.deepcopy(resources)
+    return container
+
+
+def deep_merge(base: Any, override: Any) -> Any:
+    """Merge `override` over `base`: dicts recursively, lists of named dicts by name; None deletes a key."""
+    if isinstance(base, Mapping) and isinstance(override, Mapping):
+        merged = dict(base)
+        for key, value in override.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = deep_merge(base[key], value) if key in base else copy.deepcopy(value)
+        return merged
+    if isinstance(base, list) and isinstance(override, list) and _named(base) and _named(override):
+        merged_list = list(base)
+        index = {item["name"]: i for i, item in enumerate(base)}
+        for item in override:
+            if item["name"] in index:
+                merged_list[index[item["name"]]] = deep_merge(base[index[item["name"]]], item)
+            else:
+                merged_list.append(copy.deepcopy(item))
+        return merged_list
+    return copy.deepcopy(override)
+
+
+def _named(items: list[Any]) -> bool:
+    return all(isinstance(item, Mapping) and "name" in item for item in items)
+
+
+def build_chain_pod(
+    chain: ChainSpec, *, pod_name: str, dag_id: str, run_id: str, first_images: tuple[str, str]
+) -> dict[str, Any]:
+    """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
+
+    `chain` must have passed `validate()`. The runner ConfigMap (`build_runner_configmap`) must exist first.
+    """
+    labels = {**chain.labels, **chain_labels(dag_id, run_id, chain.name)}
+    annotations = {
+        **chain.annotations,
+        GENERATION_ANNOTATION: "0",
+        DAG_ID_ANNOTATION: dag_id,
+        RUN_ID_ANNOTATION: run_id,
+    }
+    for slot in SLOTS:
+        annotations.update({slot_annotation(slot, key): "" for key in SLOT_FIELDS})
+        annotations[slot_annotation(slot, "generation")] = "0"
+    pull_policy, resources = slot_pull_policy(chain.stages), slot_resources(chain.stages)
+    scratch: dict[str, Any] = {}
+    if chain.scratch_size_limit:
+        scratch["sizeLimit"] = chain.scratch_size_limit
+    spec: dict[str, Any] = {
+        "restartPolicy": "Always",
+        "containers": [
+            _slot_container(slot, image, pull_policy, resources)
+            for slot, image in zip(SLOTS, first_images, strict=True)
+        ],
+        "volumes": [
+            {"name": SCRATCH_VOLUME, "emptyDir": scratch},
+            {
+                "name": RUNNER_VOLUME,
+                "configMap": {
+                    "name": runner_configmap_name(pod_name),
+                    "items": [{"key": RUNNER_KEY, "path": RUNNER_KEY}],
+                    "defaultMode": 0o444,
+                },
+            },
+        ],
+    }
+    if chain.node_selector:
+        spec["nodeSelector"] = dict(chain.node_selector)
+    if chain.tolerations:
+        spec["tolerations"] = [dict(t) for t in chain.tolerations]
+    if chain.affinity:
+        spec["affinity"] = copy.deepcopy(dict(chain.affinity))
+    if chain.service_account_name:
+        spec["serviceAccountName"] = chain.service_account_name
+    if chain.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in chain.image_pull_secrets]
+    if chain.security_context:
+        spec["securityContext"] = copy.deepcopy(dict(chain.security_context))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name,
+            "namespace": chain.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+    return deep_merge(pod, chain.pod_template) if chain.pod_template else pod

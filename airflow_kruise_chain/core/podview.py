@@ -1,0 +1,111 @@
+"""Read-only helpers over a pod in API JSON form (camelCase dicts, as the API server sends them).
+
+A `kubernetes` client model converts with ``ApiClient().sanitize_for_serialization(v1_pod)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .constants import slot_annotation, stage_annotation
+
+Pod = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """What a swap wrote about a stage (annotation ``airflow-kruise-chain/stage.<name>``)."""
+
+    generation: int
+    slot: str
+    image: str
+    try_number: int
+    previous_container_id: str
+    swapped_at: str
+    action: str
+    previous_reason: str = ""
+
+    def to_annotation(self) -> str:
+        """Compact JSON; ``try_number`` is stored as ``try``."""
+        data = asdict(self)
+        data["try"] = data.pop("try_number")
+        if not data["previous_reason"]:
+            del data["previous_reason"]
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_annotation(cls, text: str) -> StageRecord | None:
+        """Parse a record; None if it is missing or malformed."""
+        try:
+            data = json.loads(text)
+            return cls(
+                generation=int(data["generation"]),
+                slot=str(data["slot"]),
+                image=str(data["image"]),
+                try_number=int(data["try"]),
+                previous_container_id=str(data.get("previous_container_id") or ""),
+                swapped_at=str(data.get("swapped_at") or ""),
+                action=str(data.get("action") or "patch"),
+                previous_reason=str(data.get("previous_reason") or ""),
+            )
+        except (TypeError, ValueError, KeyError):
+            return None
+
+
+def annotations(pod: Pod) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def int_annotation(pod: Pod, key: str) -> int:
+    """An integer annotation, 0 when absent or malformed."""
+    try:
+        return int(annotations(pod).get(key) or 0)
+    except ValueError:
+        return 0
+
+
+def slot_generation(pod: Pod, slot: str) -> int:
+    return int_annotation(pod, slot_annotation(slot, "generation"))
+
+
+def stage_record(pod: Pod, stage: str) -> StageRecord | None:
+    """The record of `stage`'s latest swap, if any."""
+    text = annotations(pod).get(stage_annotation(stage))
+    return StageRecord.from_annotation(text) if text else None
+
+
+def container_status(pod: Pod, name: str) -> Mapping[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") == name:
+            return status
+    return None
+
+
+def container_spec(pod: Pod, name: str) -> Mapping[str, Any] | None:
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        if container.get("name") == name:
+            return container
+    return None
+
+
+def waiting_reason(status: Mapping[str, Any] | None) -> str:
+    """Reason of a waiting container ("" if it is not waiting)."""
+    waiting = ((status or {}).get("state") or {}).get("waiting")
+    return (waiting or {}).get("reason") or ""
+
+
+def pod_lost_reason(pod: Pod | None) -> str | None:
+    """Why the pod can no longer run stages (gone, terminating, Failed/Succeeded), or None if it can."""
+    if pod is None:
+        return "the chain pod does not exist"
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "the chain pod is being deleted"
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        detail = ": ".join(filter(None, (status.get("reason"), status.get("message"))))
+        return f"the chain pod is {phase}" + (f" ({detail})" if detail else "")
+    return None

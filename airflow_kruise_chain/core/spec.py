@@ -1,0 +1,316 @@
+"""Chain and stage definitions, and their validation."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from .constants import MAX_OUTPUTS_BYTES, PREFIX, SLOTS
+from .errors import ChainConfigError
+from .image import parse_image_reference
+
+MAX_NAME_LENGTH = 40
+"""Longest chain or stage name: leaves room for the derived pod, ConfigMap and CRR names."""
+
+MAX_STAGE_PAYLOAD = 64 * 1024
+"""Longest quoted command plus env of a stage (annotations share 256 KiB; one env var caps at 128 KiB)."""
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+RESERVED_ENV = ("CHAIN_SCRATCH", "CHAIN_OUTPUT", "CHAIN_GENERATION")
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
+_BINARY_SUFFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_POD_TEMPLATE_FORBIDDEN = {
+    ("metadata", "name"): "the pod name is derived from the DAG, run and chain",
+    ("metadata", "namespace"): "set ChainSpec.namespace instead",
+    ("spec", "restartPolicy"): "slots must run under restartPolicy Always",
+}
+_SLOT_CONTAINER_FORBIDDEN = ("command", "args", "env", "image", "readinessProbe")
+
+
+def parse_quantity(text: str) -> Decimal:
+    """Parse a Kubernetes quantity (``500m``, ``2Gi``, ``1e3``) strictly; ValueError if it is invalid."""
+    match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5Gi, 512Mi)")
+    number, suffix = text[: match.start(3)] if match.group(3) else text, match.group(3) or ""
+    if suffix in _BINARY_SUFFIX:
+        return Decimal(number) * (Decimal(1024) ** _BINARY_SUFFIX[suffix])
+    if suffix in _DECIMAL_SUFFIX:
+        return Decimal(number).scaleb(_DECIMAL_SUFFIX[suffix])
+    return Decimal(number).scaleb(int(suffix[1:]))
+
+
+def is_label_value(value: str) -> bool:
+    """True when `value` is a valid Kubernetes label value."""
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def effective_pull_policy(image: str, policy: str | None) -> str:
+    """`policy`, or Kubernetes' default for `image` (Always for ``:latest``/untagged, else IfNotPresent)."""
+    return policy or ("Always" if parse_image_reference(image).floating else "IfNotPresent")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage: an image and the command the slot's runner executes in it.
+
+    `cmds` must be non-empty (the runner replaces the image entrypoint, so it cannot be inherited);
+    `arguments` are appended. `resources` is ``{"requests": {...}, "limits": {...}}``.
+    `max_outputs_bytes` bounds the JSON the stage may write to ``$CHAIN_OUTPUT``.
+    """
+
+    name: str
+    image: str
+    cmds: Sequence[str] = ()
+    arguments: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    image_pull_policy: str | None = None
+    max_outputs_bytes: int = MAX_OUTPUTS_BYTES
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cmds", tuple(self.cmds))
+        object.__setattr__(self, "arguments", tuple(self.arguments))
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "resources", {k: dict(v) for k, v in self.resources.items()})
+
+    def shell_command(self) -> str:
+        """The stage's command line for ``sh -c``: ``exec`` plus each word POSIX-quoted."""
+        return "exec " + shlex.join([*self.cmds, *self.arguments])
+
+    def shell_env(self) -> str:
+        """The stage's env as newline-separated ``export NAME='value'`` lines."""
+        return "\n".join(f"export {name}={shlex.quote(value)}" for name, value in self.env.items())
+
+    def validate(self, where: str = "stage") -> None:
+        """Raise ChainConfigError naming the first invalid field."""
+        _check_name(f"{where}.name", self.name)
+        try:
+            parse_image_reference(self.image)
+        except ValueError as err:
+            raise ChainConfigError(
+                f"{where}.image", f"{err}; example: registry.example.com/team/app:1.2"
+            ) from None
+        if not self.cmds:
+            raise ChainConfigError(
+                f"{where}.cmds", "is empty: give the command to run, e.g. cmds=['python', 'main.py']"
+            )
+        for key, words in (("cmds", self.cmds), ("arguments", self.arguments)):
+            for i, word in enumerate(words):
+                if not isinstance(word, str) or "\x00" in word:
+                    raise ChainConfigError(f"{where}.{key}[{i}]", "must be a string without NUL characters")
+        for name, value in self.env.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ChainConfigError(
+                    f"{where}.env[{name!r}]", "is not a shell variable name: use letters, digits and '_'"
+                )
+            if name.startswith("KC_") or name in RESERVED_ENV:
+                raise ChainConfigError(
+                    f"{where}.env[{name!r}]",
+                    f"is reserved for the stage runner (KC_*, {', '.join(RESERVED_ENV)})",
+                )
+            if not isinstance(value, str) or "\x00" in value:
+                raise ChainConfigError(
+                    f"{where}.env[{name!r}]", "value must be a string without NUL characters"
+                )
+        if len(self.shell_command()) + len(self.shell_env()) > MAX_STAGE_PAYLOAD:
+            raise ChainConfigError(
+                f"{where}.cmds",
+                f"command, arguments and env exceed {MAX_STAGE_PAYLOAD} bytes once quoted: "
+                "pass large data through the scratch volume or a ConfigMap",
+            )
+        _check_resources(f"{where}.resources", self.resources)
+        if self.image_pull_policy is not None and self.image_pull_policy not in PULL_POLICIES:
+            raise ChainConfigError(f"{where}.image_pull_policy", f"must be one of {', '.join(PULL_POLICIES)}")
+        if (
+            not isinstance(self.max_outputs_bytes, int)
+            or not 0 <= self.max_outputs_bytes <= MAX_OUTPUTS_BYTES
+        ):
+            raise ChainConfigError(
+                f"{where}.max_outputs_bytes", f"must be an int between 0 and {MAX_OUTPUTS_BYTES}"
+            )
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """A chain: the stages sharing one persistent pod, and that pod's settings.
+
+    `pod_template` is deep-merged over the generated pod (dicts recursively, lists of named items by name,
+    ``None`` removes a key). `keep_pod` leaves the pod in place after the run for inspection.
+    """
+
+    name: str
+    namespace: str
+    stages: Sequence[StageSpec]
+    scratch_size_limit: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    affinity: Mapping[str, Any] | None = None
+    service_account_name: str | None = None
+    image_pull_secrets: Sequence[str] = ()
+    security_context: Mapping[str, Any] | None = None
+    pod_template: Mapping[str, Any] | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    keep_pod: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(self.stages))
+        object.__setattr__(self, "tolerations", tuple(self.tolerations))
+        object.__setattr__(self, "image_pull_secrets", tuple(self.image_pull_secrets))
+
+    def stage(self, name: str) -> StageSpec:
+        """The stage called `name`; KeyError if there is none."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+    @property
+    def first_images(self) -> tuple[str, str]:
+        """Images the two slots start with: those of the first two stages (the first twice if it is alone)."""
+        return self.stages[0].image, self.stages[min(1, len(self.stages) - 1)].image
+
+    def validate(self) -> None:
+        """Raise ChainConfigError naming the first invalid field; nothing is created before this passes."""
+        _check_name("name", self.name)
+        if not self.namespace:
+            raise ChainConfigError("namespace", "is required: the Kubernetes namespace the chain pod runs in")
+        if len(self.namespace) > 63 or not _DNS_LABEL.fullmatch(self.namespace):
+            raise ChainConfigError(
+                "namespace", f"{self.namespace!r} is not a valid namespace name (DNS-1123 label)"
+            )
+        if not self.stages:
+            raise ChainConfigError("stages", "a chain needs at least one stage")
+        seen: set[str] = set()
+        for i, stage in enumerate(self.stages):
+            if not isinstance(stage, StageSpec):
+                raise ChainConfigError(f"stages[{i}]", "must be a StageSpec")
+            stage.validate(f"stages[{i}]")
+            if stage.name in seen:
+                raise ChainConfigError(
+                    f"stages[{i}].name", f"duplicate stage name {stage.name!r}: names must be unique"
+                )
+            seen.add(stage.name)
+        if self.scratch_size_limit is not None:
+            _check_quantity("scratch_size_limit", self.scratch_size_limit)
+        _check_string_map("node_selector", self.node_selector)
+        for i, toleration in enumerate(self.tolerations):
+            if not isinstance(toleration, Mapping):
+                raise ChainConfigError(
+                    f"tolerations[{i}]", "must be a dict such as {'key': 'k', 'operator': 'Exists'}"
+                )
+        if self.affinity is not None and not isinstance(self.affinity, Mapping):
+            raise ChainConfigError("affinity", "must be a dict in the Kubernetes Affinity shape")
+        if self.security_context is not None and not isinstance(self.security_context, Mapping):
+            raise ChainConfigError(
+                "security_context", "must be a dict in the Kubernetes PodSecurityContext shape"
+            )
+        if self.service_account_name is not None:
+            _check_subdomain("service_account_name", self.service_account_name)
+        for i, secret in enumerate(self.image_pull_secrets):
+            _check_subdomain(f"image_pull_secrets[{i}]", secret)
+        _check_metadata("labels", self.labels, values_are_labels=True)
+        _check_metadata("annotations", self.annotations, values_are_labels=False)
+        if self.pod_template is not None:
+            _check_pod_template(self.pod_template)
+
+
+def _check_name(where: str, name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ChainConfigError(where, "is required")
+    if len(name) > MAX_NAME_LENGTH or not _DNS_LABEL.fullmatch(name):
+        raise ChainConfigError(
+            where,
+            f"{name!r} is invalid: use at most {MAX_NAME_LENGTH} lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit (e.g. 'transform-2')",
+        )
+
+
+def _check_subdomain(where: str, value: str) -> None:
+    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+        raise ChainConfigError(where, f"{value!r} is not a valid object name (lowercase DNS-1123 subdomain)")
+
+
+def _check_quantity(where: str, value: str) -> Decimal:
+    try:
+        quantity = parse_quantity(value)
+    except ValueError as err:
+        raise ChainConfigError(where, str(err)) from None
+    if quantity < 0:
+        raise ChainConfigError(where, f"{value!r} is negative")
+    return quantity
+
+
+def _check_resources(where: str, resources: Mapping[str, Mapping[str, str]]) -> None:
+    unknown = set(resources) - {"requests", "limits"}
+    if unknown:
+        raise ChainConfigError(where, f"unknown keys {sorted(unknown)}: use 'requests' and 'limits'")
+    parsed = {
+        kind: {
+            res: _check_quantity(f"{where}.{kind}[{res!r}]", q) for res, q in resources.get(kind, {}).items()
+        }
+        for kind in ("requests", "limits")
+    }
+    for res, request in parsed["requests"].items():
+        limit = parsed["limits"].get(res)
+        if limit is not None and request > limit:
+            raise ChainConfigError(
+                f"{where}.requests[{res!r}]", f"exceeds the limit {resources['limits'][res]!r}"
+            )
+
+
+def _check_string_map(where: str, mapping: Mapping[str, str]) -> None:
+    if not isinstance(mapping, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
+    ):
+        raise ChainConfigError(where, "must be a dict of strings to strings")
+
+
+def _check_metadata(where: str, mapping: Mapping[str, str], *, values_are_labels: bool) -> None:
+    _check_string_map(where, mapping)
+    for key, value in mapping.items():
+        prefix, _, name = key.rpartition("/")
+        if (
+            (prefix and not _DNS_SUBDOMAIN.fullmatch(prefix))
+            or len(name) > 63
+            or not _QUALIFIED_NAME.fullmatch(name)
+        ):
+            raise ChainConfigError(
+                f"{where}[{key!r}]", "is not a valid key: [prefix/]name, name at most 63 characters"
+            )
+        if key.startswith(PREFIX):
+            raise ChainConfigError(
+                f"{where}[{key!r}]", f"keys under {PREFIX!r} are reserved for the provider"
+            )
+        if values_are_labels and not is_label_value(value):
+            raise ChainConfigError(
+                f"{where}[{key!r}]", f"{value!r} is not a valid label value (at most 63 of [A-Za-z0-9_.-])"
+            )
+
+
+def _check_pod_template(template: Mapping[str, Any]) -> None:
+    if not isinstance(template, Mapping):
+        raise ChainConfigError("pod_template", "must be a dict in the Kubernetes Pod shape")
+    for (section, key), why in _POD_TEMPLATE_FORBIDDEN.items():
+        if key in (template.get(section) or {}):
+            raise ChainConfigError(f"pod_template.{section}.{key}", f"cannot be overridden: {why}")
+    for container in (template.get("spec") or {}).get("containers") or ():
+        if container.get("name") in SLOTS:
+            for key in _SLOT_CONTAINER_FORBIDDEN:
+                if key in container:
+                    raise ChainConfigError(
+                        f"pod_template.spec.containers[{container['name']}].{key}",
+                        "is owned by the stage runner: set it on the stages instead",
+                    )

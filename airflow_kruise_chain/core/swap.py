@@ -1,0 +1,260 @@
+"""Planning a swap (which slot, which generation, one patch) and the Kruise objects around it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from .constants import (
+    CHAIN_LABEL,
+    DAG_ID_LABEL,
+    GENERATION_ANNOTATION,
+    MANAGED_BY_LABEL,
+    RUN_ID_LABEL,
+    SLOTS,
+    other_slot,
+    slot_annotation,
+    stage_annotation,
+)
+from .errors import PodLostError, SlotBusyError
+from .podview import (
+    Pod,
+    StageRecord,
+    container_spec,
+    container_status,
+    int_annotation,
+    pod_lost_reason,
+    slot_generation,
+    stage_record,
+    waiting_reason,
+)
+from .spec import StageSpec
+from .status import StageState, slot_status
+
+KRUISE_API_VERSION = "apps.kruise.io/v1alpha1"
+_AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
+_IDENTITY_LABELS = (DAG_ID_LABEL, RUN_ID_LABEL, CHAIN_LABEL, MANAGED_BY_LABEL)
+
+SwapAction = Literal["patch", "recreate", "reattach"]
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What to do to run a stage.
+
+    - ``patch``: apply `patch` (strategic merge); the kubelet restarts the slot if its image changed,
+      or starts it with the new annotations when it was not running.
+    - ``recreate``: apply `patch` (annotations only), then create `build_crr()`: same image, so only a
+      ContainerRecreateRequest restarts the slot.
+    - ``reattach``: this try already swapped (`patch` is None); follow generation `generation` in `slot`.
+      `needs_crr` tells whether that swap was a recreate (create the CRR again, idempotently by name, only if
+      the stage is still SWAPPING on the previous container).
+    """
+
+    action: SwapAction
+    stage: str
+    slot: str
+    generation: int
+    record: StageRecord
+    pod_name: str
+    namespace: str
+    labels: Mapping[str, str]
+    patch: dict[str, Any] | None
+    needs_crr: bool
+
+    @property
+    def crr_name(self) -> str:
+        return f"{self.pod_name}-{self.slot}-g{self.generation}"
+
+    def build_crr(
+        self, *, active_deadline_seconds: int = 300, ttl_seconds_after_finished: int = 600
+    ) -> dict[str, Any]:
+        """The ContainerRecreateRequest restarting this plan's slot (a deterministic name per generation).
+
+        Its deadline only bounds the kill: the CRR stays Recreating while the new stage runs (the slot is not
+        Ready until it finishes), so the stage's state, not this CRR, tells when the stage is done.
+        """
+        if not self.needs_crr:
+            raise ValueError(f"a {self.action!r} swap of {self.slot} needs no ContainerRecreateRequest")
+        return {
+            "apiVersion": KRUISE_API_VERSION,
+            "kind": "ContainerRecreateRequest",
+            "metadata": {"name": self.crr_name, "namespace": self.namespace, "labels": dict(self.labels)},
+            "spec": {
+                "podName": self.pod_name,
+                "containers": [{"name": self.slot}],
+                "strategy": {"failurePolicy": "Fail", "orderedRecreate": False, "minStartedSeconds": 0},
+                "activeDeadlineSeconds": active_deadline_seconds,
+                "ttlSecondsAfterFinished": ttl_seconds_after_finished,
+            },
+        }
+
+
+def _identity(pod: Pod) -> tuple[str, str, dict[str, str]]:
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return (
+        metadata.get("name", ""),
+        metadata.get("namespace", ""),
+        {k: labels[k] for k in _IDENTITY_LABELS if k in labels},
+    )
+
+
+def _last_slot(pod: Pod) -> str | None:
+    """The slot hosting the chain's latest generation (None before the first swap)."""
+    last = int_annotation(pod, GENERATION_ANNOTATION)
+    return next((slot for slot in SLOTS if last and slot_generation(pod, slot) == last), None)
+
+
+def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | None = None) -> SwapPlan:
+    """Plan running `stage` (already validated) for Airflow try `try_number` in the chain pod `pod`.
+
+    Raises PodLostError if the pod cannot run stages, and SlotBusyError when the slot to use (the one the
+    latest generation did not use) still runs or is still swapping, or when an earlier try of this stage
+    is still running. The patch carries ``metadata.resourceVersion``: a 409 Conflict means another swap
+    won the race; re-read the pod and plan again.
+    """
+    lost = pod_lost_reason(pod)
+    if lost is not None:
+        raise PodLostError(lost)
+    pod_name, namespace, labels = _identity(pod)
+    record = stage_record(pod, stage.name)
+    if record is not None and record.try_number == try_number:
+        return SwapPlan(
+            "reattach",
+            stage.name,
+            record.slot,
+            record.generation,
+            record,
+            pod_name,
+            namespace,
+            labels,
+            patch=None,
+            needs_crr=record.action == "recreate",
+        )
+    if record is not None and slot_generation(pod, record.slot) == record.generation:
+        earlier = slot_status(pod, record.slot)
+        if earlier.state not in _AVAILABLE:
+            raise SlotBusyError(
+                record.slot,
+                record.generation,
+                earlier.state,
+                f"try {record.try_number} of stage {stage.name!r} (generation {record.generation}) is still "
+                f"{earlier.state} in {record.slot}: wait for it or stop it before try {try_number}",
+            )
+    last_slot = _last_slot(pod)
+    slot = other_slot(last_slot) if last_slot else SLOTS[0]
+    current = slot_status(pod, slot)
+    if current.state not in _AVAILABLE:
+        detail = f" ({current.reason}: {current.message})" if current.reason else ""
+        raise SlotBusyError(
+            slot,
+            current.generation,
+            current.state,
+            f"{slot} is {current.state} with generation {current.generation}{detail}: "
+            f"stage {stage.name!r} must wait for it to finish",
+        )
+    status = container_status(pod, slot) or {}
+    same_image = (container_spec(pod, slot) or {}).get("image") == stage.image
+    running = "running" in (status.get("state") or {})
+    action: SwapAction = "recreate" if same_image and running else "patch"
+    generation = int_annotation(pod, GENERATION_ANNOTATION) + 1
+    new_record = StageRecord(
+        generation=generation,
+        slot=slot,
+        image=stage.image,
+        try_number=try_number,
+        previous_container_id=status.get("containerID") or "",
+        swapped_at=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        action=action,
+        previous_reason=waiting_reason(status),
+    )
+    metadata: dict[str, Any] = {
+        "annotations": {
+            GENERATION_ANNOTATION: str(generation),
+            slot_annotation(slot, "generation"): str(generation),
+            slot_annotation(slot, "stage"): stage.name,
+            slot_annotation(slot, "command"): stage.shell_command(),
+            slot_annotation(slot, "env"): stage.shell_env(),
+            slot_annotation(slot, "outputs-max"): str(stage.max_outputs_bytes),
+            stage_annotation(stage.name): new_record.to_annotation(),
+        }
+    }
+    resource_version = (pod.get("metadata") or {}).get("resourceVersion")
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    patch: dict[str, Any] = {"metadata": metadata}
+    if not same_image:
+        patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
+    return SwapPlan(
+        action,
+        stage.name,
+        slot,
+        generation,
+        new_record,
+        pod_name,
+        namespace,
+        labels,
+        patch=patch,
+        needs_crr=action == "recreate",
+    )
+
+
+def image_pull_job_name(prefix: str, image: str) -> str:
+    """Deterministic ImagePullJob name for `image` (one job per image, as the CRD has one ``spec.image``)."""
+    return f"{prefix[:47].rstrip('-.')}-pull-{hashlib.sha256(image.encode()).hexdigest()[:10]}"
+
+
+def build_image_pull_job(
+    name: str,
+    namespace: str,
+    image: str,
+    *,
+    node_name: str,
+    parallelism: int = 1,
+    timeout_seconds: int = 600,
+    backoff_limit: int = 3,
+    active_deadline_seconds: int | None = None,
+    ttl_seconds_after_finished: int = 600,
+    image_pull_policy: Literal["IfNotPresent", "Always"] = "IfNotPresent",
+    pull_secrets: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
+    api_version: str = KRUISE_API_VERSION,
+) -> dict[str, Any]:
+    """An ImagePullJob prewarming `image` on the node `node_name` (the chain pod's node).
+
+    `active_deadline_seconds` defaults to room for every attempt (``timeout * (backoff_limit + 1)``); the
+    webhook requires it to be at least `timeout_seconds`. Requires Kruise's ImagePullJobGate feature gate.
+    """
+    if not node_name:
+        raise ValueError("node_name is required: an ImagePullJob without a node would target every node")
+    if active_deadline_seconds is None:
+        active_deadline_seconds = timeout_seconds * (backoff_limit + 1)
+    if active_deadline_seconds < timeout_seconds:
+        raise ValueError(
+            f"active_deadline_seconds ({active_deadline_seconds}) must be >= "
+            f"timeout_seconds ({timeout_seconds})"
+        )
+    spec: dict[str, Any] = {
+        "image": image,
+        "imagePullPolicy": image_pull_policy,
+        "parallelism": parallelism,
+        "selector": {"names": [node_name]},
+        "pullPolicy": {"timeoutSeconds": timeout_seconds, "backoffLimit": backoff_limit},
+        "completionPolicy": {
+            "type": "Always",
+            "activeDeadlineSeconds": active_deadline_seconds,
+            "ttlSecondsAfterFinished": ttl_seconds_after_finished,
+        },
+    }
+    if pull_secrets:
+        spec["pullSecrets"] = list(pull_secrets)
+    return {
+        "apiVersion": api_version,
+        "kind": "ImagePullJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "spec": spec,
+    }

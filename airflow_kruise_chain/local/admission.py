@@ -1,0 +1,67 @@
+"""The admission chain: defaulting and validation before anything is stored, as the API server and the
+OpenKruise webhooks do it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import resources as R
+from . import validation as V
+from .errors import invalid
+from .resources import Resource
+from .store import Obj
+
+if TYPE_CHECKING:
+    from .cluster import LocalCluster
+
+
+class Admission:
+    """Mutating and validating admission for every stored resource."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def _metadata(self, res: Resource, obj: Obj) -> None:
+        causes = V.validate_metadata(res.kind, obj, res.namespaced)
+        if causes:
+            raise invalid(res.kind, str((obj.get("metadata") or {}).get("name", "")), causes, group=res.group)
+
+    def on_create(self, res: Resource, obj: Obj) -> None:
+        """Default and validate a new object in place; raises ApiError to refuse it."""
+        if res is R.IMAGE_PULL_JOBS:
+            V.admit_image_pull_job(obj, self.cluster.gates.get("ImagePullJobGate", False))
+        elif res is R.CRRS:
+            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            pod_name = spec.get("podName") if isinstance(spec.get("podName"), str) else ""
+            ns = (obj.get("metadata") or {}).get("namespace", "")
+            pod = self.cluster.store.peek(R.PODS, ns, pod_name) if pod_name else None
+            node_name = ((pod or {}).get("spec") or {}).get("nodeName") or ""
+            V.admit_crr(obj, pod, node=self.cluster.store.peek(R.NODES, "", node_name) if node_name else None)
+        if res is R.PODS:  # pod validation reports metadata and spec causes together, as the real server
+            V.default_pod(obj)
+            V.validate_pod_create(obj)
+            return
+        self._metadata(res, obj)
+        if res is R.NAMESPACES:
+            V.default_namespace(obj)
+        elif res is R.CONFIGMAPS:
+            V.validate_configmap(obj)
+        elif res is R.NODE_IMAGES:
+            V.admit_node_image(obj)
+
+    def on_update(self, res: Resource, old: Obj, new: Obj) -> None:
+        """Validate a replacement of `old` by `new` (spec rules and metadata)."""
+        if res is R.PODS:
+            V.validate_pod_update(old, new)
+            return
+        self._metadata(res, new)
+        if res is R.CONFIGMAPS:
+            V.validate_configmap(new)
+        elif res is R.IMAGE_PULL_JOBS:
+            V.validate_image_pull_job_update(old, new)
+        elif res is R.CRRS:
+            V.validate_crr_update(old, new)
+
+    def on_resize(self, old: Obj, new: Obj) -> None:
+        """Validate a write to pods/resize."""
+        V.validate_pod_resize(old, new)

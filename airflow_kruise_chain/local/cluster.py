@@ -1,0 +1,328 @@
+"""The local cluster: API server, scheduler, kubelets and OpenKruise controllers in one process.
+
+`LocalCluster` runs everything on one asyncio loop in a background thread and serves real HTTP on loopback, so
+the real `kubernetes` client talks to it through an ordinary kubeconfig.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from aiohttp import web
+
+from . import resources as R
+from .admission import Admission
+from .catalogue import Catalogue
+from .errors import ApiError
+from .kruise import Kruise
+from .kubelet import Kubelet
+from .profiles import Profile, get_profile
+from .server import ApiServer
+from .store import Obj, Store, now_iso
+
+T = TypeVar("T")
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class ClusterConfig:
+    """How to build a local cluster."""
+
+    profile: str = "fast"
+    nodes: int = 1
+    node_labels: dict[str, str] = field(default_factory=dict)
+    catalogue: str | None = None
+    sandbox: str = "auto"
+    image_pull_job_gate: bool = True
+    root: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    bookmark_interval: float = 5.0
+    watch_history: int = 5000
+    preloaded_images: tuple[str, ...] = ()
+
+
+class LocalCluster:
+    """A Kubernetes + OpenKruise emulator serving the real API over HTTP on loopback."""
+
+    def __init__(self, config: ClusterConfig | None = None, **overrides: Any) -> None:
+        self.config = config or ClusterConfig(**overrides)
+        self.profile: Profile = get_profile(self.config.profile)
+        self.catalogue = Catalogue.load(self.config.catalogue)
+        self.sandbox = self.config.sandbox
+        self.gates = {"ImagePullJobGate": self.config.image_pull_job_gate}
+        self.bookmark_interval = self.config.bookmark_interval
+        self._tmp = None if self.config.root else tempfile.TemporaryDirectory(prefix="kruise-local-")
+        self.root = Path(self.config.root or self._tmp.name)  # type: ignore[union-attr]
+        self.store = Store(history=self.config.watch_history)
+        self.admission = Admission(self)
+        self.kubelet = Kubelet(self, self.root)
+        self.kruise = Kruise(self)
+        self.server = ApiServer(self)
+        self.requests: Counter[str] = Counter()
+        self.fault: Callable[[web.Request], ApiError | None] | None = None
+        self.authorizer: Callable[[web.Request], None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._event_seq = 0
+        self.url = ""
+
+    # -- start and stop ------------------------------------------------------------------------------
+    async def _setup(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        for ns in DEFAULT_NAMESPACES:
+            self.store.create(R.NAMESPACES, {"metadata": {"name": ns}, "status": {"phase": "Active"}})
+        for i in range(self.config.nodes):
+            self.add_node(f"node-{i}" if self.config.nodes > 1 else "kruise-local")
+        self.kubelet.start()
+        self.kruise.start()
+        self._runner = web.AppRunner(self.server.app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, shutdown_timeout=0.5)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://{self.config.host}:{port}"
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """Register a node: its Node object, its kubelet state and its NodeImage."""
+        node_labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            **self.config.node_labels,
+            **(labels or {}),
+        }
+        self.kubelet.add_node(name, node_labels)
+        self.store.create(
+            R.NODES,
+            {
+                "metadata": {"name": name, "labels": node_labels},
+                "spec": {},
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status",
+                            "lastHeartbeatTime": now_iso(),
+                            "lastTransitionTime": now_iso(),
+                        }
+                    ],
+                    "addresses": [
+                        {"type": "InternalIP", "address": self.kubelet.nodes[name].ip},
+                        {"type": "Hostname", "address": name},
+                    ],
+                    "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"},
+                    "allocatable": {"cpu": "2", "memory": "24Gi", "pods": "110"},
+                    "nodeInfo": {
+                        "kubeletVersion": "v1.33.0",
+                        "kubeProxyVersion": "v1.33.0",
+                        "containerRuntimeVersion": "kruise-local://1",
+                        "operatingSystem": "linux",
+                        "architecture": "amd64",
+                        "osImage": "kruise-local",
+                        "kernelVersion": "local",
+                        "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                        "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                        "bootID": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+                    },
+                },
+            },
+        )
+        for ref in self.config.preloaded_images:
+            image = self.catalogue.lookup(ref)
+            if image is not None:
+                self.kubelet.nodes[name].images[image.ref] = image
+        self.kruise.ensure_node_image(name, node_labels)
+
+    def node_labels(self, node: str) -> dict[str, str]:
+        obj = self.store.peek(R.NODES, "", node)
+        return dict((obj or {}).get("metadata", {}).get("labels") or {})
+
+    def start(self) -> LocalCluster:
+        """Start serving in a background thread; returns when the API answers."""
+        ready: Future[None] = Future()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._setup())
+            except BaseException as e:
+                ready.set_exception(e)
+                return
+            ready.set_result(None)
+            loop.run_forever()
+            loop.run_until_complete(self._teardown())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name="kruise-local", daemon=True)
+        self._thread.start()
+        ready.result(timeout=60)
+        return self
+
+    async def _teardown(self) -> None:
+        self.store.close_watches()
+        await self.kubelet.shutdown()
+        await self.kruise.shutdown()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        """Kill every container and stop serving."""
+        if self.loop is not None and self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=60)
+            self._thread = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def call(self, fn: Callable[[], T] | Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        """Run a function or coroutine on the cluster's loop from another thread and return its result."""
+        assert self.loop is not None
+
+        async def run() -> T:
+            if asyncio.iscoroutine(fn):
+                return await fn
+            return fn()  # type: ignore[operator,return-value]
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    # -- client configuration ------------------------------------------------------------------------
+    def kubeconfig(self, token: str | None = None, user: str = "kruise-local-admin") -> dict[str, Any]:
+        """A kubeconfig dict pointing at this cluster."""
+        creds = {"token": token} if token else {"username": user}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kruise-local", "cluster": {"server": self.url}}],
+            "users": [{"name": user, "user": creds}],
+            "contexts": [
+                {
+                    "name": "kruise-local",
+                    "context": {"cluster": "kruise-local", "user": user, "namespace": "default"},
+                }
+            ],
+            "current-context": "kruise-local",
+        }
+
+    def write_kubeconfig(self, path: str | Path, token: str | None = None) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(self.kubeconfig(token)))
+        return path
+
+    # -- hooks used by the API server ------------------------------------------------------------------
+    def count_request(self, request: web.Request) -> None:
+        self.requests[f"{request.method} {request.path}"] += 1
+
+    async def authorize(self, request: web.Request) -> None:
+        if self.authorizer is not None:
+            self.authorizer(request)
+
+    async def inject_fault(self, request: web.Request) -> None:
+        if self.fault is not None:
+            err = self.fault(request)
+            if err is not None:
+                raise err
+
+    def set_random_faults(self, conflict: float = 0.0, error: float = 0.0, seed: int = 0) -> None:
+        """Answer a share of writes with 409 Conflict and a share of all requests with 500 (fault injection)."""
+        rng = random.Random(seed)
+
+        def fault(request: web.Request) -> ApiError | None:
+            if request.path.startswith(("/version", "/api/v1/namespaces/default/events")):
+                return None
+            if request.method in ("PUT", "PATCH") and rng.random() < conflict:
+                return ApiError(
+                    409,
+                    "Operation cannot be fulfilled: the object has been modified; please apply "
+                    "your changes to the latest version and try again (injected)",
+                )
+            if rng.random() < error:
+                return ApiError(500, "etcdserver: request timed out (injected)")
+            return None
+
+        self.fault = fault if conflict or error else None
+
+    def record_event(
+        self, obj: Obj, etype: str, reason: str, message: str, component: str, host: str | None = None
+    ) -> None:
+        """Write (or bump the count of) an Event about `obj`."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace") or "default"
+        involved = {
+            "kind": obj.get("kind"),
+            "namespace": meta.get("namespace"),
+            "name": meta["name"],
+            "uid": meta.get("uid"),
+            "apiVersion": obj.get("apiVersion"),
+            "resourceVersion": meta.get("resourceVersion"),
+        }
+        for ev in self.store.items(R.EVENTS, ns):
+            io = ev.get("involvedObject") or {}
+            if (
+                io.get("uid") == meta.get("uid")
+                and ev.get("reason") == reason
+                and ev.get("message") == message
+            ):
+                updated = dict(ev)
+                updated["count"] = ev.get("count", 1) + 1
+                updated["lastTimestamp"] = now_iso()
+                self.store.update(R.EVENTS, updated, check_rv=False)
+                return
+        self._event_seq += 1
+        source = {"component": component, **({"host": host} if host else {})}
+        self.store.create(
+            R.EVENTS,
+            {
+                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+                "involvedObject": involved,
+                "reason": reason,
+                "message": message,
+                "type": etype,
+                "count": 1,
+                "firstTimestamp": now_iso(),
+                "lastTimestamp": now_iso(),
+                "source": source,
+                "reportingComponent": component,
+                "reportingInstance": host or "",
+            },
+        )
+
+    def delete_namespace(self, name: str) -> Obj:
+        """Delete a namespace and everything in it."""
+        ns = self.store.get(R.NAMESPACES, "", name)
+        if name in DEFAULT_NAMESPACES:
+            raise ApiError(
+                403,
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                reason="Forbidden",
+            )
+        for res in R.STORED:
+            if res.namespaced:
+                for obj in list(self.store.items(res, name)):
+                    if res is R.PODS and obj["spec"].get("nodeName"):
+                        self.store.mark_deleted(res, name, obj["metadata"]["name"], 0)
+                    self.store.remove(res, name, obj["metadata"]["name"])
+        self.store.remove(R.NAMESPACES, "", name)
+        ns["status"] = {"phase": "Terminating"}
+        return ns

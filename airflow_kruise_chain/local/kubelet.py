@@ -1,0 +1,1130 @@
+"""Scheduler and kubelet of the local cluster: pods become real local processes.
+
+Reproduces the kubelet behaviour DESIGN.md lists: image pulls by imagePullPolicy (waiting reasons and events),
+restart by restartPolicy with crash-loop back-off keyed on the container's spec hash, kill-and-restart of a
+running container whose spec changed, downward-API env resolved at container start, termination messages,
+exec readiness probes, pod phase and conditions, and graceful deletion that kills whole process trees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import resources as R
+from .catalogue import Image, normalize
+from .errors import ApiError
+from .runtime import ContainerLaunch, Mount, RunningContainer, follow_log, read_log
+from .store import Obj, now_iso
+from .validation import parse_quantity
+
+if TYPE_CHECKING:
+    from .cluster import LocalCluster
+
+log = logging.getLogger(__name__)
+
+BACKOFF_INITIAL = 10.0
+BACKOFF_MAX = 300.0
+IMAGE_BACKOFF_INITIAL = 10.0
+
+
+def spec_hash(container: dict[str, Any]) -> str:
+    """The kubelet's hash of a container spec: any change to it means "definition changed"."""
+    return hashlib.sha256(json.dumps(container, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _ts(dt: datetime | None) -> str | None:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else None
+
+
+_FIELD_ANN = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]$")
+
+
+def resolve_field(pod: Obj, path: str) -> str:
+    """The value of a downward-API fieldRef on `pod` as the kubelet sees it now."""
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    m = _FIELD_ANN.match(path)
+    if m:
+        return str((meta.get(m.group(1)) or {}).get(m.group(2), ""))
+    if path in ("metadata.annotations", "metadata.labels"):
+        items = meta.get(path.split(".")[1]) or {}
+        return "\n".join(f'{k}="{v}"' for k, v in sorted(items.items()))
+    simple = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": spec.get("nodeName"),
+        "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
+        "status.hostIP": status.get("hostIP"),
+        "status.podIP": status.get("podIP"),
+        "status.podIPs": ",".join(i["ip"] for i in status.get("podIPs") or []),
+        "status.hostIPs": ",".join(i["ip"] for i in status.get("hostIPs") or []),
+    }
+    return str(simple.get(path) or "")
+
+
+_VAR = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes `$(VAR)` expansion: defined variables are replaced, `$$` escapes, others stay as they are."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR.sub(sub, text)
+
+
+@dataclass
+class Backoff:
+    """The kubelet's per-container restart back-off (flowcontrol.Backoff): 10 s doubling to 5 min."""
+
+    entries: dict[str, tuple[float, datetime]] = field(default_factory=dict)
+
+    def wait(self, key: str, finished: datetime) -> float:
+        """Seconds still to wait before restarting a container that exited at `finished` (0 = go)."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return 0.0
+        delay, last = entry
+        if (finished - last).total_seconds() > 2 * BACKOFF_MAX:
+            return 0.0
+        return max(0.0, delay - (datetime.now(UTC) - finished).total_seconds())
+
+    def next(self, key: str, finished: datetime) -> None:
+        entry = self.entries.get(key)
+        if entry is None or (finished - entry[1]).total_seconds() > 2 * BACKOFF_MAX:
+            self.entries[key] = (BACKOFF_INITIAL, finished)
+        else:
+            self.entries[key] = (min(entry[0] * 2, BACKOFF_MAX), finished)
+
+
+@dataclass
+class Instance:
+    """One run of a container: its process, logs and what it ended with."""
+
+    container_id: str
+    image: Image
+    spec_hash: str
+    log_path: Path
+    term_path: Path
+    proc: RunningContainer | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class ContainerState:
+    """What the kubelet knows of one container of a pod."""
+
+    name: str
+    restart_count: int = 0
+    runs: int = 0
+    spec_seen: str = ""
+    current: Instance | None = None
+    previous: Instance | None = None
+    waiting_reason: str = "ContainerCreating"
+    waiting_message: str = ""
+    ready: bool = False
+    kill_reason: str = ""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    probe_task: asyncio.Task[None] | None = None
+
+
+class PodWorker:
+    """Runs one pod on its node until it ends or is deleted."""
+
+    def __init__(self, kubelet: Kubelet, pod: Obj) -> None:
+        self.kubelet = kubelet
+        self.cluster = kubelet.cluster
+        self.ns = pod["metadata"].get("namespace", "")
+        self.name = pod["metadata"]["name"]
+        self.uid = pod["metadata"]["uid"]
+        self.node = pod["spec"]["nodeName"]
+        self.dir = kubelet.root / "pods" / self.uid
+        self.containers: dict[str, ContainerState] = {}
+        self.volumes: dict[str, Path] = {}
+        self.sandbox_ready = False
+        self.start_time: datetime | None = None
+        self.terminating = False
+        self.final_phase: str | None = None
+        self.final_reason = ""
+        self.final_message = ""
+        self.pod_ip = f"10.244.0.{(int(uuid.UUID(self.uid).int) % 250) + 2}"
+        self._status_dirty = False
+        self.task: asyncio.Task[None] | None = None
+        self.volume_error = ""
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def pod(self) -> Obj | None:
+        return self.cluster.store.peek(R.PODS, self.ns, self.name)
+
+    def spec_of(self, name: str) -> dict[str, Any] | None:
+        pod = self.pod()
+        if pod is None:
+            return None
+        for c in pod["spec"].get("containers", []):
+            if c["name"] == name:
+                return c
+        return None
+
+    def event(self, etype: str, reason: str, message: str) -> None:
+        pod = self.pod()
+        if pod is not None:
+            self.cluster.record_event(pod, etype, reason, message, component="kubelet", host=self.node)
+
+    def mark_dirty(self) -> None:
+        if not self._status_dirty:
+            self._status_dirty = True
+            asyncio.get_running_loop().call_soon(self.write_status)
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        profile = self.cluster.profile
+        self.start_time = datetime.now(UTC)
+        self.mark_dirty()
+        await asyncio.sleep(profile.sandbox + profile.network)
+        while not self.terminating:
+            try:
+                self.setup_volumes()
+                break
+            except VolumeError as e:
+                if self.volume_error != str(e):
+                    self.event("Warning", "FailedMount", str(e))
+                self.volume_error = str(e)
+                await asyncio.sleep(self.kubelet.volume_retry)
+        self.sandbox_ready = True
+        pod = self.pod()
+        if pod is None or self.terminating:
+            return
+        for c in pod["spec"].get("containers", []):
+            st = ContainerState(c["name"], spec_seen=spec_hash(c))
+            self.containers[c["name"]] = st
+            st.task = asyncio.create_task(self.container_loop(st))
+        self.mark_dirty()
+        deadline = pod["spec"].get("activeDeadlineSeconds")
+        while not self.terminating and self.final_phase is None:
+            deadline = (self.pod() or {}).get("spec", {}).get("activeDeadlineSeconds")
+            if deadline and (datetime.now(UTC) - self.start_time).total_seconds() >= deadline:
+                self.event(
+                    "Normal",
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                )
+                await self.end(
+                    "Failed",
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                )
+                break
+            await asyncio.sleep(0.2)
+
+    def setup_volumes(self) -> None:
+        pod = self.pod()
+        if pod is None:
+            return
+        for vol in pod["spec"].get("volumes") or []:
+            host = self.dir / "volumes" / vol["name"]
+            if "emptyDir" in vol:
+                host.mkdir(parents=True, exist_ok=True)
+            elif "configMap" in vol:
+                self.write_configmap(vol, host, pod)
+            elif "downwardAPI" in vol:
+                self.write_downward(vol, host, pod)
+            elif "hostPath" in vol:
+                host = Path(vol["hostPath"]["path"])
+            else:
+                kind = next((k for k in vol if k != "name"), "unknown")
+                raise VolumeError(
+                    f'MountVolume.SetUp failed for volume "{vol["name"]}" : volume type {kind} is '
+                    "not supported by the local cluster"
+                )
+            self.volumes[vol["name"]] = host
+
+    def write_configmap(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
+        src = vol["configMap"]
+        cm = self.cluster.store.peek(R.CONFIGMAPS, self.ns, src.get("name", ""))
+        if cm is None:
+            if src.get("optional"):
+                host.mkdir(parents=True, exist_ok=True)
+                return
+            raise VolumeError(
+                f'MountVolume.SetUp failed for volume "{vol["name"]}" : configmap "{src.get("name")}" '
+                "not found"
+            )
+        host.mkdir(parents=True, exist_ok=True)
+        data = cm.get("data") or {}
+        items = src.get("items") or [{"key": k, "path": k} for k in data]
+        for item in items:
+            if item["key"] not in data:
+                raise VolumeError(
+                    f'MountVolume.SetUp failed for volume "{vol["name"]}" : configmap references '
+                    f"non-existent config key: {item['key']}"
+                )
+            target = host / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(data[item["key"]])
+            mode = item.get("mode", src.get("defaultMode", 0o644))
+            target.chmod(mode)
+
+    def write_downward(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
+        host.mkdir(parents=True, exist_ok=True)
+        for item in vol["downwardAPI"].get("items") or []:
+            ref = item.get("fieldRef")
+            if ref:
+                (host / item["path"]).write_text(resolve_field(pod, ref["fieldPath"]))
+
+    def refresh_volumes(self) -> None:
+        """The kubelet's periodic sync: configMap and downwardAPI volume files catch up with the API."""
+        pod = self.pod()
+        if pod is None or not self.sandbox_ready:
+            return
+        for vol in pod["spec"].get("volumes") or []:
+            try:
+                if "configMap" in vol:
+                    self.write_configmap(vol, self.volumes[vol["name"]], pod)
+                elif "downwardAPI" in vol:
+                    self.write_downward(vol, self.volumes[vol["name"]], pod)
+            except (VolumeError, KeyError, OSError):
+                continue
+
+    async def container_loop(self, st: ContainerState) -> None:
+        """Reconcile one container: start, restart per policy, restart on spec change, back off."""
+        try:
+            while not self.terminating and self.final_phase is None:
+                spec = self.spec_of(st.name)
+                if spec is None:
+                    return
+                cur = st.current
+                if cur is not None and cur.exit_code is None:
+                    # running: wait for an exit, a spec change or a kill request
+                    st.wake.clear()
+                    assert cur.proc is not None
+                    waiter = asyncio.create_task(cur.proc.wait())
+                    woke = asyncio.create_task(st.wake.wait())
+                    await asyncio.wait({waiter, woke}, return_when=asyncio.FIRST_COMPLETED)
+                    woke.cancel()
+                    if self.terminating:
+                        waiter.cancel()
+                        return
+                    spec = self.spec_of(st.name)
+                    if not waiter.done() and spec is not None and spec_hash(spec) != cur.spec_hash:
+                        waiter.cancel()
+                        self.event(
+                            "Normal", "Killing", f"Container {st.name} definition changed, will be restarted"
+                        )
+                        await self.kill(st, self.grace(), reason="")
+                        await self.start(
+                            st, spec
+                        )  # a changed container is restarted whatever the restartPolicy
+                        continue
+                    if not waiter.done():
+                        waiter.cancel()
+                        continue
+                    await self.exited(st, waiter.result())
+                    continue
+                # not running: never started, or exited
+                if cur is None:
+                    await self.start(st, spec)
+                    continue
+                # an exited container is restarted only by its restartPolicy, even if its spec changed
+                if self.should_restart(cur):
+                    key = f"{self.uid}/{st.name}/{spec_hash(spec)}"
+                    finished = cur.finished_at or datetime.now(UTC)
+                    delay = self.kubelet.backoff.wait(key, finished)
+                    if delay > 0:
+                        st.waiting_reason = "CrashLoopBackOff"
+                        st.waiting_message = (
+                            f"back-off {int(self.kubelet.backoff.entries[key][0])}s restarting "
+                            f"failed container={st.name} pod={self.name}_{self.ns}({self.uid})"
+                        )
+                        self.event(
+                            "Warning",
+                            "BackOff",
+                            "Back-off restarting failed container "
+                            f"{st.name} in pod {self.name}_{self.ns}({self.uid})",
+                        )
+                        self.mark_dirty()
+                        await self.sleep_or_wake(st, delay)
+                        continue
+                    self.kubelet.backoff.next(key, finished)
+                    await self.start(st, spec)
+                    continue
+                self.update_phase()
+                await self.sleep_or_wake(st, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("container loop for %s/%s/%s failed", self.ns, self.name, st.name)
+
+    async def sleep_or_wake(self, st: ContainerState, delay: float | None) -> None:
+        st.wake.clear()
+        try:
+            await asyncio.wait_for(st.wake.wait(), timeout=delay)
+        except TimeoutError:
+            pass
+
+    def should_restart(self, inst: Instance) -> bool:
+        policy = ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always")
+        if policy == "Always":
+            return True
+        if policy == "OnFailure":
+            return inst.exit_code != 0
+        return False
+
+    def grace(self) -> float:
+        pod = self.pod() or {}
+        deleting = pod.get("metadata", {}).get("deletionGracePeriodSeconds")
+        if deleting is not None:
+            return float(deleting)
+        return float(pod.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+
+    async def pull(self, st: ContainerState, spec: dict[str, Any]) -> Image | None:
+        """Pull per imagePullPolicy; None (with waiting reason set) when the image cannot be had."""
+        ref = spec.get("image", "")
+        policy = spec.get("imagePullPolicy") or "IfNotPresent"
+        node = self.kubelet.nodes[self.node]
+        present = normalize(ref) in node.images
+        if policy == "Never" and not present:
+            st.waiting_reason, st.waiting_message = (
+                "ErrImageNeverPull",
+                (f'Container image "{ref}" is not present with pull policy of Never'),
+            )
+            self.event("Warning", "ErrImageNeverPull", st.waiting_message)
+            self.mark_dirty()
+            return None
+        if present and policy != "Always":
+            self.event("Normal", "Pulled", f'Container image "{ref}" already present on machine')
+            return node.images[normalize(ref)]
+        key = f"{self.node}/{normalize(ref)}"
+        wait = self.kubelet.image_backoff_wait(key)
+        if wait > 0:
+            st.waiting_reason = "ImagePullBackOff"
+            st.waiting_message = f'Back-off pulling image "{ref}"'
+            self.event("Normal", "BackOff", st.waiting_message)
+            self.mark_dirty()
+            await self.sleep_or_wake(st, wait)
+            return None
+        st.waiting_reason, st.waiting_message = "ContainerCreating", ""
+        self.mark_dirty()
+        self.event("Normal", "Pulling", f'Pulling image "{ref}"')
+        t0 = asyncio.get_running_loop().time()
+        image = await self.kubelet.pull_to_node(self.node, ref)
+        if image is None:
+            self.kubelet.image_backoff_next(key)
+            st.waiting_reason = "ErrImagePull"
+            st.waiting_message = (
+                f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
+                f'"{normalize(ref)}": {normalize(ref)}: not found'
+            )
+            self.event("Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}')
+            self.event("Warning", "Failed", "Error: ErrImagePull")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)  # shown until the next sync turns it into ImagePullBackOff
+            return None
+        took = asyncio.get_running_loop().time() - t0
+        self.event(
+            "Normal",
+            "Pulled",
+            f'Successfully pulled image "{ref}" in {took * 1000:.0f}ms. Image size: {image.size} bytes.',
+        )
+        return image
+
+    async def start(self, st: ContainerState, spec: dict[str, Any]) -> None:
+        image = await self.pull(st, spec)
+        if image is None or self.terminating:
+            return
+        spec = self.spec_of(st.name) or spec
+        pod = self.pod()
+        if pod is None:
+            return
+        try:
+            env = self.container_env(pod, spec, image)
+            argv = [expand(a, env) for a in (spec.get("command") or list(image.entrypoint))]
+            args = spec.get("args") if spec.get("command") or spec.get("args") else list(image.cmd)
+            argv += [expand(a, env) for a in (args or [])]
+            mounts = self.mounts(spec)
+        except VolumeError as e:
+            st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
+            self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)
+            return
+        await asyncio.sleep(self.cluster.profile.container_start)
+        cid = uuid.uuid4().hex + uuid.uuid4().hex
+        st.runs += 1
+        cdir = self.dir / "containers" / st.name / str(st.runs)
+        cdir.mkdir(parents=True, exist_ok=True)
+        inst = Instance(
+            f"containerd://{cid}", image, spec_hash(spec), cdir / "0.log", cdir / "termination-log"
+        )
+        self.event("Normal", "Created", f"Created container: {st.name}")
+        limit = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
+        launch = ContainerLaunch(
+            container_id=cid,
+            argv=argv,
+            env=env,
+            mounts=mounts,
+            log_path=inst.log_path,
+            termination_message_path=spec.get("terminationMessagePath") or "/dev/termination-log",
+            termination_host_path=inst.term_path,
+            working_dir=spec.get("workingDir"),
+            host_paths=list(image.host_paths),
+            memory_limit_bytes=int(parse_quantity(str(limit))) if limit else None,
+        )
+        try:
+            inst.proc = await self.kubelet.runtime.start(launch)
+        except Exception as e:
+            st.waiting_reason, st.waiting_message = "CreateContainerError", str(e)
+            self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)
+            return
+        inst.started_at = inst.proc.started_at
+        if st.current is not None:
+            st.previous = st.current
+            st.restart_count += 1
+        st.current = inst
+        st.ready = False
+        st.waiting_reason = st.waiting_message = ""
+        self.event("Normal", "Started", f"Started container {st.name}")
+        if st.probe_task:
+            st.probe_task.cancel()
+        st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
+        self.mark_dirty()
+
+    def container_env(self, pod: Obj, spec: dict[str, Any], image: Image) -> dict[str, str]:
+        env: dict[str, str] = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOSTNAME": self.name,
+            "HOME": "/root",
+        }
+        env.update(image.env)
+        for src in spec.get("envFrom") or []:
+            ref = src.get("configMapRef")
+            if ref:
+                cm = self.cluster.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                if cm is None and not ref.get("optional"):
+                    raise VolumeError(f'configmap "{ref.get("name")}" not found')
+                for k, v in ((cm or {}).get("data") or {}).items():
+                    env[src.get("prefix", "") + k] = v
+        for item in spec.get("env") or []:
+            if "value" in item:
+                env[item["name"]] = expand(str(item.get("value", "")), env)
+            elif item.get("valueFrom", {}).get("fieldRef"):
+                env[item["name"]] = resolve_field(pod, item["valueFrom"]["fieldRef"]["fieldPath"])
+            elif item.get("valueFrom", {}).get("configMapKeyRef"):
+                ref = item["valueFrom"]["configMapKeyRef"]
+                cm = self.cluster.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                value = ((cm or {}).get("data") or {}).get(ref.get("key", ""))
+                if value is None and not ref.get("optional"):
+                    raise VolumeError(
+                        f"couldn't find key {ref.get('key')} in ConfigMap {self.ns}/{ref.get('name')}"
+                    )
+                if value is not None:
+                    env[item["name"]] = value
+            elif item.get("valueFrom", {}).get("resourceFieldRef"):
+                env[item["name"]] = self.resource_field(spec, item["valueFrom"]["resourceFieldRef"])
+            else:
+                env[item["name"]] = ""
+        return env
+
+    @staticmethod
+    def resource_field(spec: dict[str, Any], ref: dict[str, Any]) -> str:
+        kind, _, res = ref.get("resource", "").partition(".")
+        value = ((spec.get("resources") or {}).get(kind) or {}).get(res)
+        if value is None:
+            return "0"
+        return str(int(parse_quantity(str(value))))
+
+    def mounts(self, spec: dict[str, Any]) -> list[Mount]:
+        out = []
+        for vm in spec.get("volumeMounts") or []:
+            host = self.volumes.get(vm["name"])
+            if host is None:
+                raise VolumeError(f'volume "{vm["name"]}" is not mounted')
+            if vm.get("subPath"):
+                host = host / vm["subPath"]
+                host.mkdir(parents=True, exist_ok=True)
+            out.append(Mount(host, vm["mountPath"], bool(vm.get("readOnly"))))
+        return out
+
+    async def probe_loop(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> None:
+        probe = spec.get("readinessProbe")
+        if not probe:
+            st.ready = True
+            self.mark_dirty()
+            return
+        await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
+        period = float(probe.get("periodSeconds", 10))
+        timeout = float(probe.get("timeoutSeconds", 1))
+        ok_needed, fail_needed = int(probe.get("successThreshold", 1)), int(probe.get("failureThreshold", 3))
+        oks = fails = 0
+        while inst.exit_code is None and st.current is inst and not self.terminating:
+            if "exec" in probe:
+                assert inst.proc is not None
+                code, _ = await self.kubelet.runtime.exec(
+                    inst.proc, list(probe["exec"].get("command") or []), timeout=timeout
+                )
+                good = code == 0
+            else:
+                good = True  # tcpSocket/httpGet: the local cluster has no pod network; count as ready
+            if good:
+                oks, fails = oks + 1, 0
+                if not st.ready and oks >= ok_needed:
+                    st.ready = True
+                    self.mark_dirty()
+            else:
+                fails, oks = fails + 1, 0
+                if st.ready and fails >= fail_needed:
+                    st.ready = False
+                    self.mark_dirty()
+            await asyncio.sleep(period)
+
+    async def exited(self, st: ContainerState, code: int) -> None:
+        inst = st.current
+        assert inst is not None and inst.proc is not None
+        await asyncio.sleep(self.cluster.profile.exit_detection)
+        inst.exit_code = code
+        inst.finished_at = inst.proc.finished_at or datetime.now(UTC)
+        spec = self.spec_of(st.name) or {}
+        if inst.proc.oom_killed:
+            inst.reason = "OOMKilled"
+        elif st.kill_reason:
+            inst.reason = st.kill_reason
+        else:
+            inst.reason = "Completed" if code == 0 else "Error"
+        st.kill_reason = ""
+        inst.message = inst.proc.termination_message(spec.get("terminationMessagePolicy") or "File")
+        st.ready = False
+        if st.probe_task:
+            st.probe_task.cancel()
+        self.mark_dirty()
+        self.update_phase()
+
+    async def kill(self, st: ContainerState, grace: float, reason: str) -> None:
+        """Stop the running instance (preStop first), waiting at most `grace` seconds before SIGKILL."""
+        inst = st.current
+        if inst is None or inst.proc is None or inst.exit_code is not None:
+            return
+        spec = self.spec_of(st.name) or {}
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        pre = ((spec.get("lifecycle") or {}).get("preStop") or {}).get("exec")
+        if pre and pre.get("command"):
+            await self.kubelet.runtime.exec(inst.proc, list(pre["command"]), timeout=grace)
+        st.kill_reason = reason
+        code = await inst.proc.stop(max(0.0, grace - (loop.time() - t0)))
+        await self.exited(st, code)
+
+    async def kill_for_crr(self, name: str, grace: float) -> bool:
+        """Kill a container the way kruise-daemon does for a ContainerRecreateRequest (no restart by us)."""
+        st = self.containers.get(name)
+        if st is None or st.current is None or st.current.exit_code is not None:
+            return False
+        # the container loop sees the exit and restarts per restartPolicy, like the kubelet after a CRI stop
+        inst = st.current
+        assert inst.proc is not None
+        code = await inst.proc.stop(grace)
+        await asyncio.sleep(0)
+        if st.current is inst and inst.exit_code is None:
+            await self.exited(st, code)
+        st.wake.set()
+        return True
+
+    async def end(self, phase: str, reason: str, message: str) -> None:
+        self.final_phase, self.final_reason, self.final_message = phase, reason, message
+        await self.stop_all(self.grace())
+        self.mark_dirty()
+
+    async def stop_all(self, grace: float) -> None:
+        waits = []
+        for st in self.containers.values():
+            if st.task and st.task is not asyncio.current_task():
+                st.task.cancel()
+            if st.probe_task:
+                st.probe_task.cancel()
+            waits.append(self.kill(st, grace, reason=""))
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def terminate(self, grace: float, remove: bool = True) -> None:
+        """Graceful deletion: kill every container, then let the API server forget the pod."""
+        if self.terminating:
+            return
+        self.terminating = True
+        for st in self.containers.values():
+            st.wake.set()
+        await self.stop_all(grace)
+        if self.task and self.task is not asyncio.current_task():
+            self.task.cancel()
+        if remove:
+            self.cluster.store.remove(R.PODS, self.ns, self.name)
+        self.kubelet.forget(self)
+        shutil.rmtree(self.dir / "volumes", ignore_errors=True)
+
+    def changed(self, pod: Obj) -> None:
+        """The pod object changed: wake containers whose spec changed, start deletion if asked."""
+        if pod["metadata"].get("deletionTimestamp") and not self.terminating:
+            grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+            asyncio.create_task(self.terminate(grace))
+            return
+        for c in pod["spec"].get("containers", []):
+            st = self.containers.get(c["name"])
+            if st is not None:
+                new_hash = spec_hash(c)
+                if new_hash != st.spec_seen:  # only a spec change wakes the container, not a status write
+                    st.spec_seen = new_hash
+                    st.wake.set()
+
+    # -- status --------------------------------------------------------------------------------------
+    def update_phase(self) -> None:
+        if self.final_phase:
+            return
+        states = list(self.containers.values())
+        if states and all(
+            s.current and s.current.exit_code is not None and not self.should_restart(s.current)
+            for s in states
+        ):
+            failed = any(s.current and s.current.exit_code != 0 for s in states)
+            self.final_phase = "Failed" if failed else "Succeeded"
+            for s in states:
+                if s.task and s.task is not asyncio.current_task():
+                    s.task.cancel()
+        self.mark_dirty()
+
+    def phase(self) -> str:
+        if self.final_phase:
+            return self.final_phase
+        states = list(self.containers.values())
+        if not self.sandbox_ready or not states or any(s.current is None for s in states):
+            return "Pending"
+        return "Running"
+
+    def container_status(self, st: ContainerState, spec: dict[str, Any]) -> dict[str, Any]:
+        cur = st.current
+        out: dict[str, Any] = {
+            "name": st.name,
+            "image": spec.get("image"),
+            "imageID": "",
+            "ready": bool(st.ready and cur and cur.exit_code is None),
+            "restartCount": st.restart_count,
+            "started": bool(cur and cur.exit_code is None),
+        }
+        if cur is not None:
+            out["containerID"] = cur.container_id
+            out["imageID"] = cur.image.image_id
+            out["image"] = cur.image.ref
+        last = st.previous if cur is None or cur.exit_code is None else cur
+        if st.waiting_reason and (cur is None or cur.exit_code is not None):
+            out["state"] = {"waiting": {"reason": st.waiting_reason}}
+            if st.waiting_message:
+                out["state"]["waiting"]["message"] = st.waiting_message
+            if cur is not None and cur.exit_code is not None:
+                last = cur
+        elif cur is not None and cur.exit_code is None:
+            out["state"] = {"running": {"startedAt": _ts(cur.started_at)}}
+        elif cur is not None:
+            out["state"] = {"terminated": self.terminated(cur)}
+            last = st.previous
+        else:
+            out["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        out["lastState"] = (
+            {"terminated": self.terminated(last)} if last and last.exit_code is not None else {}
+        )
+        resources = spec.get("resources")
+        if resources:
+            out["resources"] = resources
+        return out
+
+    @staticmethod
+    def terminated(inst: Instance) -> dict[str, Any]:
+        t: dict[str, Any] = {
+            "exitCode": inst.exit_code,
+            "reason": inst.reason,
+            "startedAt": _ts(inst.started_at),
+            "finishedAt": _ts(inst.finished_at),
+            "containerID": inst.container_id,
+        }
+        if inst.exit_code is not None and inst.exit_code >= 128 and inst.reason in ("Error", ""):
+            t["signal"] = inst.exit_code - 128
+        if inst.message:
+            t["message"] = inst.message
+        return t
+
+    def write_status(self) -> None:
+        self._status_dirty = False
+        pod = self.pod()
+        if pod is None or pod["metadata"]["uid"] != self.uid:
+            return
+        old_status = pod.get("status") or {}
+        status: dict[str, Any] = {
+            "phase": self.phase(),
+            "hostIP": self.kubelet.nodes[self.node].ip,
+            "hostIPs": [{"ip": self.kubelet.nodes[self.node].ip}],
+            "startTime": _ts(self.start_time),
+            "qosClass": old_status.get("qosClass", "BestEffort"),
+        }
+        if self.sandbox_ready:
+            status["podIP"] = self.pod_ip
+            status["podIPs"] = [{"ip": self.pod_ip}]
+        if self.final_reason:
+            status["reason"], status["message"] = self.final_reason, self.final_message
+        specs = {c["name"]: c for c in pod["spec"].get("containers", [])}
+        statuses = []
+        for name, spec in specs.items():
+            st = self.containers.get(name)
+            if st is None:
+                statuses.append(
+                    {
+                        "name": name,
+                        "image": spec.get("image"),
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "started": False,
+                        "state": {"waiting": {"reason": "ContainerCreating"}},
+                        "lastState": {},
+                    }
+                )
+            else:
+                statuses.append(self.container_status(st, spec))
+        status["containerStatuses"] = statuses
+        all_ready = bool(statuses) and all(s["ready"] for s in statuses) and status["phase"] == "Running"
+        conds = {
+            "PodReadyToStartContainers": self.sandbox_ready and not self.final_phase,
+            "Initialized": True,
+            "ContainersReady": all_ready,
+            "Ready": all_ready,
+            "PodScheduled": True,
+        }
+        old_conds = {c["type"]: c for c in old_status.get("conditions") or []}
+        conditions = []
+        for ctype, ok in conds.items():
+            value = "True" if ok else "False"
+            prev = old_conds.get(ctype)
+            cond = {
+                "type": ctype,
+                "status": value,
+                "lastTransitionTime": prev["lastTransitionTime"]
+                if prev and prev["status"] == value
+                else now_iso(),
+                "lastProbeTime": None,
+            }
+            if not ok and ctype in ("Ready", "ContainersReady"):
+                unready = [s["name"] for s in statuses if not s["ready"]]
+                cond["reason"] = "ContainersNotReady" if status["phase"] != "Succeeded" else "PodCompleted"
+                cond["message"] = f"containers with unready status: [{' '.join(unready)}]"
+            conditions.append(cond)
+        status["conditions"] = conditions
+        if status == old_status:
+            return
+        pod = dict(pod)
+        pod["status"] = status
+        self.cluster.store.update(R.PODS, pod, check_rv=False)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        out = []
+        for st in self.containers.values():
+            cur = st.current
+            rss = cur.proc.rss_bytes() if cur and cur.proc and cur.exit_code is None else 0
+            out.append({"name": st.name, "usage": {"cpu": "0", "memory": f"{max(rss // 1024, 0)}Ki"}})
+        return out
+
+
+class VolumeError(Exception):
+    """A volume could not be set up (the kubelet retries and reports FailedMount)."""
+
+
+@dataclass
+class NodeState:
+    """A node's kubelet-side state: its image store."""
+
+    name: str
+    ip: str
+    images: dict[str, Image] = field(default_factory=dict)
+    pulling: dict[str, asyncio.Future[Image | None]] = field(default_factory=dict)
+
+
+class LogSource:
+    """One container instance's log, as `pods/log` serves it."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+
+    def read(self, **kw: Any) -> bytes:
+        if not self.inst.log_path.exists():
+            return b""
+        return read_log(self.inst.log_path, **kw)
+
+    def follow(self, **kw: Any):
+        return follow_log(self.inst.log_path, is_running=lambda: self.inst.exit_code is None, **kw)
+
+
+class Kubelet:
+    """All nodes' kubelets plus the scheduler, sharing one process runtime."""
+
+    def __init__(self, cluster: LocalCluster, root: Path) -> None:
+        self.cluster = cluster
+        self.root = root
+        self.nodes: dict[str, NodeState] = {}
+        self.workers: dict[str, PodWorker] = {}
+        self.backoff = Backoff()
+        self.image_backoff: dict[str, tuple[float, float]] = {}
+        self.volume_retry = 1.0
+        self.sync_period = 60.0
+        self._runtime = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_node = 0
+
+    @property
+    def runtime(self):
+        if self._runtime is None:
+            from .runtime import ContainerRuntime
+
+            self._runtime = ContainerRuntime(self.cluster.sandbox)
+        return self._runtime
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+        ip = f"172.18.{len(self.nodes) // 250}.{len(self.nodes) % 250 + 2}"
+        self.nodes[name] = NodeState(name, ip)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def start(self) -> None:
+        self.cluster.store.listen(self.on_change)
+        self.spawn(self.periodic_sync())
+        for pod in list(self.cluster.store.items(R.PODS)):
+            self.on_change("ADDED", R.PODS, pod, None)
+
+    async def periodic_sync(self) -> None:
+        while True:
+            await asyncio.sleep(self.sync_period)
+            for w in list(self.workers.values()):
+                w.refresh_volumes()
+
+    def on_change(self, kind: str, res: R.Resource, obj: Obj, old: Obj | None) -> None:
+        if res is R.CONFIGMAPS:
+            return
+        if res is not R.PODS:
+            return
+        uid = obj["metadata"]["uid"]
+        worker = self.workers.get(uid)
+        if kind == "DELETED":
+            if worker is not None and not worker.terminating:
+                self.spawn(worker.terminate(0, remove=False))
+            return
+        node = (obj.get("spec") or {}).get("nodeName")
+        if not node:
+            if kind == "ADDED" and not obj["metadata"].get("deletionTimestamp"):
+                self.spawn(self.schedule(obj))
+            return
+        if worker is None:
+            if node not in self.nodes or obj["metadata"].get("deletionTimestamp"):
+                if obj["metadata"].get("deletionTimestamp"):
+                    self.cluster.store.remove(
+                        R.PODS, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+                    )
+                return
+            if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return
+            worker = PodWorker(self, obj)
+            self.workers[uid] = worker
+            worker.task = asyncio.create_task(worker.run())
+            return
+        worker.changed(obj)
+
+    def forget(self, worker: PodWorker) -> None:
+        self.workers.pop(worker.uid, None)
+
+    async def schedule(self, pod: Obj) -> None:
+        """The scheduler: bind to a node that fits the nodeSelector, spreading pods across nodes."""
+        await asyncio.sleep(self.cluster.profile.schedule)
+        ns, name = pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
+        current = self.cluster.store.peek(R.PODS, ns, name)
+        if (
+            current is None
+            or current["metadata"]["uid"] != pod["metadata"]["uid"]
+            or current["spec"].get("nodeName")
+        ):
+            return
+        wanted = current["spec"].get("nodeSelector") or {}
+        names = list(self.nodes)
+        candidates = []
+        for i in range(len(names)):
+            node = names[(self._next_node + i) % len(names)]
+            labels = self.cluster.node_labels(node)
+            if all(labels.get(k) == v for k, v in wanted.items()):
+                candidates.append(node)
+                break
+        if not candidates:
+            self.cluster.record_event(
+                current,
+                "Warning",
+                "FailedScheduling",
+                f"0/{len(names)} nodes are available: {len(names)} node(s) didn't match Pod's "
+                "node affinity/selector.",
+                component="default-scheduler",
+            )
+            updated = dict(current)
+            updated["status"] = {
+                **(current.get("status") or {}),
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "lastTransitionTime": now_iso(),
+                        "lastProbeTime": None,
+                        "message": f"0/{len(names)} nodes are available: {len(names)} node(s) didn't match Pod's node "
+                        "affinity/selector.",
+                    }
+                ],
+            }
+            self.cluster.store.update(R.PODS, updated, check_rv=False)
+            return
+        self._next_node = (names.index(candidates[0]) + 1) % len(names)
+        bound = dict(current)
+        bound["spec"] = {**current["spec"], "nodeName": candidates[0]}
+        bound["status"] = {
+            **(current.get("status") or {}),
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": now_iso(),
+                    "lastProbeTime": None,
+                }
+            ],
+        }
+        self.cluster.store.update(R.PODS, bound, check_rv=False)
+        self.cluster.record_event(
+            bound,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {ns}/{name} to {candidates[0]}",
+            component="default-scheduler",
+        )
+
+    # -- images ----------------------------------------------------------------------------------------
+    async def pull_to_node(self, node: str, ref: str) -> Image | None:
+        """Pull `ref` onto `node` (one pull per image per node at a time); None if it does not exist."""
+        state = self.nodes[node]
+        full = normalize(ref)
+        if full in state.pulling:
+            return await asyncio.shield(state.pulling[full])
+        fut: asyncio.Future[Image | None] = asyncio.get_running_loop().create_future()
+        state.pulling[full] = fut
+        try:
+            image = self.cluster.catalogue.lookup(ref)
+            await asyncio.sleep(self.cluster.profile.pull_seconds(image.size if image else 0))
+            if image is not None:
+                state.images[full] = image
+            fut.set_result(image)
+            return image
+        finally:
+            state.pulling.pop(full, None)
+            if not fut.done():
+                fut.set_result(None)
+
+    def image_backoff_wait(self, key: str) -> float:
+        entry = self.image_backoff.get(key)
+        if entry is None:
+            return 0.0
+        delay, since = entry
+        return max(0.0, since + delay - asyncio.get_running_loop().time())
+
+    def image_backoff_next(self, key: str) -> None:
+        entry = self.image_backoff.get(key)
+        delay = IMAGE_BACKOFF_INITIAL if entry is None else min(entry[0] * 2, BACKOFF_MAX)
+        self.image_backoff[key] = (delay, asyncio.get_running_loop().time())
+
+    # -- for the API server and the Kruise daemon ---------------------------------------------------------
+    def worker_for(self, pod: Obj) -> PodWorker | None:
+        return self.workers.get(pod["metadata"]["uid"])
+
+    def log_source(self, pod: Obj, container: str | None, previous: bool) -> LogSource:
+        names = [c["name"] for c in pod["spec"].get("containers", [])]
+        name = pod["metadata"]["name"]
+        if container is None:
+            if len(names) != 1:
+                raise ApiError(
+                    400,
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
+                )
+            container = names[0]
+        if container not in names:
+            raise ApiError(400, f"container {container} is not valid for pod {name}")
+        worker = self.worker_for(pod)
+        st = worker.containers.get(container) if worker else None
+        if previous:
+            if st is None or st.previous is None:
+                raise ApiError(400, f'previous terminated container "{container}" in pod "{name}" not found')
+            return LogSource(st.previous)
+        if st is None or st.current is None:
+            reason = st.waiting_reason if st else "ContainerCreating"
+            raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+        return LogSource(st.current)
+
+    def pod_metrics(self, pod: Obj) -> dict[str, Any]:
+        worker = self.worker_for(pod)
+        if worker is None:
+            raise ApiError(404, f'podmetrics.metrics.k8s.io "{pod["metadata"]["name"]}" not found')
+        meta = pod["metadata"]
+        return {
+            "kind": "PodMetrics",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "labels": meta.get("labels", {}),
+                "creationTimestamp": now_iso(),
+            },
+            "timestamp": now_iso(),
+            "window": "1s",
+            "containers": worker.metrics(),
+        }
+
+    def resized(self, pod: Obj) -> None:
+        worker = self.worker_for(pod)
+        if worker is None:
+            return
+        for c in pod["spec"].get("containers", []):
+            st = worker.containers.get(c["name"])
+            limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
+            if st and st.current and st.current.proc:
+                st.current.proc.memory_limit_bytes = int(parse_quantity(str(limit))) if limit else None
+        worker.mark_dirty()
+
+    def evicted(self, namespace: str, name: str) -> None:
+        pod = self.cluster.store.peek(R.PODS, namespace, name)
+        if pod is not None:
+            self.cluster.record_event(
+                pod, "Normal", "Killing", "Stopping container on eviction", component="kubelet"
+            )
+
+    async def shutdown(self) -> None:
+        for w in list(self.workers.values()):
+            await w.terminate(0, remove=False)
+        for t in list(self._tasks):
+            t.cancel()

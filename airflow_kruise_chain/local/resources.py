@@ -1,0 +1,153 @@
+"""The resource types the local API server serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource type: where it lives in the API and how it is stored."""
+
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
+    field_selectors: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def key(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def api_version(self, version: str | None = None) -> str:
+        version = version or self.versions[0]
+        return f"{self.group}/{version}" if self.group else version
+
+
+_META = frozenset({"metadata.name", "metadata.namespace"})
+KRUISE = "apps.kruise.io"
+
+PODS = Resource(
+    "",
+    ("v1",),
+    "pods",
+    "Pod",
+    True,
+    "pod",
+    ("po",),
+    ("status", "log", "resize", "eviction"),
+    field_selectors=_META | {"spec.nodeName", "status.phase", "spec.restartPolicy", "spec.schedulerName"},
+)
+NAMESPACES = Resource(
+    "", ("v1",), "namespaces", "Namespace", False, "namespace", ("ns",), ("status",), field_selectors=_META
+)
+NODES = Resource("", ("v1",), "nodes", "Node", False, "node", ("no",), ("status",), field_selectors=_META)
+CONFIGMAPS = Resource(
+    "", ("v1",), "configmaps", "ConfigMap", True, "configmap", ("cm",), field_selectors=_META
+)
+EVENTS = Resource(
+    "",
+    ("v1",),
+    "events",
+    "Event",
+    True,
+    "event",
+    ("ev",),
+    field_selectors=_META
+    | {
+        "involvedObject.kind",
+        "involvedObject.name",
+        "involvedObject.namespace",
+        "involvedObject.uid",
+        "reason",
+        "type",
+    },
+)
+IMAGE_PULL_JOBS = Resource(
+    KRUISE,
+    ("v1alpha1", "v1beta1"),
+    "imagepulljobs",
+    "ImagePullJob",
+    True,
+    "imagepulljob",
+    (),
+    ("status",),
+    field_selectors=_META,
+)
+NODE_IMAGES = Resource(
+    KRUISE,
+    ("v1alpha1", "v1beta1"),
+    "nodeimages",
+    "NodeImage",
+    False,
+    "nodeimage",
+    (),
+    ("status",),
+    field_selectors=_META,
+)
+CRRS = Resource(
+    KRUISE,
+    ("v1alpha1",),
+    "containerrecreaterequests",
+    "ContainerRecreateRequest",
+    True,
+    "containerrecreaterequest",
+    ("crr",),
+    ("status",),
+    field_selectors=_META,
+)
+POD_METRICS = Resource(
+    "metrics.k8s.io",
+    ("v1beta1",),
+    "pods",
+    "PodMetrics",
+    True,
+    "",
+    (),
+    (),
+    verbs=("get", "list"),
+    field_selectors=_META,
+)
+
+STORED: tuple[Resource, ...] = (
+    PODS,
+    NAMESPACES,
+    NODES,
+    CONFIGMAPS,
+    EVENTS,
+    IMAGE_PULL_JOBS,
+    NODE_IMAGES,
+    CRRS,
+)
+
+
+def find(group: str, version: str, plural: str) -> Resource | None:
+    """The stored resource served at group/version/plural, if any."""
+    for res in STORED:
+        if res.group == group and res.plural == plural and version in res.versions:
+            return res
+    return None
+
+
+def groups() -> dict[str, tuple[str, ...]]:
+    """Served API groups (excluding the legacy core group) and their versions, preferred first."""
+    out: dict[str, tuple[str, ...]] = {}
+    for res in (*STORED, POD_METRICS):
+        if res.group:
+            out.setdefault(res.group, res.versions)
+    # v1beta1 is Kruise's storage version for ImagePullJob/NodeImage, but CRRs are v1alpha1 only: prefer v1alpha1
+    return out

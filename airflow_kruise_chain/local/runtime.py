@@ -1,0 +1,864 @@
+"""Process runtime of the local kubelet: runs "containers" as sandboxed local processes (asyncio).
+
+Each container is one `bwrap` (bubblewrap) exec: a fresh tmpfs root with the host's `/usr` and `/etc`
+(read-only), a new `/proc`, a minimal `/dev`, a private `/tmp`, the volume mounts, the termination-message
+file and the `host_paths` an "image" needs, in new mount and pid namespaces. Layout inside the pid namespace:
+
+    pid 1  bwrap's reaper (excluded from RSS)      -- host: child of the `bwrap` process we spawned
+    pid 2  the container's main process            -- receives `signal()`/`stop()` signals (SIGTERM etc.)
+    ...    its descendants; all die with pid 2 (the namespace is torn down when the main process exits)
+
+The fallback `sandbox="unshare"` (util-linux `unshare` + `chroot`) builds the same layout with a tiny `sh`
+reaper as pid 1. `sandbox="none"` runs the command on the host in its own process group, with the working dir
+set and NO mounts: volume paths, `host_paths` and the termination-message path are not available there.
+
+Deviation from a real container: the main process is pid 2, not pid 1, so a signal it has no handler for gets
+its default action (a real pid 1 ignores e.g. SIGTERM without a handler and waits for SIGKILL).
+
+Containers are killed if the thread that started them exits (`--die-with-parent`): start them from a
+long-lived event loop thread.
+
+Logs go to `log_path` in the CRI format (`<RFC3339 ns> stdout|stderr F|P <text>`); `read_log` and
+`follow_log` read them back the way the kubelet serves `pods/log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import shutil
+import signal as _signal
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = [
+    "ContainerLaunch",
+    "ContainerRuntime",
+    "Mount",
+    "RunningContainer",
+    "RuntimeUnavailable",
+    "follow_log",
+    "read_log",
+]
+
+MAX_LOG_LINE = 16 * 1024  # containerd splits longer lines into P(artial) records
+MAX_TERMINATION_MESSAGE = 4096  # kubelet reads at most this much of the termination-message file
+FALLBACK_LOG_LINES = 80  # FallbackToLogsOnError: kubelet reads the last 80 lines ...
+FALLBACK_LOG_BYTES = 2048  # ... limited to 2048 bytes
+MEMORY_POLL_SECONDS = 0.1
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_PIPE_DRAIN_SECONDS = 2.0
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+class RuntimeUnavailable(RuntimeError):
+    """No usable sandbox method on this machine (the message says how to fix it)."""
+
+
+@dataclass
+class Mount:
+    """A host folder (or file) bound into the container."""
+
+    host_path: Path
+    container_path: str
+    read_only: bool = False
+
+
+@dataclass
+class ContainerLaunch:
+    """Everything the runtime needs to start one container."""
+
+    container_id: str
+    argv: list[str]
+    env: dict[str, str]
+    mounts: list[Mount]
+    log_path: Path
+    termination_message_path: str
+    termination_host_path: Path
+    working_dir: str | None = None
+    host_paths: list[str] = field(default_factory=list)
+    memory_limit_bytes: int | None = None
+
+
+# ----------------------------------------------------------------------------------------------------
+# /proc helpers
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid` (all its threads), via /proc/<pid>/task/*/children or a /proc scan."""
+    if _HAS_PROC_CHILDREN:
+        out: list[int] = []
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    out.extend(int(x) for x in f.read().split())
+            except OSError:
+                pass
+        return out
+    return [p for p, pp in _ppid_table().items() if pp == pid]
+
+
+def _ppid_table() -> dict[int, int]:
+    table: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        table[int(name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return table
+
+
+_HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _descendants(pid: int) -> list[int]:
+    """All descendants of `pid` (not `pid` itself)."""
+    out: list[int] = []
+    todo = _children(pid)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def _ns_pid(pid: int) -> int | None:
+    """The pid of `pid` inside its innermost pid namespace (last field of `NSpid`)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _exit_code(returncode: int) -> int:
+    """Kubelet convention: killed by signal N -> 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+# ----------------------------------------------------------------------------------------------------
+# CRI log format
+
+_ts_cache: tuple[int, str] = (-1, "")
+
+
+def _now_ts() -> bytes:
+    """Current UTC time as `2026-12-02T18:20:01.123456789Z` (fixed nanosecond width, as containerd writes)."""
+    global _ts_cache
+    ns = time.time_ns()
+    sec, frac = divmod(ns, 1_000_000_000)
+    if _ts_cache[0] != sec:
+        _ts_cache = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{_ts_cache[1]}.{frac:09d}Z".encode()
+
+
+class _CriLogWriter:
+    """Appends stdout/stderr chunks to a CRI log file, one record per line, as they arrive."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._partial: dict[int, bytes] = {1: b"", 2: b""}
+
+    @staticmethod
+    def _records(out: list[bytes], ts: bytes, stream: bytes, line: bytes) -> None:
+        while len(line) > MAX_LOG_LINE:
+            out.append(b"%s %s P %s\n" % (ts, stream, line[:MAX_LOG_LINE]))
+            line = line[MAX_LOG_LINE:]
+        out.append(b"%s %s F %s\n" % (ts, stream, line))
+
+    def feed(self, fd: int, data: bytes) -> None:
+        stream = b"stdout" if fd == 1 else b"stderr"
+        buf = self._partial.get(fd, b"") + data
+        out: list[bytes] = []
+        ts = _now_ts()
+        start = 0
+        while (nl := buf.find(b"\n", start)) != -1:
+            self._records(out, ts, stream, buf[start:nl])
+            start = nl + 1
+        rest = buf[start:]
+        while len(rest) > MAX_LOG_LINE:
+            out.append(b"%s %s P %s\n" % (ts, stream, rest[:MAX_LOG_LINE]))
+            rest = rest[MAX_LOG_LINE:]
+        self._partial[fd] = rest
+        if out:
+            self._write(b"".join(out))
+
+    def flush(self, fd: int) -> None:
+        """End of a stream: an unterminated last line becomes a full record (as containerd does at EOF)."""
+        rest = self._partial.get(fd, b"")
+        self._partial[fd] = b""
+        if rest:
+            out: list[bytes] = []
+            self._records(out, _now_ts(), b"stdout" if fd == 1 else b"stderr", rest)
+            self._write(b"".join(out))
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            return
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def close(self) -> None:
+        for fd in (1, 2):
+            self.flush(fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _fixed_ts(dt: datetime) -> bytes:
+    """`dt` in the fixed-width log timestamp format (naive datetimes are taken as UTC)."""
+    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%f000Z").encode()
+
+
+def _rfc3339nano(ts: bytes) -> bytes:
+    """Go's RFC3339Nano rendering (trailing zeros of the fraction dropped) of a fixed-width timestamp."""
+    head, _, frac = ts[:-1].partition(b".")
+    frac = frac.rstrip(b"0")
+    return head + (b"." + frac if frac else b"") + b"Z"
+
+
+def _format_record(line: bytes, since: bytes | None, timestamps: bool) -> bytes | None:
+    """One CRI record (without its newline) -> the bytes `pods/log` returns for it, or None to skip it."""
+    parts = line.split(b" ", 3)
+    if len(parts) < 3:
+        return None
+    ts, _stream, tag = parts[0], parts[1], parts[2]
+    text = parts[3] if len(parts) == 4 else b""
+    if since is not None and ts < since:
+        return None
+    if not tag.startswith(b"P"):
+        text += b"\n"
+    return _rfc3339nano(ts) + b" " + text if timestamps else text
+
+
+def _tail_offset(f: BinaryIO, size: int, n: int) -> int:
+    """Offset where the last `n` lines of an open file of length `size` start (the kubelet's tail logic)."""
+    if n < 0:
+        return 0
+    block = 64 * 1024
+    pos = size
+    count = 0
+    while pos > 0:
+        start = max(0, pos - block)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        idx = len(chunk)
+        while (idx := chunk.rfind(b"\n", 0, idx)) != -1:
+            count += 1
+            if count == n + 1:  # the (n+1)-th newline from the end precedes the last n lines
+                return start + idx + 1
+        pos = start
+    return 0
+
+
+def read_log(
+    path: Path | str,
+    *,
+    since_time: datetime | None = None,
+    timestamps: bool = False,
+    tail_lines: int | None = None,
+    limit_bytes: int | None = None,
+) -> bytes:
+    """The container log as `pods/log` returns it (no follow). Missing file -> b"".
+
+    As the kubelet: `tail_lines` picks the last N records first, then `since_time` drops older records;
+    `limit_bytes` cuts the output (even mid-line); `timestamps` prefixes each record with its RFC3339Nano
+    time.
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return b""
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        offset = _tail_offset(f, size, tail_lines) if tail_lines is not None else 0
+        f.seek(offset)
+        data = f.read(size - offset)
+    since = _fixed_ts(since_time) if since_time is not None else None
+    out: list[bytes] = []
+    total = 0
+    lines = data.split(b"\n")
+    for line in lines[:-1]:  # the last element is an incomplete line (or empty)
+        rec = _format_record(line, since, timestamps)
+        if rec is None:
+            continue
+        out.append(rec)
+        total += len(rec)
+        if limit_bytes is not None and total >= limit_bytes:
+            break
+    result = b"".join(out)
+    return result[:limit_bytes] if limit_bytes is not None else result
+
+
+async def follow_log(
+    path: Path | str,
+    *,
+    since_time: datetime | None = None,
+    timestamps: bool = False,
+    tail_lines: int | None = None,
+    is_running: Callable[[], bool],
+    poll: float = 0.05,
+) -> AsyncIterator[bytes]:
+    """Yield the log's matching records, then new ones as they are appended; end once `is_running()` is false
+    and the file is drained."""
+    since = _fixed_ts(since_time) if since_time is not None else None
+    while True:
+        try:
+            f = open(path, "rb")
+            break
+        except FileNotFoundError:
+            if not is_running():
+                return
+            await asyncio.sleep(poll)
+    with f:
+        if tail_lines is not None:
+            f.seek(_tail_offset(f, os.fstat(f.fileno()).st_size, tail_lines))
+        buf = b""
+        while True:
+            running = is_running()
+            chunk = f.read()
+            if chunk:
+                buf += chunk
+                nl = buf.rfind(b"\n")
+                if nl == -1:
+                    continue
+                complete, buf = buf[:nl], buf[nl + 1 :]
+                out = [r for line in complete.split(b"\n") if (r := _format_record(line, since, timestamps))]
+                if out:
+                    yield b"".join(out)
+                continue
+            if not running:
+                return
+            await asyncio.sleep(poll)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sandboxes
+
+
+def _root_links() -> list[str]:
+    """bwrap args mirroring the host's top-level /bin, /lib* and /sbin (symlinks into /usr, or dirs)."""
+    args: list[str] = []
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        p = f"/{name}"
+        if os.path.islink(p):
+            args += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            args += ["--ro-bind", p, p]
+    return args
+
+
+_ROOT_LINKS = _root_links()
+
+# The unshare fallback. Outer `unshare --mount` runs this script: build the root on a private tmpfs, then
+# exec an inner `unshare --pid --fork --mount-proc` whose child (pid 1, a reaper `sh`) forks the chroot'ed
+# command as pid 2 and exits with its status (which tears the namespace down).
+_UNSHARE_SCRIPT = r"""
+set -e
+cpath=$PATH; base=$1; wd=$2; chroot_bin=$3; env_bin=$4; unshare_bin=$5; shift 5
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t tmpfs -o mode=0755 none "$base"
+r=$base/root
+mkdir -p "$r/proc" "$r/dev" "$r/tmp" "$r/root"
+for d in /usr /etc; do mkdir -p "$r$d"; mount --rbind "$d" "$r$d"; mount -o remount,bind,ro "$r$d"; done
+for d in bin sbin lib lib32 lib64 libx32; do
+  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$r/$d";
+  elif [ -d "/$d" ]; then mkdir -p "$r/$d"; mount --rbind "/$d" "$r/$d"; mount -o remount,bind,ro "$r/$d"; fi
+done
+mount -t tmpfs -o mode=1777 none "$r/tmp"
+mount -t tmpfs -o mode=0755 none "$r/dev"
+for n in null zero full random urandom tty; do touch "$r/dev/$n"; mount --bind "/dev/$n" "$r/dev/$n"; done
+mkdir -p "$r/dev/shm" "$r/dev/pts"; mount -t tmpfs -o mode=1777 none "$r/dev/shm"
+ln -s /proc/self/fd "$r/dev/fd"; ln -s /proc/self/fd/0 "$r/dev/stdin"
+ln -s /proc/self/fd/1 "$r/dev/stdout"; ln -s /proc/self/fd/2 "$r/dev/stderr"
+while [ "$1" != "--" ]; do
+  kind=$1; src=$2; dst=$r$3; shift 3
+  if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || touch "$dst"; fi
+  mount --rbind "$src" "$dst"
+  if [ "$kind" = ro ]; then mount -o remount,bind,ro "$dst"; fi
+done
+shift
+[ -d "$r$wd" ] || mkdir -p "$r$wd" 2>/dev/null || true
+export PATH="$cpath"
+exec "$unshare_bin" --pid --fork --kill-child --mount-proc="$r/proc" -- /bin/sh -c \
+  '"$@" & wait $!' sh "$chroot_bin" "$r" "$env_bin" -C "$wd" -- "$@"
+"""
+
+
+def _probe(cmd: list[str]) -> str | None:
+    """Run a sandbox smoke test; None if it works, else its error output."""
+    try:
+        res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if res.returncode == 0:
+        return None
+    return (res.stderr or res.stdout).decode(errors="replace").strip() or f"exit code {res.returncode}"
+
+
+_probe_cache: dict[str, str | None] = {}
+_base_dir: list[str] = []
+
+
+def _unshare_base_dir() -> str:
+    """An empty host dir the unshare sandbox mounts its private root tmpfs on (one per process)."""
+    if not _base_dir:
+        _base_dir.append(tempfile.mkdtemp(prefix="kruise-local-root-"))
+        atexit.register(lambda: shutil.rmtree(_base_dir[0], ignore_errors=True))
+    return _base_dir[0]
+
+
+def _under(path: str, top: str) -> bool:
+    top = top.rstrip("/")
+    return path == top or path.startswith(top + "/") or top == ""
+
+
+class ContainerRuntime:
+    """Starts containers as sandboxed local processes.
+
+    `sandbox`: "bwrap" (bubblewrap), "unshare" (util-linux unshare + chroot), "none" (host, no mounts) or
+    "auto" (bwrap, then unshare). Raises `RuntimeUnavailable` when the requested method does not work here.
+    """
+
+    def __init__(self, sandbox: str = "auto") -> None:
+        if sandbox not in ("auto", "bwrap", "unshare", "none"):
+            raise ValueError(f"sandbox must be auto, bwrap, unshare or none, not {sandbox!r}")
+        self._bwrap = shutil.which("bwrap")
+        self._unshare = shutil.which("unshare")
+        self._setpriv = shutil.which("setpriv")
+        self._nsenter = shutil.which("nsenter")
+        self._chroot = shutil.which("chroot", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        self._env = shutil.which("env")
+        self._root = os.geteuid() == 0
+        if sandbox == "none":
+            self.sandbox = "none"
+            return
+        errors: list[str] = []
+        for kind in ("bwrap", "unshare") if sandbox == "auto" else (sandbox,):
+            err = self._check(kind)
+            if err is None:
+                self.sandbox = kind
+                return
+            errors.append(f"{kind}: {err}")
+        raise RuntimeUnavailable(
+            "no way to run local containers in their own mount and pid namespaces on this machine ("
+            + "; ".join(errors)
+            + "). Fix: install bubblewrap (`apt-get install bubblewrap`, it provides `bwrap`), and when not "
+            "running as root make sure unprivileged user namespaces are enabled "
+            "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0; on Ubuntu 24.04+ "
+            "also kernel.apparmor_restrict_unprivileged_userns=0). Or pass sandbox='none' to run containers "
+            "directly on the host without volume mounts."
+        )
+
+    def _check(self, kind: str) -> str | None:
+        if kind in _probe_cache:
+            return _probe_cache[kind]
+        if kind == "bwrap":
+            if not self._bwrap:
+                err: str | None = "`bwrap` not found"
+            else:
+                err = _probe(self._bwrap_cmd([], None, ["true"]))
+        else:
+            missing = [n for n, p in (("unshare", self._unshare), ("chroot", self._chroot)) if not p]
+            err = (
+                f"{', '.join(missing)} not found"
+                if missing
+                else _probe(self._unshare_cmd([], None, ["true"]))
+            )
+        _probe_cache[kind] = err
+        return err
+
+    # -- command lines --
+
+    def _bwrap_cmd(self, binds: list[tuple[str, str, bool]], wd: str | None, argv: list[str]) -> list[str]:
+        cmd = [self._bwrap or "bwrap", "--ro-bind", "/usr", "/usr", *_ROOT_LINKS, "--ro-bind", "/etc", "/etc"]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/root"]
+        for src, dst, ro in binds:
+            cmd += ["--ro-bind" if ro else "--bind", src, dst]
+        wd = wd or "/"
+        if not any(_under(wd, p) for p in ("/usr", "/etc", "/proc", "/dev", *(d for _, d, _ in binds))):
+            cmd += ["--dir", wd]  # a missing working dir on the root tmpfs is created, as runc does
+        cmd += ["--chdir", wd, "--die-with-parent", "--unshare-pid", "--", *argv]
+        return cmd
+
+    def _unshare_cmd(self, binds: list[tuple[str, str, bool]], wd: str | None, argv: list[str]) -> list[str]:
+        cmd: list[str] = []
+        if self._setpriv:
+            cmd += [self._setpriv, "--pdeathsig", "KILL"]
+        cmd += [self._unshare or "unshare", "--mount", "--propagation", "private"]
+        if not self._root:
+            cmd += ["--user", "--map-root-user"]
+        cmd += ["--", "/bin/sh", "-c", _UNSHARE_SCRIPT, "sh", _unshare_base_dir(), wd or "/"]
+        cmd += [self._chroot or "chroot", self._env or "env", self._unshare or "unshare"]
+        for src, dst, ro in binds:
+            cmd += ["ro" if ro else "rw", src, dst]
+        return [*cmd, "--", *argv]
+
+    # -- API --
+
+    async def start(self, launch: ContainerLaunch) -> RunningContainer:
+        """Start the container; returns once its process is spawned (output is logged as it arrives)."""
+        if not launch.argv:
+            raise ValueError("empty argv")
+        launch.termination_host_path.parent.mkdir(parents=True, exist_ok=True)
+        launch.termination_host_path.write_bytes(b"")
+        env = dict(launch.env)
+        env.setdefault("PATH", DEFAULT_PATH)
+        env.setdefault("HOME", "/root")
+        wd = launch.working_dir or "/"
+        binds: list[tuple[str, str, bool]] = [(p, p, True) for p in launch.host_paths]
+        for m in sorted(launch.mounts, key=lambda m: m.container_path.rstrip("/").count("/")):
+            binds.append((str(m.host_path), m.container_path, m.read_only))
+        binds.append((str(launch.termination_host_path), launch.termination_message_path, False))
+        cwd: str | None = None
+        if self.sandbox == "none":
+            cmd = list(launch.argv)
+            cwd = wd if os.path.isdir(wd) else None
+        else:
+            self._ensure_workdir(wd, launch)
+            if self.sandbox == "bwrap":
+                cmd = self._bwrap_cmd(binds, wd, launch.argv)
+            else:
+                cmd = self._unshare_cmd(binds, wd, launch.argv)
+        container = RunningContainer(self, launch, env, cwd)
+        await container._spawn(cmd)
+        return container
+
+    @staticmethod
+    def _ensure_workdir(wd: str, launch: ContainerLaunch) -> None:
+        """Like runc, create a missing working dir; on the host side when it lies in a writable volume."""
+        for m in sorted(launch.mounts, key=lambda m: -m.container_path.rstrip("/").count("/")):
+            cp = m.container_path.rstrip("/") or "/"
+            if not m.read_only and (wd == cp or wd.startswith(cp + "/")):
+                with contextlib.suppress(OSError):
+                    (Path(m.host_path) / wd[len(cp) :].lstrip("/")).mkdir(parents=True, exist_ok=True)
+                return
+
+    async def exec(
+        self, target: RunningContainer, argv: list[str], timeout: float, env: dict[str, str] | None = None
+    ) -> tuple[int, str]:
+        """Run `argv` inside `target`'s namespaces (root, cwd, pid); returns (exit code, stdout+stderr).
+
+        `env` is added to the container's environment. On timeout the command's process group is killed and
+        (-1, "timeout") returned; (-1, "container is not running") when the target has no live process.
+        """
+        full_env = dict(target._env)
+        full_env.update(env or {})
+        cwd: str | None = None
+        if target._sandbox == "none":
+            if target.finished_at is not None:
+                return -1, "container is not running"
+            cmd = list(argv)
+            cwd = target._cwd
+        else:
+            if not self._nsenter:
+                raise RuntimeUnavailable("`nsenter` (util-linux) is needed to exec into local containers")
+            pid = target._main_pid() or target._init_pid()
+            if pid is None or target.finished_at is not None:
+                return -1, "container is not running"
+            cmd = [self._nsenter, "-t", str(pid)]
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
+                    cmd += ["-U", "--preserve-credentials"]
+            cmd += ["-m", "-p", "-r", "-w", "--", *argv]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as e:
+            return 127, f"exec failed: {e}"
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except (TimeoutError, asyncio.CancelledError) as e:
+            await asyncio.shield(_kill_exec(proc, nsenter=target._sandbox != "none"))
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            return -1, "timeout"
+        return _exit_code(proc.returncode or 0), out.decode(errors="replace")
+
+
+async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:
+    """Kill an exec'd command's process tree.
+
+    nsenter's children first, so that nsenter (outside the container's pid namespace) reaps them: an orphan of
+    nsenter would be reparented to the host's init and, until that reaps it, block the container's teardown.
+    """
+    if nsenter:
+        for pid in _descendants(proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, _signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 1.0)
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, _signal.SIGKILL)
+    await proc.wait()
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    def __init__(self, writer: _CriLogWriter, loop: asyncio.AbstractEventLoop) -> None:
+        self.writer = writer
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.writer.feed(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.writer.flush(fd)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class RunningContainer:
+    """A started container. `wait()` may be awaited any number of times, concurrently."""
+
+    def __init__(
+        self, runtime: ContainerRuntime, launch: ContainerLaunch, env: dict[str, str], cwd: str | None
+    ):
+        self.container_id = launch.container_id
+        self.pid = 0  # host pid of the process the runtime spawned (bwrap / unshare / the command)
+        self.started_at = datetime.now(UTC)
+        self.finished_at: datetime | None = None
+        self.exit_code: int | None = None
+        self.oom_killed = False
+        self.launch = launch
+        self._runtime = runtime
+        self._sandbox = runtime.sandbox
+        self._env = env
+        self._cwd = cwd
+        self._init: int | None = None
+        self._main: int | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._done: asyncio.Task[int] | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self._memory_limit = launch.memory_limit_bytes
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def _spawn(self, cmd: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        writer = _CriLogWriter(self.launch.log_path)
+        try:
+            transport, proto = await loop.subprocess_exec(
+                lambda: _Protocol(writer, loop),
+                *cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+            )
+        except BaseException:
+            writer.close()
+            raise
+        self.started_at = datetime.now(UTC)
+        self._transport = transport
+        self.pid = transport.get_pid()
+        if self._sandbox == "none":
+            self._init = self._main = self.pid
+        self._loop = loop
+        self._done = loop.create_task(self._run(transport, proto, writer))
+        self._ensure_monitor()
+
+    async def _run(
+        self, transport: asyncio.SubprocessTransport, proto: _Protocol, writer: _CriLogWriter
+    ) -> int:
+        try:
+            await proto.exited
+            code = _exit_code(transport.get_returncode() or 0)
+            exited_at = datetime.now(UTC)
+            if self._sandbox == "none":  # emulate the namespace teardown for leftover group members
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pid, _signal.SIGKILL)
+            try:
+                await asyncio.wait_for(asyncio.shield(proto.closed), _PIPE_DRAIN_SECONDS)
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pid, _signal.SIGKILL)
+            if self.oom_killed:
+                code = 137
+            # set only now that all output is in the log: a follower may stop once `running` is false
+            self.exit_code, self.finished_at = code, exited_at
+            return code
+        finally:
+            if self.finished_at is None:
+                self.finished_at = datetime.now(UTC)
+            if self._monitor is not None:
+                self._monitor.cancel()
+            for t in list(self._pending):
+                t.cancel()
+            writer.close()
+            transport.close()
+
+    # -- process discovery --
+
+    def _init_pid(self) -> int | None:
+        """Host pid of pid 1 of the container's pid namespace (bwrap's / our reaper)."""
+        if self._init is None and self.finished_at is None:
+            for c in _children(self.pid):
+                if _ns_pid(c) == 1:
+                    self._init = c
+                    break
+        return self._init
+
+    def _main_pid(self) -> int | None:
+        """Host pid of the container's main process (pid 2 of its pid namespace), once it exists."""
+        if self._main is None and self.finished_at is None:
+            init = self._init_pid()
+            if init is not None:
+                for c in _children(init):
+                    if _ns_pid(c) == 2:
+                        self._main = c
+                        break
+        return self._main
+
+    def _tree(self) -> list[int]:
+        """Host pids of the container's processes (everything under the namespace's pid 1, not pid 1)."""
+        if self._sandbox == "none":
+            return [self.pid, *_descendants(self.pid)]
+        init = self._init_pid()
+        return _descendants(init) if init is not None else []
+
+    # -- API --
+
+    async def wait(self) -> int:
+        """Exit code (killed by signal N -> 128+N; 137 after an OOM kill)."""
+        assert self._done is not None
+        return await asyncio.shield(self._done)
+
+    @property
+    def running(self) -> bool:
+        return self.finished_at is None
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the container. SIGKILL kills the whole process tree (pid namespace / process group);
+        other signals go to the main process, as a container runtime does (the namespace dies with it)."""
+        if self.finished_at is not None:
+            return
+        if sig == _signal.SIGKILL:
+            init = self._init_pid()
+            for pid in (init, self.pid):
+                if pid:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, _signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, _signal.SIGKILL)
+            return
+        main = self._main_pid()
+        if main is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(main, sig)
+            return
+        task = asyncio.get_running_loop().create_task(self._signal_later(sig))  # still setting up
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _signal_later(self, sig: int) -> None:
+        while self.finished_at is None:
+            main = self._main_pid()
+            if main is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(main, sig)
+                return
+            await asyncio.sleep(0.002)
+
+    async def stop(self, grace_seconds: float) -> int:
+        """SIGTERM the main process, SIGKILL the tree after `grace_seconds`; returns the exit code."""
+        if self.finished_at is None:
+            if grace_seconds > 0:
+                self.signal(_signal.SIGTERM)
+                try:
+                    return await asyncio.wait_for(self.wait(), grace_seconds)
+                except TimeoutError:
+                    pass
+            self.signal(_signal.SIGKILL)
+        return await self.wait()
+
+    def rss_bytes(self) -> int:
+        """Summed RSS of the container's processes (bwrap's own processes excluded)."""
+        return sum(_rss(p) for p in self._tree())
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """The memory limit enforced now; settable (in-place resize), from any thread."""
+        return self._memory_limit
+
+    @memory_limit_bytes.setter
+    def memory_limit_bytes(self, value: int | None) -> None:
+        self._memory_limit = value
+        if self._loop is not None and value is not None:
+            self._loop.call_soon_threadsafe(self._ensure_monitor)
+
+    def _ensure_monitor(self) -> None:
+        if self._memory_limit is None or self.finished_at is not None:
+            return
+        if self._monitor is None or self._monitor.done():
+            assert self._loop is not None
+            self._monitor = self._loop.create_task(self._watch_memory())
+
+    async def _watch_memory(self) -> None:
+        """Sample the RSS now and every ~100 ms; over the limit -> SIGKILL the tree, as the OOM killer."""
+        while self.finished_at is None and (limit := self._memory_limit) is not None:
+            if self.rss_bytes() > limit:
+                self.oom_killed = True
+                self.signal(_signal.SIGKILL)
+                return
+            await asyncio.sleep(MEMORY_POLL_SECONDS)
+
+    def termination_message(self, policy: str = "File") -> str:
+        """The termination message as the kubelet reports it (File or FallbackToLogsOnError)."""
+        try:
+            with open(self.launch.termination_host_path, "rb") as f:
+                msg = f.read(MAX_TERMINATION_MESSAGE)
+        except OSError:
+            msg = b""
+        if not msg and policy == "FallbackToLogsOnError" and self.exit_code not in (None, 0):
+            msg = read_log(
+                self.launch.log_path, tail_lines=FALLBACK_LOG_LINES, limit_bytes=FALLBACK_LOG_BYTES
+            )
+        return msg.decode(errors="replace")

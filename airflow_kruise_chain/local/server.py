@@ -1,0 +1,600 @@
+"""The HTTP face of the local cluster: a Kubernetes-compatible REST API on aiohttp."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import resources as R
+from .errors import ApiError
+from .patch import json_merge_patch, json_patch, strategic_merge_patch
+from .resources import Resource
+from .selectors import FieldSelector, LabelSelector
+from .store import Obj
+
+if TYPE_CHECKING:
+    from .cluster import LocalCluster
+
+log = logging.getLogger(__name__)
+
+KUBE_VERSION = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.0+kruise-local",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "n/a (Python)",
+    "compiler": "cpython",
+    "platform": "linux/amd64",
+}
+_PATCH_TYPES = {
+    "application/strategic-merge-patch+json": "strategic",
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+}
+MAX_BODY = 3 * 1024 * 1024
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=json.dumps(data), content_type="application/json")
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    """Every failure leaves as a `Status` object; nothing escapes to crash the server."""
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return _json(e.status(), e.code)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return _json(ApiError(e.status, e.reason or "request failed").status(), e.status)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as e:
+        log.exception("internal error serving %s %s", request.method, request.path)
+        return _json(ApiError(500, f"internal error: {type(e).__name__}: {e}").status(), 500)
+
+
+def _resource_list(group_version: str, items: list[Resource]) -> dict[str, Any]:
+    out = []
+    for res in items:
+        out.append(
+            {
+                "name": res.plural,
+                "singularName": res.singular,
+                "namespaced": res.namespaced,
+                "kind": res.kind,
+                "verbs": list(res.verbs),
+                "shortNames": list(res.short_names),
+            }
+        )
+        for sub in res.subresources:
+            verbs = {"log": ["get"], "eviction": ["create"], "resize": ["get", "patch", "update"]}.get(
+                sub, ["get", "patch", "update"]
+            )
+            kind = {"eviction": "Eviction", "log": "Pod"}.get(sub, res.kind)
+            out.append(
+                {
+                    "name": f"{res.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": res.namespaced,
+                    "kind": kind,
+                    "verbs": verbs,
+                }
+            )
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
+
+
+def _q_bool(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("true", "1")
+
+
+def _q_int(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, f"invalid value for query parameter {name}: {raw!r}: not an integer") from None
+
+
+async def _read_body(request: web.Request) -> Any:
+    raw = await request.read()
+    if len(raw) > MAX_BODY:
+        raise ApiError(413, "Request entity too large: limit is 3145728", reason="RequestEntityTooLarge")
+    if not raw:
+        raise ApiError(400, "the request body is empty")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
+
+
+class ApiServer:
+    """Routes Kubernetes REST paths to the store, the admission chain, the kubelet and the metrics."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY + 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        self.requests = 0
+
+    # -- routing -------------------------------------------------------------------------------------
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        self.cluster.count_request(request)
+        await self.cluster.authorize(request)
+        await self.cluster.inject_fault(request)
+        parts = [p for p in request.path.split("/") if p]
+        if parts == ["version"]:
+            return _json(KUBE_VERSION)
+        if parts in (["healthz"], ["readyz"], ["livez"]):
+            return web.Response(text="ok")
+        if parts == ["api"]:
+            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+        if parts == ["apis"]:
+            return _json(self._group_list())
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            if parts[1] != "v1":
+                raise ApiError(404, f"the server could not find the requested resource (version {parts[1]})")
+            group, version, rest = "", "v1", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 2:
+            group = parts[1]
+            if group not in R.groups():
+                raise ApiError(404, f"the server could not find the requested resource (group {group})")
+            if len(parts) == 2:
+                return _json(self._group(group))
+            version, rest = parts[2], parts[3:]
+            if version not in R.groups()[group]:
+                raise ApiError(404, f"the server could not find the requested resource ({group}/{version})")
+        else:
+            raise ApiError(404, "the server could not find the requested resource")
+        if not rest:
+            if request.method != "GET":
+                raise ApiError(405, f"{request.method} is not allowed here")
+            gv = f"{group}/{version}" if group else version
+            served = [r for r in (*R.STORED, R.POD_METRICS) if r.group == group and version in r.versions]
+            return _json(_resource_list(gv, served))
+        watch_prefix = rest[0] == "watch"
+        if watch_prefix:
+            rest = rest[1:]
+        namespace: str | None = None
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and not (len(rest) == 3 and rest[2] in ("status", "finalize"))
+        ):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise ApiError(404, "the server could not find the requested resource")
+        plural, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+        if group == "metrics.k8s.io":
+            return self._metrics(request, namespace, plural, name)
+        res = R.find(group, version, plural)
+        if res is None:
+            raise ApiError(404, f"the server could not find the requested resource ({plural})")
+        if res.namespaced and name is not None and namespace is None:
+            raise ApiError(404, f"the server could not find the requested resource ({plural} is namespaced)")
+        if not res.namespaced and namespace is not None:
+            raise ApiError(
+                404, f"the server could not find the requested resource ({plural} is cluster-scoped)"
+            )
+        if sub is not None and sub not in res.subresources:
+            raise ApiError(404, f"the server could not find the requested resource ({plural}/{sub})")
+        ns = namespace or ""
+        method = request.method
+        if name is None:
+            if method == "GET":
+                if watch_prefix or _q_bool(request, "watch"):
+                    return await self._watch(request, res, version, namespace)
+                return self._list(request, res, version, namespace)
+            if (method == "POST" and namespace is not None) or (method == "POST" and not res.namespaced):
+                return await self._create(request, res, version, ns)
+            if method == "DELETE":
+                return await self._delete_collection(request, res, version, namespace)
+            raise ApiError(405, f"{method} is not allowed on the collection {plural}")
+        if watch_prefix:
+            request_fields = f"metadata.name={name}"
+            return await self._watch(request, res, version, namespace, extra_fields=request_fields)
+        if sub == "log":
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed on pods/log")
+            return await self._log(request, ns, name)
+        if sub == "eviction":
+            if method != "POST":
+                raise ApiError(405, f"{method} is not allowed on pods/eviction")
+            return await self._evict(request, ns, name)
+        if method == "GET":
+            return _json(self._out(self.store.get(res, ns, name), res, version))
+        if method == "PUT":
+            return await self._replace(request, res, version, ns, name, sub)
+        if method == "PATCH":
+            return await self._patch(request, res, version, ns, name, sub)
+        if method == "DELETE" and sub is None:
+            return await self._delete(request, res, version, ns, name)
+        raise ApiError(405, f"{method} is not allowed on {plural}{'/' + sub if sub else ''}")
+
+    def _group(self, group: str) -> dict[str, Any]:
+        versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in R.groups()[group]]
+        return {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": group,
+            "versions": versions,
+            "preferredVersion": versions[0],
+        }
+
+    def _group_list(self) -> dict[str, Any]:
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g) for g in R.groups()]}
+
+    @staticmethod
+    def _out(obj: Obj, res: Resource, version: str) -> Obj:
+        obj["apiVersion"] = res.api_version(version)
+        obj["kind"] = res.kind
+        return obj
+
+    # -- collection verbs ----------------------------------------------------------------------------
+    def _selectors(
+        self, request: web.Request, res: Resource, extra_fields: str = ""
+    ) -> tuple[LabelSelector, FieldSelector]:
+        labels = LabelSelector.parse(request.query.get("labelSelector"))
+        text = ",".join(x for x in (request.query.get("fieldSelector", ""), extra_fields) if x)
+        return labels, FieldSelector.parse(text or None, set(res.field_selectors))
+
+    def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
+        labels, fields = self._selectors(request, res)
+        items = [self._out(o, res, version) for o in self.store.list(res, namespace, labels, fields)]
+        meta: dict[str, Any] = {"resourceVersion": str(self.store.resource_version)}
+        limit = _q_int(request, "limit")
+        start = 0
+        token = request.query.get("continue")
+        if token:
+            try:
+                start = int(base64.urlsafe_b64decode(token.encode()).decode())
+            except (ValueError, UnicodeDecodeError):
+                raise ApiError(400, "continue key is not valid") from None
+        if limit and limit > 0:
+            page = items[start : start + limit]
+            if start + limit < len(items):
+                meta["continue"] = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
+                meta["remainingItemCount"] = len(items) - start - limit
+            items = page
+        return _json(
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version(version),
+                "metadata": meta,
+                "items": items,
+            }
+        )
+
+    async def _watch(
+        self, request: web.Request, res: Resource, version: str, namespace: str | None, extra_fields: str = ""
+    ) -> web.StreamResponse:
+        labels, fields = self._selectors(request, res, extra_fields)
+        timeout = _q_int(request, "timeoutSeconds")
+        bookmarks = _q_bool(request, "allowWatchBookmarks")
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        try:
+            watch = self.store.watch(res, namespace, request.query.get("resourceVersion"), labels, fields)
+        except ApiError as e:  # the real server answers 200 and sends the error as a watch event
+            await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
+            return resp
+        deadline = asyncio.get_running_loop().time() + (timeout if timeout and timeout > 0 else 1800)
+        interval = self.cluster.bookmark_interval
+        try:
+            while True:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(watch.queue.get(), timeout=min(remaining, interval))
+                except TimeoutError:
+                    if bookmarks:
+                        mark = {
+                            "kind": res.kind,
+                            "apiVersion": res.api_version(version),
+                            "metadata": {"resourceVersion": str(self.store.resource_version)},
+                        }
+                        await resp.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+                    continue
+                if item is None:
+                    break
+                kind, obj = item
+                event = {"type": kind, "object": self._out(copy.deepcopy(obj), res, version)}
+                await resp.write(json.dumps(event).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unwatch(watch)
+        return resp
+
+    async def _create(
+        self, request: web.Request, res: Resource, version: str, namespace: str
+    ) -> web.Response:
+        body = await _read_body(request)
+        obj = self._check_body(body, res, version)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise ApiError(400, "metadata must be an object")
+        if res.namespaced:
+            if meta.get("namespace") not in (None, "", namespace):
+                raise ApiError(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            meta["namespace"] = namespace
+            self._require_namespace(namespace)
+        if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        for server_owned in (
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "generation",
+        ):
+            meta.pop(server_owned, None)
+        self.cluster.admission.on_create(res, obj)
+        if request.query.get("dryRun") == "All":
+            return _json(self._out(obj, res, version), 201)
+        created = self.store.create(res, obj)
+        return _json(self._out(created, res, version), 201)
+
+    def _require_namespace(self, namespace: str) -> None:
+        ns = self.store.peek(R.NAMESPACES, "", namespace)
+        if ns is None:
+            raise ApiError(404, f'namespaces "{namespace}" not found', kind="namespaces", name=namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                f"unable to create new content in namespace {namespace} because it is being terminated",
+                reason="Forbidden",
+            )
+
+    @staticmethod
+    def _check_body(body: Any, res: Resource, version: str) -> Obj:
+        if not isinstance(body, dict):
+            raise ApiError(400, f"the body of the request must be a JSON object (a {res.kind})")
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if kind not in (None, res.kind) or api_version not in (None, res.api_version(version)):
+            raise ApiError(
+                400,
+                f"the API version in the data ({api_version}) and kind ({kind}) do not match the expected "
+                f"{res.api_version(version)} {res.kind}",
+            )
+        return body
+
+    async def _delete_collection(
+        self, request: web.Request, res: Resource, version: str, namespace: str | None
+    ) -> web.Response:
+        labels, fields = self._selectors(request, res)
+        grace = _q_int(request, "gracePeriodSeconds")
+        gone = []
+        for obj in self.store.list(res, namespace, labels, fields):
+            meta = obj["metadata"]
+            gone.append(
+                self._out(self._do_delete(res, meta.get("namespace", ""), meta["name"], grace), res, version)
+            )
+        return _json(
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version(version),
+                "metadata": {"resourceVersion": str(self.store.resource_version)},
+                "items": gone,
+            }
+        )
+
+    # -- item verbs ----------------------------------------------------------------------------------
+    async def _replace(
+        self, request: web.Request, res: Resource, version: str, ns: str, name: str, sub: str | None
+    ) -> web.Response:
+        body = self._check_body(await _read_body(request), res, version)
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            raise ApiError(400, "metadata must be an object")
+        if meta.get("name") not in (None, name):
+            raise ApiError(
+                400,
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+            )
+        if res.namespaced and meta.get("namespace") not in (None, "", ns):
+            raise ApiError(
+                400, "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        meta["name"] = name
+        if res.namespaced:
+            meta["namespace"] = ns
+        return self._write(request, res, version, ns, name, sub, lambda old: body)
+
+    async def _patch(
+        self, request: web.Request, res: Resource, version: str, ns: str, name: str, sub: str | None
+    ) -> web.Response:
+        ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+        kind = _PATCH_TYPES.get(ctype)
+        if kind is None:
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(_PATCH_TYPES)}",
+                reason="UnsupportedMediaType",
+            )
+        body = await _read_body(request)
+
+        def apply(old: Obj) -> Obj:
+            if kind == "json":
+                return json_patch(old, body)
+            if not isinstance(body, dict):
+                raise ApiError(400, "a merge patch must be a JSON object")
+            if kind == "merge":
+                return json_merge_patch(old, body)
+            return strategic_merge_patch(old, body)
+
+        return self._write(request, res, version, ns, name, sub, apply)
+
+    def _write(
+        self,
+        request: web.Request,
+        res: Resource,
+        version: str,
+        ns: str,
+        name: str,
+        sub: str | None,
+        change: Callable[[Obj], Any],
+    ) -> web.Response:
+        old = self.store.get(res, ns, name)
+        new = change(copy.deepcopy(old))
+        if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+            raise ApiError(400, f"the result is not a valid {res.kind} object")
+        new["metadata"]["name"], new["apiVersion"], new["kind"] = name, old["apiVersion"], old["kind"]
+        if res.namespaced:
+            new["metadata"]["namespace"] = ns
+        if sub == "status":  # only status is taken from a status write
+            kept = copy.deepcopy(old)
+            kept["status"] = new.get("status")
+            kept["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
+            new = kept
+        elif sub == "resize":
+            self.cluster.admission.on_resize(old, new)
+            new = {**copy.deepcopy(old), "spec": new["spec"]} | {
+                "metadata": {**old["metadata"], "resourceVersion": new["metadata"].get("resourceVersion")}
+            }
+        else:
+            if "status" in old or "status" in new:  # the main resource ignores status changes
+                if res.subresources and "status" in res.subresources:
+                    new["status"] = copy.deepcopy(old.get("status"))
+            self.cluster.admission.on_update(res, old, new)
+        if request.query.get("dryRun") == "All":
+            return _json(self._out(new, res, version))
+        stored = self.store.update(res, new)
+        if sub == "resize":
+            self.cluster.kubelet.resized(stored)
+        return _json(self._out(stored, res, version))
+
+    async def _delete(
+        self, request: web.Request, res: Resource, version: str, ns: str, name: str
+    ) -> web.Response:
+        grace = _q_int(request, "gracePeriodSeconds")
+        raw = await request.read()
+        if raw:
+            try:
+                opts = json.loads(raw)
+            except ValueError as e:
+                raise ApiError(400, f"invalid DeleteOptions: {e}") from None
+            if not isinstance(opts, dict):
+                raise ApiError(400, "DeleteOptions must be an object")
+            if opts.get("gracePeriodSeconds") is not None:
+                if not isinstance(opts["gracePeriodSeconds"], int) or isinstance(
+                    opts["gracePeriodSeconds"], bool
+                ):
+                    raise ApiError(400, "DeleteOptions.gracePeriodSeconds must be an integer")
+                grace = opts["gracePeriodSeconds"]
+            pre = opts.get("preconditions") or {}
+            if not isinstance(pre, dict):
+                raise ApiError(400, "DeleteOptions.preconditions must be an object")
+            current = self.store.get(res, ns, name)["metadata"]
+            for field, value in (("uid", pre.get("uid")), ("resourceVersion", pre.get("resourceVersion"))):
+                if value is not None and current.get(field) != value:
+                    raise ApiError(
+                        409,
+                        f"Precondition failed: {field} in precondition: {value}, {field} in object meta: "
+                        f"{current.get(field)}",
+                    )
+        if grace is not None and grace < 0:
+            raise ApiError(422, "DeleteOptions.gracePeriodSeconds must be >= 0", reason="Invalid")
+        return _json(self._out(self._do_delete(res, ns, name, grace), res, version))
+
+    def _do_delete(self, res: Resource, ns: str, name: str, grace: int | None) -> Obj:
+        if res is R.PODS:
+            pod = self.store.get(res, ns, name)
+            if grace is None:
+                grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+            if not (pod.get("spec") or {}).get("nodeName") or grace == 0:
+                obj = self.store.mark_deleted(res, ns, name, 0)
+                self.store.remove(res, ns, name)
+                return obj
+            return self.store.mark_deleted(res, ns, name, max(grace, 1))
+        if res is R.NAMESPACES:
+            return self.cluster.delete_namespace(name)
+        return self.store.mark_deleted(res, ns, name, grace)
+
+    async def _evict(self, request: web.Request, ns: str, name: str) -> web.Response:
+        body = await _read_body(request)
+        if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
+            raise ApiError(400, "the body must be a policy/v1 Eviction")
+        opts = body.get("deleteOptions") or {}
+        grace = opts.get("gracePeriodSeconds") if isinstance(opts, dict) else None
+        self.store.get(R.PODS, ns, name)
+        self.cluster.kubelet.evicted(ns, name)
+        self._do_delete(R.PODS, ns, name, grace if isinstance(grace, int) else None)
+        return _json(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+        )
+
+    # -- logs and metrics ----------------------------------------------------------------------------
+    async def _log(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
+        pod = self.store.get(R.PODS, ns, name)
+        since_time = None
+        if request.query.get("sinceTime"):
+            try:
+                since_time = datetime.fromisoformat(request.query["sinceTime"].replace("Z", "+00:00"))
+            except ValueError:
+                raise ApiError(400, f"invalid sinceTime: {request.query['sinceTime']!r}") from None
+        since_seconds = _q_int(request, "sinceSeconds")
+        if since_seconds is not None:
+            if since_seconds <= 0:
+                raise ApiError(422, "sinceSeconds: Invalid value: must be greater than 0", reason="Invalid")
+            since_time = datetime.now(UTC) - timedelta(seconds=since_seconds)
+        tail, limit = _q_int(request, "tailLines"), _q_int(request, "limitBytes")
+        if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
+            raise ApiError(422, "tailLines must be >= 0 and limitBytes > 0", reason="Invalid")
+        source = self.cluster.kubelet.log_source(
+            pod, request.query.get("container"), _q_bool(request, "previous")
+        )
+        timestamps = _q_bool(request, "timestamps")
+        if not _q_bool(request, "follow"):
+            data = source.read(
+                since_time=since_time, timestamps=timestamps, tail_lines=tail, limit_bytes=limit
+            )
+            return web.Response(body=data, content_type="text/plain")
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+        await resp.prepare(request)
+        sent = 0
+        try:
+            async for chunk in source.follow(since_time=since_time, timestamps=timestamps, tail_lines=tail):
+                if limit is not None and sent + len(chunk) > limit:
+                    await resp.write(chunk[: limit - sent])
+                    break
+                await resp.write(chunk)
+                sent += len(chunk)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+    def _metrics(
+        self, request: web.Request, namespace: str | None, plural: str, name: str | None
+    ) -> web.Response:
+        if plural != "pods" or request.method != "GET":
+            raise ApiError(404, f"the server could not find the requested resource ({plural})")
+        if name is not None:
+            return _json(self.cluster.kubelet.pod_metrics(self.store.get(R.PODS, namespace or "", name)))
+        labels = LabelSelector.parse(request.query.get("labelSelector"))
+        items = [self.cluster.kubelet.pod_metrics(p) for p in self.store.list(R.PODS, namespace, labels)]
+        return _json(
+            {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+        )

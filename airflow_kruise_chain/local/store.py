@@ -1,0 +1,351 @@
+"""In-memory object store with resourceVersions, watch history and change listeners.
+
+Everything runs on one asyncio event loop: the API server, the kubelet and the Kruise controllers call the
+store from that loop only, so no locking is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import ApiError
+from .resources import Resource
+from .selectors import FieldSelector, LabelSelector
+
+Obj = dict[str, Any]
+Listener = Callable[[str, Resource, Obj, Obj | None], None]
+
+
+def now_iso() -> str:
+    """The current time as the API server writes it (RFC 3339, seconds, UTC)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ns_name(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+@dataclass
+class Event:
+    """One change, as a watch sends it."""
+
+    rv: int
+    type: str
+    resource: Resource
+    obj: Obj
+    old: Obj | None
+
+
+class Watch:
+    """A running watch: an async iterator of (type, object) pairs, filtered by namespace and selectors."""
+
+    def __init__(
+        self,
+        store: Store,
+        resource: Resource,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+    ) -> None:
+        self.store = store
+        self.resource = resource
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.queue: asyncio.Queue[tuple[str, Obj] | None] = asyncio.Queue()
+        self.last_rv = 0
+
+    def _matches(self, obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        ns, _ = _ns_name(obj)
+        if self.namespace and ns != self.namespace:
+            return False
+        return self.labels.matches((obj.get("metadata") or {}).get("labels")) and self.fields.matches(obj)
+
+    def offer(self, ev: Event) -> None:
+        if ev.resource.key != self.resource.key:
+            return
+        now_in, was_in = self._matches(ev.obj), self._matches(ev.old)
+        kind = ev.type
+        if kind == "MODIFIED":
+            if now_in and not was_in:
+                kind = "ADDED"
+            elif was_in and not now_in:
+                kind = "DELETED"
+            elif not now_in:
+                return
+        elif not now_in:
+            return
+        self.last_rv = ev.rv
+        self.queue.put_nowait((kind, ev.obj))
+
+    def close(self) -> None:
+        self.queue.put_nowait(None)
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> tuple[str, Obj]:
+        item = await self.queue.get()
+        if item is None:
+            raise StopAsyncIteration
+        return item
+
+
+class Store:
+    """Objects by resource, namespace and name; every write bumps the global resourceVersion."""
+
+    def __init__(self, history: int = 5000) -> None:
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._rv = 1
+        self._history: deque[Event] = deque(maxlen=history)
+        self._watches: set[Watch] = set()
+        self._listeners: list[Listener] = []
+
+    # -- reading -------------------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def _bucket(self, res: Resource) -> dict[tuple[str, str], Obj]:
+        return self._objects.setdefault(res.key, {})
+
+    def get(self, res: Resource, namespace: str, name: str) -> Obj:
+        """A deep copy of one object, or 404."""
+        obj = self._bucket(res).get((namespace if res.namespaced else "", name))
+        if obj is None:
+            raise ApiError(
+                404,
+                f'{res.plural}{"." + res.group if res.group else ""} "{name}" not found',
+                kind=res.plural,
+                name=name,
+                group=res.group,
+            )
+        return copy.deepcopy(obj)
+
+    def peek(self, res: Resource, namespace: str, name: str) -> Obj | None:
+        """The stored object itself (no copy; callers must not mutate it), or None."""
+        return self._bucket(res).get((namespace if res.namespaced else "", name))
+
+    def items(self, res: Resource, namespace: str | None = None) -> Iterable[Obj]:
+        """Stored objects (no copies), optionally of one namespace."""
+        for (ns, _), obj in list(self._bucket(res).items()):
+            if not namespace or ns == namespace:
+                yield obj
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> list[Obj]:
+        out = []
+        for obj in self.items(res, namespace):
+            if labels and not labels.matches(obj["metadata"].get("labels")):
+                continue
+            if fields and not fields.matches(obj):
+                continue
+            out.append(copy.deepcopy(obj))
+        out.sort(key=lambda o: _ns_name(o))
+        return out
+
+    # -- writing -------------------------------------------------------------------------------------
+    def _bump(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _emit(self, kind: str, res: Resource, obj: Obj, old: Obj | None) -> None:
+        ev = Event(int(obj["metadata"]["resourceVersion"]), kind, res, obj, old)
+        self._history.append(ev)
+        for w in list(self._watches):
+            w.offer(ev)
+        for listener in list(self._listeners):
+            listener(kind, res, obj, old)
+
+    def create(self, res: Resource, obj: Obj) -> Obj:
+        """Store a new object (409 AlreadyExists if the name is taken); returns a copy as stored."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        key = _ns_name(obj)
+        bucket = self._bucket(res)
+        if key in bucket:
+            raise ApiError(
+                409,
+                f'{res.plural}{"." + res.group if res.group else ""} "{key[1]}" already exists',
+                reason="AlreadyExists",
+                kind=res.plural,
+                name=key[1],
+                group=res.group,
+            )
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_iso()
+        meta["resourceVersion"] = str(self._bump())
+        if res.group:
+            meta["generation"] = 1
+        meta.pop("deletionTimestamp", None)
+        obj["apiVersion"] = res.api_version()
+        obj["kind"] = res.kind
+        bucket[key] = obj
+        self._emit("ADDED", res, obj, None)
+        return copy.deepcopy(obj)
+
+    def update(self, res: Resource, obj: Obj, *, check_rv: bool = True) -> Obj:
+        """Replace an object. A stale `metadata.resourceVersion` is a 409 Conflict (when `check_rv`).
+
+        Removes the object when it is being deleted and its last finalizer is gone.
+        """
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        key = (meta.get("namespace") or "" if res.namespaced else "", meta.get("name") or "")
+        bucket = self._bucket(res)
+        old = bucket.get(key)
+        if old is None:
+            raise ApiError(
+                404, f'{res.plural} "{key[1]}" not found', kind=res.plural, name=key[1], group=res.group
+            )
+        sent_rv = meta.get("resourceVersion")
+        if check_rv and sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on {res.plural}{"." + res.group if res.group else ""} "{key[1]}": '
+                "the object has been modified; please apply your changes to the latest version and try again",
+                kind=res.plural,
+                name=key[1],
+                group=res.group,
+            )
+        for immutable in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            if immutable in old["metadata"]:
+                meta[immutable] = old["metadata"][immutable]
+            else:
+                meta.pop(immutable, None)
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        if res.group and old.get("spec") != obj.get("spec"):
+            meta["generation"] = old["metadata"].get("generation", 1) + 1
+        elif "generation" in old["metadata"]:
+            meta["generation"] = old["metadata"]["generation"]
+        obj["apiVersion"], obj["kind"] = old["apiVersion"], old["kind"]
+        if _strip(obj) == _strip(old):
+            return copy.deepcopy(old)  # a no-op update does not bump the resourceVersion
+        meta["resourceVersion"] = str(self._bump())
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._held(res, obj):
+            del bucket[key]
+            self._emit("DELETED", res, obj, old)
+            return copy.deepcopy(obj)
+        bucket[key] = obj
+        self._emit("MODIFIED", res, obj, old)
+        return copy.deepcopy(obj)
+
+    def _held(self, res: Resource, obj: Obj) -> bool:
+        """Pods being deleted stay until the kubelet confirms their containers are gone."""
+        return (
+            res.kind == "Pod"
+            and bool(obj["metadata"].get("deletionGracePeriodSeconds"))
+            and bool((obj.get("spec") or {}).get("nodeName"))
+        )
+
+    def mark_deleted(self, res: Resource, namespace: str, name: str, grace: int | None) -> Obj:
+        """Start a deletion: set deletionTimestamp (and grace), or remove at once when nothing holds it."""
+        bucket = self._bucket(res)
+        key = (namespace if res.namespaced else "", name)
+        old = bucket.get(key)
+        if old is None:
+            raise ApiError(
+                404, f'{res.plural} "{name}" not found', kind=res.plural, name=name, group=res.group
+            )
+        obj = copy.deepcopy(old)
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = now_iso()
+        if grace is not None:
+            current = meta.get("deletionGracePeriodSeconds")
+            meta["deletionGracePeriodSeconds"] = grace if current is None else min(current, grace)
+        meta["resourceVersion"] = str(self._bump())
+        if meta.get("finalizers") or self._held(res, obj):
+            bucket[key] = obj
+            self._emit("MODIFIED", res, obj, old)
+        else:
+            del bucket[key]
+            self._emit("DELETED", res, obj, old)
+        return copy.deepcopy(obj)
+
+    def remove(self, res: Resource, namespace: str, name: str) -> Obj | None:
+        """Remove an object outright (the kubelet's final delete, or garbage collection)."""
+        key = (namespace if res.namespaced else "", name)
+        old = self._bucket(res).pop(key, None)
+        if old is None:
+            return None
+        obj = copy.deepcopy(old)
+        obj["metadata"]["resourceVersion"] = str(self._bump())
+        self._emit("DELETED", res, obj, old)
+        return obj
+
+    # -- watching ------------------------------------------------------------------------------------
+    def listen(self, listener: Listener) -> None:
+        """Call `listener(type, resource, obj, old)` on every change (controllers)."""
+        self._listeners.append(listener)
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        resource_version: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+    ) -> Watch:
+        """Open a watch. No resourceVersion (or "0"): synthetic ADDED for what exists, then changes.
+
+        An older resourceVersion replays the kept history after it, or is 410 Gone when the history no longer
+        reaches back that far.
+        """
+        w = Watch(self, res, namespace, labels, fields)
+        if resource_version in (None, "", "0"):
+            for obj in self.list(res, namespace, labels, fields):
+                w.queue.put_nowait(("ADDED", obj))
+            w.last_rv = self._rv
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise ApiError(400, f"invalid resource version: {resource_version!r}") from None
+            oldest = self._history[0].rv if self._history else self._rv + 1
+            if since < self._rv and since < oldest - 1:
+                raise ApiError(410, f"too old resource version: {since} ({oldest - 1})", reason="Expired")
+            for ev in self._history:
+                if ev.rv > since:
+                    w.offer(ev)
+            w.last_rv = max(since, w.last_rv)
+        self._watches.add(w)
+        return w
+
+    def set_history_limit(self, events: int) -> None:
+        """Keep only the last `events` changes for watches to resume from (older ones get 410 Gone)."""
+        self._history = deque(self._history, maxlen=events)
+
+    def unwatch(self, w: Watch) -> None:
+        self._watches.discard(w)
+
+    def close_watches(self) -> None:
+        for w in list(self._watches):
+            w.close()
+        self._watches.clear()
+
+
+def _strip(obj: Obj) -> Obj:
+    o = copy.copy(obj)
+    o["metadata"] = {
+        k: v for k, v in obj.get("metadata", {}).items() if k not in ("resourceVersion", "generation")
+    }
+    return o

@@ -1,0 +1,321 @@
+"""Operators of a chain: set-up (create the pod), prewarm (ImagePullJobs), one task per stage, teardown."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kruise_chain.core import (
+    ChainSpec,
+    PodLostError,
+    StageSpec,
+    build_chain_pod,
+    build_image_pull_job,
+    build_runner_configmap,
+    chain_labels,
+    image_pull_job_name,
+    image_pull_job_outcome,
+    pod_name_for,
+    runner_configmap_name,
+)
+from airflow_kruise_chain.core.driver import ChainError, StageDriver, StageTimeoutError, Timeouts
+from airflow_kruise_chain.core.podview import container_status
+from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook, PrewarmUnavailableError
+from airflow_kruise_chain.links import ChainPodLink
+
+XCOM_POD = "chain_pod"
+
+
+class ChainTaskMixin:
+    """Connection settings and chain identity shared by every chain task."""
+
+    chain_name: str
+    namespace: str
+    kubernetes_conn_id: str | None
+    config_file: str | None
+    cluster_context: str | None
+    in_cluster: bool | None
+
+    @cached_property
+    def hook(self) -> KruiseHook:
+        return KruiseHook(
+            conn_id=self.kubernetes_conn_id,
+            config_file=self.config_file,
+            cluster_context=self.cluster_context,
+            in_cluster=self.in_cluster,
+        )
+
+    def pod_name(self, context: Context) -> str:
+        return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"])
+
+    def pod_url(self, context: Context) -> None:
+        ChainPodLink.persist(context, self.namespace, self.pod_name(context))  # type: ignore[arg-type]
+
+
+def _init_connection(op: ChainTaskMixin, kubernetes_conn_id: str | None, config_file: str | None,
+                     cluster_context: str | None, in_cluster: bool | None) -> None:
+    op.kubernetes_conn_id = kubernetes_conn_id
+    op.config_file = config_file
+    op.cluster_context = cluster_context
+    op.in_cluster = in_cluster
+
+
+class ChainSetupOperator(ChainTaskMixin, BaseOperator):
+    """Create the chain's persistent pod (and its runner ConfigMap) and wait until both slots are parked.
+
+    Idempotent: a retry, or a second try after a worker crash, finds the pod it created by name.
+    Returns `{"pod": name, "namespace": ns, "node": node}` (XCom).
+    """
+
+    template_fields: Sequence[str] = ("namespace", "config_file")
+    ui_color = "#d4e8ff"
+    operator_extra_links = (ChainPodLink(),)
+
+    def __init__(self, *, chain: dict[str, Any], kubernetes_conn_id: str | None = "kubernetes_default",
+                 config_file: str | None = None, cluster_context: str | None = None, in_cluster: bool | None = None,
+                 startup_timeout: float = 300, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chain = chain
+        self.chain_name = chain["name"]
+        self.namespace = chain["namespace"]
+        self.startup_timeout = startup_timeout
+        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+
+    def execute(self, context: Context) -> dict[str, str]:
+        spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
+        spec.validate()
+        dag_id, run_id = context["dag"].dag_id, context["run_id"]
+        name = pod_name_for(spec.name, dag_id, run_id)
+        labels = chain_labels(dag_id, run_id, spec.name)
+        self.hook.create("ConfigMap", build_runner_configmap(spec, name, labels), spec.namespace)
+        pod = build_chain_pod(spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images)
+        created = self.hook.create("Pod", pod, spec.namespace)
+        self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
+        self.pod_url(context)
+        pod = self.wait_parked(name, spec.namespace)
+        node = pod["spec"].get("nodeName", "")
+        self.log.info("chain pod %s is running on node %s with both slots parked", name, node)
+        return {"pod": name, "namespace": spec.namespace, "node": node}
+
+    def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
+        deadline = time.monotonic() + self.startup_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            remaining = int(max(1, deadline - time.monotonic()))
+            for pod in self.hook.watch_pod(name, namespace, min(remaining, 60)):
+                if pod is None:
+                    raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
+                phase = (pod.get("status") or {}).get("phase")
+                if phase in ("Failed", "Succeeded"):
+                    raise PodLostError(f"chain pod {namespace}/{name} ended ({phase}) while starting: "
+                                       f"{(pod.get('status') or {}).get('message', '')}")
+                slots = [container_status(pod, s) or {} for s in ("slot-a", "slot-b")]
+                waiting = [((s.get("state") or {}).get("waiting") or {}) for s in slots]
+                reasons = ", ".join(f"{w.get('reason')}: {w.get('message', '')}" for w in waiting if w)
+                if reasons and reasons != last:
+                    self.log.info("chain pod starting: %s", reasons)
+                    last = reasons
+                bad = [w for w in waiting if w.get("reason") in ("ErrImagePull", "ImagePullBackOff",
+                                                                  "InvalidImageName", "CreateContainerConfigError")]
+                if bad:
+                    raise ChainError(f"chain pod {namespace}/{name} cannot start: {reasons}")
+                if phase == "Running" and all(s.get("ready") for s in slots):
+                    return pod
+        raise StageTimeoutError(f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
+                                f"not get both slots running; last state: {last or 'Pending'}")
+
+
+class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
+    """Delete the chain pod and its runner ConfigMap (Airflow teardown: runs even when a stage failed)."""
+
+    template_fields: Sequence[str] = ("namespace", "config_file")
+    ui_color = "#ffe4d4"
+
+    def __init__(self, *, chain_name: str, namespace: str, keep_pod: bool = False,
+                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
+                 cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chain_name = chain_name
+        self.namespace = namespace
+        self.keep_pod = keep_pod
+        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+
+    def execute(self, context: Context) -> None:
+        name = self.pod_name(context)
+        if self.keep_pod:
+            self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
+            return
+        gone = self.hook.delete("Pod", name, self.namespace)
+        self.hook.delete("ConfigMap", runner_configmap_name(name), self.namespace)
+        self.log.info("chain pod %s/%s %s", self.namespace, name, "deleted" if gone else "was already gone")
+
+
+class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
+    """Prewarm the chain's images on the chain pod's node with one OpenKruise ImagePullJob per image.
+
+    Success follows OpenKruise's rule: a job is done when `status.completionTime` is set, and succeeded only
+    if `failed == 0 and succeeded == desired > 0`. When the ImagePullJobGate feature gate is off, fails
+    with how to enable it, or (`on_unavailable="skip"`) logs a warning and lets the stages pull on demand.
+    """
+
+    template_fields: Sequence[str] = ("namespace", "images", "config_file")
+    ui_color = "#e8ffd4"
+
+    def __init__(self, *, chain_name: str, namespace: str, images: Sequence[str] = (),
+                 on_unavailable: str = "fail", pull_timeout: int = 600, backoff_limit: int = 3,
+                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
+                 cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if on_unavailable not in ("fail", "skip"):
+            raise ValueError(f"on_unavailable: must be 'fail' or 'skip', not {on_unavailable!r}")
+        self.chain_name = chain_name
+        self.namespace = namespace
+        self.images = list(images)
+        self.on_unavailable = on_unavailable
+        self.pull_timeout = pull_timeout
+        self.backoff_limit = backoff_limit
+        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+
+    def execute(self, context: Context) -> dict[str, str]:
+        name = self.pod_name(context)
+        pod = self.hook.read_pod(name, self.namespace)
+        if pod is None or not pod["spec"].get("nodeName"):
+            raise PodLostError(f"chain pod {self.namespace}/{name} is missing or unscheduled: prewarm runs after "
+                               "the chain's setup task")
+        node = pod["spec"]["nodeName"]
+        labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_name)
+        jobs: dict[str, str] = {}
+        for image in dict.fromkeys(self.images):
+            job = build_image_pull_job(image_pull_job_name(name, image), self.namespace, image, node_name=node,
+                                       timeout_seconds=self.pull_timeout, backoff_limit=self.backoff_limit,
+                                       labels=labels)
+            try:
+                self.hook.create_kruise("imagepulljobs", job, self.namespace)
+            except PrewarmUnavailableError as e:
+                if self.on_unavailable == "skip":
+                    self.log.warning("prewarm skipped: %s", e)
+                    return {}
+                raise
+            jobs[image] = job["metadata"]["name"]
+            self.log.info("::kruise-chain:: prewarm %s on node %s (ImagePullJob %s)", image, node, jobs[image])
+        deadline = time.monotonic() + self.pull_timeout * (self.backoff_limit + 1) + 30
+        results: dict[str, str] = {}
+        for image, job_name in jobs.items():
+            outcome = None
+            while outcome is None or outcome == "running":
+                if time.monotonic() > deadline:
+                    raise StageTimeoutError(f"image pull timeout: ImagePullJob {job_name} for {image} did not "
+                                            "complete")
+                for job in self.hook.watch_kruise("imagepulljobs", job_name, self.namespace,
+                                                  int(max(1, min(60, deadline - time.monotonic())))):
+                    outcome = image_pull_job_outcome(job)
+                    if outcome != "running":
+                        break
+            if outcome == "failed":
+                raise KruiseApiError(f"prewarm failed: {outcome.message}")
+            self.log.info("::kruise-chain:: prewarmed %s: %s", image, outcome.message)
+            results[image] = job_name
+        return results
+
+
+class KruiseChainOperator(ChainTaskMixin, BaseOperator):
+    """Run one stage of a chain: swap it into the chain pod's idle slot and follow it to its result.
+
+    The swap is one pod patch (image + the stage's annotations), or, when the slot already holds the
+    stage's image, an annotation patch plus an OpenKruise ContainerRecreateRequest. The stage's own output
+    streams into the task log; its result (exit code, duration, image, slot, generation, declared outputs)
+    is pushed to XCom; a non-zero exit fails the task with the exit code and the last log lines.
+    A retry re-runs the stage as a new generation; a second try of the same try number (the worker died)
+    reattaches to the running stage instead of starting it again.
+    """
+
+    template_fields: Sequence[str] = ("namespace", "image", "cmds", "arguments", "env", "config_file")
+    template_fields_renderers = {"env": "json", "cmds": "py", "arguments": "py"}
+    ui_color = "#c9e4ff"
+    operator_extra_links = (ChainPodLink(),)
+
+    def __init__(self, *, chain_name: str, namespace: str, stage_name: str, image: str, cmds: Sequence[str],
+                 arguments: Sequence[str] = (), env: dict[str, str] | None = None,
+                 resources: dict[str, dict[str, str]] | None = None, image_pull_policy: str | None = None,
+                 swap_timeout: float = 600, stage_timeout: float | None = None, deferrable: bool = False,
+                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
+                 cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chain_name = chain_name
+        self.namespace = namespace
+        self.stage_name = stage_name
+        self.image = image
+        self.cmds = list(cmds)
+        self.arguments = list(arguments)
+        self.env = dict(env or {})
+        self.resources = dict(resources or {})
+        self.image_pull_policy = image_pull_policy
+        self.swap_timeout = swap_timeout
+        self.stage_timeout = stage_timeout
+        self.deferrable = deferrable
+        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+
+    def stage_spec(self) -> StageSpec:
+        spec = StageSpec(name=self.stage_name, image=self.image, cmds=self.cmds, arguments=self.arguments,
+                         env=self.env, resources=self.resources, image_pull_policy=self.image_pull_policy)
+        spec.validate()
+        return spec
+
+    def driver(self, context: Context) -> StageDriver:
+        return StageDriver(self.hook, self.pod_name(context), self.namespace, log=self.log.info)
+
+    def timeouts(self) -> Timeouts:
+        return Timeouts(swap=self.swap_timeout, execution=self.stage_timeout)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        stage = self.stage_spec()
+        driver = self.driver(context)
+        self.pod_url(context)
+        plan = driver.swap(stage, context["ti"].try_number, self.timeouts())
+        if self.deferrable:
+            from airflow_kruise_chain.triggers.chain import StageTrigger
+
+            self.defer(
+                trigger=StageTrigger(pod_name=driver.pod_name, namespace=self.namespace, stage=stage.name,
+                                     target="finished", timeout=self.swap_timeout + (self.stage_timeout or 86400),
+                                     **self.connection_kwargs()),
+                method_name="execute_complete",
+                kwargs={"slot": plan.slot, "generation": plan.generation},
+            )
+        return self.finish(context, driver.follow(plan, self.timeouts()))
+
+    def connection_kwargs(self) -> dict[str, Any]:
+        return {"kubernetes_conn_id": self.kubernetes_conn_id, "config_file": self.config_file,
+                "cluster_context": self.cluster_context, "in_cluster": self.in_cluster}
+
+    def execute_complete(self, context: Context, event: dict[str, Any], slot: str = "",
+                         generation: int = 0) -> dict[str, Any]:
+        """Resume after the trigger: read the stage's output and result from the slot's log."""
+        if event.get("status") != "finished":
+            raise ChainError(f"stage {self.stage_name!r}: {event.get('message') or event.get('status')}")
+        driver = self.driver(context)
+        plan = driver.swap(self.stage_spec(), context["ti"].try_number, self.timeouts())  # reattach: no new swap
+        return self.finish(context, driver.follow(plan, self.timeouts()))
+
+    def finish(self, context: Context, result: Any) -> dict[str, Any]:
+        data = result.to_xcom()
+        context["ti"].xcom_push(key="return_value", value=data)
+        self.log.info("::kruise-chain:: stage %s generation %s in %s exited %s after %.2fs", result.stage,
+                      result.generation, result.slot, result.exit_code, result.duration_seconds)
+        if not result.succeeded:
+            tail = "\n".join(result.log_tail[-10:])
+            raise ChainError(f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
+                             f"{' (' + result.reason + ')' if result.reason not in ('', 'completed') else ''}; "
+                             f"last lines:\n{tail}")
+        return data
+
+
+def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
+    """A ChainSpec from the JSON-safe dict a chain's tasks carry."""
+    stages = [StageSpec(**s) for s in data["stages"]]
+    rest = {k: v for k, v in data.items() if k != "stages"}
+    return ChainSpec(stages=stages, **rest)

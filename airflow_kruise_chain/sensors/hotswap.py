@@ -1,0 +1,65 @@
+"""`HotSwapSensor`: wait until a chain stage's swap reaches a state (running or finished)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, Context
+
+from airflow_kruise_chain.core.driver import ChainError
+from airflow_kruise_chain.core.status import stage_status
+from airflow_kruise_chain.operators.chain import ChainTaskMixin, _init_connection
+from airflow_kruise_chain.triggers.chain import FAILED, TARGETS, StageTrigger, reached
+
+
+class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
+    """Wait until `stage` of the chain `chain_name` is `target_state` ("running" or "finished").
+
+    Poke mode reads the chain pod once per poke; `deferrable=True` hands the wait to `StageTrigger`, which
+    watches the pod in the triggerer. Fails at once when the stage cannot start or the pod is lost.
+    """
+
+    template_fields: Sequence[str] = ("namespace", "stage", "config_file")
+
+    def __init__(self, *, chain_name: str, namespace: str, stage: str, target_state: str = "finished",
+                 deferrable: bool = False, kubernetes_conn_id: str | None = "kubernetes_default",
+                 config_file: str | None = None, cluster_context: str | None = None,
+                 in_cluster: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if target_state not in TARGETS:
+            raise ValueError(f"target_state: must be one of {sorted(TARGETS)}, not {target_state!r}")
+        self.chain_name = chain_name
+        self.namespace = namespace
+        self.stage = stage
+        self.target_state = target_state
+        self.deferrable = deferrable
+        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        if self.poke(context):
+            return None
+        self.defer(
+            trigger=StageTrigger(pod_name=self.pod_name(context), namespace=self.namespace, stage=self.stage,
+                                 target=self.target_state, timeout=float(self.timeout),
+                                 kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
+                                 cluster_context=self.cluster_context, in_cluster=self.in_cluster),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=float(self.timeout)),
+        )
+        return None
+
+    def poke(self, context: Context) -> bool:
+        status = stage_status(self.hook.read_pod(self.pod_name(context), self.namespace), self.stage)
+        if status.state in FAILED:
+            raise ChainError(f"stage {self.stage!r} {status.state}: {status.reason} {status.message}".strip())
+        self.log.info("stage %s is %s (waiting for %s)", self.stage, status.state, self.target_state)
+        return reached(status.state, self.target_state)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
+        if event.get("status") != self.target_state:
+            raise ChainError(event.get("message") or f"stage {self.stage!r}: {event}")
+        self.log.info("stage %s reached %s", self.stage, self.target_state)

@@ -1,0 +1,80 @@
+"""`StageTrigger`: waits in the triggerer, by watching the chain pod, until a stage reaches a state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_kruise_chain.core.status import StageState, stage_status
+from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
+
+TARGETS = {
+    "running": (StageState.RUNNING, StageState.FINISHED, StageState.SUPERSEDED),
+    "finished": (StageState.FINISHED, StageState.SUPERSEDED),
+}
+FAILED = (StageState.FAILED_TO_START, StageState.POD_LOST)
+
+
+def reached(state: StageState, target: str) -> bool:
+    """Whether `state` satisfies the wait target ("running" or "finished")."""
+    return state in TARGETS[target]
+
+
+class StageTrigger(BaseTrigger):
+    """Fires when `stage` in the chain pod reaches `target` ("running" or "finished"), or cannot.
+
+    Events: `{"status": target}` on success; `{"status": "failed"|"timeout", "message": ...}` otherwise.
+    """
+
+    def __init__(self, *, pod_name: str, namespace: str, stage: str, target: str = "finished",
+                 timeout: float = 3600, kubernetes_conn_id: str | None = "kubernetes_default",
+                 config_file: str | None = None, cluster_context: str | None = None,
+                 in_cluster: bool | None = None) -> None:
+        super().__init__()
+        if target not in TARGETS:
+            raise ValueError(f"target: must be one of {sorted(TARGETS)}, not {target!r}")
+        self.pod_name = pod_name
+        self.namespace = namespace
+        self.stage = stage
+        self.target = target
+        self.timeout = timeout
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.config_file = config_file
+        self.cluster_context = cluster_context
+        self.in_cluster = in_cluster
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "airflow_kruise_chain.triggers.chain.StageTrigger",
+            {"pod_name": self.pod_name, "namespace": self.namespace, "stage": self.stage, "target": self.target,
+             "timeout": self.timeout, "kubernetes_conn_id": self.kubernetes_conn_id,
+             "config_file": self.config_file, "cluster_context": self.cluster_context,
+             "in_cluster": self.in_cluster},
+        )
+
+    def hook(self) -> AsyncKruiseHook:
+        return AsyncKruiseHook(conn_id=self.kubernetes_conn_id, config_file=self.config_file,
+                               cluster_context=self.cluster_context, in_cluster=self.in_cluster)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = self.hook()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        while loop.time() < deadline:
+            window = int(max(1, min(60, deadline - loop.time())))
+            async for pod in hook.watch_pod(self.pod_name, self.namespace, window):
+                status = stage_status(pod, self.stage)
+                if reached(status.state, self.target):
+                    yield TriggerEvent({"status": self.target, "state": str(status.state),
+                                        "generation": status.generation, "slot": status.slot})
+                    return
+                if status.state in FAILED:
+                    yield TriggerEvent({"status": "failed", "state": str(status.state),
+                                        "message": f"stage {self.stage!r} {status.state}: {status.reason} "
+                                                   f"{status.message}".strip()})
+                    return
+        yield TriggerEvent({"status": "timeout", "message": f"stage {self.stage!r} did not reach {self.target} "
+                                                            f"within {self.timeout:.0f}s"})

@@ -1,0 +1,263 @@
+"""The chain pod, the runner ConfigMap, names and selectors."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from kubernetes.client import ApiClient
+
+from airflow_kruise_chain.core import (
+    MARKER,
+    ChainSpec,
+    StageSpec,
+    build_chain_pod,
+    build_runner_configmap,
+    chain_labels,
+    chain_selector,
+    label_value,
+    pod_name_for,
+    runner_configmap_name,
+    runner_script,
+)
+from airflow_kruise_chain.core.manifest import deep_merge, slot_pull_policy, slot_resources
+
+RUN_ID = "manual__2024-05-01T10:00:00.123456+00:00"
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def make_chain(**kwargs) -> ChainSpec:
+    stages = kwargs.pop(
+        "stages",
+        [
+            StageSpec("extract", "acme/extract:1.4", cmds=["extract"]),
+            StageSpec("transform", "acme/transform:2.0", cmds=["transform"]),
+            StageSpec("load", "acme/load:1.1", cmds=["load"]),
+        ],
+    )
+    spec = ChainSpec(name="etl", namespace="data", stages=stages, **kwargs)
+    spec.validate()
+    return spec
+
+
+def make_pod(spec: ChainSpec, dag_id: str = "nightly", run_id: str = RUN_ID) -> dict:
+    return build_chain_pod(
+        spec,
+        pod_name=pod_name_for(spec.name, dag_id, run_id),
+        dag_id=dag_id,
+        run_id=run_id,
+        first_images=spec.first_images,
+    )
+
+
+def as_v1_pod_and_back(pod: dict) -> dict:
+    """Round trip through the client's V1Pod model: a misspelt or misplaced field would be dropped."""
+    client = ApiClient()
+
+    class Response:
+        data = json.dumps(pod)
+
+    return client.sanitize_for_serialization(client.deserialize(Response(), "V1Pod"))
+
+
+def test_pod_is_a_valid_v1_pod() -> None:
+    pod = make_pod(make_chain(scratch_size_limit="1Gi", node_selector={"pool": "etl"}))
+    assert as_v1_pod_and_back(pod) == pod
+
+
+def test_pod_layout() -> None:
+    pod = make_pod(make_chain(scratch_size_limit="1Gi"))
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Always"
+    assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b"]
+    assert [c["image"] for c in spec["containers"]] == ["acme/extract:1.4", "acme/transform:2.0"]
+    assert "initContainers" not in spec
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["scratch"] == {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}
+    assert volumes["runner"]["configMap"]["name"] == runner_configmap_name(pod["metadata"]["name"])
+    assert volumes["runner"]["configMap"]["items"] == [{"key": "runner.sh", "path": "runner.sh"}]
+    for container in spec["containers"]:
+        slot = container["name"]
+        assert container["command"] == ["/bin/sh", "/kruise-chain/runner.sh"]
+        assert "args" not in container
+        assert {"name": "scratch", "mountPath": "/scratch"} in container["volumeMounts"]
+        assert {"name": "runner", "mountPath": "/kruise-chain", "readOnly": True} in container["volumeMounts"]
+        env = {e["name"]: e for e in container["env"]}
+        assert env["KC_SLOT"]["value"] == slot
+        assert env["KC_SCRATCH"]["value"] == "/scratch"
+        for name, key in [("KC_GENERATION", "generation"), ("KC_STAGE", "stage"), ("KC_COMMAND", "command")]:
+            field_ref = env[name]["valueFrom"]["fieldRef"]
+            assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.{key}']"
+        assert env["KC_ENV"]["valueFrom"]["fieldRef"]["fieldPath"].endswith(f"/{slot}.env']")
+        probe = container["readinessProbe"]
+        assert probe["periodSeconds"] == 1
+        assert probe["exec"]["command"] == [
+            "/bin/sh",
+            "-c",
+            'test -z "$KC_GENERATION" || test "$KC_GENERATION" = 0 || '
+            "test -f /scratch/.chain/gen-$KC_GENERATION/exit_code",
+        ]
+        assert container["terminationMessagePath"] == "/dev/termination-log"
+
+
+def test_pod_metadata_starts_idle() -> None:
+    pod = make_pod(make_chain(labels={"team": "data"}, annotations={"note": "x"}))
+    meta = pod["metadata"]
+    assert meta["namespace"] == "data"
+    assert meta["labels"] == {"team": "data", **chain_labels("nightly", RUN_ID, "etl")}
+    annotations = meta["annotations"]
+    assert annotations["note"] == "x"
+    assert annotations["airflow-kruise-chain/generation"] == "0"
+    assert annotations["airflow-kruise-chain/slot-a.generation"] == "0"
+    assert annotations["airflow-kruise-chain/slot-b.generation"] == "0"
+    assert annotations["airflow-kruise-chain/slot-a.command"] == ""
+    assert annotations["airflow-kruise-chain/run-id"] == RUN_ID
+    assert annotations["airflow-kruise-chain/dag-id"] == "nightly"
+
+
+def test_pass_throughs() -> None:
+    spec = make_chain(
+        node_selector={"pool": "etl"},
+        tolerations=[{"key": "dedicated", "operator": "Equal", "value": "etl", "effect": "NoSchedule"}],
+        affinity={
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+        },
+        service_account_name="etl-runner",
+        image_pull_secrets=["regcred"],
+        security_context={"fsGroup": 1000},
+    )
+    pod_spec = make_pod(spec)["spec"]
+    assert pod_spec["nodeSelector"] == {"pool": "etl"}
+    assert pod_spec["tolerations"][0]["key"] == "dedicated"
+    assert "nodeAffinity" in pod_spec["affinity"]
+    assert pod_spec["serviceAccountName"] == "etl-runner"
+    assert pod_spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod_spec["securityContext"] == {"fsGroup": 1000}
+    bare = make_pod(make_chain())["spec"]
+    assert not {"nodeSelector", "tolerations", "affinity", "serviceAccountName", "imagePullSecrets"} & set(
+        bare
+    )
+
+
+def test_slot_resources_are_the_envelope_of_all_stages() -> None:
+    stages = [
+        StageSpec("a", "i/a:1", cmds=["a"], resources={"requests": {"cpu": "500m", "memory": "1Gi"}}),
+        StageSpec("b", "i/b:1", cmds=["b"], resources={"limits": {"cpu": "2", "memory": "512Mi"}}),
+        StageSpec(
+            "c", "i/c:1", cmds=["c"], resources={"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+        ),
+        StageSpec("d", "i/d:1", cmds=["d"]),
+    ]
+    # memory: requested without a limit by "a" -> no limit; cpu: "a" and "c" have no limit -> none either.
+    assert slot_resources(stages) == {
+        "requests": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    }
+    bounded = [
+        StageSpec(
+            "a", "i/a:1", cmds=["a"], resources={"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}
+        ),
+        StageSpec("b", "i/b:1", cmds=["b"], resources={"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}}),
+    ]
+    assert slot_resources(bounded) == {"requests": {"cpu": "250m"}, "limits": {"cpu": "1"}}
+    assert slot_resources([StageSpec("a", "i/a:1", cmds=["a"])]) == {}
+    pod = make_pod(make_chain(stages=bounded))
+    assert all(c["resources"] == slot_resources(bounded) for c in pod["spec"]["containers"])
+
+
+def test_slot_pull_policy_is_the_strictest_needed() -> None:
+    def stages(*pairs):
+        return [
+            StageSpec(f"s{i}", image, cmds=["x"], image_pull_policy=p) for i, (image, p) in enumerate(pairs)
+        ]
+
+    assert slot_pull_policy(stages(("a:1", None), ("b:2", None))) == "IfNotPresent"
+    assert slot_pull_policy(stages(("a:1", None), ("b", None))) == "Always"
+    assert slot_pull_policy(stages(("a:latest", "IfNotPresent"), ("b:1", "Never"))) == "IfNotPresent"
+    assert slot_pull_policy(stages(("a:1", "Never"), ("b:1", "Never"))) == "Never"
+
+
+def test_pod_template_is_merged_last() -> None:
+    template = {
+        "metadata": {"labels": {"extra": "yes"}},
+        "spec": {
+            "priorityClassName": "high",
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {"name": "slot-a", "securityContext": {"runAsNonRoot": True}},
+                {"name": "sidecar", "image": "busybox:1.36", "command": ["sleep", "infinity"]},
+            ],
+            "volumes": [{"name": "scratch", "emptyDir": {"medium": "Memory"}}],
+        },
+    }
+    pod = make_pod(make_chain(scratch_size_limit="64Mi", pod_template=template))
+    spec = pod["spec"]
+    assert spec["priorityClassName"] == "high"
+    assert pod["metadata"]["labels"]["extra"] == "yes"
+    assert pod["metadata"]["labels"]["airflow-kruise-chain/chain"] == "etl"
+    assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b", "sidecar"]
+    assert spec["containers"][0]["securityContext"] == {"runAsNonRoot": True}
+    assert spec["containers"][0]["command"] == ["/bin/sh", "/kruise-chain/runner.sh"]
+    assert spec["volumes"][0] == {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi", "medium": "Memory"}}
+    assert as_v1_pod_and_back(pod) == pod
+
+
+def test_deep_merge_rules() -> None:
+    base = {"a": {"b": 1, "c": 2}, "l": [1, 2], "n": [{"name": "x", "v": 1}], "keep": True}
+    merged = deep_merge(
+        base, {"a": {"c": None, "d": 3}, "l": [3], "n": [{"name": "x", "w": 2}, {"name": "y"}]}
+    )
+    assert merged == {
+        "a": {"b": 1, "d": 3},
+        "l": [3],
+        "n": [{"name": "x", "v": 1, "w": 2}, {"name": "y"}],
+        "keep": True,
+    }
+    assert base["a"] == {"b": 1, "c": 2}  # inputs are not modified
+
+
+def test_pod_name_is_deterministic_and_per_run() -> None:
+    name = pod_name_for("etl", "nightly", RUN_ID)
+    assert name == pod_name_for("etl", "nightly", RUN_ID)
+    assert name != pod_name_for("etl", "nightly", RUN_ID + "x")
+    assert name != pod_name_for("etl", "other", RUN_ID)
+    assert name != pod_name_for("etl2", "nightly", RUN_ID)
+    longest = pod_name_for("c" * 40, "d" * 250, RUN_ID)
+    for candidate in (name, longest):
+        assert len(candidate) <= 63 and DNS_LABEL.fullmatch(candidate)
+    assert len(runner_configmap_name(longest)) <= 253
+
+
+def test_labels_are_valid_and_selector_matches_them() -> None:
+    labels = chain_labels("d" * 250, RUN_ID, "etl")
+    assert all(len(v) <= 63 and LABEL_VALUE.fullmatch(v) for v in labels.values())
+    assert labels["app.kubernetes.io/managed-by"] == "airflow-kruise-chain"
+    assert labels["airflow-kruise-chain/chain"] == "etl"
+    assert labels["airflow-kruise-chain/run-id"].startswith("manual__2024-05-01T10-00-00.123456-00-00-")
+    selector = dict(part.split("=", 1) for part in chain_selector("d" * 250, RUN_ID, "etl").split(","))
+    assert selector == labels
+    assert chain_labels("d" * 250, RUN_ID, "etl") != chain_labels("d" * 251, RUN_ID, "etl")
+
+
+def test_label_value() -> None:
+    assert label_value("nightly_etl.v2") == "nightly_etl.v2"
+    assert label_value("a:b") != label_value("a+b")
+    assert re.fullmatch(r"[0-9a-f]{10}", label_value(":::"))
+    assert label_value("nightly", always_hash=True).startswith("nightly-")
+
+
+def test_runner_configmap() -> None:
+    spec = make_chain()
+    labels = chain_labels("nightly", RUN_ID, "etl")
+    cm = build_runner_configmap(spec, "etl-0123456789", labels)
+    assert cm["metadata"] == {"name": "etl-0123456789-runner", "namespace": "data", "labels": labels}
+    assert cm["data"]["runner.sh"] == runner_script()
+    assert runner_script().startswith("#!/bin/sh") and MARKER in runner_script()
+
+
+@pytest.mark.parametrize("images", [("acme/a:1", "acme/b:1"), ("acme/a:1", "acme/a:1")])
+def test_first_images_are_used(images: tuple[str, str]) -> None:
+    pod = build_chain_pod(make_chain(), pod_name="p", dag_id="d", run_id="r", first_images=images)
+    assert tuple(c["image"] for c in pod["spec"]["containers"]) == images

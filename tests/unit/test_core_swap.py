@@ -1,0 +1,356 @@
+"""Swap planning against a pod driven through its states, and the Kruise objects checked against the CRDs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from airflow_kruise_chain.core import (
+    ChainSpec,
+    PodLostError,
+    SlotBusyError,
+    StageSpec,
+    StageState,
+    build_chain_pod,
+    build_image_pull_job,
+    chain_labels,
+    image_pull_job_name,
+    plan_swap,
+    stage_state,
+)
+
+CRDS = Path("/work/shared/reference/kruise-crds")
+CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
+IPJ_CRD = CRDS / "apps.kruise.io_imagepulljobs.yaml"
+NOW = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
+
+EXTRACT = StageSpec("extract", "acme/extract:1.4", cmds=["extract", "--all"], env={"MODE": "full"})
+TRANSFORM = StageSpec("transform", "acme/transform:2.0", cmds=["transform"])
+LOAD = StageSpec("load", "acme/load:1.1", cmds=["load"], max_outputs_bytes=1024)
+CHAIN = ChainSpec("etl", "data", [EXTRACT, TRANSFORM, LOAD])
+
+
+# --- a pod and a minimal kubelet ---------------------------------------------------------------------------
+
+
+class FakePod:
+    """The chain pod as the API would return it, with helpers to play the kubelet's part."""
+
+    def __init__(self) -> None:
+        self.pod = build_chain_pod(
+            CHAIN, pod_name="etl-abc", dag_id="d", run_id="r", first_images=CHAIN.first_images
+        )
+        self.pod["metadata"]["resourceVersion"] = "1"
+        self.pod["status"] = {"phase": "Running", "containerStatuses": []}
+        self.ids = 0
+        for slot in ("slot-a", "slot-b"):
+            self.start(slot, ready=True)
+
+    def status(self, slot: str) -> dict[str, Any]:
+        statuses = self.pod["status"]["containerStatuses"]
+        for status in statuses:
+            if status["name"] == slot:
+                return status
+        statuses.append({"name": slot, "restartCount": 0})
+        return statuses[-1]
+
+    def image(self, slot: str) -> str:
+        return next(c["image"] for c in self.pod["spec"]["containers"] if c["name"] == slot)
+
+    def bump(self) -> None:
+        self.pod["metadata"]["resourceVersion"] = str(int(self.pod["metadata"]["resourceVersion"]) + 1)
+
+    def start(self, slot: str, *, ready: bool) -> None:
+        self.ids += 1
+        status = self.status(slot)
+        status.update(
+            containerID=f"containerd://{self.ids}",
+            image=self.image(slot),
+            ready=ready,
+            state={"running": {"startedAt": "2024-05-01T10:00:00Z"}},
+        )
+        self.bump()
+
+    def set_ready(self, slot: str) -> None:
+        self.status(slot)["ready"] = True
+        self.bump()
+
+    def wait(self, slot: str, reason: str, message: str = "") -> None:
+        self.status(slot).update(ready=False, state={"waiting": {"reason": reason, "message": message}})
+        self.bump()
+
+    def apply(self, patch: dict[str, Any]) -> None:
+        """Strategic-merge the plan's patch, refusing a stale resourceVersion like the API server."""
+        metadata = patch["metadata"]
+        if (
+            metadata.get("resourceVersion", self.pod["metadata"]["resourceVersion"])
+            != self.pod["metadata"]["resourceVersion"]
+        ):
+            raise AssertionError("409 Conflict")
+        self.pod["metadata"]["annotations"].update(metadata["annotations"])
+        for change in patch.get("spec", {}).get("containers", []):
+            container = next(c for c in self.pod["spec"]["containers"] if c["name"] == change["name"])
+            container.update(change)
+        self.bump()
+
+    def run(self, stage: StageSpec, try_number: int = 1, *, finish: bool = True):
+        """Swap `stage` in as the operator and the kubelet would; return the plan."""
+        plan = plan_swap(self.pod, stage, try_number=try_number, now=NOW)
+        self.apply(plan.patch)
+        self.start(plan.slot, ready=False)  # image change or CRR: a new container, not ready until done
+        if finish:
+            self.set_ready(plan.slot)
+        return plan
+
+
+def annotations(pod: FakePod) -> dict[str, str]:
+    return pod.pod["metadata"]["annotations"]
+
+
+# --- planning ----------------------------------------------------------------------------------------------
+
+
+def test_first_swap_recreates_the_prewarmed_slot() -> None:
+    pod = FakePod()
+    plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW)
+    assert (plan.action, plan.slot, plan.generation, plan.needs_crr) == ("recreate", "slot-a", 1, True)
+    assert "spec" not in plan.patch  # same image: annotations only, the CRR does the restart
+    assert plan.patch["metadata"]["resourceVersion"] == "3"
+    ann = plan.patch["metadata"]["annotations"]
+    assert ann == {
+        "airflow-kruise-chain/generation": "1",
+        "airflow-kruise-chain/slot-a.generation": "1",
+        "airflow-kruise-chain/slot-a.stage": "extract",
+        "airflow-kruise-chain/slot-a.command": "exec extract --all",
+        "airflow-kruise-chain/slot-a.env": "export MODE=full",
+        "airflow-kruise-chain/slot-a.outputs-max": "16384",
+        "airflow-kruise-chain/stage.extract": ann["airflow-kruise-chain/stage.extract"],
+    }
+    assert json.loads(ann["airflow-kruise-chain/stage.extract"]) == {
+        "action": "recreate",
+        "generation": 1,
+        "image": "acme/extract:1.4",
+        "previous_container_id": "containerd://1",
+        "slot": "slot-a",
+        "swapped_at": "2024-05-01T10:00:00Z",
+        "try": 1,
+    }
+    assert " " not in ann["airflow-kruise-chain/stage.extract"]
+    assert plan.record.previous_container_id == "containerd://1"
+
+
+def test_slots_alternate_and_generations_grow() -> None:
+    pod = FakePod()
+    first, second, third = pod.run(EXTRACT), pod.run(TRANSFORM), pod.run(LOAD)
+    assert [(p.slot, p.generation, p.action) for p in (first, second, third)] == [
+        ("slot-a", 1, "recreate"),
+        ("slot-b", 2, "recreate"),
+        ("slot-a", 3, "patch"),
+    ]
+    assert third.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
+    assert not third.needs_crr
+    assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
+    assert annotations(pod)["airflow-kruise-chain/slot-a.outputs-max"] == "1024"
+    with pytest.raises(ValueError):
+        third.build_crr()
+
+
+def test_busy_slot_is_refused() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)  # slot-b runs
+    pod.run(LOAD, finish=False)  # slot-a (alternate) runs too
+    with pytest.raises(SlotBusyError) as info:
+        plan_swap(pod.pod, EXTRACT, try_number=2)
+    assert (info.value.slot, info.value.generation, info.value.state) == ("slot-b", 2, StageState.RUNNING)
+    assert "must wait" in str(info.value)
+
+
+def test_slot_still_swapping_is_refused() -> None:
+    pod = FakePod()
+    plan = plan_swap(pod.pod, EXTRACT, try_number=1)
+    pod.apply(plan.patch)  # annotations in, but the CRR has not restarted the container yet
+    pod.run(TRANSFORM)
+    with pytest.raises(SlotBusyError) as info:
+        plan_swap(pod.pod, LOAD, try_number=1)
+    assert info.value.state == StageState.SWAPPING
+
+
+def test_unstarted_slot_is_refused() -> None:
+    pod = FakePod()
+    pod.wait("slot-a", "ContainerCreating")
+    with pytest.raises(SlotBusyError):
+        plan_swap(pod.pod, EXTRACT, try_number=1)
+    pod.pod["status"]["containerStatuses"] = []
+    with pytest.raises(SlotBusyError):
+        plan_swap(pod.pod, EXTRACT, try_number=1)
+
+
+def test_same_try_reattaches_without_a_new_generation() -> None:
+    pod = FakePod()
+    first = pod.run(EXTRACT, finish=False)
+    again = plan_swap(pod.pod, EXTRACT, try_number=1)
+    assert (again.action, again.slot, again.generation, again.patch) == ("reattach", "slot-a", 1, None)
+    assert again.needs_crr and again.build_crr() == first.build_crr()
+    assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
+
+
+def test_retry_waits_for_the_earlier_try_then_gets_a_new_generation() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT, finish=False)
+    with pytest.raises(SlotBusyError) as info:
+        plan_swap(pod.pod, EXTRACT, try_number=2)
+    assert "try 1 of stage 'extract'" in str(info.value)
+    pod.set_ready("slot-a")  # try 1 ends (failed, say)
+    retry = pod.run(EXTRACT, try_number=2)
+    assert (retry.slot, retry.generation, retry.action) == ("slot-b", 2, "patch")
+    assert json.loads(annotations(pod)["airflow-kruise-chain/stage.extract"])["try"] == 2
+
+
+def test_failed_to_start_slot_is_reused() -> None:
+    pod = FakePod()
+    broken = StageSpec("broken", "acme/missing:9", cmds=["x"])
+    plan = plan_swap(pod.pod, broken, try_number=1)
+    pod.apply(plan.patch)
+    pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
+    assert stage_state(pod.pod, "broken") == StageState.FAILED_TO_START
+    pod.run(TRANSFORM)  # slot-b
+    reuse = plan_swap(pod.pod, EXTRACT, try_number=1)  # back to slot-a, which never started its image
+    assert (reuse.slot, reuse.action) == ("slot-a", "patch")
+    assert reuse.patch["spec"]["containers"][0]["image"] == "acme/extract:1.4"
+    assert reuse.record.previous_reason == "ImagePullBackOff"
+    pod.apply(reuse.patch)
+    # The status still shows the old back-off until the kubelet catches up: not a failure of this stage.
+    assert stage_state(pod.pod, "extract") == StageState.SWAPPING
+
+
+def test_waiting_slot_with_the_same_image_needs_no_crr() -> None:
+    pod = FakePod()
+    pod.wait("slot-a", "CrashLoopBackOff")
+    plan = plan_swap(pod.pod, EXTRACT, try_number=1)
+    assert (plan.action, plan.needs_crr) == ("patch", False)
+    assert "spec" not in plan.patch
+
+
+def test_lost_pod() -> None:
+    pod = FakePod()
+    pod.pod["status"]["phase"] = "Failed"
+    pod.pod["status"]["reason"] = "Evicted"
+    with pytest.raises(PodLostError, match="Evicted"):
+        plan_swap(pod.pod, EXTRACT, try_number=1)
+    pod = FakePod()
+    pod.pod["metadata"]["deletionTimestamp"] = "2024-05-01T10:00:00Z"
+    with pytest.raises(PodLostError):
+        plan_swap(pod.pod, EXTRACT, try_number=1)
+
+
+def test_concurrent_plans_conflict_on_resource_version() -> None:
+    pod = FakePod()
+    snapshot = copy.deepcopy(pod.pod)
+    pod.apply(plan_swap(pod.pod, EXTRACT, try_number=1).patch)
+    with pytest.raises(AssertionError, match="409"):
+        pod.apply(plan_swap(snapshot, TRANSFORM, try_number=1).patch)
+
+
+# --- Kruise objects against the CRD schemas ----------------------------------------------------------------
+
+
+def _strict(schema: Any) -> Any:
+    """openAPIV3Schema as JSON schema: int-or-string expanded, unknown fields rejected (kubectl's Strict)."""
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _strict(v) for k, v in schema.items() if not k.startswith("x-kubernetes-")}
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if "properties" in schema:
+        out["properties"] = {k: _strict(v) for k, v in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+    return out
+
+
+def crd_schemas(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    crd = yaml.safe_load(path.read_text())
+    group = crd["spec"]["group"]
+    return {f"{group}/{v['name']}": _strict(v["schema"]["openAPIV3Schema"]) for v in crd["spec"]["versions"]}
+
+
+def test_strict_schema_rejects_unknown_fields() -> None:
+    schema = crd_schemas(IPJ_CRD)["apps.kruise.io/v1alpha1"]
+    job = build_image_pull_job("j", "data", "busybox:1.36", node_name="node-1")
+    job["spec"]["selector"]["name"] = "node-1"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(job, schema)
+
+
+def test_crr_matches_the_crd() -> None:
+    pod = FakePod()
+    crr = pod.run(EXTRACT, finish=False).build_crr(active_deadline_seconds=120, ttl_seconds_after_finished=60)
+    schemas = crd_schemas(CRR_CRD)
+    assert list(schemas) == ["apps.kruise.io/v1alpha1"]
+    jsonschema.validate(crr, schemas[crr["apiVersion"]])
+    assert crr["kind"] == "ContainerRecreateRequest"
+    assert crr["metadata"]["name"] == "etl-abc-slot-a-g1"
+    assert crr["metadata"]["namespace"] == "data"
+    assert crr["metadata"]["labels"] == chain_labels("d", "r", "etl")
+    assert crr["spec"] == {
+        "podName": "etl-abc",
+        "containers": [{"name": "slot-a"}],
+        "strategy": {"failurePolicy": "Fail", "orderedRecreate": False, "minStartedSeconds": 0},
+        "activeDeadlineSeconds": 120,
+        "ttlSecondsAfterFinished": 60,
+    }
+
+
+@pytest.mark.parametrize("version", ["apps.kruise.io/v1alpha1", "apps.kruise.io/v1beta1"])
+def test_image_pull_job_matches_the_crd(version: str) -> None:
+    job = build_image_pull_job(
+        image_pull_job_name("etl-abc", "acme/load:1.1"),
+        "data",
+        "acme/load:1.1",
+        node_name="node-1",
+        pull_secrets=["regcred"],
+        labels=chain_labels("d", "r", "etl"),
+        api_version=version,
+    )
+    jsonschema.validate(job, crd_schemas(IPJ_CRD)[version])
+    spec = job["spec"]
+    assert spec["selector"] == {"names": ["node-1"]}
+    assert spec["image"] == "acme/load:1.1" and spec["imagePullPolicy"] == "IfNotPresent"
+    assert spec["pullPolicy"] == {"timeoutSeconds": 600, "backoffLimit": 3}
+    assert spec["completionPolicy"]["type"] == "Always"
+    assert spec["completionPolicy"]["activeDeadlineSeconds"] >= spec["pullPolicy"]["timeoutSeconds"]
+    assert spec["completionPolicy"]["ttlSecondsAfterFinished"] > 0
+    assert spec["pullSecrets"] == ["regcred"]
+
+
+def test_image_pull_job_guards() -> None:
+    with pytest.raises(ValueError, match="node_name"):
+        build_image_pull_job("j", "data", "busybox:1", node_name="")
+    with pytest.raises(ValueError, match=">= timeout_seconds"):
+        build_image_pull_job(
+            "j", "data", "busybox:1", node_name="n", timeout_seconds=60, active_deadline_seconds=30
+        )
+    job = build_image_pull_job("j", "data", "busybox:1", node_name="n", timeout_seconds=60, backoff_limit=1)
+    assert job["spec"]["completionPolicy"]["activeDeadlineSeconds"] == 120
+    assert "pullSecrets" not in job["spec"]
+
+
+def test_image_pull_job_names() -> None:
+    name = image_pull_job_name("etl-abc", "acme/load:1.1")
+    assert name == image_pull_job_name("etl-abc", "acme/load:1.1")
+    assert name != image_pull_job_name("etl-abc", "acme/load:1.2")
+    assert name.startswith("etl-abc-pull-")
+    assert len(image_pull_job_name("x" * 300, "i")) <= 63
