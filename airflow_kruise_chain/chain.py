@@ -110,7 +110,7 @@ class KruiseChain:
         operator_kwargs.setdefault("deferrable", self.deferrable)
         task = KruiseChainOperator(
             task_id=name, chain_name=self.name, namespace=self.namespace, stage_name=name, image=image,
-            cmds=cmds, arguments=arguments or [], env=env or {}, resources=resources or {},
+            cmds=cmds, arguments=arguments or [], env=env or {}, container_resources=resources or {},
             image_pull_policy=image_pull_policy, swap_timeout=self.swap_timeout, **self.connection,
             **operator_kwargs)
         (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]

@@ -216,7 +216,10 @@ class StageDriver:
                     self.log(line)
                     continue
                 if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
-                    self.log(line)
+                    self.log(f"::kruise-chain:: end stage={marker.stage} generation={marker.generation} "
+                             f"exit={marker.exit_code} reason={marker.reason} "
+                             f"duration={(marker.finished_at - marker.started_at).total_seconds():.3f}s "
+                             f"outputs={marker.outputs_status}")
                     return StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
                 if forwarding:
                     tail.append(line)

@@ -22,8 +22,13 @@ limit=${KC_OUTPUTS_MAX:-16384}
 case $limit in '' | *[!0-9]*) limit=16384 ;; esac
 [ "$limit" -le 16384 ] || limit=16384
 
+# UTC timestamps, with nanoseconds where date supports %N (GNU, busybox), else whole seconds.
 now() {
-	date -u +%Y-%m-%dT%H:%M:%SZ
+	stamp=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ 2>/dev/null)
+	case $stamp in
+	*.[0-9]*Z) printf '%s\n' "$stamp" ;;
+	*) date -u +%Y-%m-%dT%H:%M:%SZ ;;
+	esac
 }
 
 # put FILE VALUE: write atomically (readers never see a partial file).

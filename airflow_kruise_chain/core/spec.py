@@ -43,7 +43,8 @@ def parse_quantity(text: str) -> Decimal:
     match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5Gi, 512Mi)")
-    number, suffix = text[: match.start(3)] if match.group(3) else text, match.group(3) or ""
+    suffix = match.group(3) or ""
+    number = text[: len(text) - len(suffix)]
     if suffix in _BINARY_SUFFIX:
         return Decimal(number) * (Decimal(1024) ** _BINARY_SUFFIX[suffix])
     if suffix in _DECIMAL_SUFFIX:
@@ -124,7 +125,7 @@ class StageSpec:
                 raise ChainConfigError(
                     f"{where}.env[{name!r}]", "value must be a string without NUL characters"
                 )
-        if len(self.shell_command()) + len(self.shell_env()) > MAX_STAGE_PAYLOAD:
+        if len((self.shell_command() + self.shell_env()).encode()) > MAX_STAGE_PAYLOAD:
             raise ChainConfigError(
                 f"{where}.cmds",
                 f"command, arguments and env exceed {MAX_STAGE_PAYLOAD} bytes once quoted: "

@@ -15,6 +15,7 @@ from typing import Any
 from .constants import MARKER, SLOTS, slot_annotation
 from .podview import (
     Pod,
+    StageRecord,
     annotations,
     container_status,
     pod_lost_reason,
@@ -43,7 +44,7 @@ FAILED_TO_START_REASONS = frozenset(
 """Waiting reasons meaning the container cannot start as things stand."""
 
 _MARKER_LINE = re.compile(re.escape(MARKER) + r" (start|result)((?: [a-z_]+=\S*)+)\s*$")
-_TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"
+_FRACTION = re.compile(r"\.(\d+)Z$")
 
 
 class StageState(StrEnum):
@@ -105,7 +106,13 @@ Marker = StartMarker | ResultMarker
 
 
 def _timestamp(text: str) -> datetime:
-    return datetime.strptime(text, _TIMESTAMP).replace(tzinfo=UTC)
+    """An RFC 3339 UTC time as the runner writes it, whole seconds or with up to nanoseconds."""
+    fraction = _FRACTION.search(text)
+    whole = text[: fraction.start()] if fraction else text.rstrip("Z")
+    parsed = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    if fraction:
+        parsed = parsed.replace(microsecond=int(fraction.group(1)[:6].ljust(6, "0")))
+    return parsed
 
 
 def _decode_outputs(encoded: str, status: str) -> tuple[dict[str, Any] | None, str]:
@@ -228,8 +235,10 @@ class StageResult:
 
 
 def _container_state(
-    pod: Pod, slot: str, generation: int, stage: str | None, previous_id: str | None, previous_reason: str
+    pod: Pod, slot: str, generation: int, stage: str | None, record: StageRecord | None
 ) -> StageStatus:
+    """Classify `slot`'s container; `record` is the swap that put `generation` there (None: idle/unknown)."""
+    previous_id = record.previous_container_id if record else None
     status = container_status(pod, slot)
     if status is None:
         return StageStatus(
@@ -247,11 +256,11 @@ def _container_state(
     reason = waiting_reason(status)
     if reason:
         message = state["waiting"].get("message") or ""
-        stale = previous_id is not None and container_id == previous_id and reason == previous_reason
+        stale = record is not None and container_id == previous_id and reason == record.previous_reason
         if reason in FAILED_TO_START_REASONS and not stale:
             return StageStatus(StageState.FAILED_TO_START, *context, reason, message)
         return StageStatus(StageState.SWAPPING, *context, reason, message)
-    if previous_id is not None and container_id == previous_id:
+    if record is not None and container_id == previous_id:
         return StageStatus(
             StageState.SWAPPING,
             *context,
@@ -277,11 +286,9 @@ def slot_status(pod: Pod | None, slot: str) -> StageStatus:
     generation = slot_generation(pod, slot)
     stage = annotations(pod).get(slot_annotation(slot, "stage")) or None
     record = stage_record(pod, stage) if generation and stage else None
-    if record is None or record.generation != generation or record.slot != slot:
-        return _container_state(pod, slot, generation, stage, None, "")
-    return _container_state(
-        pod, slot, generation, stage, record.previous_container_id, record.previous_reason
-    )
+    if record is not None and (record.generation, record.slot) != (generation, slot):
+        record = None  # the stage has been swapped in again since, elsewhere
+    return _container_state(pod, slot, generation, stage, record)
 
 
 def stage_status(pod: Pod | None, stage: str) -> StageStatus:
@@ -302,9 +309,7 @@ def stage_status(pod: Pod | None, stage: str) -> StageStatus:
             reason="Superseded",
             message=f"{record.slot} now hosts generation {current}; see the log or termination message",
         )
-    return _container_state(
-        pod, record.slot, record.generation, stage, record.previous_container_id, record.previous_reason
-    )
+    return _container_state(pod, record.slot, record.generation, stage, record)
 
 
 def stage_state(pod: Pod | None, stage: str) -> StageState:

@@ -103,10 +103,9 @@ def _identity(pod: Pod) -> tuple[str, str, dict[str, str]]:
     )
 
 
-def _last_slot(pod: Pod) -> str | None:
-    """The slot hosting the chain's latest generation (None before the first swap)."""
-    last = int_annotation(pod, GENERATION_ANNOTATION)
-    return next((slot for slot in SLOTS if last and slot_generation(pod, slot) == last), None)
+def _slot_of(pod: Pod, generation: int) -> str | None:
+    """The slot hosting `generation` (None for generation 0, before the first swap)."""
+    return next((slot for slot in SLOTS if generation and slot_generation(pod, slot) == generation), None)
 
 
 def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | None = None) -> SwapPlan:
@@ -124,14 +123,14 @@ def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | No
     record = stage_record(pod, stage.name)
     if record is not None and record.try_number == try_number:
         return SwapPlan(
-            "reattach",
-            stage.name,
-            record.slot,
-            record.generation,
-            record,
-            pod_name,
-            namespace,
-            labels,
+            action="reattach",
+            stage=stage.name,
+            slot=record.slot,
+            generation=record.generation,
+            record=record,
+            pod_name=pod_name,
+            namespace=namespace,
+            labels=labels,
             patch=None,
             needs_crr=record.action == "recreate",
         )
@@ -145,7 +144,8 @@ def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | No
                 f"try {record.try_number} of stage {stage.name!r} (generation {record.generation}) is still "
                 f"{earlier.state} in {record.slot}: wait for it or stop it before try {try_number}",
             )
-    last_slot = _last_slot(pod)
+    last = int_annotation(pod, GENERATION_ANNOTATION)
+    last_slot = _slot_of(pod, last)
     slot = other_slot(last_slot) if last_slot else SLOTS[0]
     current = slot_status(pod, slot)
     if current.state not in _AVAILABLE:
@@ -161,7 +161,7 @@ def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | No
     same_image = (container_spec(pod, slot) or {}).get("image") == stage.image
     running = "running" in (status.get("state") or {})
     action: SwapAction = "recreate" if same_image and running else "patch"
-    generation = int_annotation(pod, GENERATION_ANNOTATION) + 1
+    generation = last + 1
     new_record = StageRecord(
         generation=generation,
         slot=slot,
@@ -190,21 +190,21 @@ def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | No
     if not same_image:
         patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
     return SwapPlan(
-        action,
-        stage.name,
-        slot,
-        generation,
-        new_record,
-        pod_name,
-        namespace,
-        labels,
+        action=action,
+        stage=stage.name,
+        slot=slot,
+        generation=generation,
+        record=new_record,
+        pod_name=pod_name,
+        namespace=namespace,
+        labels=labels,
         patch=patch,
         needs_crr=action == "recreate",
     )
 
 
 def image_pull_job_name(prefix: str, image: str) -> str:
-    """Deterministic ImagePullJob name for `image` (one job per image, as the CRD has one ``spec.image``)."""
+    """Deterministic name (at most 63 characters) of the ImagePullJob for `image`: one job per image."""
     return f"{prefix[:47].rstrip('-.')}-pull-{hashlib.sha256(image.encode()).hexdigest()[:10]}"
 
 

@@ -52,6 +52,7 @@ class Admission:
     def on_update(self, res: Resource, old: Obj, new: Obj) -> None:
         """Validate a replacement of `old` by `new` (spec rules and metadata)."""
         if res is R.PODS:
+            V.default_pod(new, create=False)  # re-applied defaults (e.g. tolerations) are not changes
             V.validate_pod_update(old, new)
             return
         self._metadata(res, new)
@@ -62,6 +63,7 @@ class Admission:
         elif res is R.CRRS:
             V.validate_crr_update(old, new)
 
-    def on_resize(self, old: Obj, new: Obj) -> None:
-        """Validate a write to pods/resize."""
+    def on_resize(self, old: Obj, new: Obj) -> Obj:
+        """Validate a write to pods/resize; returns the pod it produces (only container resources change)."""
         V.validate_pod_resize(old, new)
+        return V.prepare_pod_resize(old, new)

@@ -71,6 +71,8 @@ class LocalCluster:
         self.kruise = Kruise(self)
         self.server = ApiServer(self)
         self.requests: Counter[str] = Counter()
+        self.audit: list[tuple[str, str, int]] = []
+        """(method, path, status code) of every write request, as an audit log would show them"""
         self.fault: Callable[[web.Request], ApiError | None] | None = None
         self.authorizer: Callable[[web.Request], None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TERMINAL = ("Succeeded", "Failed")
+PROTECTION = "apps.kruise.io/deletion-protection"
 
 
 def split_image(image: str) -> tuple[str, str]:
@@ -89,6 +90,12 @@ class Kruise:
             if kind == "ADDED" and key not in self.jobs:
                 self.job_events[key] = asyncio.Event()
                 self.jobs[key] = self.spawn(self.run_job(key, obj))
+            elif kind == "MODIFIED" and meta.get("deletionTimestamp") and PROTECTION in (meta.get("finalizers") or []):
+                # the controller releases its deletion protection once the job is being deleted
+                released = copy.deepcopy(obj)
+                released["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != PROTECTION]
+                asyncio.get_running_loop().call_soon(lambda: self.store.update(R.IMAGE_PULL_JOBS, released,
+                                                                               check_rv=False))
             elif kind == "DELETED":
                 task = self.jobs.pop(key, None)
                 if task:

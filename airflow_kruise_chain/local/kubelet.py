@@ -858,6 +858,7 @@ class NodeState:
     name: str
     ip: str
     images: dict[str, Image] = field(default_factory=dict)
+    pulled_at: dict[str, datetime] = field(default_factory=dict)
     pulling: dict[str, asyncio.Future[Image | None]] = field(default_factory=dict)
 
 
@@ -1040,6 +1041,7 @@ class Kubelet:
             await asyncio.sleep(self.cluster.profile.pull_seconds(image.size if image else 0))
             if image is not None:
                 state.images[full] = image
+                state.pulled_at[full] = datetime.now(UTC)
             fut.set_result(image)
             return image
         finally:

@@ -137,6 +137,19 @@ class ApiServer:
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
         self.cluster.count_request(request)
+        code = 500
+        try:
+            response = await self.route(request)
+            code = response.status
+            return response
+        except ApiError as e:
+            code = e.code
+            raise
+        finally:
+            if request.method in ("POST", "PUT", "PATCH", "DELETE"):
+                self.cluster.audit.append((request.method, request.path, code))
+
+    async def route(self, request: web.Request) -> web.StreamResponse:
         await self.cluster.authorize(request)
         await self.cluster.inject_fault(request)
         parts = [p for p in request.path.split("/") if p]
@@ -470,10 +483,9 @@ class ApiServer:
             kept["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
             new = kept
         elif sub == "resize":
-            self.cluster.admission.on_resize(old, new)
-            new = {**copy.deepcopy(old), "spec": new["spec"]} | {
-                "metadata": {**old["metadata"], "resourceVersion": new["metadata"].get("resourceVersion")}
-            }
+            rv = new["metadata"].get("resourceVersion")
+            new = self.cluster.admission.on_resize(old, new)
+            new["metadata"]["resourceVersion"] = rv
         else:
             if "status" in old or "status" in new:  # the main resource ignores status changes
                 if res.subresources and "status" in res.subresources:

@@ -240,7 +240,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
 
     def __init__(self, *, chain_name: str, namespace: str, stage_name: str, image: str, cmds: Sequence[str],
                  arguments: Sequence[str] = (), env: dict[str, str] | None = None,
-                 resources: dict[str, dict[str, str]] | None = None, image_pull_policy: str | None = None,
+                 container_resources: dict[str, dict[str, str]] | None = None, image_pull_policy: str | None = None,
                  swap_timeout: float = 600, stage_timeout: float | None = None, deferrable: bool = False,
                  kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
                  cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
@@ -252,7 +252,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         self.cmds = list(cmds)
         self.arguments = list(arguments)
         self.env = dict(env or {})
-        self.resources = dict(resources or {})
+        self.container_resources = dict(container_resources or {})
         self.image_pull_policy = image_pull_policy
         self.swap_timeout = swap_timeout
         self.stage_timeout = stage_timeout
@@ -261,7 +261,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
 
     def stage_spec(self) -> StageSpec:
         spec = StageSpec(name=self.stage_name, image=self.image, cmds=self.cmds, arguments=self.arguments,
-                         env=self.env, resources=self.resources, image_pull_policy=self.image_pull_policy)
+                         env=self.env, resources=self.container_resources, image_pull_policy=self.image_pull_policy)
         spec.validate()
         return spec
 
