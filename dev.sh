@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One entry point for set-up and the project's jobs. Each command sets everything up first (idempotent):
+#   ./dev.sh example   run the example DAG end to end on the embedded local cluster (no Kubernetes needed)
+#   ./dev.sh test      lint and run the whole test suite (what CI runs)
+#   ./dev.sh bench     run the benchmarks (see README.md)
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${VENV:-.venv}
+
+system_packages() {
+	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces).
+	command -v bwrap >/dev/null 2>&1 && return
+	if [ "$(id -u)" = 0 ]; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+	else
+		echo "please install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)" >&2
+		exit 1
+	fi
+}
+
+python_env() {
+	if [ ! -x "$VENV/bin/python" ]; then
+		python=$(command -v python3.11 || command -v python3)
+		"$python" -m venv "$VENV"
+	fi
+	stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+	if [ ! -f "$stamp" ]; then
+		"$VENV/bin/python" -m pip install -q --upgrade pip
+		"$VENV/bin/python" -m pip install -q -e ".[test]"
+		rm -f "$VENV"/.installed-*
+		touch "$stamp"
+	fi
+}
+
+setup() {
+	system_packages
+	python_env
+	export PATH="$PWD/$VENV/bin:$PATH"
+}
+
+case "${1:-}" in
+example)
+	setup
+	shift
+	exec python example_dags/run_example.py "$@"
+	;;
+test)
+	setup
+	shift
+	ruff check .
+	ruff format --check .
+	exec python -m pytest -q "$@"
+	;;
+bench)
+	setup
+	shift
+	exec python bench/run.py "$@"
+	;;
+*)
+	echo "usage: $0 example|test|bench [args...]" >&2
+	exit 2
+	;;
+esac
