@@ -10,24 +10,36 @@ def get_provider_info() -> dict:
     return {
         "package-name": "airflow-kruise-chain",
         "name": "OpenKruise chain",
-        "description": "Runs a pipeline's stages as in-place container swaps inside one persistent Kubernetes pod, "
-        "with OpenKruise ImagePullJob prewarming and ContainerRecreateRequest re-runs.",
+        "description": "Runs a pipeline's stages as in-place container swaps inside one persistent "
+        "Kubernetes pod, with OpenKruise ImagePullJob prewarming and ContainerRecreateRequest re-runs.",
         "versions": [__version__],
         "integrations": [
-            {"integration-name": "OpenKruise chain", "external-doc-url": "https://openkruise.io/",
-             "tags": ["software"]},
+            {
+                "integration-name": "OpenKruise chain",
+                "external-doc-url": "https://openkruise.io/",
+                "tags": ["software"],
+            },
         ],
         "hooks": [
             {"integration-name": "OpenKruise chain", "python-modules": ["airflow_kruise_chain.hooks.kruise"]},
         ],
         "operators": [
-            {"integration-name": "OpenKruise chain", "python-modules": ["airflow_kruise_chain.operators.chain"]},
+            {
+                "integration-name": "OpenKruise chain",
+                "python-modules": ["airflow_kruise_chain.operators.chain"],
+            },
         ],
         "sensors": [
-            {"integration-name": "OpenKruise chain", "python-modules": ["airflow_kruise_chain.sensors.hotswap"]},
+            {
+                "integration-name": "OpenKruise chain",
+                "python-modules": ["airflow_kruise_chain.sensors.hotswap"],
+            },
         ],
         "triggers": [
-            {"integration-name": "OpenKruise chain", "python-modules": ["airflow_kruise_chain.triggers.chain"]},
+            {
+                "integration-name": "OpenKruise chain",
+                "python-modules": ["airflow_kruise_chain.triggers.chain"],
+            },
         ],
         # the chain reuses the cncf.kubernetes `kubernetes` connection type; no connection type of its own
         "connection-types": [],

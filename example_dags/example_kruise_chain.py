@@ -66,15 +66,23 @@ with DAG(
 ) as dag:
     with KruiseChain("etl", namespace=NAMESPACE, prewarm=True, scratch_size_limit="256Mi") as chain:
         generate = chain.stage(
-            "generate", image=f"{REGISTRY}/generate:1.0", cmds=["/bin/sh", "-c", GENERATE],
-            env={"RECORDS": "1000"}, resources={"requests": {"memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+            "generate",
+            image=f"{REGISTRY}/generate:1.0",
+            cmds=["/bin/sh", "-c", GENERATE],
+            env={"RECORDS": "1000"},
+            resources={"requests": {"memory": "16Mi"}, "limits": {"memory": "64Mi"}},
         )
         transform = chain.stage(
-            "transform", image=f"{REGISTRY}/transform:2.1", cmds=["/bin/sh", "-c", TRANSFORM],
-            env={"MIN_VALUE": "250"}, resources={"requests": {"memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+            "transform",
+            image=f"{REGISTRY}/transform:2.1",
+            cmds=["/bin/sh", "-c", TRANSFORM],
+            env={"MIN_VALUE": "250"},
+            resources={"requests": {"memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         )
         aggregate = chain.stage(
-            "aggregate", image=f"{REGISTRY}/aggregate:1.3", cmds=["/bin/sh", "-c", AGGREGATE],
+            "aggregate",
+            image=f"{REGISTRY}/aggregate:1.3",
+            cmds=["/bin/sh", "-c", AGGREGATE],
         )
         report = chain.stage("report", image=f"{REGISTRY}/report:0.9", cmds=["/bin/sh", "-c", REPORT])
         generate >> transform >> aggregate >> report

@@ -26,7 +26,9 @@ def prepare_airflow_home(home: Path) -> None:
     os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(HERE))
     os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
     if not (home / "airflow.db").exists():
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL
+        )
 
 
 def use_cluster(kubeconfig: Path) -> None:
@@ -36,12 +38,12 @@ def use_cluster(kubeconfig: Path) -> None:
     )
 
 
-def load_dag(path: Path, dag_id: str):  # noqa: ANN201 - an airflow DAG
+def load_dag(path: Path, dag_id: str):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, "dag") if getattr(module, "dag").dag_id == dag_id else None
+    return module.dag if module.dag.dag_id == dag_id else None
 
 
 def main() -> int:

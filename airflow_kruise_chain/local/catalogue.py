@@ -1,8 +1,9 @@
 """The image catalogue: what each image reference "contains" on the local cluster.
 
-A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*` is allowed); each entry gives the
-image's size, digest, entrypoint and cmd, env, and the host paths the image provides (read-only bound into the
-container, on top of the base root of /usr, /etc and /bin). Images not in the catalogue cannot be pulled.
+A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*` is allowed); each entry
+gives the image's size, digest, entrypoint and cmd, env, and the host paths the image provides (read-only
+bound into the container, on top of the base root of /usr, /etc and /bin). Images not in the catalogue
+cannot be pulled.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ DEFAULT_CATALOGUE = "images.yaml"
 
 def normalize(ref: str) -> str:
     """`busybox` -> `docker.io/library/busybox:latest`, as the container runtime names images."""
-    name, digest = (ref.split("@", 1) + [""])[:2]
+    name, digest = [*ref.split("@", 1), ""][:2]
     first = name.split("/", 1)[0]
     if "/" not in name or ("." not in first and ":" not in first and first != "localhost"):
         name = f"docker.io/{name}" if "/" in name else f"docker.io/library/{name}"

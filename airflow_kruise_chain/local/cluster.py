@@ -28,6 +28,7 @@ from .errors import ApiError
 from .kruise import Kruise
 from .kubelet import Kubelet
 from .profiles import Profile, get_profile
+from .rbac import Rbac
 from .server import ApiServer
 from .store import Obj, Store, now_iso
 
@@ -233,6 +234,12 @@ class LocalCluster:
         return path
 
     # -- hooks used by the API server ------------------------------------------------------------------
+    def enable_rbac(self) -> Rbac:
+        """Require a bearer token on every request and authorize it by RBAC rules; returns the authorizer."""
+        rbac = Rbac()
+        self.authorizer = rbac
+        return rbac
+
     def count_request(self, request: web.Request) -> None:
         self.requests[f"{request.method} {request.path}"] += 1
 
@@ -247,7 +254,7 @@ class LocalCluster:
                 raise err
 
     def set_random_faults(self, conflict: float = 0.0, error: float = 0.0, seed: int = 0) -> None:
-        """Answer a share of writes with 409 Conflict and a share of all requests with 500 (fault injection)."""
+        """Fault injection: answer a share of writes with 409 Conflict and a share of requests with 500."""
         rng = random.Random(seed)
 
         def fault(request: web.Request) -> ApiError | None:

@@ -76,7 +76,7 @@ _VAR = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 
 
 def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes `$(VAR)` expansion: defined variables are replaced, `$$` escapes, others stay as they are."""
+    """Kubernetes `$(VAR)` expansion: defined variables are replaced, `$$` escapes, others stay as is."""
 
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "$$":
@@ -682,7 +682,7 @@ class PodWorker:
         """The pod object changed: wake containers whose spec changed, start deletion if asked."""
         if pod["metadata"].get("deletionTimestamp") and not self.terminating:
             grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
-            asyncio.create_task(self.terminate(grace))
+            self.kubelet.spawn(self.terminate(grace))
             return
         for c in pod["spec"].get("containers", []):
             st = self.containers.get(c["name"])
@@ -996,8 +996,8 @@ class Kubelet:
                         "reason": "Unschedulable",
                         "lastTransitionTime": now_iso(),
                         "lastProbeTime": None,
-                        "message": f"0/{len(names)} nodes are available: {len(names)} node(s) didn't match Pod's node "
-                        "affinity/selector.",
+                        "message": f"0/{len(names)} nodes are available: {len(names)} node(s) didn't match "
+                        "Pod's node affinity/selector.",
                     }
                 ],
             }

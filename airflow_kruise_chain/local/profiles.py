@@ -3,14 +3,15 @@
 `fast` models nothing (pure software overhead, for tests). `realistic` adds the delays a real node shows,
 from published figures:
 
-- scheduling: kube-scheduler binds a pod in ~10-50 ms on an idle cluster (Kubernetes scalability SLIs,
-  "Pod startup latency" and scheduler_scheduling_attempt_duration_seconds; sig-scalability/slos/pod_startup_latency.md).
+- scheduling: kube-scheduler binds a pod in ~10-50 ms on an idle cluster (Kubernetes scalability
+  SLIs, "Pod startup latency" and scheduler_scheduling_attempt_duration_seconds;
+  sig-scalability/slos/pod_startup_latency.md).
 - sandbox: creating the pause sandbox with containerd + runc takes ~0.3-0.5 s and CNI network set-up another
   ~0.1-0.3 s (containerd CRI performance reports, e.g. "cri-tools critest benchmark"; CNI plugin
   benchmarks in the Cilium/Calico docs). We use 0.4 s + 0.2 s.
 - image pull: registry pulls run at ~30-100 MB/s on cloud nodes plus ~0.5-1 s of manifest resolution and
-  unpacking set-up (AWS EKS best-practices guide "Reduce container image pull time"; Google "Image streaming" blog
-  gives 30-60 MB/s without streaming). We use 40 MB/s + 0.6 s per pull.
+  unpacking set-up (AWS EKS best-practices guide "Reduce container image pull time"; Google's
+  "Image streaming" blog gives 30-60 MB/s without streaming). We use 40 MB/s + 0.6 s per pull.
 - container start: runc create+start of a container in an existing sandbox ~0.1-0.2 s (runc/crun benchmarks in
   the crun README); we use 0.15 s.
 - kubelet status: the kubelet's pod status manager batches updates; PLEG relist every 1 s

@@ -149,5 +149,5 @@ def groups() -> dict[str, tuple[str, ...]]:
     for res in (*STORED, POD_METRICS):
         if res.group:
             out.setdefault(res.group, res.versions)
-    # v1beta1 is Kruise's storage version for ImagePullJob/NodeImage, but CRRs are v1alpha1 only: prefer v1alpha1
+    # v1alpha1 first: v1beta1 stores ImagePullJob/NodeImage, but CRRs are served as v1alpha1 only
     return out

@@ -1,4 +1,4 @@
-"""The example DAG end to end on the local cluster, checked from the API server's and kubelet's own records."""
+"""The example DAG end to end on the local cluster, checked from the API server's and kubelet's records."""
 
 from __future__ import annotations
 
@@ -44,14 +44,20 @@ def test_example_dag_runs_every_stage_once_in_one_pod(e2e_cluster):
     assert len(pods_added) == 1
     pod = pods_added[0]
     assert any(k == "DELETED" and r is R.PODS for k, r, _ in history)
-    assert cluster.call(lambda: cluster.store.peek(R.PODS, pod["metadata"]["namespace"], pod["metadata"]["name"]))\
+    assert (
+        cluster.call(
+            lambda: cluster.store.peek(R.PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        )
         is None
+    )
 
     # every stage ran exactly once, in DAG order: one start marker per generation in the containers' logs
     logs = sorted((cluster.root / "pods" / pod["metadata"]["uid"] / "containers").rglob("*.log"))
     starts = []
     for log in logs:
-        starts += re.findall(r"::kruise-chain:: start gen=(\d+) stage=(\S+) slot=\S+ at=(\S+)", log.read_text())
+        starts += re.findall(
+            r"::kruise-chain:: start gen=(\d+) stage=(\S+) slot=\S+ at=(\S+)", log.read_text()
+        )
     starts.sort(key=lambda s: int(s[0]))
     assert [s[1] for s in starts] == STAGES
     assert [int(s[0]) for s in starts] == [1, 2, 3, 4]
@@ -69,7 +75,9 @@ def test_example_dag_runs_every_stage_once_in_one_pod(e2e_cluster):
     assert [out[s]["slot"] for s in STAGES] == ["slot-a", "slot-b", "slot-a", "slot-b"]
 
     # each stage's image was on the node (prewarmed) before its stage started
-    node_name = next(o["spec"]["nodeName"] for _, r, o in history if r is R.PODS and o["spec"].get("nodeName"))
+    node_name = next(
+        o["spec"]["nodeName"] for _, r, o in history if r is R.PODS and o["spec"].get("nodeName")
+    )
     node = cluster.kubelet.nodes[node_name]
     for s in STAGES:
         image = normalize(out[s]["image"])
