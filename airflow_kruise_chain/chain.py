@@ -55,6 +55,10 @@ class KruiseChain:
                                                 "(e.g. KruiseChain('etl', namespace='data'))")
         if on_prewarm_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_prewarm_unavailable", "must be 'fail' or 'skip'")
+        for field, value in (("swap_timeout", swap_timeout), ("startup_timeout", startup_timeout),
+                             ("pull_timeout", pull_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")
         self.name = name
         self.namespace = namespace
         self.prewarm = prewarm

@@ -6,9 +6,9 @@
 Scenarios, each in both latency profiles (`fast`: no modeled delays; `realistic`: scheduling, sandbox, image
 pull, container start and kruise-daemon report delays, see `airflow_kruise_chain/local/profiles.py`):
 
-1. pods: through the real `kubernetes` client, create P pods (one busybox:1.36 container `sleep 3600` each) from
-   a few client threads as fast as possible; a watch (opened at the list's resourceVersion, so nothing is missed)
-   records when each pod is first reported Running. Reports pods/s (P / time from first create to last
+1. pods: through the real `kubernetes` client, create P pods (one busybox:1.36 container `sleep 3600` each)
+   from a few client threads as fast as possible; a watch (opened at the list's resourceVersion, so nothing is
+   missed) records when each pod is first reported Running. Reports pods/s (P / time from first create to last
    Running) and the p50/p95 create->Running latency, then deletes them all and times the deletion (until the
    watch has seen every DELETED).
 2. imagepulljob: start a cluster of N nodes (5,000; start-up time measured), create one ImagePullJob
@@ -425,7 +425,14 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     common = ["--pods", str(args.pods), "--pod-nodes", str(args.pod_nodes)]
-    common += ["--client-threads", str(args.client_threads), "--nodes", str(args.nodes), "--image", args.image]
+    common += [
+        "--client-threads",
+        str(args.client_threads),
+        "--nodes",
+        str(args.nodes),
+        "--image",
+        args.image,
+    ]
     if args.parallelism:
         common += ["--parallelism", str(args.parallelism)]
     for scenario in scenarios:

@@ -272,6 +272,53 @@ class LocalCluster:
 
         self.fault = fault if conflict or error else None
 
+    # -- fault injection (tests and demos) ---------------------------------------------------------------
+    def kill_processes(self, namespace: str, pod: str, container: str, sig: int = 9) -> int:
+        """Signal the processes a container's main process started (e.g. a stage under the runner), as `kill`
+        inside the container would; returns how many were signalled."""
+
+        def kill() -> int:
+            obj = self.store.peek(R.PODS, namespace, pod)
+            worker = self.kubelet.worker_for(obj) if obj else None
+            st = worker.containers.get(container) if worker else None
+            if st is None or st.current is None or st.current.proc is None:
+                raise LookupError(f"no running container {container} in pod {namespace}/{pod}")
+            return st.current.proc.signal_children(sig)
+
+        return self.call(kill)
+
+    def lose_node(self, node: str) -> None:
+        """The node vanishes: it turns NotReady, its containers die at once and its pods are evicted
+        (deleted), as the node lifecycle controller's taint eviction ends it."""
+
+        async def lose() -> None:
+            obj = self.store.get(R.NODES, "", node)
+            obj["status"]["conditions"] = [
+                {
+                    "type": "Ready",
+                    "status": "Unknown",
+                    "reason": "NodeStatusUnknown",
+                    "message": "Kubelet stopped posting node status.",
+                    "lastHeartbeatTime": now_iso(),
+                    "lastTransitionTime": now_iso(),
+                }
+            ]
+            self.store.update(R.NODES, obj, check_rv=False)
+            for worker in [w for w in self.kubelet.workers.values() if w.node == node]:
+                pod = self.store.peek(R.PODS, worker.ns, worker.name)
+                if pod is not None:
+                    self.record_event(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
+                    self.record_event(
+                        pod,
+                        "Normal",
+                        "TaintManagerEviction",
+                        f"Marking for deletion Pod {worker.ns}/{worker.name}",
+                        "taint-controller",
+                    )
+                await worker.terminate(0)
+
+        self.call(lose())
+
     def record_event(
         self, obj: Obj, etype: str, reason: str, message: str, component: str, host: str | None = None
     ) -> None:

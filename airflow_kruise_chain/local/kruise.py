@@ -1,26 +1,26 @@
 """OpenKruise controllers of the local cluster: ImagePullJob -> NodeImage -> kruise-daemon pulls, and the
 kruise-daemon side of ContainerRecreateRequest.
 
-As in OpenKruise v1.9: the ImagePullJob controller writes the job's image tag into the NodeImage (one per node)
-of each target node, at most `parallelism` at a time; the daemon pulls and reports in the NodeImage status; the
-job's counts come from those statuses and it completes when every target has finished (at once when no node
-matches, with desired 0). A CRR stops the listed containers (preStop, then the grace period) and never starts
-them: the kubelet does, by restartPolicy.
+As in OpenKruise v1.9: the ImagePullJob controller writes the job's image tag into the NodeImage (one per
+node) of each target node, at most `parallelism` at a time; the daemon pulls and reports in the NodeImage
+status; the job's counts come from those statuses and it completes when every target has finished (at once
+when no node matches, with desired 0). A CRR stops the listed containers (preStop, then the grace period) and
+never starts them: the kubelet does, by restartPolicy.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections import deque
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
 from .catalogue import normalize
 from .selectors import LabelSelector
-from .store import Obj, now_iso
+from .store import Obj, deep_copy, now_iso
 
 if TYPE_CHECKING:
     from .cluster import LocalCluster
@@ -47,6 +47,52 @@ def _parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
+def tag_phase_in(ni: Obj | None, image_name: str, tag: str) -> str:
+    """The phase a NodeImage reports for `image_name:tag` (Waiting until reported; Failed if it is gone)."""
+    if ni is None:
+        return "Failed"
+    for t in (((ni.get("status") or {}).get("imageStatuses") or {}).get(image_name) or {}).get("tags") or []:
+        if t.get("tag") == tag:
+            return t.get("phase", "Waiting")
+    return "Waiting"
+
+
+@dataclass
+class JobProgress:
+    """An ImagePullJob's view of its started nodes, kept up to date on every NodeImage change.
+
+    The job loop reads the counts instead of re-reading every started node's NodeImage on each wake-up (which
+    is O(nodes) per NodeImage change, O(nodes^2) for a job over thousands of nodes).
+    """
+
+    image_name: str
+    tag: str
+    event: asyncio.Event
+    phases: dict[str, str] = field(default_factory=dict)
+    succeeded: int = 0
+    failed: set[str] = field(default_factory=set)
+
+    @property
+    def active(self) -> int:
+        return len(self.phases) - self.succeeded - len(self.failed)
+
+    def set(self, node: str, phase: str) -> bool:
+        """Record `node`'s phase; True if it changed."""
+        old = self.phases.get(node)
+        if old == phase:
+            return False
+        if old == "Succeeded":
+            self.succeeded -= 1
+        elif old == "Failed":
+            self.failed.discard(node)
+        self.phases[node] = phase
+        if phase == "Succeeded":
+            self.succeeded += 1
+        elif phase == "Failed":
+            self.failed.add(node)
+        return True
+
+
 class Kruise:
     """The ImagePullJob controller, the kruise-daemon (image pulls, container recreation) and TTL cleanup."""
 
@@ -55,6 +101,9 @@ class Kruise:
         self.store = cluster.store
         self.jobs: dict[str, asyncio.Task[None]] = {}
         self.job_events: dict[str, asyncio.Event] = {}
+        self.progress: dict[str, JobProgress] = {}
+        self.node_jobs: dict[str, set[str]] = {}
+        """node -> keys of the running jobs that started it (whose JobProgress follows its NodeImage)"""
         self.pulls: set[tuple[str, str, str, int]] = set()
         self.crr_tasks: dict[str, asyncio.Task[None]] = {}
         self.pod_locks: dict[str, asyncio.Lock] = {}
@@ -90,12 +139,17 @@ class Kruise:
             if kind == "ADDED" and key not in self.jobs:
                 self.job_events[key] = asyncio.Event()
                 self.jobs[key] = self.spawn(self.run_job(key, obj))
-            elif kind == "MODIFIED" and meta.get("deletionTimestamp") and PROTECTION in (meta.get("finalizers") or []):
+            elif (
+                kind == "MODIFIED"
+                and meta.get("deletionTimestamp")
+                and PROTECTION in (meta.get("finalizers") or [])
+            ):
                 # the controller releases its deletion protection once the job is being deleted
-                released = copy.deepcopy(obj)
+                released = deep_copy(obj)
                 released["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != PROTECTION]
-                asyncio.get_running_loop().call_soon(lambda: self.store.update(R.IMAGE_PULL_JOBS, released,
-                                                                               check_rv=False))
+                asyncio.get_running_loop().call_soon(
+                    lambda: self.store.update(R.IMAGE_PULL_JOBS, released, check_rv=False)
+                )
             elif kind == "DELETED":
                 task = self.jobs.pop(key, None)
                 if task:
@@ -105,9 +159,16 @@ class Kruise:
         elif res is R.NODE_IMAGES:
             if kind != "DELETED":
                 self.daemon_sync(obj)
-            if old is None or obj.get("status") != old.get("status"):
-                for ev in self.job_events.values():
-                    ev.set()
+            jobs = self.node_jobs.get(meta["name"])
+            if jobs:
+                # read the store, not `obj`: a write made by an earlier listener of this change is newer
+                current = self.store.peek(R.NODE_IMAGES, "", meta["name"])
+                for job_key in list(jobs):
+                    prog = self.progress.get(job_key)
+                    if prog is not None and prog.set(
+                        meta["name"], tag_phase_in(current, prog.image_name, prog.tag)
+                    ):
+                        prog.event.set()
         elif res is R.CRRS:
             key = f"{meta.get('namespace')}/{meta['name']}/{meta['uid']}"
             if kind == "ADDED" and key not in self.crr_tasks:
@@ -150,7 +211,7 @@ class Kruise:
             return None
         if job.get("status") == status:
             return job
-        new = copy.deepcopy(job)
+        new = deep_copy(job)
         new["status"] = status
         return self.store.update(R.IMAGE_PULL_JOBS, new, check_rv=False)
 
@@ -186,7 +247,6 @@ class Kruise:
             return
         self.update_job_status(ns, name, status)
         pending = deque(targets)
-        started_nodes: list[str] = []
         owner = {
             "apiVersion": "apps.kruise.io/v1alpha1",
             "kind": "ImagePullJob",
@@ -195,53 +255,72 @@ class Kruise:
             "uid": job["metadata"]["uid"],
         }
         event = self.job_events[key]
-        while True:
-            phases = {n: self.tag_phase(n, image_name, tag, job["metadata"]["uid"]) for n in started_nodes}
-            active = [n for n, p in phases.items() if p not in TERMINAL]
-            while pending and len(active) < parallelism:
-                node = pending.popleft()
-                self.add_tag(
-                    node, image_name, tag, policy, spec.get("imagePullPolicy", "IfNotPresent"), owner
-                )
-                started_nodes.append(node)
-                active.append(node)
-                phases[node] = "Waiting"
-            failed = sorted(n for n, p in phases.items() if p == "Failed")
-            status = {
-                **status,
-                "active": len(active),
-                "succeeded": sum(p == "Succeeded" for p in phases.values()),
-                "failed": len(failed),
-            }
-            if failed:
-                status["failedNodes"] = failed
-            done = not pending and not active
-            overdue = deadline is not None and (datetime.now(UTC) - started).total_seconds() >= deadline
-            if completion.get("type", "Always") == "Always" and (done or overdue):
-                status["completionTime"] = now_iso()
-                status["message"] = "job has completed" if done else "job exceeds activeDeadlineSeconds"
-                status["active"] = 0 if done else status["active"]
+        prog = self.progress[key] = JobProgress(image_name, tag, event)
+        started_count = 0  # nodes started so far (a node named twice in `selector.names` counts twice)
+        try:
+            while True:
+                # nodes started in this round count as Waiting until the next one, whatever they report
+                fresh: list[str] = []
+                active = prog.active
+                while pending and active < parallelism:
+                    node = pending.popleft()
+                    self.node_jobs.setdefault(node, set()).add(key)
+                    prog.set(node, "Waiting")
+                    self.add_tag(
+                        node, image_name, tag, policy, spec.get("imagePullPolicy", "IfNotPresent"), owner
+                    )
+                    # the NodeImage may be gone (no change is reported then): read its phase once
+                    prog.set(node, tag_phase_in(self.store.peek(R.NODE_IMAGES, "", node), image_name, tag))
+                    fresh.append(node)
+                    started_count += 1
+                    active += 1
+                fresh_done = {n for n in fresh if prog.phases[n] in TERMINAL}
+                if fresh_done:
+                    failed = sorted(prog.failed.difference(fresh_done))
+                    succeeded = prog.succeeded - sum(prog.phases[n] == "Succeeded" for n in fresh_done)
+                else:
+                    failed = sorted(prog.failed)
+                    succeeded = prog.succeeded
+                status = {
+                    **status,
+                    "active": active,
+                    "succeeded": succeeded,
+                    "failed": len(failed),
+                }
+                if failed:
+                    status["failedNodes"] = failed
+                done = not pending and not active
+                overdue = deadline is not None and (datetime.now(UTC) - started).total_seconds() >= deadline
+                if completion.get("type", "Always") == "Always" and (done or overdue):
+                    status["completionTime"] = now_iso()
+                    status["message"] = "job has completed" if done else "job exceeds activeDeadlineSeconds"
+                    status["active"] = 0 if done else status["active"]
+                    self.update_job_status(ns, name, status)
+                    break
+                status["message"] = f"job is running, progress {started_count - active}/{len(targets)}"
                 self.update_job_status(ns, name, status)
-                break
-            status["message"] = f"job is running, progress {len(started_nodes) - len(active)}/{len(targets)}"
-            self.update_job_status(ns, name, status)
-            event.clear()
-            try:
-                await asyncio.wait_for(event.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
+                event.clear()
+                try:
+                    await asyncio.wait_for(event.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+        finally:
+            self.forget_progress(key)
         await self.expire_after(R.IMAGE_PULL_JOBS, ns, name, completion.get("ttlSecondsAfterFinished"))
 
+    def forget_progress(self, key: str) -> None:
+        prog = self.progress.pop(key, None)
+        if prog is None:
+            return
+        for node in prog.phases:
+            jobs = self.node_jobs.get(node)
+            if jobs is not None:
+                jobs.discard(key)
+                if not jobs:
+                    del self.node_jobs[node]
+
     def tag_phase(self, node: str, image_name: str, tag: str, job_uid: str) -> str:
-        ni = self.store.peek(R.NODE_IMAGES, "", node)
-        if ni is None:
-            return "Failed"
-        for t in (((ni.get("status") or {}).get("imageStatuses") or {}).get(image_name) or {}).get(
-            "tags"
-        ) or []:
-            if t.get("tag") == tag:
-                return t.get("phase", "Waiting")
-        return "Waiting"
+        return tag_phase_in(self.store.peek(R.NODE_IMAGES, "", node), image_name, tag)
 
     def add_tag(
         self,
@@ -255,7 +334,7 @@ class Kruise:
         ni = self.store.peek(R.NODE_IMAGES, "", node)
         if ni is None:
             return
-        new = copy.deepcopy(ni)
+        new = deep_copy(ni)
         images = new.setdefault("spec", {}).setdefault("images", {})
         entry = images.setdefault(image_name, {"tags": []})
         for t in entry["tags"]:
@@ -296,7 +375,7 @@ class Kruise:
                 for o in t.get("ownerReferences") or []
             ):
                 continue
-            new = copy.deepcopy(ni)
+            new = deep_copy(ni)
             for entry in new["spec"]["images"].values():
                 for t in entry["tags"]:
                     t["ownerReferences"] = [o for o in t.get("ownerReferences") or [] if o.get("uid") != uid]
@@ -323,7 +402,7 @@ class Kruise:
         ni = self.store.peek(R.NODE_IMAGES, "", node)
         if ni is None:
             return
-        new = copy.deepcopy(ni)
+        new = deep_copy(ni)
         status = new.setdefault("status", {})
         images = status.setdefault("imageStatuses", {})
         tags = images.setdefault(image_name, {"tags": []})["tags"]
@@ -419,7 +498,7 @@ class Kruise:
         crr = self.store.peek(R.CRRS, ns, name)
         if crr is None:
             return
-        new = copy.deepcopy(crr)
+        new = deep_copy(crr)
         new["status"] = status
         if status.get("phase") == "Completed":  # the controller drops the active label when it is done
             (new["metadata"].get("labels") or {}).pop("crr.apps.kruise.io/active", None)

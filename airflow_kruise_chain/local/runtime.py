@@ -775,6 +775,15 @@ class RunningContainer:
     def running(self) -> bool:
         return self.finished_at is None
 
+    def signal_children(self, sig: int) -> int:
+        """Send `sig` to every descendant of the main process (not the main process); returns how many."""
+        main = self._main_pid() if self._sandbox != "none" else self.pid
+        pids = _descendants(main) if main else []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        return len(pids)
+
     def signal(self, sig: int) -> None:
         """Send `sig` to the container. SIGKILL kills the whole process tree (pid namespace / process group);
         other signals go to the main process, as a container runtime does (the namespace dies with it)."""

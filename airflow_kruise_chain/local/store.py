@@ -34,8 +34,8 @@ _ATOMIC = frozenset({str, int, float, bool, type(None)})
 def deep_copy(obj: Any) -> Any:
     """A deep copy of JSON-like data (dicts, lists, scalars), ~5x faster than `copy.deepcopy`.
 
-    Other types are handed to `copy.deepcopy`. Unlike it, a sub-object referenced twice is copied twice (stored
-    objects are trees, as JSON decodes them).
+    Other types are handed to `copy.deepcopy`. Unlike it, a sub-object referenced twice is copied twice
+    (stored objects are trees, as JSON decodes them).
     """
     t = type(obj)
     if t is dict:
@@ -130,7 +130,8 @@ class Store:
         # the watch cache, per resource as in kube-apiserver: a flood of one kind's writes (thousands of
         # NodeImages) must not expire the resourceVersion a watch of another kind resumes from
         self._history: dict[str, deque[Event]] = {}
-        self._expired: dict[str, int] = {}  # per resource: the newest resourceVersion dropped from its history
+        # per resource: the newest resourceVersion dropped from its history (older ones are 410 Gone)
+        self._expired: dict[str, int] = {}
         self._watches: dict[str, set[Watch]] = {}
         self._listeners: list[Listener] = []
 
@@ -252,7 +253,8 @@ class Store:
         if check_rv and sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
             raise ApiError(
                 409,
-                f'Operation cannot be fulfilled on {res.plural}{"." + res.group if res.group else ""} "{key[1]}": '
+                f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
+                f'"{key[1]}": '
                 "the object has been modified; please apply your changes to the latest version and try again",
                 kind=res.plural,
                 name=key[1],
@@ -366,7 +368,7 @@ class Store:
         return w
 
     def set_history_limit(self, events: int) -> None:
-        """Keep only the last `events` changes of each resource for watches to resume from (older: 410 Gone)."""
+        """Keep the last `events` changes of each resource for watches to resume from (older: 410 Gone)."""
         self._history_limit = events
         for key, history in self._history.items():
             if len(history) > events:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kruise_chain.core import (
+    ChainConfigError,
     ChainSpec,
     PodLostError,
     StageSpec,
@@ -19,6 +21,7 @@ from airflow_kruise_chain.core import (
     chain_labels,
     image_pull_job_name,
     image_pull_job_outcome,
+    parse_image_reference,
     pod_name_for,
     runner_configmap_name,
 )
@@ -78,14 +81,25 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
     def __init__(self, *, chain: dict[str, Any], kubernetes_conn_id: str | None = "kubernetes_default",
                  config_file: str | None = None, cluster_context: str | None = None, in_cluster: bool | None = None,
                  startup_timeout: float = 300, **kwargs: Any) -> None:
+        if not isinstance(chain, dict):
+            raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
+        for key in ("name", "namespace"):
+            if key not in chain:
+                raise ChainConfigError(key, "is required")
+        _check_positive("startup_timeout", startup_timeout)
         super().__init__(**kwargs)
         self.chain = chain
         self.chain_name = chain["name"]
         self.namespace = chain["namespace"]
         self.startup_timeout = startup_timeout
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+        if chain.get("stages"):  # KruiseChain fills the stages in when its block ends, and validates them then
+            spec = chain_spec_from_dict(chain)
+            if not _templated(self.namespace):
+                spec.validate()
 
     def execute(self, context: Context) -> dict[str, str]:
+        # everything is checked before the first write: an invalid chain creates nothing in the cluster
         spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
         spec.validate()
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
@@ -169,9 +183,15 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
                  on_unavailable: str = "fail", pull_timeout: int = 600, backoff_limit: int = 3,
                  kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
                  cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
         if on_unavailable not in ("fail", "skip"):
-            raise ValueError(f"on_unavailable: must be 'fail' or 'skip', not {on_unavailable!r}")
+            raise ChainConfigError("on_unavailable", f"must be 'fail' or 'skip', not {on_unavailable!r}")
+        _check_positive("pull_timeout", pull_timeout)
+        for i, image in enumerate(images):
+            try:
+                parse_image_reference(image)
+            except ValueError as err:
+                raise ChainConfigError(f"images[{i}]", str(err)) from None
+        super().__init__(**kwargs)
         self.chain_name = chain_name
         self.namespace = namespace
         self.images = list(images)
@@ -258,11 +278,16 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         self.stage_timeout = stage_timeout
         self.deferrable = deferrable
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+        _check_positive("swap_timeout", swap_timeout)
+        if stage_timeout is not None:
+            _check_positive("stage_timeout", stage_timeout)
+        if not _templated([self.image, self.cmds, self.arguments, self.env]):
+            self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before the swap
 
     def stage_spec(self) -> StageSpec:
         spec = StageSpec(name=self.stage_name, image=self.image, cmds=self.cmds, arguments=self.arguments,
                          env=self.env, resources=self.container_resources, image_pull_policy=self.image_pull_policy)
-        spec.validate()
+        spec.validate("stage")
         return spec
 
     def driver(self, context: Context) -> StageDriver:
@@ -314,8 +339,53 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         return data
 
 
+_STAGE_FIELDS = {f.name for f in fields(StageSpec)}
+_CHAIN_FIELDS = {f.name for f in fields(ChainSpec)}
+
+
 def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
-    """A ChainSpec from the JSON-safe dict a chain's tasks carry."""
-    stages = [StageSpec(**s) for s in data["stages"]]
+    """A ChainSpec from the JSON-safe dict a chain's tasks carry; ChainConfigError names a wrong field.
+
+    Only builds the spec: call `validate()` on it before creating anything.
+    """
+    if not isinstance(data, dict):
+        raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
+    unknown = sorted(set(data) - _CHAIN_FIELDS)
+    if unknown:
+        raise ChainConfigError(unknown[0], f"unknown chain field; choose from {', '.join(sorted(_CHAIN_FIELDS))}")
+    raw_stages = data.get("stages")
+    if not isinstance(raw_stages, (list, tuple)):
+        raise ChainConfigError("stages", "must be a list of stage dicts")
+    stages = []
+    for i, raw in enumerate(raw_stages):
+        if not isinstance(raw, dict):
+            raise ChainConfigError(f"stages[{i}]", "must be a dict with name, image and cmds")
+        unknown = sorted(set(raw) - _STAGE_FIELDS)
+        if unknown:
+            raise ChainConfigError(f"stages[{i}].{unknown[0]}",
+                                   f"unknown stage field; choose from {', '.join(sorted(_STAGE_FIELDS))}")
+        for key in ("name", "image"):
+            if key not in raw:
+                raise ChainConfigError(f"stages[{i}].{key}", "is required")
+        stages.append(StageSpec(**raw))
+    for key in ("name", "namespace"):
+        if key not in data:
+            raise ChainConfigError(key, "is required")
     rest = {k: v for k, v in data.items() if k != "stages"}
     return ChainSpec(stages=stages, **rest)
+
+
+def _templated(value: Any) -> bool:
+    """Whether `value` (or anything in it) holds a Jinja expression, rendered only when the task runs."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(_templated(k) or _templated(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_templated(v) for v in value)
+    return False
+
+
+def _check_positive(field: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
+from airflow_kruise_chain.core import ChainConfigError
 from airflow_kruise_chain.core.driver import ChainError
 from airflow_kruise_chain.core.status import stage_status
 from airflow_kruise_chain.operators.chain import ChainTaskMixin, _init_connection
@@ -27,9 +28,11 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
                  deferrable: bool = False, kubernetes_conn_id: str | None = "kubernetes_default",
                  config_file: str | None = None, cluster_context: str | None = None,
                  in_cluster: bool | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
         if target_state not in TARGETS:
-            raise ValueError(f"target_state: must be one of {sorted(TARGETS)}, not {target_state!r}")
+            raise ChainConfigError("target_state", f"must be one of {sorted(TARGETS)}, not {target_state!r}")
+        if not stage or not isinstance(stage, str):
+            raise ChainConfigError("stage", "is required: the name of the chain stage to wait for")
+        super().__init__(**kwargs)
         self.chain_name = chain_name
         self.namespace = namespace
         self.stage = stage
