@@ -15,8 +15,18 @@ from airflow_kruise_chain.operators.chain import (
     KruiseChainOperator,
 )
 
-_POD_OPTIONS = ("scratch_size_limit", "node_selector", "tolerations", "affinity", "service_account_name",
-                "image_pull_secrets", "security_context", "pod_template", "labels", "annotations")
+_POD_OPTIONS = (
+    "scratch_size_limit",
+    "node_selector",
+    "tolerations",
+    "affinity",
+    "service_account_name",
+    "image_pull_secrets",
+    "security_context",
+    "pod_template",
+    "labels",
+    "annotations",
+)
 
 
 def _json_safe(value: Any) -> Any:
@@ -38,25 +48,47 @@ class KruiseChain:
     Creates a task group named after the chain with a `setup` task (creates the pod; an Airflow setup task),
     a `prewarm` task (ImagePullJobs for every stage image on the pod's node) unless `prewarm=False`, one
     `KruiseChainOperator` per stage, and a `teardown` task (an Airflow teardown: deletes the pod even when a
-    stage failed, unless `keep_pod=True`). Definitions are validated when the DAG is parsed.
+    stage failed, unless `keep_pod=True`). Any other task declared inside the block (a `HotSwapSensor`, a task
+    using the stages' results) also runs after `setup` and before `teardown`. Definitions are validated when
+    the DAG is parsed.
     """
 
-    def __init__(self, name: str, namespace: str | None = None, *, prewarm: bool = True,
-                 on_prewarm_unavailable: str = "fail", keep_pod: bool = False,
-                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
-                 cluster_context: str | None = None, in_cluster: bool | None = None, deferrable: bool = False,
-                 swap_timeout: float = 600, startup_timeout: float = 300, pull_timeout: int = 600,
-                 **pod_options: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        prewarm: bool = True,
+        on_prewarm_unavailable: str = "fail",
+        keep_pod: bool = False,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        deferrable: bool = False,
+        swap_timeout: float = 600,
+        startup_timeout: float = 300,
+        pull_timeout: int = 600,
+        **pod_options: Any,
+    ) -> None:
         unknown = set(pod_options) - set(_POD_OPTIONS)
         if unknown:
-            raise ChainConfigError(sorted(unknown)[0], f"unknown chain option; choose from {', '.join(_POD_OPTIONS)}")
+            raise ChainConfigError(
+                sorted(unknown)[0], f"unknown chain option; choose from {', '.join(_POD_OPTIONS)}"
+            )
         if not namespace:
-            raise ChainConfigError("namespace", "is required: the Kubernetes namespace the chain pod runs in "
-                                                "(e.g. KruiseChain('etl', namespace='data'))")
+            raise ChainConfigError(
+                "namespace",
+                "is required: the Kubernetes namespace the chain pod runs in "
+                "(e.g. KruiseChain('etl', namespace='data'))",
+            )
         if on_prewarm_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_prewarm_unavailable", "must be 'fail' or 'skip'")
-        for field, value in (("swap_timeout", swap_timeout), ("startup_timeout", startup_timeout),
-                             ("pull_timeout", pull_timeout)):
+        for field, value in (
+            ("swap_timeout", swap_timeout),
+            ("startup_timeout", startup_timeout),
+            ("pull_timeout", pull_timeout),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")
         self.name = name
@@ -69,54 +101,103 @@ class KruiseChain:
         self.startup_timeout = startup_timeout
         self.pull_timeout = pull_timeout
         self.pod_options = pod_options
-        self.connection = {"kubernetes_conn_id": kubernetes_conn_id, "config_file": config_file,
-                           "cluster_context": cluster_context, "in_cluster": in_cluster}
+        self.connection = {
+            "kubernetes_conn_id": kubernetes_conn_id,
+            "config_file": config_file,
+            "cluster_context": cluster_context,
+            "in_cluster": in_cluster,
+        }
         self.stages: list[StageSpec] = []
         self.stage_tasks: list[KruiseChainOperator] = []
-        ChainSpec(name=name, namespace=namespace, stages=[StageSpec("probe", "busybox:1.36", ["true"])],
-                  **pod_options).validate()  # chain-level fields fail here, at parse time
+        ChainSpec(
+            name=name,
+            namespace=namespace,
+            stages=[StageSpec("probe", "busybox:1.36", ["true"])],
+            **pod_options,
+        ).validate()  # chain-level fields fail here, at parse time
         self._group: TaskGroup | None = None
         self.setup_task: ChainSetupOperator | None = None
         self.prewarm_task: ChainPrewarmOperator | None = None
         self.teardown_task: ChainTeardownOperator | None = None
 
     def spec(self) -> ChainSpec:
-        return ChainSpec(name=self.name, namespace=self.namespace, stages=self.stages, keep_pod=self.keep_pod,
-                         **self.pod_options)
+        return ChainSpec(
+            name=self.name,
+            namespace=self.namespace,
+            stages=self.stages,
+            keep_pod=self.keep_pod,
+            **self.pod_options,
+        )
 
     def __enter__(self) -> KruiseChain:
         self._group = TaskGroup(group_id=self.name, tooltip=f"chain {self.name}: one persistent pod")
         self._group.__enter__()
         self.setup_task = ChainSetupOperator(
-            task_id="setup", chain={"name": self.name, "namespace": self.namespace, "stages": []},
-            startup_timeout=self.startup_timeout, **self.connection)
+            task_id="setup",
+            chain={"name": self.name, "namespace": self.namespace, "stages": []},
+            startup_timeout=self.startup_timeout,
+            **self.connection,
+        )
         if self.prewarm:
             self.prewarm_task = ChainPrewarmOperator(
-                task_id="prewarm", chain_name=self.name, namespace=self.namespace,
-                on_unavailable=self.on_prewarm_unavailable, pull_timeout=self.pull_timeout, **self.connection)
+                task_id="prewarm",
+                chain_name=self.name,
+                namespace=self.namespace,
+                on_unavailable=self.on_prewarm_unavailable,
+                pull_timeout=self.pull_timeout,
+                **self.connection,
+            )
             self.setup_task >> self.prewarm_task
         return self
 
-    def stage(self, name: str, *, image: str, cmds: list[str], arguments: list[str] | None = None,
-              env: dict[str, str] | None = None, resources: dict[str, dict[str, str]] | None = None,
-              image_pull_policy: str | None = None, **operator_kwargs: Any) -> KruiseChainOperator:
+    def stage(
+        self,
+        name: str,
+        *,
+        image: str,
+        cmds: list[str],
+        arguments: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        resources: dict[str, dict[str, str]] | None = None,
+        image_pull_policy: str | None = None,
+        **operator_kwargs: Any,
+    ) -> KruiseChainOperator:
         """Declare a stage (a `KruiseChainOperator` task named `name`); validated now, at parse time."""
         if self._group is None:
             raise ChainConfigError("stage", "declare stages inside `with KruiseChain(...) as chain:`")
         where = f"stages[{len(self.stages)}]"
-        spec = StageSpec(name=name, image=image, cmds=cmds or [], arguments=arguments or [], env=env or {},
-                         resources=resources or {}, image_pull_policy=image_pull_policy)
+        spec = StageSpec(
+            name=name,
+            image=image,
+            cmds=cmds or [],
+            arguments=arguments or [],
+            env=env or {},
+            resources=resources or {},
+            image_pull_policy=image_pull_policy,
+        )
         spec.validate(where)
         if any(s.name == name for s in self.stages):
-            raise ChainConfigError(f"{where}.name", f"duplicate stage name {name!r}: stage names must be unique "
-                                                    f"within chain {self.name!r}")
+            raise ChainConfigError(
+                f"{where}.name",
+                f"duplicate stage name {name!r}: stage names must be unique within chain {self.name!r}",
+            )
         self.stages.append(spec)
         operator_kwargs.setdefault("deferrable", self.deferrable)
         task = KruiseChainOperator(
-            task_id=name, chain_name=self.name, namespace=self.namespace, stage_name=name, image=image,
-            cmds=cmds, arguments=arguments or [], env=env or {}, container_resources=resources or {},
-            image_pull_policy=image_pull_policy, swap_timeout=self.swap_timeout, **self.connection,
-            **operator_kwargs)
+            task_id=name,
+            chain_name=self.name,
+            namespace=self.namespace,
+            stage_name=name,
+            image=image,
+            cmds=cmds,
+            arguments=arguments or [],
+            env=env or {},
+            container_resources=resources or {},
+            image_pull_policy=image_pull_policy,
+            swap_timeout=self.swap_timeout,
+            **self.connection,
+            **operator_kwargs,
+        )
         (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
         self.stage_tasks.append(task)
         return task
@@ -128,16 +209,33 @@ class KruiseChain:
                 return
             spec = self.spec()
             spec.validate()
-            self.setup_task.chain = _json_safe({"name": self.name, "namespace": self.namespace,
-                                                "keep_pod": self.keep_pod,
-                                                "stages": [asdict(s) for s in self.stages], **self.pod_options})
+            self.setup_task.chain = _json_safe(
+                {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "keep_pod": self.keep_pod,
+                    "stages": [asdict(s) for s in self.stages],
+                    **self.pod_options,
+                }
+            )
             if self.prewarm_task is not None:
                 self.prewarm_task.images = list(dict.fromkeys(s.image for s in self.stages))
             self.teardown_task = ChainTeardownOperator(
-                task_id="teardown", chain_name=self.name, namespace=self.namespace, keep_pod=self.keep_pod,
-                **self.connection)
-            last = self.stage_tasks or [self.prewarm_task or self.setup_task]
-            last >> self.teardown_task  # type: ignore[operator]
+                task_id="teardown",
+                chain_name=self.name,
+                namespace=self.namespace,
+                keep_pod=self.keep_pod,
+                **self.connection,
+            )
+            # every task declared in the block runs between setup and teardown (stages, and e.g. a
+            # HotSwapSensor or a task reading the stages' results): roots after setup, teardown after leaves
+            members = [t for t in self._group.iter_tasks() if t is not self.teardown_task]
+            ids = {t.task_id for t in members}
+            for task in members:
+                if task is not self.setup_task and not (task.upstream_task_ids & ids):
+                    self.setup_task >> task
+            leaves = [t for t in members if not (t.downstream_task_ids & ids)]
+            leaves >> self.teardown_task  # type: ignore[operator]
             self.teardown_task.as_teardown(setups=self.setup_task)
         finally:
             self._group.__exit__(exc_type, exc, tb)

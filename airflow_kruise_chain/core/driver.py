@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .errors import ChainError, PodLostError, SlotBusyError
-from .podview import Pod, container_status
+from .podview import Pod, container_status, stage_record
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -38,12 +38,60 @@ class ConflictError(ChainError):
 class StageStartError(ChainError):
     """The stage's container could not start (image pull failure, crash loop, bad config)."""
 
-    def __init__(self, status: StageStatus) -> None:
+    def __init__(self, status: StageStatus, image: str = "") -> None:
+        hint = _START_HINTS.get(status.reason, "")
         super().__init__(
-            f"stage {status.stage!r} could not start in {status.slot} (generation {status.generation}): "
-            f"{status.reason}: {status.message}"
+            f"stage {status.stage!r} could not start in {status.slot} (generation {status.generation}"
+            f"{', image ' + image if image else ''}): {status.reason}: {status.message}{hint}"
         )
         self.status = status
+        self.image = image
+
+
+_PULL_HINT = (
+    "; check that the image reference exists and that the chain's image_pull_secrets give access to its "
+    "registry"
+)
+_START_HINTS = {
+    "ErrImagePull": _PULL_HINT,
+    "ImagePullBackOff": _PULL_HINT,
+    "InvalidImageName": "; fix the image reference",
+    "ErrImageNeverPull": "; with image_pull_policy='Never' the image must already be on the node",
+}
+
+
+def restart_backoff(pod: Pod | None, status: StageStatus) -> bool:
+    """Whether a CrashLoopBackOff is only the kubelet's restart back-off after the swap's own kill.
+
+    Restarting the same container again within Kubernetes' back-off window (10 s, doubling) makes the
+    kubelet wait before starting it (a ContainerRecreateRequest re-run of a slot, e.g. an Airflow retry): the
+    slot shows CrashLoopBackOff on the container the swap stopped, which exited cleanly (the parked runner
+    exits 0 on SIGTERM; 137 after the grace period). That ends by itself; a crash of the stage's new container
+    (a different container id, or an error exit) is a real failure to start.
+    """
+    if pod is None or status.state is not StageState.FAILED_TO_START or status.reason != "CrashLoopBackOff":
+        return False
+    record = stage_record(pod, status.stage) if status.stage else None
+    if record is None or not status.slot:
+        return False
+    last = ((container_status(pod, status.slot) or {}).get("lastState") or {}).get("terminated") or {}
+    stopped = last.get("containerID") or status.container_id
+    if record.previous_container_id and stopped != record.previous_container_id:
+        return False
+    return last.get("exitCode") in (0, 137, 143)
+
+
+def current_status(pod: Pod | None, stage: str) -> StageStatus:
+    """`stage_status`, with the kubelet's restart back-off after our own kill counted as still swapping."""
+    status = stage_status(pod, stage)
+    if restart_backoff(pod, status):
+        return replace(
+            status,
+            state=StageState.SWAPPING,
+            message=f"{status.message} (the kubelet's restart back-off after the swap stopped {status.slot}; "
+            "it starts again by itself)",
+        )
+    return status
 
 
 class StageTimeoutError(ChainError):
@@ -104,8 +152,8 @@ class StageDriver:
         pod = self.api.read_pod(self.pod_name, self.namespace)
         if pod is None:
             raise PodLostError(
-                f"chain pod {self.namespace}/{self.pod_name} does not exist: it was deleted, evicted or never "
-                "created (did the chain's setup task run?)"
+                f"chain pod {self.namespace}/{self.pod_name} does not exist: it was deleted, evicted or "
+                "never created (did the chain's setup task run?)"
             )
         return pod
 
@@ -130,7 +178,7 @@ class StageDriver:
                     f"reattaching to stage {stage.name!r} generation {plan.generation} in {plan.slot} "
                     f"(try {try_number} already swapped it in)"
                 )
-                if plan.needs_crr and stage_status(pod, stage.name).state is StageState.SWAPPING:
+                if plan.needs_crr and current_status(pod, stage.name).state is StageState.SWAPPING:
                     self.ensure_crr(plan)
                 return plan
             assert plan.patch is not None
@@ -176,25 +224,24 @@ class StageDriver:
         pod = self.read_pod()
         reported = ""
         while True:
-            status = stage_status(pod, plan.stage)
+            status = current_status(pod, plan.stage)
             if status.state in (StageState.RUNNING, StageState.FINISHED, StageState.SUPERSEDED):
                 return status
             if status.state is StageState.FAILED_TO_START:
-                raise StageStartError(status)
+                raise StageStartError(status, plan.record.image)
             if status.state is StageState.POD_LOST:
                 raise PodLostError(
                     f"chain pod {self.namespace}/{self.pod_name} lost while swapping stage "
                     f"{plan.stage!r}: {status.message}"
                 )
+            detail = f"{status.reason or status.state}{': ' + status.message if status.message else ''}"
             if status.reason and status.reason != reported:
-                self.log(
-                    f"::kruise-chain:: {plan.slot} {status.reason}{': ' + status.message if status.message else ''}"
-                )
+                self.log(f"::kruise-chain:: {plan.slot} {detail}")
                 reported = status.reason
             if time.monotonic() > deadline:
                 raise StageTimeoutError(
-                    f"swap timeout ({timeouts.swap:.0f}s): stage {plan.stage!r} did not start in {plan.slot}: "
-                    f"{status.reason or status.state}{': ' + status.message if status.message else ''}"
+                    f"swap timeout ({timeouts.swap:.0f}s): stage {plan.stage!r} did not start in "
+                    f"{plan.slot}: {detail}"
                 )
             new = self.wait_pod_change(pod, deadline, f"stage {plan.stage!r} to start")
             pod = new if new is not None else self.read_pod()
@@ -216,10 +263,12 @@ class StageDriver:
                     self.log(line)
                     continue
                 if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
-                    self.log(f"::kruise-chain:: end stage={marker.stage} generation={marker.generation} "
-                             f"exit={marker.exit_code} reason={marker.reason} "
-                             f"duration={(marker.finished_at - marker.started_at).total_seconds():.3f}s "
-                             f"outputs={marker.outputs_status}")
+                    self.log(
+                        f"::kruise-chain:: end stage={marker.stage} generation={marker.generation} "
+                        f"exit={marker.exit_code} reason={marker.reason} "
+                        f"duration={(marker.finished_at - marker.started_at).total_seconds():.3f}s "
+                        f"outputs={marker.outputs_status}"
+                    )
                     return StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
                 if forwarding:
                     tail.append(line)
@@ -234,7 +283,7 @@ class StageDriver:
                     )
             # the stream ended without our result: the container stopped or was restarted
             pod = self.read_pod()
-            status = stage_status(pod, plan.stage)
+            status = current_status(pod, plan.stage)
             if status.state is StageState.SUPERSEDED:
                 return self.result_from_history(plan, pod, tail)
             if status.state is StageState.POD_LOST:
@@ -243,7 +292,7 @@ class StageDriver:
                     f"ran: {status.message}"
                 )
             if status.state is StageState.FAILED_TO_START:
-                raise StageStartError(status)
+                raise StageStartError(status, plan.record.image)
             result = self.result_from_history(plan, pod, tail, required=False)
             if result is not None:
                 return result

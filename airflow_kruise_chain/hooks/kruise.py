@@ -1,4 +1,4 @@
-"""`KruiseHook`: the cluster calls a chain needs, over the cncf.kubernetes hooks and `kubernetes` connection."""
+"""`KruiseHook`: the cluster calls a chain needs, over cncf.kubernetes' hooks and `kubernetes` connection."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
+from airflow.sdk.exceptions import AirflowFailException
 from kubernetes import watch
 from kubernetes.client import ApiException
 
@@ -18,9 +19,9 @@ SMP = "application/strategic-merge-patch+json"
 
 GATE_HELP = (
     "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
-    "Enable it with `helm upgrade kruise openkruise/kruise --set featureGates=\"ImagePullJobGate=true\"` "
+    'Enable it with `helm upgrade kruise openkruise/kruise --set featureGates="ImagePullJobGate=true"` '
     "(or add ImagePullJobGate=true to the kruise-manager --feature-gates flag), or set "
-    "`prewarm=False` / `on_prewarm_unavailable=\"skip\"` on the chain to run without prewarming."
+    '`prewarm=False` / `on_prewarm_unavailable="skip"` on the chain to run without prewarming.'
 )
 
 
@@ -32,8 +33,11 @@ class KruiseApiError(RuntimeError):
         self.status = status
 
 
-class PrewarmUnavailableError(KruiseApiError):
-    """OpenKruise's ImagePullJobGate is off, so images cannot be prewarmed."""
+class PrewarmUnavailableError(KruiseApiError, AirflowFailException):
+    """OpenKruise's ImagePullJobGate is off, so images cannot be prewarmed.
+
+    An `AirflowFailException`: retrying cannot help until the cluster's configuration changes.
+    """
 
 
 def _explain(e: ApiException, verb: str, resource: str, namespace: str, name: str = "") -> KruiseApiError:
@@ -57,7 +61,9 @@ def _explain(e: ApiException, verb: str, resource: str, namespace: str, name: st
             f"(https://openkruise.io/docs/installation). API said: {message}",
             404,
         )
-    return KruiseApiError(f"{verb} {target} in namespace {namespace!r} failed ({e.status}): {message}", e.status)
+    return KruiseApiError(
+        f"{verb} {target} in namespace {namespace!r} failed ({e.status}): {message}", e.status
+    )
 
 
 class KruiseHook(KubernetesHook):
@@ -85,17 +91,25 @@ class KruiseHook(KubernetesHook):
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         try:
-            return self._raw(self.core_v1_client.list_namespaced_pod, namespace,
-                             label_selector=label_selector)["items"]
+            return self._raw(
+                self.core_v1_client.list_namespaced_pod, namespace, label_selector=label_selector
+            )["items"]
         except ApiException as e:
             raise _explain(e, "list", "pods", namespace) from e
 
     def create(self, kind: str, body: dict[str, Any], namespace: str) -> dict[str, Any]:
         """Create a Pod or ConfigMap; an existing one of that name is returned as it is (idempotent)."""
         create, read, resource = {
-            "Pod": (self.core_v1_client.create_namespaced_pod, self.core_v1_client.read_namespaced_pod, "pods"),
-            "ConfigMap": (self.core_v1_client.create_namespaced_config_map,
-                          self.core_v1_client.read_namespaced_config_map, "configmaps"),
+            "Pod": (
+                self.core_v1_client.create_namespaced_pod,
+                self.core_v1_client.read_namespaced_pod,
+                "pods",
+            ),
+            "ConfigMap": (
+                self.core_v1_client.create_namespaced_config_map,
+                self.core_v1_client.read_namespaced_config_map,
+                "configmaps",
+            ),
         }[kind]
         name = body["metadata"]["name"]
         try:
@@ -109,9 +123,11 @@ class KruiseHook(KubernetesHook):
             raise _explain(e, "get", resource, namespace, name) from e
 
     def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Strategic-merge patch; a `metadata.resourceVersion` in the body makes it conditional (409 if stale)."""
+        """Strategic-merge patch; a `metadata.resourceVersion` in the body makes it conditional (409)."""
         try:
-            return self._raw(self.core_v1_client.patch_namespaced_pod, name, namespace, body, _content_type=SMP)
+            return self._raw(
+                self.core_v1_client.patch_namespaced_pod, name, namespace, body, _content_type=SMP
+            )
         except ApiException as e:
             if e.status == 409:
                 raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
@@ -131,36 +147,70 @@ class KruiseHook(KubernetesHook):
                 return False
             raise _explain(e, "delete", resource, namespace, name) from e
 
-    def watch_pod(self, name: str, namespace: str, timeout_seconds: int) -> Iterator[dict[str, Any] | None]:
-        """Yield the pod as it changes (None once deleted), for at most `timeout_seconds`."""
+    def watch_pod(
+        self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
+    ) -> Iterator[dict[str, Any] | None]:
+        """Yield the pod as it changes (None once deleted), for at most `timeout_seconds`.
+
+        Without `resource_version` the watch starts with the pod as it is now (nothing if it is already gone);
+        with it, from that version on, so a change made since that read (a deletion) is not missed. Ends early
+        when that version is too old (410 Gone): the caller reads the pod again.
+        """
         w = watch.Watch()
+        extra = {"resource_version": resource_version} if resource_version else {}
         try:
-            for ev in w.stream(self.core_v1_client.list_namespaced_pod, namespace,
-                               field_selector=f"metadata.name={name}", timeout_seconds=timeout_seconds):
+            for ev in w.stream(
+                self.core_v1_client.list_namespaced_pod,
+                namespace,
+                field_selector=f"metadata.name={name}",
+                timeout_seconds=timeout_seconds,
+                **extra,
+            ):
                 yield None if ev["type"] == "DELETED" else ev["raw_object"]
         except ApiException as e:
+            if e.status == 410 and resource_version:
+                return
             raise _explain(e, "watch", "pods", namespace, name) from e
         finally:
             w.stop()
 
-    def read_log(self, name: str, namespace: str, container: str, *, tail_lines: int | None = None,
-                 previous: bool = False) -> str:
+    def read_log(
+        self,
+        name: str,
+        namespace: str,
+        container: str,
+        *,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str:
         try:
             resp = self.core_v1_client.read_namespaced_pod_log(
-                name, namespace, container=container, tail_lines=tail_lines, previous=previous,
-                _preload_content=False)
+                name,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,
+                previous=previous,
+                _preload_content=False,
+            )
             return resp.data.decode(errors="replace")
         except ApiException as e:
             if e.status == 400:
                 return ""
             raise _explain(e, "get", "pods/log", namespace, name) from e
 
-    def follow_log(self, name: str, namespace: str, container: str, *, since_time: str | None = None) -> Iterator[str]:
+    def follow_log(
+        self, name: str, namespace: str, container: str, *, since_time: str | None = None
+    ) -> Iterator[str]:
         """Yield the container's log lines live until the container stops (or the stream is cut)."""
         try:
             resp = self.core_v1_client.read_namespaced_pod_log(
-                name, namespace, container=container, follow=True, _preload_content=False,
-                **({"since_time": since_time} if since_time else {}))
+                name,
+                namespace,
+                container=container,
+                follow=True,
+                _preload_content=False,
+                **({"since_time": since_time} if since_time else {}),
+            )
         except ApiException as e:
             if e.status == 400:  # not started yet, or gone
                 return
@@ -181,7 +231,8 @@ class KruiseHook(KubernetesHook):
         """The pod's metrics.k8s.io PodMetrics, or None when no metrics server answers."""
         try:
             return self.custom_object_client.get_namespaced_custom_object(
-                "metrics.k8s.io", "v1beta1", namespace, "pods", name)
+                "metrics.k8s.io", "v1beta1", namespace, "pods", name
+            )
         except ApiException:
             return None
 
@@ -191,7 +242,8 @@ class KruiseHook(KubernetesHook):
         name = body["metadata"]["name"]
         try:
             return self.custom_object_client.create_namespaced_custom_object(
-                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, body)
+                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, body
+            )
         except ApiException as e:
             if e.status != 409:
                 raise _explain(e, "create", plural, namespace) from e
@@ -203,19 +255,28 @@ class KruiseHook(KubernetesHook):
     def get_kruise(self, plural: str, name: str, namespace: str) -> dict[str, Any] | None:
         try:
             return self.custom_object_client.get_namespaced_custom_object(
-                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name)
+                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
+            )
         except ApiException as e:
             if e.status == 404:
                 return None
             raise _explain(e, "get", plural, namespace, name) from e
 
-    def watch_kruise(self, plural: str, name: str, namespace: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+    def watch_kruise(
+        self, plural: str, name: str, namespace: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
         """Yield the Kruise object each time it changes, for at most `timeout_seconds`."""
         w = watch.Watch()
         try:
-            for ev in w.stream(self.custom_object_client.list_namespaced_custom_object, KRUISE_GROUP,
-                               KRUISE_VERSION, namespace, plural, field_selector=f"metadata.name={name}",
-                               timeout_seconds=timeout_seconds):
+            for ev in w.stream(
+                self.custom_object_client.list_namespaced_custom_object,
+                KRUISE_GROUP,
+                KRUISE_VERSION,
+                namespace,
+                plural,
+                field_selector=f"metadata.name={name}",
+                timeout_seconds=timeout_seconds,
+            ):
                 if ev["type"] != "DELETED":
                     yield ev["object"]
         except ApiException as e:
@@ -226,7 +287,8 @@ class KruiseHook(KubernetesHook):
     def delete_kruise(self, plural: str, name: str, namespace: str) -> bool:
         try:
             self.custom_object_client.delete_namespaced_custom_object(
-                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name)
+                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
+            )
             return True
         except ApiException as e:
             if e.status == 404:
@@ -237,22 +299,38 @@ class KruiseHook(KubernetesHook):
 class AsyncKruiseHook(AsyncKubernetesHook):
     """The async calls a trigger needs: read and watch the chain pod."""
 
-    async def watch_pod(self, name: str, namespace: str, timeout_seconds: int) -> AsyncIterator[dict[str, Any] | None]:
-        """Yield the pod now and as it changes (None once deleted), for at most `timeout_seconds`."""
+    async def watch_pod(
+        self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
+    ) -> AsyncIterator[dict[str, Any] | None]:
+        """Yield the pod as it changes (None once deleted), for at most `timeout_seconds`.
+
+        Without `resource_version` the watch starts with the pod as it is now (nothing at all if it does not
+        exist: read it first); with it, from that version on. Ends early when that version is too old (410).
+        """
         from kubernetes_asyncio import client as async_client
         from kubernetes_asyncio import watch as async_watch
 
+        extra = {"resource_version": resource_version} if resource_version else {}
         async with self.get_conn() as api:
             v1 = async_client.CoreV1Api(api)
             w = async_watch.Watch()
             try:
-                async with w.stream(v1.list_namespaced_pod, namespace, field_selector=f"metadata.name={name}",
-                                    timeout_seconds=timeout_seconds) as stream:
+                async with w.stream(
+                    v1.list_namespaced_pod,
+                    namespace,
+                    field_selector=f"metadata.name={name}",
+                    timeout_seconds=timeout_seconds,
+                    **extra,
+                ) as stream:
                     async for ev in stream:
                         yield None if ev["type"] == "DELETED" else ev["raw_object"]
             except async_client.ApiException as e:
-                raise KruiseApiError(f'watch pods "{name}" in namespace {namespace!r} failed ({e.status}): '
-                                     f"{e.reason}", e.status) from e
+                if e.status == 410 and resource_version:
+                    return
+                raise KruiseApiError(
+                    f'watch pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}',
+                    e.status,
+                ) from e
 
     async def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
         from kubernetes_asyncio import client as async_client
@@ -260,10 +338,22 @@ class AsyncKruiseHook(AsyncKubernetesHook):
         async with self.get_conn() as api:
             try:
                 resp = await async_client.CoreV1Api(api).read_namespaced_pod(
-                    name, namespace, _preload_content=False)
-                return json.loads(await resp.read())
+                    name, namespace, _preload_content=False
+                )
+                body = json.loads(await resp.read())
             except async_client.ApiException as e:
                 if e.status == 404:
                     return None
-                raise KruiseApiError(f'get pods "{name}" in namespace {namespace!r} failed ({e.status}): '
-                                     f"{e.reason}", e.status) from e
+                raise KruiseApiError(
+                    f'get pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}', e.status
+                ) from e
+            # without preloading, kubernetes_asyncio hands back an error response as it is: a Status object
+            if body.get("kind") == "Status":
+                if body.get("code") == 404:
+                    return None
+                raise KruiseApiError(
+                    f'get pods "{name}" in namespace {namespace!r} failed ({body.get("code")}): '
+                    f"{body.get('message') or body.get('reason')}",
+                    body.get("code"),
+                )
+            return body

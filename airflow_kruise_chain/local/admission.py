@@ -28,6 +28,7 @@ class Admission:
 
     def on_create(self, res: Resource, obj: Obj) -> None:
         """Default and validate a new object in place; raises ApiError to refuse it."""
+        V.check_decodable(res.kind, obj)
         if res is R.IMAGE_PULL_JOBS:
             V.admit_image_pull_job(obj, self.cluster.gates.get("ImagePullJobGate", False))
         elif res is R.CRRS:
@@ -51,6 +52,7 @@ class Admission:
 
     def on_update(self, res: Resource, old: Obj, new: Obj) -> None:
         """Validate a replacement of `old` by `new` (spec rules and metadata)."""
+        V.check_decodable(res.kind, new)
         if res is R.PODS:
             V.default_pod(new, create=False)  # re-applied defaults (e.g. tolerations) are not changes
             V.validate_pod_update(old, new)
@@ -62,6 +64,10 @@ class Admission:
             V.validate_image_pull_job_update(old, new)
         elif res is R.CRRS:
             V.validate_crr_update(old, new)
+
+    def on_status(self, res: Resource, old: Obj, new: Obj) -> None:
+        """Check a write to a status subresource: `new` (old with the status sent) must decode."""
+        V.check_decodable(res.kind, new)
 
     def on_resize(self, old: Obj, new: Obj) -> Obj:
         """Validate a write to pods/resize; returns the pod it produces (only container resources change)."""

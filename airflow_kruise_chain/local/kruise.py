@@ -130,6 +130,7 @@ class Kruise:
                     "spec": {},
                     "status": {"desired": 0},
                 },
+                owned=True,
             )
 
     def on_change(self, kind: str, res: R.Resource, obj: Obj, old: Obj | None) -> None:
@@ -148,7 +149,7 @@ class Kruise:
                 released = deep_copy(obj)
                 released["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != PROTECTION]
                 asyncio.get_running_loop().call_soon(
-                    lambda: self.store.update(R.IMAGE_PULL_JOBS, released, check_rv=False)
+                    lambda: self.store.update(R.IMAGE_PULL_JOBS, released, check_rv=False, owned=True)
                 )
             elif kind == "DELETED":
                 task = self.jobs.pop(key, None)
@@ -211,9 +212,10 @@ class Kruise:
             return None
         if job.get("status") == status:
             return job
+        # the store keeps `new` itself: copy what the job loop could still touch
         new = deep_copy(job)
-        new["status"] = status
-        return self.store.update(R.IMAGE_PULL_JOBS, new, check_rv=False)
+        new["status"] = deep_copy(status)
+        return self.store.update(R.IMAGE_PULL_JOBS, new, check_rv=False, owned=True)
 
     async def run_job(self, key: str, job: Obj) -> None:
         ns, name = job["metadata"].get("namespace", ""), job["metadata"]["name"]
@@ -340,7 +342,7 @@ class Kruise:
         for t in entry["tags"]:
             if t["tag"] == tag:
                 if owner not in t.setdefault("ownerReferences", []):
-                    t["ownerReferences"].append(owner)
+                    t["ownerReferences"].append(dict(owner))
                 t["version"] = t.get("version", 0) + 1
                 break
         else:
@@ -352,7 +354,7 @@ class Kruise:
                         k: v for k, v in policy.items() if k in ("timeoutSeconds", "backoffLimit")
                     },
                     "imagePullPolicy": pull_policy,
-                    "ownerReferences": [owner],
+                    "ownerReferences": [dict(owner)],
                     "version": 0,
                 }
             )
@@ -362,7 +364,7 @@ class Kruise:
             statuses[image_name]["tags"] = [t for t in statuses[image_name]["tags"] if t["tag"] != tag]
             if not statuses[image_name]["tags"]:
                 del statuses[image_name]
-        self.store.update(R.NODE_IMAGES, new, check_rv=False)
+        self.store.update(R.NODE_IMAGES, new, check_rv=False, owned=True)
 
     async def release_tags(self, job: Obj) -> None:
         uid = job["metadata"]["uid"]
@@ -379,7 +381,7 @@ class Kruise:
             for entry in new["spec"]["images"].values():
                 for t in entry["tags"]:
                     t["ownerReferences"] = [o for o in t.get("ownerReferences") or [] if o.get("uid") != uid]
-            self.store.update(R.NODE_IMAGES, new, check_rv=False)
+            self.store.update(R.NODE_IMAGES, new, check_rv=False, owned=True)
 
     # -- kruise-daemon: image pulls -------------------------------------------------------------------
     def daemon_sync(self, ni: Obj) -> None:
@@ -415,7 +417,7 @@ class Kruise:
         status["failed"] = sum(t["phase"] == "Failed" for t in all_tags)
         status["pulling"] = sum(t["phase"] == "Pulling" for t in all_tags)
         status["waiting"] = sum(t["phase"] == "Waiting" for t in all_tags)
-        self.store.update(R.NODE_IMAGES, new, check_rv=False)
+        self.store.update(R.NODE_IMAGES, new, check_rv=False, owned=True)
 
     async def daemon_pull(self, key: tuple[str, str, str, int], tag: dict[str, Any]) -> None:
         node, image_name, tag_name, version = key
@@ -499,10 +501,12 @@ class Kruise:
         if crr is None:
             return
         new = deep_copy(crr)
-        new["status"] = status
+        new["status"] = deep_copy(
+            status
+        )  # the store keeps `new` itself; the CRR loop goes on editing `status`
         if status.get("phase") == "Completed":  # the controller drops the active label when it is done
             (new["metadata"].get("labels") or {}).pop("crr.apps.kruise.io/active", None)
-        self.store.update(R.CRRS, new, check_rv=False)
+        self.store.update(R.CRRS, new, check_rv=False, owned=True)
 
     async def run_crr(self, key: str, crr: Obj) -> None:
         ns, name = crr["metadata"].get("namespace", ""), crr["metadata"]["name"]

@@ -7,6 +7,7 @@ import base64
 import copy
 import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -43,6 +44,9 @@ _PATCH_TYPES = {
     "application/json-patch+json": "json",
 }
 MAX_BODY = 3 * 1024 * 1024
+MAX_DEPTH = 100  # nesting levels of a request body (Kubernetes objects nest a dozen or so)
+MAX_URL = 1024 * 1024  # the request line and each header, as the real server's MaxHeaderBytes
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -111,6 +115,114 @@ def _q_int(request: web.Request, name: str) -> int | None:
         raise ApiError(400, f"invalid value for query parameter {name}: {raw!r}: not an integer") from None
 
 
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
+
+
+def _q_time(request: web.Request, name: str) -> datetime | None:
+    """An RFC 3339 time query parameter, in UTC; None when absent or before any representable time."""
+    raw = request.query.get(name)
+    if not raw:
+        return None
+    try:
+        if not _RFC3339.fullmatch(raw):
+            raise ValueError(raw)
+        parsed = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(
+            400, f"invalid value for query parameter {name}: {raw!r}: not an RFC 3339 time"
+        ) from None
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # within a day of the ends of the calendar
+        return None if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
+
+
+def _dry_run(request: web.Request, options: str, extra: Any = None) -> bool:
+    """Whether the request is a dry run (`dryRun=All`, or `dryRun: [All]` in DeleteOptions); other values
+    are refused as the real server does."""
+    values = list(request.query.getall("dryRun", []))
+    if extra is not None:
+        if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
+            raise ApiError(400, f"{options}.dryRun must be a list of strings")
+        values += extra
+    for value in values:
+        if value != "All":
+            raise ApiError(
+                422,
+                f'{options}.meta.k8s.io "" is invalid: dryRun: Unsupported value: "{value}": '
+                'supported values: "All"',
+                reason="Invalid",
+            )
+    return bool(values)
+
+
+def _delete_options(opts: Any, grace: int | None) -> tuple[int | None, dict[str, Any], Any]:
+    """Check DeleteOptions: returns (grace period, preconditions, dryRun) or refuses them with a 400/422."""
+    if opts is None:
+        opts = {}
+    if not isinstance(opts, dict):
+        raise ApiError(400, "DeleteOptions must be an object")
+    if opts.get("gracePeriodSeconds") is not None:
+        if not isinstance(opts["gracePeriodSeconds"], int) or isinstance(opts["gracePeriodSeconds"], bool):
+            raise ApiError(400, "DeleteOptions.gracePeriodSeconds must be an integer")
+        grace = opts["gracePeriodSeconds"]
+    pre = opts.get("preconditions")
+    if pre is None:
+        pre = {}
+    if not isinstance(pre, dict):
+        raise ApiError(400, "DeleteOptions.preconditions must be an object")
+    for field in ("uid", "resourceVersion"):
+        if pre.get(field) is not None and not isinstance(pre[field], str):
+            raise ApiError(400, f"DeleteOptions.preconditions.{field} must be a string")
+    if grace is not None and grace < 0:
+        raise ApiError(422, "DeleteOptions.gracePeriodSeconds must be >= 0", reason="Invalid")
+    return grace, pre, opts.get("dryRun")
+
+
+def _check_preconditions(pre: dict[str, Any], meta: dict[str, Any]) -> None:
+    for field in ("uid", "resourceVersion"):
+        value = pre.get(field)
+        if value is not None and meta.get(field) != value:
+            raise ApiError(
+                409,
+                f"Precondition failed: {field} in precondition: {value}, {field} in object meta: "
+                f"{meta.get(field)}",
+            )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _clean(value: Any, depth: int = 0) -> Any:
+    """Bound the nesting and replace lone UTF-16 surrogates by U+FFFD, as Go's JSON decoder does."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the object is nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean(k, depth): _clean(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v, depth + 1) for v in value]
+    return value
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body as the real server decodes JSON: no NaN/Infinity, no out-of-range numbers, bounded
+    nesting; anything else is a ValueError."""
+    try:
+        return _clean(json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float))
+    except RecursionError:
+        raise ValueError(f"the object is nested more than {MAX_DEPTH} levels deep") from None
+
+
 async def _read_body(request: web.Request) -> Any:
     raw = await request.read()
     if len(raw) > MAX_BODY:
@@ -118,8 +230,8 @@ async def _read_body(request: web.Request) -> Any:
     if not raw:
         raise ApiError(400, "the request body is empty")
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+        return parse_json(raw)
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
 
 
@@ -129,7 +241,13 @@ class ApiServer:
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
         self.store = cluster.store
-        self.app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY + 1024)
+        self.app = web.Application(
+            middlewares=[_errors],
+            client_max_size=MAX_BODY + 1024,
+            # as the real server's request contexts: a request whose client hung up is cancelled, so
+            # abandoned watches and log follows end at once instead of running on to their timeouts
+            handler_args={"max_line_size": MAX_URL, "max_field_size": MAX_URL, "handler_cancellation": True},
+        )
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self.requests = 0
 
@@ -153,13 +271,16 @@ class ApiServer:
         await self.cluster.authorize(request)
         await self.cluster.inject_fault(request)
         parts = [p for p in request.path.split("/") if p]
-        if parts == ["version"]:
-            return _json(KUBE_VERSION)
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return web.Response(text="ok")
+        if parts == ["version"]:
+            self._discovery_method(request)
+            return _json(KUBE_VERSION)
         if parts == ["api"]:
+            self._discovery_method(request)
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
         if parts == ["apis"]:
+            self._discovery_method(request)
             return _json(self._group_list())
         if parts[:1] == ["api"] and len(parts) >= 2:
             if parts[1] != "v1":
@@ -170,6 +291,7 @@ class ApiServer:
             if group not in R.groups():
                 raise ApiError(404, f"the server could not find the requested resource (group {group})")
             if len(parts) == 2:
+                self._discovery_method(request)
                 return _json(self._group(group))
             version, rest = parts[2], parts[3:]
             if version not in R.groups()[group]:
@@ -177,8 +299,7 @@ class ApiServer:
         else:
             raise ApiError(404, "the server could not find the requested resource")
         if not rest:
-            if request.method != "GET":
-                raise ApiError(405, f"{request.method} is not allowed here")
+            self._discovery_method(request)
             gv = f"{group}/{version}" if group else version
             served = [r for r in (*R.STORED, R.POD_METRICS) if r.group == group and version in r.versions]
             return _json(_resource_list(gv, served))
@@ -210,6 +331,10 @@ class ApiServer:
             raise ApiError(404, f"the server could not find the requested resource ({plural}/{sub})")
         ns = namespace or ""
         method = request.method
+        if watch_prefix and method != "GET":
+            raise ApiError(405, f"{method} is not allowed on a watch")
+        if name is not None and (name in (".", "..") or "%" in name):
+            raise ApiError(400, f"Name parameter invalid: \"{name}\": may not be '.' or '..' nor contain '%'")
         if name is None:
             if method == "GET":
                 if watch_prefix or _q_bool(request, "watch"):
@@ -240,6 +365,11 @@ class ApiServer:
         if method == "DELETE" and sub is None:
             return await self._delete(request, res, version, ns, name)
         raise ApiError(405, f"{method} is not allowed on {plural}{'/' + sub if sub else ''}")
+
+    @staticmethod
+    def _discovery_method(request: web.Request) -> None:
+        if request.method not in ("GET", "HEAD"):
+            raise ApiError(405, f"{request.method} is not allowed on {request.path}")
 
     def _group(self, group: str) -> dict[str, Any]:
         versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in R.groups()[group]]
@@ -363,8 +493,19 @@ class ApiServer:
             "generation",
         ):
             meta.pop(server_owned, None)
+        dry_run = _dry_run(request, "CreateOptions")
         self.cluster.admission.on_create(res, obj)
-        if request.query.get("dryRun") == "All":
+        if dry_run:  # checked as a real create is, but not stored
+            name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+            if self.store.peek(res, namespace, name) is not None:
+                raise ApiError(
+                    409,
+                    f'{res.plural}{"." + res.group if res.group else ""} "{name}" already exists',
+                    reason="AlreadyExists",
+                    kind=res.plural,
+                    name=name,
+                    group=res.group,
+                )
             return _json(self._out(obj, res, version), 201)
         created = self.store.create(res, obj)
         return _json(self._out(created, res, version), 201)
@@ -397,13 +538,16 @@ class ApiServer:
         self, request: web.Request, res: Resource, version: str, namespace: str | None
     ) -> web.Response:
         labels, fields = self._selectors(request, res)
-        grace = _q_int(request, "gracePeriodSeconds")
+        grace, pre, dry_run = await self._read_delete_options(request)
+        chosen = self.store.list(res, namespace, labels, fields)
+        for obj in chosen:  # all or nothing: every precondition holds before anything is deleted
+            _check_preconditions(pre, obj["metadata"])
         gone = []
-        for obj in self.store.list(res, namespace, labels, fields):
+        for obj in chosen:
             meta = obj["metadata"]
-            gone.append(
-                self._out(self._do_delete(res, meta.get("namespace", ""), meta["name"], grace), res, version)
-            )
+            if not dry_run:
+                obj = self._do_delete(res, meta.get("namespace", ""), meta["name"], grace)
+            gone.append(self._out(obj, res, version))
         return _json(
             {
                 "kind": f"{res.kind}List",
@@ -470,6 +614,7 @@ class ApiServer:
         sub: str | None,
         change: Callable[[Obj], Any],
     ) -> web.Response:
+        dry_run = _dry_run(request, "UpdateOptions" if request.method == "PUT" else "PatchOptions")
         old = self.store.get(res, ns, name)
         new = change(copy.deepcopy(old))
         if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
@@ -482,6 +627,7 @@ class ApiServer:
             kept["status"] = new.get("status")
             kept["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
             new = kept
+            self.cluster.admission.on_status(res, old, new)
         elif sub == "resize":
             rv = new["metadata"].get("resourceVersion")
             new = self.cluster.admission.on_resize(old, new)
@@ -491,7 +637,19 @@ class ApiServer:
                 if res.subresources and "status" in res.subresources:
                     new["status"] = copy.deepcopy(old.get("status"))
             self.cluster.admission.on_update(res, old, new)
-        if request.query.get("dryRun") == "All":
+        if dry_run:  # checked as a real update is, but not stored
+            sent = new["metadata"].get("resourceVersion")
+            if sent and sent != old["metadata"].get("resourceVersion"):
+                raise ApiError(
+                    409,
+                    f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
+                    f'"{name}": the object has been modified; please apply your changes to the latest '
+                    "version and try again",
+                    kind=res.plural,
+                    name=name,
+                    group=res.group,
+                )
+            new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
             return _json(self._out(new, res, version))
         stored = self.store.update(res, new)
         if sub == "resize":
@@ -501,35 +659,26 @@ class ApiServer:
     async def _delete(
         self, request: web.Request, res: Resource, version: str, ns: str, name: str
     ) -> web.Response:
+        grace, pre, dry_run = await self._read_delete_options(request)
+        current = self.store.get(res, ns, name)
+        _check_preconditions(pre, current["metadata"])
+        if dry_run:
+            return _json(self._out(current, res, version))
+        return _json(self._out(self._do_delete(res, ns, name, grace), res, version))
+
+    @staticmethod
+    async def _read_delete_options(request: web.Request) -> tuple[int | None, dict[str, Any], bool]:
+        """The query's and the body's DeleteOptions: (grace period, preconditions, dry run)."""
         grace = _q_int(request, "gracePeriodSeconds")
         raw = await request.read()
+        opts = None
         if raw:
             try:
-                opts = json.loads(raw)
+                opts = parse_json(raw)
             except ValueError as e:
                 raise ApiError(400, f"invalid DeleteOptions: {e}") from None
-            if not isinstance(opts, dict):
-                raise ApiError(400, "DeleteOptions must be an object")
-            if opts.get("gracePeriodSeconds") is not None:
-                if not isinstance(opts["gracePeriodSeconds"], int) or isinstance(
-                    opts["gracePeriodSeconds"], bool
-                ):
-                    raise ApiError(400, "DeleteOptions.gracePeriodSeconds must be an integer")
-                grace = opts["gracePeriodSeconds"]
-            pre = opts.get("preconditions") or {}
-            if not isinstance(pre, dict):
-                raise ApiError(400, "DeleteOptions.preconditions must be an object")
-            current = self.store.get(res, ns, name)["metadata"]
-            for field, value in (("uid", pre.get("uid")), ("resourceVersion", pre.get("resourceVersion"))):
-                if value is not None and current.get(field) != value:
-                    raise ApiError(
-                        409,
-                        f"Precondition failed: {field} in precondition: {value}, {field} in object meta: "
-                        f"{current.get(field)}",
-                    )
-        if grace is not None and grace < 0:
-            raise ApiError(422, "DeleteOptions.gracePeriodSeconds must be >= 0", reason="Invalid")
-        return _json(self._out(self._do_delete(res, ns, name, grace), res, version))
+        grace, pre, dry = _delete_options(opts, grace)
+        return grace, pre, _dry_run(request, "DeleteOptions", dry)
 
     def _do_delete(self, res: Resource, ns: str, name: str, grace: int | None) -> Obj:
         if res is R.PODS:
@@ -547,13 +696,27 @@ class ApiServer:
 
     async def _evict(self, request: web.Request, ns: str, name: str) -> web.Response:
         body = await _read_body(request)
-        if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
+        if (
+            not isinstance(body, dict)
+            or body.get("kind") not in (None, "Eviction")
+            or body.get("apiVersion") not in (None, "policy/v1", "policy/v1beta1")
+        ):
             raise ApiError(400, "the body must be a policy/v1 Eviction")
-        opts = body.get("deleteOptions") or {}
-        grace = opts.get("gracePeriodSeconds") if isinstance(opts, dict) else None
-        self.store.get(R.PODS, ns, name)
+        meta = body.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise ApiError(400, "Eviction.metadata must be an object")
+        if (meta or {}).get("name") not in (None, "", name):
+            raise ApiError(400, "name in URL does not match name in Eviction object")
+        grace, pre, dry = _delete_options(body.get("deleteOptions"), None)
+        dry_run = _dry_run(request, "DeleteOptions", dry)
+        pod = self.store.get(R.PODS, ns, name)
+        _check_preconditions(pre, pod["metadata"])
+        if dry_run:
+            return _json(
+                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+            )
         self.cluster.kubelet.evicted(ns, name)
-        self._do_delete(R.PODS, ns, name, grace if isinstance(grace, int) else None)
+        self._do_delete(R.PODS, ns, name, grace)
         return _json(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
         )
@@ -561,17 +724,19 @@ class ApiServer:
     # -- logs and metrics ----------------------------------------------------------------------------
     async def _log(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
         pod = self.store.get(R.PODS, ns, name)
-        since_time = None
-        if request.query.get("sinceTime"):
-            try:
-                since_time = datetime.fromisoformat(request.query["sinceTime"].replace("Z", "+00:00"))
-            except ValueError:
-                raise ApiError(400, f"invalid sinceTime: {request.query['sinceTime']!r}") from None
+        since_time = _q_time(request, "sinceTime")
         since_seconds = _q_int(request, "sinceSeconds")
         if since_seconds is not None:
+            if since_time is not None:
+                raise ApiError(
+                    422, "at most one of `sinceTime` or `sinceSeconds` may be specified", reason="Invalid"
+                )
             if since_seconds <= 0:
                 raise ApiError(422, "sinceSeconds: Invalid value: must be greater than 0", reason="Invalid")
-            since_time = datetime.now(UTC) - timedelta(seconds=since_seconds)
+            try:
+                since_time = datetime.now(UTC) - timedelta(seconds=since_seconds)
+            except OverflowError:
+                since_time = None  # further back than any log line
         tail, limit = _q_int(request, "tailLines"), _q_int(request, "limitBytes")
         if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
             raise ApiError(422, "tailLines must be >= 0 and limitBytes > 0", reason="Invalid")

@@ -206,9 +206,14 @@ class Store:
         for listener in list(self._listeners):
             listener(kind, res, obj, old)
 
-    def create(self, res: Resource, obj: Obj) -> Obj:
-        """Store a new object (409 AlreadyExists if the name is taken); returns a copy as stored."""
-        obj = deep_copy(obj)
+    def create(self, res: Resource, obj: Obj, *, owned: bool = False) -> Obj:
+        """Store a new object (409 AlreadyExists if the name is taken); returns a copy as stored.
+
+        `owned=True` (controllers' hot paths): `obj` is a fresh object the store takes over, uncopied, and the
+        stored object itself is returned; the caller must not touch either afterwards (as with `peek`).
+        """
+        if not owned:
+            obj = deep_copy(obj)
         meta = obj.setdefault("metadata", {})
         if not res.namespaced:
             meta.pop("namespace", None)
@@ -233,14 +238,16 @@ class Store:
         obj["kind"] = res.kind
         bucket[key] = obj
         self._emit("ADDED", res, obj, None)
-        return deep_copy(obj)
+        return obj if owned else deep_copy(obj)
 
-    def update(self, res: Resource, obj: Obj, *, check_rv: bool = True) -> Obj:
+    def update(self, res: Resource, obj: Obj, *, check_rv: bool = True, owned: bool = False) -> Obj:
         """Replace an object. A stale `metadata.resourceVersion` is a 409 Conflict (when `check_rv`).
 
-        Removes the object when it is being deleted and its last finalizer is gone.
+        Removes the object when it is being deleted and its last finalizer is gone. `owned=True`: as for
+        `create` (the store keeps `obj` itself and returns the stored object, not copies).
         """
-        obj = deep_copy(obj)
+        if not owned:
+            obj = deep_copy(obj)
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace") or "" if res.namespaced else "", meta.get("name") or "")
         bucket = self._bucket(res)
@@ -273,15 +280,15 @@ class Store:
             meta["generation"] = old["metadata"]["generation"]
         obj["apiVersion"], obj["kind"] = old["apiVersion"], old["kind"]
         if _strip(obj) == _strip(old):
-            return deep_copy(old)  # a no-op update does not bump the resourceVersion
+            return old if owned else deep_copy(old)  # a no-op update does not bump the resourceVersion
         meta["resourceVersion"] = str(self._bump())
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._held(res, obj):
             del bucket[key]
             self._emit("DELETED", res, obj, old)
-            return deep_copy(obj)
+            return obj if owned else deep_copy(obj)
         bucket[key] = obj
         self._emit("MODIFIED", res, obj, old)
-        return deep_copy(obj)
+        return obj if owned else deep_copy(obj)
 
     def _held(self, res: Resource, obj: Obj) -> bool:
         """Pods being deleted stay until the kubelet confirms their containers are gone."""

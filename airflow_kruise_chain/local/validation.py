@@ -2266,6 +2266,68 @@ _CRR_SHAPE: dict[str, Any] = {
 }
 
 
+_OBJECT_META_SHAPE: dict[str, Any] = {
+    **_POD_SHAPE["metadata"],
+    "resourceVersion": "str",
+    "generation": "int",
+    "creationTimestamp": "str",
+    "deletionTimestamp": "str",
+    "deletionGracePeriodSeconds": "int",
+}
+_OBJECT_SHAPES: dict[str, dict[str, Any]] = {
+    "ConfigMap": {"data": "strmap", "binaryData": "strmap", "immutable": "bool"},
+    "Event": {
+        "involvedObject": {
+            "kind": "str",
+            "namespace": "str",
+            "name": "str",
+            "uid": "str",
+            "apiVersion": "str",
+            "resourceVersion": "str",
+            "fieldPath": "str",
+        },
+        "reason": "str",
+        "message": "str",
+        "source": {"component": "str", "host": "str"},
+        "firstTimestamp": "str",
+        "lastTimestamp": "str",
+        "eventTime": "str",
+        "count": "int",
+        "type": "str",
+        "action": "str",
+        "reportingComponent": "str",
+        "reportingInstance": "str",
+    },
+    "Namespace": {"spec": {"finalizers": ["str"]}, "status": {"phase": "str"}},
+    "Node": {
+        "spec": {
+            "podCIDR": "str",
+            "podCIDRs": ["str"],
+            "providerID": "str",
+            "unschedulable": "bool",
+            "taints": [{"key": "str", "value": "str", "effect": "str", "timeAdded": "str"}],
+        }
+    },
+    "ImagePullJob": {"spec": "map"},
+    "NodeImage": {"spec": {"images": "map"}},
+    "ContainerRecreateRequest": {"spec": "map"},
+}
+
+
+def check_decodable(kind: str, obj: Mapping[str, Any]) -> None:
+    """Raise 400 BadRequest where the real server could not decode `obj` into its Go type: metadata, status
+    and the fields of the kind that have a fixed JSON type (pods: see `_check_decodable`)."""
+    if kind == "Pod":
+        _check_decodable(kind, obj)
+        shape: dict[str, Any] = {"status": "map"}
+    else:
+        shape = {"metadata": _OBJECT_META_SHAPE, "status": "map", **_OBJECT_SHAPES.get(kind, {})}
+    problem = _decode_problem(obj, shape, kind)
+    if problem is not None:
+        version = str(obj.get("apiVersion") or "v1").rpartition("/")[2]
+        raise ApiError(400, f'{kind} in version "{version}" cannot be handled as a {kind}: {problem}')
+
+
 def mutate_image_pull_job(job: dict[str, Any], *, create: bool = True) -> None:
     """The mutating webhook's defaults, in place (`SetDefaultsImagePullJob`).
 

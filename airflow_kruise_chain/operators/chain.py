@@ -11,6 +11,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kruise_chain.core import (
+    SLOTS,
     ChainConfigError,
     ChainSpec,
     PodLostError,
@@ -26,7 +27,8 @@ from airflow_kruise_chain.core import (
     runner_configmap_name,
 )
 from airflow_kruise_chain.core.driver import ChainError, StageDriver, StageTimeoutError, Timeouts
-from airflow_kruise_chain.core.podview import container_status
+from airflow_kruise_chain.core.podview import container_spec, container_status
+from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS
 from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook, PrewarmUnavailableError
 from airflow_kruise_chain.links import ChainPodLink
 
@@ -59,8 +61,13 @@ class ChainTaskMixin:
         ChainPodLink.persist(context, self.namespace, self.pod_name(context))  # type: ignore[arg-type]
 
 
-def _init_connection(op: ChainTaskMixin, kubernetes_conn_id: str | None, config_file: str | None,
-                     cluster_context: str | None, in_cluster: bool | None) -> None:
+def _init_connection(
+    op: ChainTaskMixin,
+    kubernetes_conn_id: str | None,
+    config_file: str | None,
+    cluster_context: str | None,
+    in_cluster: bool | None,
+) -> None:
     op.kubernetes_conn_id = kubernetes_conn_id
     op.config_file = config_file
     op.cluster_context = cluster_context
@@ -78,9 +85,17 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
     ui_color = "#d4e8ff"
     operator_extra_links = (ChainPodLink(),)
 
-    def __init__(self, *, chain: dict[str, Any], kubernetes_conn_id: str | None = "kubernetes_default",
-                 config_file: str | None = None, cluster_context: str | None = None, in_cluster: bool | None = None,
-                 startup_timeout: float = 300, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        chain: dict[str, Any],
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        startup_timeout: float = 300,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(chain, dict):
             raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
         for key in ("name", "namespace"):
@@ -93,7 +108,9 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         self.namespace = chain["namespace"]
         self.startup_timeout = startup_timeout
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
-        if chain.get("stages"):  # KruiseChain fills the stages in when its block ends, and validates them then
+        if chain.get(
+            "stages"
+        ):  # KruiseChain fills the stages in when its block ends, and validates them then
             spec = chain_spec_from_dict(chain)
             if not _templated(self.namespace):
                 spec.validate()
@@ -106,7 +123,9 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         name = pod_name_for(spec.name, dag_id, run_id)
         labels = chain_labels(dag_id, run_id, spec.name)
         self.hook.create("ConfigMap", build_runner_configmap(spec, name, labels), spec.namespace)
-        pod = build_chain_pod(spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images)
+        pod = build_chain_pod(
+            spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images
+        )
         created = self.hook.create("Pod", pod, spec.namespace)
         self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
         self.pod_url(context)
@@ -125,22 +144,38 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
                     raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
                 phase = (pod.get("status") or {}).get("phase")
                 if phase in ("Failed", "Succeeded"):
-                    raise PodLostError(f"chain pod {namespace}/{name} ended ({phase}) while starting: "
-                                       f"{(pod.get('status') or {}).get('message', '')}")
-                slots = [container_status(pod, s) or {} for s in ("slot-a", "slot-b")]
+                    raise PodLostError(
+                        f"chain pod {namespace}/{name} ended ({phase}) while starting: "
+                        f"{(pod.get('status') or {}).get('message', '')}"
+                    )
+                slots = [container_status(pod, s) or {} for s in SLOTS]
+                images = [(container_spec(pod, s) or {}).get("image", "") for s in SLOTS]
                 waiting = [((s.get("state") or {}).get("waiting") or {}) for s in slots]
-                reasons = ", ".join(f"{w.get('reason')}: {w.get('message', '')}" for w in waiting if w)
+                described = [
+                    f"{slot} ({image}) {w.get('reason')}" + (f": {w['message']}" if w.get("message") else "")
+                    for slot, image, w in zip(SLOTS, images, waiting, strict=True)
+                    if w
+                ]
+                reasons = "; ".join(described)
                 if reasons and reasons != last:
                     self.log.info("chain pod starting: %s", reasons)
                     last = reasons
-                bad = [w for w in waiting if w.get("reason") in ("ErrImagePull", "ImagePullBackOff",
-                                                                  "InvalidImageName", "CreateContainerConfigError")]
+                bad = [
+                    d
+                    for d, w in zip(described, [w for w in waiting if w], strict=True)
+                    if w.get("reason") in FAILED_TO_START_REASONS
+                ]
                 if bad:
-                    raise ChainError(f"chain pod {namespace}/{name} cannot start: {reasons}")
+                    raise ChainError(
+                        f"chain pod {namespace}/{name} cannot start: {'; '.join(bad)}; check the "
+                        "stages' image references and the chain's image_pull_secrets"
+                    )
                 if phase == "Running" and all(s.get("ready") for s in slots):
                     return pod
-        raise StageTimeoutError(f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
-                                f"not get both slots running; last state: {last or 'Pending'}")
+        raise StageTimeoutError(
+            f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
+            f"not get both slots running; last state: {last or 'Pending'}"
+        )
 
 
 class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
@@ -149,9 +184,21 @@ class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
     template_fields: Sequence[str] = ("namespace", "config_file")
     ui_color = "#ffe4d4"
 
-    def __init__(self, *, chain_name: str, namespace: str, keep_pod: bool = False,
-                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
-                 cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
+    delete_margin: float = 15.0
+    """seconds allowed beyond the pod's grace period for it to disappear"""
+
+    def __init__(
+        self,
+        *,
+        chain_name: str,
+        namespace: str,
+        keep_pod: bool = False,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.chain_name = chain_name
         self.namespace = namespace
@@ -163,9 +210,40 @@ class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
         if self.keep_pod:
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
             return
-        gone = self.hook.delete("Pod", name, self.namespace)
+        pod = self.hook.read_pod(name, self.namespace)
+        found = self.hook.delete("Pod", name, self.namespace)
         self.hook.delete("ConfigMap", runner_configmap_name(name), self.namespace)
-        self.log.info("chain pod %s/%s %s", self.namespace, name, "deleted" if gone else "was already gone")
+        if not found:
+            self.log.info("chain pod %s/%s was already gone", self.namespace, name)
+            return
+        # wait until the pod is really gone (its containers stopped), so the run ends with nothing left behind
+        grace = float(((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        if self.wait_gone(
+            name, (pod or {}).get("metadata", {}).get("resourceVersion"), grace + self.delete_margin
+        ):
+            self.log.info("chain pod %s/%s deleted", self.namespace, name)
+        else:
+            self.log.warning(
+                "chain pod %s/%s is still terminating %.0fs after its deletion; the cluster will remove it",
+                self.namespace,
+                name,
+                grace + self.delete_margin,
+            )
+
+    def wait_gone(self, name: str, resource_version: str | None, timeout: float) -> bool:
+        """Whether the pod is gone within `timeout` (watched from the version read before deleting)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            window = int(max(1, min(60, deadline - time.monotonic())))
+            for pod in self.hook.watch_pod(name, self.namespace, window, resource_version=resource_version):
+                if pod is None:
+                    return True
+                resource_version = pod["metadata"].get("resourceVersion") or resource_version
+            current = self.hook.read_pod(name, self.namespace)
+            if current is None:
+                return True
+            resource_version = current["metadata"].get("resourceVersion")
+        return False
 
 
 class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
@@ -179,10 +257,21 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
     template_fields: Sequence[str] = ("namespace", "images", "config_file")
     ui_color = "#e8ffd4"
 
-    def __init__(self, *, chain_name: str, namespace: str, images: Sequence[str] = (),
-                 on_unavailable: str = "fail", pull_timeout: int = 600, backoff_limit: int = 3,
-                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
-                 cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        chain_name: str,
+        namespace: str,
+        images: Sequence[str] = (),
+        on_unavailable: str = "fail",
+        pull_timeout: int = 600,
+        backoff_limit: int = 3,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         if on_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_unavailable", f"must be 'fail' or 'skip', not {on_unavailable!r}")
         _check_positive("pull_timeout", pull_timeout)
@@ -204,15 +293,23 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
         name = self.pod_name(context)
         pod = self.hook.read_pod(name, self.namespace)
         if pod is None or not pod["spec"].get("nodeName"):
-            raise PodLostError(f"chain pod {self.namespace}/{name} is missing or unscheduled: prewarm runs after "
-                               "the chain's setup task")
+            raise PodLostError(
+                f"chain pod {self.namespace}/{name} is missing or unscheduled: prewarm runs after "
+                "the chain's setup task"
+            )
         node = pod["spec"]["nodeName"]
         labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_name)
         jobs: dict[str, str] = {}
         for image in dict.fromkeys(self.images):
-            job = build_image_pull_job(image_pull_job_name(name, image), self.namespace, image, node_name=node,
-                                       timeout_seconds=self.pull_timeout, backoff_limit=self.backoff_limit,
-                                       labels=labels)
+            job = build_image_pull_job(
+                image_pull_job_name(name, image),
+                self.namespace,
+                image,
+                node_name=node,
+                timeout_seconds=self.pull_timeout,
+                backoff_limit=self.backoff_limit,
+                labels=labels,
+            )
             try:
                 self.hook.create_kruise("imagepulljobs", job, self.namespace)
             except PrewarmUnavailableError as e:
@@ -221,17 +318,24 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
                     return {}
                 raise
             jobs[image] = job["metadata"]["name"]
-            self.log.info("::kruise-chain:: prewarm %s on node %s (ImagePullJob %s)", image, node, jobs[image])
+            self.log.info(
+                "::kruise-chain:: prewarm %s on node %s (ImagePullJob %s)", image, node, jobs[image]
+            )
         deadline = time.monotonic() + self.pull_timeout * (self.backoff_limit + 1) + 30
         results: dict[str, str] = {}
         for image, job_name in jobs.items():
             outcome = None
             while outcome is None or outcome == "running":
                 if time.monotonic() > deadline:
-                    raise StageTimeoutError(f"image pull timeout: ImagePullJob {job_name} for {image} did not "
-                                            "complete")
-                for job in self.hook.watch_kruise("imagepulljobs", job_name, self.namespace,
-                                                  int(max(1, min(60, deadline - time.monotonic())))):
+                    raise StageTimeoutError(
+                        f"image pull timeout: ImagePullJob {job_name} for {image} did not complete"
+                    )
+                for job in self.hook.watch_kruise(
+                    "imagepulljobs",
+                    job_name,
+                    self.namespace,
+                    int(max(1, min(60, deadline - time.monotonic()))),
+                ):
                     outcome = image_pull_job_outcome(job)
                     if outcome != "running":
                         break
@@ -258,12 +362,27 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
     ui_color = "#c9e4ff"
     operator_extra_links = (ChainPodLink(),)
 
-    def __init__(self, *, chain_name: str, namespace: str, stage_name: str, image: str, cmds: Sequence[str],
-                 arguments: Sequence[str] = (), env: dict[str, str] | None = None,
-                 container_resources: dict[str, dict[str, str]] | None = None, image_pull_policy: str | None = None,
-                 swap_timeout: float = 600, stage_timeout: float | None = None, deferrable: bool = False,
-                 kubernetes_conn_id: str | None = "kubernetes_default", config_file: str | None = None,
-                 cluster_context: str | None = None, in_cluster: bool | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        chain_name: str,
+        namespace: str,
+        stage_name: str,
+        image: str,
+        cmds: Sequence[str],
+        arguments: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        container_resources: dict[str, dict[str, str]] | None = None,
+        image_pull_policy: str | None = None,
+        swap_timeout: float = 600,
+        stage_timeout: float | None = None,
+        deferrable: bool = False,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.chain_name = chain_name
         self.namespace = namespace
@@ -282,11 +401,18 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         if stage_timeout is not None:
             _check_positive("stage_timeout", stage_timeout)
         if not _templated([self.image, self.cmds, self.arguments, self.env]):
-            self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before the swap
+            self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before a swap
 
     def stage_spec(self) -> StageSpec:
-        spec = StageSpec(name=self.stage_name, image=self.image, cmds=self.cmds, arguments=self.arguments,
-                         env=self.env, resources=self.container_resources, image_pull_policy=self.image_pull_policy)
+        spec = StageSpec(
+            name=self.stage_name,
+            image=self.image,
+            cmds=self.cmds,
+            arguments=self.arguments,
+            env=self.env,
+            resources=self.container_resources,
+            image_pull_policy=self.image_pull_policy,
+        )
         spec.validate("stage")
         return spec
 
@@ -305,37 +431,57 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             from airflow_kruise_chain.triggers.chain import StageTrigger
 
             self.defer(
-                trigger=StageTrigger(pod_name=driver.pod_name, namespace=self.namespace, stage=stage.name,
-                                     target="finished", timeout=self.swap_timeout + (self.stage_timeout or 86400),
-                                     **self.connection_kwargs()),
+                trigger=StageTrigger(
+                    pod_name=driver.pod_name,
+                    namespace=self.namespace,
+                    stage=stage.name,
+                    target="finished",
+                    timeout=self.swap_timeout + (self.stage_timeout or 86400),
+                    **self.connection_kwargs(),
+                ),
                 method_name="execute_complete",
                 kwargs={"slot": plan.slot, "generation": plan.generation},
             )
         return self.finish(context, driver.follow(plan, self.timeouts()))
 
     def connection_kwargs(self) -> dict[str, Any]:
-        return {"kubernetes_conn_id": self.kubernetes_conn_id, "config_file": self.config_file,
-                "cluster_context": self.cluster_context, "in_cluster": self.in_cluster}
+        return {
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "config_file": self.config_file,
+            "cluster_context": self.cluster_context,
+            "in_cluster": self.in_cluster,
+        }
 
-    def execute_complete(self, context: Context, event: dict[str, Any], slot: str = "",
-                         generation: int = 0) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], slot: str = "", generation: int = 0
+    ) -> dict[str, Any]:
         """Resume after the trigger: read the stage's output and result from the slot's log."""
         if event.get("status") != "finished":
             raise ChainError(f"stage {self.stage_name!r}: {event.get('message') or event.get('status')}")
         driver = self.driver(context)
-        plan = driver.swap(self.stage_spec(), context["ti"].try_number, self.timeouts())  # reattach: no new swap
+        plan = driver.swap(
+            self.stage_spec(), context["ti"].try_number, self.timeouts()
+        )  # reattach: no new swap
         return self.finish(context, driver.follow(plan, self.timeouts()))
 
     def finish(self, context: Context, result: Any) -> dict[str, Any]:
         data = result.to_xcom()
         context["ti"].xcom_push(key="return_value", value=data)
-        self.log.info("::kruise-chain:: stage %s generation %s in %s exited %s after %.2fs", result.stage,
-                      result.generation, result.slot, result.exit_code, result.duration_seconds)
+        self.log.info(
+            "::kruise-chain:: stage %s generation %s in %s exited %s after %.2fs",
+            result.stage,
+            result.generation,
+            result.slot,
+            result.exit_code,
+            result.duration_seconds,
+        )
         if not result.succeeded:
             tail = "\n".join(result.log_tail[-10:])
-            raise ChainError(f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
-                             f"{' (' + result.reason + ')' if result.reason not in ('', 'completed') else ''}; "
-                             f"last lines:\n{tail}")
+            raise ChainError(
+                f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
+                f"{' (' + result.reason + ')' if result.reason not in ('', 'completed') else ''}; "
+                f"last lines:\n{tail}"
+            )
         return data
 
 
@@ -352,7 +498,9 @@ def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
         raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
     unknown = sorted(set(data) - _CHAIN_FIELDS)
     if unknown:
-        raise ChainConfigError(unknown[0], f"unknown chain field; choose from {', '.join(sorted(_CHAIN_FIELDS))}")
+        raise ChainConfigError(
+            unknown[0], f"unknown chain field; choose from {', '.join(sorted(_CHAIN_FIELDS))}"
+        )
     raw_stages = data.get("stages")
     if not isinstance(raw_stages, (list, tuple)):
         raise ChainConfigError("stages", "must be a list of stage dicts")
@@ -362,8 +510,10 @@ def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
             raise ChainConfigError(f"stages[{i}]", "must be a dict with name, image and cmds")
         unknown = sorted(set(raw) - _STAGE_FIELDS)
         if unknown:
-            raise ChainConfigError(f"stages[{i}].{unknown[0]}",
-                                   f"unknown stage field; choose from {', '.join(sorted(_STAGE_FIELDS))}")
+            raise ChainConfigError(
+                f"stages[{i}].{unknown[0]}",
+                f"unknown stage field; choose from {', '.join(sorted(_STAGE_FIELDS))}",
+            )
         for key in ("name", "image"):
             if key not in raw:
                 raise ChainConfigError(f"stages[{i}].{key}", "is required")

@@ -9,8 +9,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 
 from airflow_kruise_chain.core import ChainConfigError
-from airflow_kruise_chain.core.driver import ChainError
-from airflow_kruise_chain.core.status import stage_status
+from airflow_kruise_chain.core.driver import ChainError, current_status
 from airflow_kruise_chain.operators.chain import ChainTaskMixin, _init_connection
 from airflow_kruise_chain.triggers.chain import FAILED, TARGETS, StageTrigger, reached
 
@@ -24,10 +23,20 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
 
     template_fields: Sequence[str] = ("namespace", "stage", "config_file")
 
-    def __init__(self, *, chain_name: str, namespace: str, stage: str, target_state: str = "finished",
-                 deferrable: bool = False, kubernetes_conn_id: str | None = "kubernetes_default",
-                 config_file: str | None = None, cluster_context: str | None = None,
-                 in_cluster: bool | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        chain_name: str,
+        namespace: str,
+        stage: str,
+        target_state: str = "finished",
+        deferrable: bool = False,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         if target_state not in TARGETS:
             raise ChainConfigError("target_state", f"must be one of {sorted(TARGETS)}, not {target_state!r}")
         if not stage or not isinstance(stage, str):
@@ -46,17 +55,24 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
         if self.poke(context):
             return None
         self.defer(
-            trigger=StageTrigger(pod_name=self.pod_name(context), namespace=self.namespace, stage=self.stage,
-                                 target=self.target_state, timeout=float(self.timeout),
-                                 kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
-                                 cluster_context=self.cluster_context, in_cluster=self.in_cluster),
+            trigger=StageTrigger(
+                pod_name=self.pod_name(context),
+                namespace=self.namespace,
+                stage=self.stage,
+                target=self.target_state,
+                timeout=float(self.timeout),
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                config_file=self.config_file,
+                cluster_context=self.cluster_context,
+                in_cluster=self.in_cluster,
+            ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)),
         )
         return None
 
     def poke(self, context: Context) -> bool:
-        status = stage_status(self.hook.read_pod(self.pod_name(context), self.namespace), self.stage)
+        status = current_status(self.hook.read_pod(self.pod_name(context), self.namespace), self.stage)
         if status.state in FAILED:
             raise ChainError(f"stage {self.stage!r} {status.state}: {status.reason} {status.message}".strip())
         self.log.info("stage %s is %s (waiting for %s)", self.stage, status.state, self.target_state)

@@ -8,7 +8,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kruise_chain.core.status import StageState, stage_status
+from airflow_kruise_chain.core.driver import current_status
+from airflow_kruise_chain.core.status import StageState
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
 
 TARGETS = {
@@ -29,10 +30,19 @@ class StageTrigger(BaseTrigger):
     Events: `{"status": target}` on success; `{"status": "failed"|"timeout", "message": ...}` otherwise.
     """
 
-    def __init__(self, *, pod_name: str, namespace: str, stage: str, target: str = "finished",
-                 timeout: float = 3600, kubernetes_conn_id: str | None = "kubernetes_default",
-                 config_file: str | None = None, cluster_context: str | None = None,
-                 in_cluster: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        pod_name: str,
+        namespace: str,
+        stage: str,
+        target: str = "finished",
+        timeout: float = 3600,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+    ) -> None:
         super().__init__()
         if target not in TARGETS:
             raise ValueError(f"target: must be one of {sorted(TARGETS)}, not {target!r}")
@@ -49,32 +59,72 @@ class StageTrigger(BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "airflow_kruise_chain.triggers.chain.StageTrigger",
-            {"pod_name": self.pod_name, "namespace": self.namespace, "stage": self.stage, "target": self.target,
-             "timeout": self.timeout, "kubernetes_conn_id": self.kubernetes_conn_id,
-             "config_file": self.config_file, "cluster_context": self.cluster_context,
-             "in_cluster": self.in_cluster},
+            {
+                "pod_name": self.pod_name,
+                "namespace": self.namespace,
+                "stage": self.stage,
+                "target": self.target,
+                "timeout": self.timeout,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "config_file": self.config_file,
+                "cluster_context": self.cluster_context,
+                "in_cluster": self.in_cluster,
+            },
         )
 
     def hook(self) -> AsyncKruiseHook:
-        return AsyncKruiseHook(conn_id=self.kubernetes_conn_id, config_file=self.config_file,
-                               cluster_context=self.cluster_context, in_cluster=self.in_cluster)
+        return AsyncKruiseHook(
+            conn_id=self.kubernetes_conn_id,
+            config_file=self.config_file,
+            cluster_context=self.cluster_context,
+            in_cluster=self.in_cluster,
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.hook()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         while loop.time() < deadline:
+            # read first: a watch of a pod that is already gone would wait out its window without an event
+            pod = await hook.read_pod(self.pod_name, self.namespace)
+            event = self.event_for(pod)
+            if event is not None:
+                yield event
+                return
+            assert pod is not None
+            version = (pod.get("metadata") or {}).get("resourceVersion")
             window = int(max(1, min(60, deadline - loop.time())))
-            async for pod in hook.watch_pod(self.pod_name, self.namespace, window):
-                status = stage_status(pod, self.stage)
-                if reached(status.state, self.target):
-                    yield TriggerEvent({"status": self.target, "state": str(status.state),
-                                        "generation": status.generation, "slot": status.slot})
+            async for pod in hook.watch_pod(self.pod_name, self.namespace, window, resource_version=version):
+                event = self.event_for(pod)
+                if event is not None:
+                    yield event
                     return
-                if status.state in FAILED:
-                    yield TriggerEvent({"status": "failed", "state": str(status.state),
-                                        "message": f"stage {self.stage!r} {status.state}: {status.reason} "
-                                                   f"{status.message}".strip()})
-                    return
-        yield TriggerEvent({"status": "timeout", "message": f"stage {self.stage!r} did not reach {self.target} "
-                                                            f"within {self.timeout:.0f}s"})
+        yield TriggerEvent(
+            {
+                "status": "timeout",
+                "message": f"stage {self.stage!r} did not reach {self.target} within {self.timeout:.0f}s",
+            }
+        )
+
+    def event_for(self, pod: dict[str, Any] | None) -> TriggerEvent | None:
+        """The event to fire for the pod as it is now, or None to keep waiting."""
+        status = current_status(pod, self.stage)
+        if reached(status.state, self.target):
+            return TriggerEvent(
+                {
+                    "status": self.target,
+                    "state": str(status.state),
+                    "generation": status.generation,
+                    "slot": status.slot,
+                }
+            )
+        if status.state in FAILED:
+            return TriggerEvent(
+                {
+                    "status": "failed",
+                    "state": str(status.state),
+                    "message": f"stage {self.stage!r} {status.state}: {status.reason} "
+                    f"{status.message}".strip(),
+                }
+            )
+        return None

@@ -19,8 +19,9 @@ def serialize_to_db(dag: Any) -> None:
 
     DagBundlesManager().sync_bundles_to_db()
     with create_session() as session:
-        update_dag_parsing_results_in_db("dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None,
-                                         set(), session)
+        update_dag_parsing_results_in_db(
+            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session
+        )
 
 
 def run_inline(dag: Any) -> Any:
@@ -29,13 +30,65 @@ def run_inline(dag: Any) -> Any:
     return dag.test()
 
 
-def task_states(run: Any) -> dict[str, tuple[str, int]]:
-    """task_id -> (state, try_number) of a finished run."""
+def task_states(run: Any) -> dict[str, tuple[str, int, float]]:
+    """task_id -> (state, try_number, duration in seconds) of a finished run."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        tis = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == run.dag_id,
-                                                         TaskInstance.run_id == run.run_id)).all()
-        return {ti.task_id: (str(ti.state), ti.try_number) for ti in tis}
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == run.dag_id, TaskInstance.run_id == run.run_id)
+        ).all()
+        return {ti.task_id: (str(ti.state), ti.try_number, ti.duration or 0.0) for ti in tis}
+
+
+def task_end_dates(run: Any) -> dict[str, Any]:
+    """task_id -> end_date (aware datetime) of a finished run."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == run.dag_id, TaskInstance.run_id == run.run_id)
+        ).all()
+        return {ti.task_id: ti.end_date for ti in tis}
+
+
+FAST_POD = {"pod_template": {"spec": {"terminationGracePeriodSeconds": 2}}}
+"""Chain pod options for tests: a short grace period, so that a container the local cluster fails to stop with
+SIGTERM (see the report on the emulator's pid-namespace bug) costs 2 s rather than 30 s. Parked runners exit
+at once on SIGTERM, so this changes nothing else."""
+
+
+class Failures:
+    """An `on_failure_callback` that records each failed task's exception (task_id -> exception)."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, BaseException] = {}
+
+    def __call__(self, context: Any) -> None:
+        self.errors[context["ti"].task_id] = context["exception"]
+
+
+def pod_events(cluster: Any) -> list[tuple[str, Any, dict[str, Any]]]:
+    """Start recording the cluster's object events; returns the (live) list of (kind, resource, object)."""
+    history: list[tuple[str, Any, dict[str, Any]]] = []
+    cluster.call(lambda: cluster.store.listen(lambda kind, res, obj, old: history.append((kind, res, obj))))
+    return history
+
+
+def start_markers(cluster: Any, pod_uid: str) -> list[tuple[int, str, str]]:
+    """(generation, stage, slot) of every stage start in the pod's container logs, by generation."""
+    import re
+
+    found = []
+    for log in (cluster.root / "pods" / pod_uid / "containers").rglob("*.log"):
+        found += [
+            (int(g), s, slot)
+            for g, s, slot in re.findall(
+                r"::kruise-chain:: start gen=(\d+) stage=(\S+) slot=(\S+) at=", log.read_text()
+            )
+        ]
+    return sorted(set(found))

@@ -14,9 +14,11 @@ match (409 Conflict) and, against collections, a label selector that matches not
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import http.client
 import json
+import os
 import time
 import urllib.parse
 import uuid
@@ -37,6 +39,14 @@ NODE = "kruise-local"
 STALE_RV = "1"  # the first resourceVersion ever handed out is 2: every object is newer than this
 WRONG_UID = "00000000-0000-4000-8000-00000000f022"
 GUARD_SELECTOR = "fuzz.example.com/guard-absent"  # a label no object carries
+
+SCALE = float(os.environ.get("KRUISE_FUZZ_SCALE", "1"))
+"""Multiplies every test's example budget (e.g. KRUISE_FUZZ_SCALE=20 for a long bug hunt)."""
+
+
+def budget(examples: int) -> int:
+    return max(1, int(examples * SCALE))
+
 
 FUZZ = settings(
     deadline=None,
@@ -91,10 +101,16 @@ REFERENCE_PATHS = {
 }
 
 
-@dataclass
 class Reference:
-    snapshot: dict[str, bytes]
-    docs: dict[str, dict[str, Any]]  # kind plural -> the stored object (reference objects, node, node image)
+    """The reference objects as first read (`snapshot`: GET bodies) and parsed by kind (`docs`, also the node
+    and its NodeImage)."""
+
+    def __init__(self, snapshot: dict[str, bytes], docs: dict[str, dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+        self.docs = docs
+
+    def __repr__(self) -> str:
+        return f"Reference({sorted(self.snapshot)})"
 
 
 # -- talking HTTP ----------------------------------------------------------------------------------------
@@ -125,7 +141,7 @@ def send(
 ) -> Reply:
     """One request over a fresh connection; streamed 2xx answers are not read (the connection is closed)."""
     url = urllib.parse.urlsplit(cluster.url)
-    target = path + ("?" + urllib.parse.urlencode(query) if query else "")
+    target = path + ("?" + urllib.parse.urlencode(query, errors="surrogatepass") if query else "")
     headers = {"Accept": "application/json"}
     if content_type is not None:
         headers["Content-Type"] = content_type
@@ -284,6 +300,26 @@ def ref(cluster: Any) -> Iterator[Reference]:
     send(cluster, "DELETE", f"{CORE}/namespaces/{NS}")
 
 
+@pytest.fixture(autouse=True)
+def _pristine_after(cluster: Any, ref: Reference) -> Iterator[None]:
+    """After each test's whole hypothesis run: /version answers and every reference object is unchanged."""
+    yield
+    check_pristine(cluster, ref)
+
+
+AFFECTED = {
+    "pods": ("pod",),
+    "configmaps": ("configmap",),
+    "events": ("event",),
+    "namespaces": ("namespace", "pod"),
+    "nodes": ("pod",),
+    "imagepulljobs": ("imagepulljob",),
+    "nodeimages": ("imagepulljob",),
+    "containerrecreaterequests": ("crr", "pod"),
+}
+"""The reference objects a write to a kind could change, checked after each example (all are checked after
+each test)."""
+
 _DOC_OF = {
     PODS.plural: "pod",
     CONFIGMAPS.plural: "configmap",
@@ -441,7 +477,7 @@ WRONG = st.one_of(
             {},
             [None],
         ]
-    ),
+    ).map(copy.deepcopy),  # fresh containers: the fuzzer edits what it draws
     st.sampled_from(HOSTILE_STRINGS),
     JSON,
 )
@@ -516,12 +552,16 @@ REF_LOOKALIKES = [
 NAMES = st.one_of(st.sampled_from(NAME_STRINGS + REF_LOOKALIKES), st.text(max_size=20))
 
 
+def _quote(name: str, safe: str = "") -> str:
+    return urllib.parse.quote(name, safe=safe, errors="surrogatepass")
+
+
 def segment(name: str, raw: bool) -> str:
     """A path segment for `name`: percent-quoted as a client does, or raw (when sendable and harmless)."""
     sendable = name.isascii() and all(0x20 < ord(ch) < 0x7F for ch in name)
     if raw and sendable and "?" not in name and "#" not in name:
         return name
-    return urllib.parse.quote(name, safe="")
+    return _quote(name)
 
 
 SELECTOR_PIECES = [
@@ -638,13 +678,18 @@ TIMES = st.one_of(
     st.datetimes().map(lambda d: d.isoformat()),
     st.text(max_size=12),
 )
+QUERY_STRINGS = st.one_of(
+    st.text(max_size=16), st.sampled_from([h for h in HOSTILE_STRINGS if len(h) < 300_000])
+)
+"""Hostile strings that fit a request line (the real server, like this one, refuses lines over 1 MiB as bad
+HTTP, before any handler sees them)."""
 COMMON_QUERY = {
     "pretty": BOOLISH,
     "resourceVersion": st.one_of(INTISH, st.sampled_from([STALE_RV, "0"])),
     "resourceVersionMatch": st.sampled_from(["", "Exact", "NotOlderThan", "bogus"]),
     "timeoutSeconds": INTISH,
     "dryRun": st.sampled_from(["All", "all", "None", "", "x", "All,All"]),
-    "fieldManager": STRINGS,
+    "fieldManager": QUERY_STRINGS,
     "fieldValidation": st.sampled_from(["Strict", "Warn", "Ignore", "", "bogus"]),
     "gracePeriodSeconds": INTISH,
     "propagationPolicy": st.sampled_from(["Foreground", "Background", "Orphan", "", "x"]),
@@ -653,7 +698,9 @@ LIST_QUERY = {
     "labelSelector": SELECTORS,
     "fieldSelector": SELECTORS,
     "limit": INTISH,
-    "continue": st.one_of(st.sampled_from(["", "MQ==", "LTE=", "YWJj", "!!!", "MTAwMDAwMDAwMDA="]), STRINGS),
+    "continue": st.one_of(
+        st.sampled_from(["", "MQ==", "LTE=", "YWJj", "!!!", "MTAwMDAwMDAwMDA="]), QUERY_STRINGS
+    ),
     "watch": BOOLISH,
     "allowWatchBookmarks": BOOLISH,
     "sendInitialEvents": BOOLISH,
@@ -677,7 +724,7 @@ def query(draw: st.DrawFn, *families: dict[str, st.SearchStrategy[str]]) -> list
     keys = draw(st.lists(st.sampled_from(sorted(params)), max_size=4, unique=True))
     out = [(k, draw(params[k])) for k in keys]
     if draw(st.booleans()):
-        out.append((draw(KEYS), draw(STRINGS)))  # an unknown parameter
+        out.append((draw(KEYS), draw(QUERY_STRINGS)))  # an unknown parameter
     return out
 
 
@@ -737,13 +784,17 @@ def guard_update(body: Any) -> Any:
             del meta["$patch"]
         meta["resourceVersion"] = STALE_RV
         body["metadata"] = meta
+    elif isinstance(body, list):
+        return guard_json_patch(body)
     return body
 
 
 def guard_json_patch(ops: Any) -> Any:
+    """Make a JSON patch end by setting a stale resourceVersion; any other object is guarded as an update
+    (a patch body may be sent under another patch type)."""
     if isinstance(ops, list):
-        ops = [*ops, {"op": "add", "path": "/metadata/resourceVersion", "value": STALE_RV}]
-    return ops
+        return [*ops, {"op": "add", "path": "/metadata/resourceVersion", "value": STALE_RV}]
+    return guard_update(ops)
 
 
 def _guard_preconditions(opts: dict[str, Any]) -> None:
@@ -756,6 +807,8 @@ def _guard_preconditions(opts: dict[str, Any]) -> None:
 
 def guard_delete(body: Any) -> Any:
     """Make DeleteOptions, and an Eviction's deleteOptions, carry a uid precondition that does not match."""
+    if body is None:  # `null` DeleteOptions are no options at all
+        body = {}
     if isinstance(body, dict):
         _guard_preconditions(body)
         opts = body.get("deleteOptions")
@@ -773,7 +826,17 @@ def _decodes_to_object(raw: bytes) -> bool:
         return False
 
 
-UNGUARDABLE = GARBAGE.filter(lambda raw: bool(raw) and not _decodes_to_object(raw))
+def _unguardable(raw: bytes) -> bool:
+    """Cannot be read as anything a write could act on: not an object, an empty JSON patch, nor `null`
+    (which real DeleteOptions decoding takes for no options)."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return bool(raw)
+    return not isinstance(value, dict) and value not in (None, [])
+
+
+UNGUARDABLE = GARBAGE.filter(_unguardable)
 """Garbage bodies that cannot carry a guard: only those that cannot be read as an object at all."""
 
 
@@ -942,7 +1005,7 @@ EVICTION = {
     "metadata": {"name": PODS.ref, "namespace": NS},
     "deleteOptions": DELETE_OPTIONS,
 }
-METHODS_OTHER = st.sampled_from(["OPTIONS", "HEAD", "TRACE", "CONNECT", "FOO", "get", "PROPFIND"])
+METHODS_OTHER = st.sampled_from(["OPTIONS", "HEAD", "TRACE", "PROPFIND", "PURGE", "LINK", "MERGE"])
 PATCH_TYPES = {
     "json": "application/json-patch+json",
     "merge": "application/merge-patch+json",
@@ -1125,12 +1188,12 @@ UNKNOWN = [
 ]
 
 
-@settings(FUZZ, max_examples=250)
+@settings(FUZZ, max_examples=budget(250))
 @given(
     path=st.one_of(
         st.sampled_from(DISCOVERY + HEALTH + UNKNOWN),
         st.sampled_from(DISCOVERY + HEALTH + UNKNOWN).flatmap(
-            lambda p: NAMES.map(lambda n: f"{p.rstrip('/')}/{urllib.parse.quote(n, safe='')}")
+            lambda p: NAMES.map(lambda n: f"{p.rstrip('/')}/{_quote(n)}")
         ),
     ),
     method=st.one_of(st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]), METHODS_OTHER),
@@ -1141,7 +1204,8 @@ def test_discovery_and_unknown_paths(cluster, ref, path, method, body, params):
     if method == "DELETE":  # should a random name ever spell a collection: match nothing there
         params = [("labelSelector", GUARD_SELECTOR), *params]
     reply = send(cluster, method, path, query=params, body=body, content_type="application/json")
-    health = path in HEALTH  # plain handlers: any method, as the real server's healthz
+    segments = [p for p in urllib.parse.unquote(path).split("/") if p]
+    health = "/" + "/".join(segments) in HEALTH  # plain handlers: any method, as the real server's healthz
     check(reply, may_succeed=health or method in ("GET", "HEAD"))
     if (path in DISCOVERY and method == "GET") or health:
         assert reply.status == 200, str(reply)
@@ -1152,7 +1216,7 @@ def test_discovery_and_unknown_paths(cluster, ref, path, method, body, params):
 COLLECTIONS = [(kind, prefix) for kind in KINDS for prefix in kind.prefixes]
 
 
-@settings(FUZZ, max_examples=500)
+@settings(FUZZ, max_examples=budget(500))
 @given(
     target=st.sampled_from(COLLECTIONS),
     scope=st.sampled_from(["here", "here", "all", "watch", "hostile"]),
@@ -1166,7 +1230,7 @@ COLLECTIONS = [(kind, prefix) for kind in KINDS for prefix in kind.prefixes]
 def test_collections(cluster, ref, target, scope, hostile_ns, method, params, data):
     kind, prefix = target
     if scope == "hostile" and kind.namespaced:
-        path = kind.collection(prefix, urllib.parse.quote(hostile_ns, safe=""))
+        path = kind.collection(prefix, _quote(hostile_ns))
     elif scope == "all":
         path = kind.collection(prefix, None)
     elif scope == "watch":
@@ -1184,7 +1248,7 @@ def test_collections(cluster, ref, target, scope, hostile_ns, method, params, da
         body = encode(doc)
         if choice == 3:
             body = data.draw(GARBAGE)
-            if _decodes_to_object(body) and kind.namespaced:
+            if _decodes_to_object(body) and kind.namespaced and scope != "watch":
                 path = kind.collection(prefix, "fuzz-missing-namespace")  # cannot be renamed: 404 at worst
             elif _decodes_to_object(body):
                 body = b"{" + body  # nothing to aim it at: keep it unreadable
@@ -1201,7 +1265,7 @@ def test_collections(cluster, ref, target, scope, hostile_ns, method, params, da
     if method == "DELETE" and 200 <= reply.status < 300:
         assert out is not None and out.get("items") == [], f"a guarded delete removed something: {reply}"
     if method not in ("GET", "HEAD"):
-        check_unchanged(cluster, ref)
+        check_unchanged(cluster, ref, *AFFECTED[kind.plural])
 
 
 def _body_for_write(data: st.DataObject, kind: Kind, doc: dict[str, Any], sub: str | None) -> bytes:
@@ -1215,7 +1279,7 @@ def _body_for_write(data: st.DataObject, kind: Kind, doc: dict[str, Any], sub: s
         return encode(guard_update(data.draw(JSON)))
     if choice == 4:
         return encode(guard_update(data.draw(mutated(TEMPLATES[kind.plural]))))
-    return data.draw(GARBAGE)
+    return data.draw(UNGUARDABLE)
 
 
 ITEM_TARGETS = [
@@ -1223,7 +1287,7 @@ ITEM_TARGETS = [
 ]
 
 
-@settings(FUZZ, max_examples=500)
+@settings(FUZZ, max_examples=budget(500))
 @given(target=st.sampled_from(ITEM_TARGETS), params=query(COMMON_QUERY), data=st.data())
 def test_put_items_and_subresources(cluster, ref, target, params, data):
     kind, prefix, sub = target
@@ -1232,10 +1296,10 @@ def test_put_items_and_subresources(cluster, ref, target, params, data):
     body = _body_for_write(data, kind, doc, sub)
     reply = send(cluster, "PUT", path, query=params, body=body, content_type="application/json")
     check(reply)
-    check_unchanged(cluster, ref)
+    check_unchanged(cluster, ref, *AFFECTED[kind.plural])
 
 
-@settings(FUZZ, max_examples=700)
+@settings(FUZZ, max_examples=budget(700))
 @given(
     target=st.sampled_from(ITEM_TARGETS),
     patch_kind=st.sampled_from(sorted(PATCH_TYPES)),
@@ -1247,7 +1311,7 @@ def test_patch_items_and_subresources(cluster, ref, target, patch_kind, params, 
     doc = ref.docs[kind.plural]
     path = kind.item(prefix, kind.ref) + (f"/{sub}" if sub else "")
     if data.draw(st.integers(0, 9)) == 0:
-        body = data.draw(GARBAGE)
+        body = data.draw(UNGUARDABLE)
     elif patch_kind == "json":
         body = encode(data.draw(json_patch(doc)))
     else:
@@ -1255,10 +1319,10 @@ def test_patch_items_and_subresources(cluster, ref, target, patch_kind, params, 
     content_type = data.draw(content_type_for(patch_kind))
     reply = send(cluster, "PATCH", path, query=params, body=body, content_type=content_type)
     check(reply)
-    check_unchanged(cluster, ref)
+    check_unchanged(cluster, ref, *AFFECTED[kind.plural])
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=budget(300))
 @given(
     target=st.sampled_from(ITEM_TARGETS),
     params=query(COMMON_QUERY),
@@ -1273,10 +1337,10 @@ def test_delete_items(cluster, ref, target, params, body):
     path = kind.item(prefix, kind.ref) + (f"/{sub}" if sub else "")
     reply = send(cluster, "DELETE", path, query=params, body=body, content_type="application/json")
     check(reply)
-    check_unchanged(cluster, ref)
+    check_unchanged(cluster, ref, *AFFECTED[kind.plural])
 
 
-@settings(FUZZ, max_examples=250)
+@settings(FUZZ, max_examples=budget(250))
 @given(
     name=st.one_of(st.just(PODS.ref), NAMES),
     method=st.sampled_from(["POST", "POST", "POST", "GET", "PUT", "PATCH", "DELETE"]),
@@ -1288,13 +1352,13 @@ def test_delete_items(cluster, ref, target, params, body):
     ),
 )
 def test_pod_eviction(cluster, ref, name, method, params, body):
-    path = PODS.item(CORE, urllib.parse.quote(name, safe="")) + "/eviction"
+    path = PODS.item(CORE, _quote(name)) + "/eviction"
     reply = send(cluster, method, path, query=params, body=body, content_type="application/json")
     check(reply)
     check_unchanged(cluster, ref, "pod")
 
 
-@settings(FUZZ, max_examples=350)
+@settings(FUZZ, max_examples=budget(350))
 @given(
     target=st.sampled_from(KINDS),
     name=NAMES,
@@ -1326,10 +1390,10 @@ def test_hostile_names(cluster, ref, target, name, raw, sub, method, params, dat
     if method == "DELETE" and 200 <= reply.status < 300:
         assert out is not None and out.get("items") == [], f"a guarded delete removed something: {reply}"
     if method not in ("GET", "HEAD"):
-        check_unchanged(cluster, ref)
+        check_unchanged(cluster, ref, *AFFECTED[kind.plural])
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=budget(300))
 @given(
     name=st.one_of(st.just(PODS.ref), st.just(PODS.ref), NAMES),
     method=st.sampled_from(["GET", "GET", "GET", "GET", "POST", "PUT", "PATCH", "DELETE"]),
@@ -1337,14 +1401,14 @@ def test_hostile_names(cluster, ref, target, name, raw, sub, method, params, dat
     body=st.one_of(st.none(), GARBAGE),
 )
 def test_pod_log(cluster, ref, name, method, params, body):
-    path = PODS.item(CORE, urllib.parse.quote(name, safe="")) + "/log"
+    path = PODS.item(CORE, _quote(name)) + "/log"
     reply = send(cluster, method, path, query=params, body=body, content_type="application/json")
     check(reply, may_succeed=method == "GET")
     if method != "GET":
         check_unchanged(cluster, ref, "pod")
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=budget(200))
 @given(
     path=st.one_of(
         st.sampled_from(
@@ -1357,8 +1421,8 @@ def test_pod_log(cluster, ref, name, method, params, body):
                 f"{METRICS}/nodes/{NODE}",
             ]
         ),
-        NAMES.map(lambda n: f"{METRICS}/namespaces/{NS}/pods/{urllib.parse.quote(n, safe='')}"),
-        NAMES.map(lambda n: f"{METRICS}/namespaces/{urllib.parse.quote(n, safe='')}/pods"),
+        NAMES.map(lambda n: f"{METRICS}/namespaces/{NS}/pods/{_quote(n)}"),
+        NAMES.map(lambda n: f"{METRICS}/namespaces/{_quote(n)}/pods"),
     ),
     method=st.one_of(st.sampled_from(["GET", "GET", "POST", "PUT", "PATCH", "DELETE"]), METHODS_OTHER),
     params=query(LIST_QUERY, COMMON_QUERY),
@@ -1369,6 +1433,42 @@ def test_metrics(cluster, ref, path, method, params, body):
         params = [("labelSelector", GUARD_SELECTOR), *params]
     reply = send(cluster, method, path, query=params, body=body, content_type="application/json")
     check(reply, may_succeed=method in ("GET", "HEAD"))
+
+
+def _request_handlers(cluster: Any) -> int:
+    """How many HTTP requests the server is still serving (its request handler tasks)."""
+
+    def count() -> int:
+        return sum(
+            1 for t in asyncio.all_tasks() if "_handle_request" in getattr(t.get_coro(), "__qualname__", "")
+        )
+
+    return cluster.call(count)
+
+
+@settings(FUZZ, max_examples=budget(15))
+@given(
+    streams=st.lists(
+        st.one_of(
+            query(LOG_QUERY).map(lambda q: (f"{PODS.item(CORE, PODS.ref)}/log", [("follow", "true"), *q])),
+            query(LIST_QUERY).map(lambda q: (CONFIGMAPS.collection(CORE), [("watch", "true"), *q])),
+            query(LIST_QUERY).map(lambda q: (f"{CORE}/watch/namespaces/{NS}/pods", q)),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_abandoned_streams_end(cluster, ref, streams):
+    """A client that hangs up on a watch or a log follow (valid or not) leaves nothing running behind."""
+    before = _request_handlers(cluster)
+    for path, params in streams:
+        check(send(cluster, "GET", path, query=params), may_succeed=True)  # streams are closed unread
+    deadline = time.monotonic() + 5
+    while _request_handlers(cluster) > before:
+        assert time.monotonic() < deadline, (
+            f"{_request_handlers(cluster) - before} abandoned requests still run"
+        )
+        time.sleep(0.02)
 
 
 def test_valid_requests_still_work_and_references_are_intact(cluster, ref):

@@ -35,8 +35,10 @@ if "airflow" not in __import__("sys").modules:
 @pytest.fixture
 def kube_env(cluster: LocalCluster, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCluster:
     """The session cluster as the `kubernetes_default` connection."""
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT",
-                       json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+    )
     return cluster
 
 
@@ -45,6 +47,8 @@ def fresh_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[L
     """A cluster of this test's own (its audit log holds this test's writes only), as `kubernetes_default`."""
     with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "cluster"))) as c:
         kubeconfig = c.write_kubeconfig(tmp_path / "kubeconfig")
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT",
+            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+        )
         yield c

@@ -7,6 +7,10 @@ from typing import Any
 
 from airflow_kruise_chain.local import LocalCluster
 
+FAST_POD = {"pod_template": {"spec": {"terminationGracePeriodSeconds": 2}}}
+"""A short grace period for test chain pods (see tests/e2e/inline.py: the local cluster sometimes fails to
+stop a container with SIGTERM, and then waits out the grace period)."""
+
 
 class FakeTI:
     """The parts of a task instance the chain operators use: try number and XCom pushes."""

@@ -52,43 +52,131 @@ def test_a_valid_chain_parses():
 @pytest.mark.parametrize(
     ("body", "chain_kwargs", "field", "detail"),
     [
-        pytest.param(stages({"name": "extract", **OK}, {"name": "load", "image": "Acme/Load::1", "cmds": ["x"]}),
-                     {}, "stages[1].image", "Acme/Load::1", id="bad-image"),
-        pytest.param(stages({"name": "extract", **OK}, {"name": "load", "image": "acme/load:1 ", "cmds": ["x"]}),
-                     {}, "stages[1].image", "whitespace", id="image-with-space"),
-        pytest.param(stages({"name": "extract", **OK}, {"name": "extract", **OK}),
-                     {}, "stages[1].name", "duplicate stage name 'extract'", id="duplicate-stage"),
-        pytest.param(stages({"name": "extract", "image": "busybox:1.36", "cmds": []}),
-                     {}, "stages[0].cmds", "is empty", id="empty-command"),
-        pytest.param(stages({"name": "extract", **OK}), {"namespace": None}, "namespace", "is required",
-                     id="namespace-missing"),
-        pytest.param(stages({"name": "extract", **OK}), {"namespace": ""}, "namespace", "is required",
-                     id="namespace-empty"),
-        pytest.param(stages({"name": "extract", **OK}), {"namespace": "Data_NS"}, "namespace", "Data_NS",
-                     id="namespace-invalid"),
-        pytest.param(stages({"name": "extract", **OK, "env": {"1BAD": "x"}}),
-                     {}, "stages[0].env['1BAD']", "not a shell variable name", id="bad-env-name"),
-        pytest.param(stages({"name": "extract", **OK, "env": {"MY-VAR": "x"}}),
-                     {}, "stages[0].env['MY-VAR']", "not a shell variable name", id="env-name-with-dash"),
-        pytest.param(stages({"name": "extract", **OK, "env": {"CHAIN_SCRATCH": "/tmp"}}),
-                     {}, "stages[0].env['CHAIN_SCRATCH']", "reserved", id="reserved-env-name"),
-        pytest.param(stages({"name": "extract", **OK, "resources": {"limits": {"memory": "lots"}}}),
-                     {}, "stages[0].resources.limits['memory']", "not a Kubernetes quantity",
-                     id="bad-quantity"),
-        pytest.param(stages({"name": "extract", **OK},
-                            {"name": "load", **OK, "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
-                     {}, "stages[1].resources.requests['cpu']", "exceeds the limit", id="request-over-limit"),
-        pytest.param(stages({"name": "Extract", **OK}), {}, "stages[0].name", "lowercase", id="bad-stage-name"),
-        pytest.param(stages({"name": "extract", **OK}), {"scratch_size_limit": "1 GB"}, "scratch_size_limit",
-                     "not a Kubernetes quantity", id="bad-scratch-size"),
-        pytest.param(stages({"name": "extract", **OK}), {"on_prewarm_unavailable": "ignore"},
-                     "on_prewarm_unavailable", "'fail' or 'skip'", id="bad-prewarm-choice"),
-        pytest.param(stages({"name": "extract", **OK}), {"swap_timeout": 0}, "swap_timeout", "positive",
-                     id="zero-swap-timeout"),
-        pytest.param(stages({"name": "extract", **OK}), {"labels": {"team": "data science"}}, "labels['team']",
-                     "not a valid label value", id="bad-label"),
-        pytest.param(stages({"name": "extract", **OK, "image_pull_policy": "Sometimes"}), {},
-                     "stages[0].image_pull_policy", "Always, IfNotPresent, Never", id="bad-pull-policy"),
+        pytest.param(
+            stages({"name": "extract", **OK}, {"name": "load", "image": "Acme/Load::1", "cmds": ["x"]}),
+            {},
+            "stages[1].image",
+            "Acme/Load::1",
+            id="bad-image",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}, {"name": "load", "image": "acme/load:1 ", "cmds": ["x"]}),
+            {},
+            "stages[1].image",
+            "whitespace",
+            id="image-with-space",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}, {"name": "extract", **OK}),
+            {},
+            "stages[1].name",
+            "duplicate stage name 'extract'",
+            id="duplicate-stage",
+        ),
+        pytest.param(
+            stages({"name": "extract", "image": "busybox:1.36", "cmds": []}),
+            {},
+            "stages[0].cmds",
+            "is empty",
+            id="empty-command",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"namespace": None},
+            "namespace",
+            "is required",
+            id="namespace-missing",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"namespace": ""},
+            "namespace",
+            "is required",
+            id="namespace-empty",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"namespace": "Data_NS"},
+            "namespace",
+            "Data_NS",
+            id="namespace-invalid",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK, "env": {"1BAD": "x"}}),
+            {},
+            "stages[0].env['1BAD']",
+            "not a shell variable name",
+            id="bad-env-name",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK, "env": {"MY-VAR": "x"}}),
+            {},
+            "stages[0].env['MY-VAR']",
+            "not a shell variable name",
+            id="env-name-with-dash",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK, "env": {"CHAIN_SCRATCH": "/tmp"}}),
+            {},
+            "stages[0].env['CHAIN_SCRATCH']",
+            "reserved",
+            id="reserved-env-name",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK, "resources": {"limits": {"memory": "lots"}}}),
+            {},
+            "stages[0].resources.limits['memory']",
+            "not a Kubernetes quantity",
+            id="bad-quantity",
+        ),
+        pytest.param(
+            stages(
+                {"name": "extract", **OK},
+                {"name": "load", **OK, "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
+            ),
+            {},
+            "stages[1].resources.requests['cpu']",
+            "exceeds the limit",
+            id="request-over-limit",
+        ),
+        pytest.param(
+            stages({"name": "Extract", **OK}), {}, "stages[0].name", "lowercase", id="bad-stage-name"
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"scratch_size_limit": "1 GB"},
+            "scratch_size_limit",
+            "not a Kubernetes quantity",
+            id="bad-scratch-size",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"on_prewarm_unavailable": "ignore"},
+            "on_prewarm_unavailable",
+            "'fail' or 'skip'",
+            id="bad-prewarm-choice",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"swap_timeout": 0},
+            "swap_timeout",
+            "positive",
+            id="zero-swap-timeout",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
+            {"labels": {"team": "data science"}},
+            "labels['team']",
+            "not a valid label value",
+            id="bad-label",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK, "image_pull_policy": "Sometimes"}),
+            {},
+            "stages[0].image_pull_policy",
+            "Always, IfNotPresent, Never",
+            id="bad-pull-policy",
+        ),
     ],
 )
 def test_invalid_definition_fails_at_parse_naming_the_field(body, chain_kwargs, field, detail):
@@ -121,8 +209,14 @@ def test_stage_outside_the_with_block_fails():
     ],
 )
 def test_a_stage_operator_used_directly_fails_at_parse(kwargs, field):
-    args = {"task_id": "extract", "chain_name": "etl", "namespace": "data", "stage_name": "extract", **OK,
-            **kwargs}
+    args = {
+        "task_id": "extract",
+        "chain_name": "etl",
+        "namespace": "data",
+        "stage_name": "extract",
+        **OK,
+        **kwargs,
+    }
     with DAG("direct", schedule=None, start_date=START), pytest.raises(ChainConfigError) as err:
         KruiseChainOperator(**args)
     assert err.value.field == field
@@ -130,8 +224,14 @@ def test_a_stage_operator_used_directly_fails_at_parse(kwargs, field):
 
 def test_a_templated_stage_is_checked_when_rendered():
     with DAG("templated", schedule=None, start_date=START):
-        op = KruiseChainOperator(task_id="extract", chain_name="etl", namespace="data", stage_name="extract",
-                                 image="{{ params.image }}", cmds=["run"])
+        op = KruiseChainOperator(
+            task_id="extract",
+            chain_name="etl",
+            namespace="data",
+            stage_name="extract",
+            image="{{ params.image }}",
+            cmds=["run"],
+        )
     op.image = "Not An Image"  # what rendering would set
     with pytest.raises(ChainConfigError) as err:
         op.stage_spec()
@@ -141,13 +241,23 @@ def test_a_templated_stage_is_checked_when_rendered():
 @pytest.mark.parametrize(
     ("make", "field"),
     [
-        (lambda: HotSwapSensor(task_id="w", chain_name="etl", namespace="data", stage="load",
-                               target_state="done"), "target_state"),
+        (
+            lambda: HotSwapSensor(
+                task_id="w", chain_name="etl", namespace="data", stage="load", target_state="done"
+            ),
+            "target_state",
+        ),
         (lambda: HotSwapSensor(task_id="w", chain_name="etl", namespace="data", stage=""), "stage"),
-        (lambda: ChainPrewarmOperator(task_id="p", chain_name="etl", namespace="data", images=["a b"]),
-         "images[0]"),
-        (lambda: ChainPrewarmOperator(task_id="p", chain_name="etl", namespace="data", on_unavailable="no"),
-         "on_unavailable"),
+        (
+            lambda: ChainPrewarmOperator(task_id="p", chain_name="etl", namespace="data", images=["a b"]),
+            "images[0]",
+        ),
+        (
+            lambda: ChainPrewarmOperator(
+                task_id="p", chain_name="etl", namespace="data", on_unavailable="no"
+            ),
+            "on_unavailable",
+        ),
     ],
 )
 def test_sensor_and_prewarm_arguments_fail_at_parse(make, field):
@@ -157,25 +267,63 @@ def test_sensor_and_prewarm_arguments_fail_at_parse(make, field):
 
 
 INVALID_CHAINS = [
-    pytest.param({"name": "etl", "namespace": "default", "stages": [
-        {"name": "extract", **OK}, {"name": "load", "image": "bad image", "cmds": ["x"]}]},
-        "stages[1].image", id="bad-image"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [
-        {"name": "extract", **OK}, {"name": "extract", **OK}]}, "stages[1].name", id="duplicate-stage"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [
-        {"name": "extract", "image": "busybox:1.36", "cmds": []}]}, "stages[0].cmds", id="empty-command"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [
-        {"name": "extract", **OK, "env": {"A B": "1"}}]}, "stages[0].env['A B']", id="bad-env"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [
-        {"name": "extract", **OK, "resources": {"requests": {"memory": "12 Mi"}}}]},
-        "stages[0].resources.requests['memory']", id="bad-quantity"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [{"name": "extract", **OK, "imag": "x"}]},
-                 "stages[0].imag", id="unknown-stage-field"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [{"name": "extract", "cmds": ["x"]}]},
-                 "stages[0].image", id="missing-image"),
+    pytest.param(
+        {
+            "name": "etl",
+            "namespace": "default",
+            "stages": [{"name": "extract", **OK}, {"name": "load", "image": "bad image", "cmds": ["x"]}],
+        },
+        "stages[1].image",
+        id="bad-image",
+    ),
+    pytest.param(
+        {
+            "name": "etl",
+            "namespace": "default",
+            "stages": [{"name": "extract", **OK}, {"name": "extract", **OK}],
+        },
+        "stages[1].name",
+        id="duplicate-stage",
+    ),
+    pytest.param(
+        {
+            "name": "etl",
+            "namespace": "default",
+            "stages": [{"name": "extract", "image": "busybox:1.36", "cmds": []}],
+        },
+        "stages[0].cmds",
+        id="empty-command",
+    ),
+    pytest.param(
+        {"name": "etl", "namespace": "default", "stages": [{"name": "extract", **OK, "env": {"A B": "1"}}]},
+        "stages[0].env['A B']",
+        id="bad-env",
+    ),
+    pytest.param(
+        {
+            "name": "etl",
+            "namespace": "default",
+            "stages": [{"name": "extract", **OK, "resources": {"requests": {"memory": "12 Mi"}}}],
+        },
+        "stages[0].resources.requests['memory']",
+        id="bad-quantity",
+    ),
+    pytest.param(
+        {"name": "etl", "namespace": "default", "stages": [{"name": "extract", **OK, "imag": "x"}]},
+        "stages[0].imag",
+        id="unknown-stage-field",
+    ),
+    pytest.param(
+        {"name": "etl", "namespace": "default", "stages": [{"name": "extract", "cmds": ["x"]}]},
+        "stages[0].image",
+        id="missing-image",
+    ),
     pytest.param({"name": "etl", "stages": [{"name": "extract", **OK}]}, "namespace", id="missing-namespace"),
-    pytest.param({"name": "etl", "namespace": "default", "stages": [{"name": "extract", **OK}],
-                  "scratch_size": "1Gi"}, "scratch_size", id="unknown-chain-field"),
+    pytest.param(
+        {"name": "etl", "namespace": "default", "stages": [{"name": "extract", **OK}], "scratch_size": "1Gi"},
+        "scratch_size",
+        id="unknown-chain-field",
+    ),
 ]
 
 
@@ -191,8 +339,10 @@ def test_setup_operator_rejects_an_invalid_chain_dict_when_built(fresh_cluster, 
 def test_setup_operator_creates_nothing_for_an_invalid_chain_dict(fresh_cluster, chain, field):
     """Even when the dict only turns invalid at run time (templating, mutation), execute writes nothing."""
     with DAG("setup-invalid", schedule=None, start_date=START):
-        op = ChainSetupOperator(task_id="setup", chain={"name": "etl", "namespace": "default",
-                                                        "stages": [{"name": "extract", **OK}]})
+        op = ChainSetupOperator(
+            task_id="setup",
+            chain={"name": "etl", "namespace": "default", "stages": [{"name": "extract", **OK}]},
+        )
     op.chain = chain
     op.namespace = chain.get("namespace", "")
     with pytest.raises(ChainConfigError) as err:
@@ -203,8 +353,10 @@ def test_setup_operator_creates_nothing_for_an_invalid_chain_dict(fresh_cluster,
 
 def test_setup_operator_checks_a_templated_namespace_once_rendered(fresh_cluster):
     with DAG("setup-templated", schedule=None, start_date=START):
-        op = ChainSetupOperator(task_id="setup", chain={"name": "etl", "namespace": "{{ params.ns }}",
-                                                        "stages": [{"name": "extract", **OK}]})
+        op = ChainSetupOperator(
+            task_id="setup",
+            chain={"name": "etl", "namespace": "{{ params.ns }}", "stages": [{"name": "extract", **OK}]},
+        )
     op.namespace = "Team_Data"  # what rendering would set
     with pytest.raises(ChainConfigError, match=re.escape("namespace: 'Team_Data' is not a valid namespace")):
         op.execute(make_context("setup-templated", "manual__1"))

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): `python bench/pipelines.py`, `python bench/bench_emulator.py`."""

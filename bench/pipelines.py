@@ -1,0 +1,1012 @@
+"""Benchmark: the same N-stage pipeline run three ways on the local cluster, side by side.
+
+    python bench/pipelines.py            # full run: both profiles, N = 3, 10, 50, and 10 pipelines at once
+    python bench/pipelines.py --quick    # fast profile, N = 3 and 10, and 10 pipelines of N = 3 at once
+
+Modes (same stage program, same data, same stage images `ghcr.io/airflow-kruise-chain/bench-stage:<k>`):
+
+- `chain`: a `KruiseChain` (one persistent pod, in-place image swaps, ImagePullJob prewarm); data in the
+  chain's scratch `emptyDir`.
+- `kpo`: one `KubernetesPodOperator` (apache-airflow-providers-cncf-kubernetes, default settings) per stage,
+  one pod per stage. KPO users hand data over through a shared ReadWriteMany PVC; the local cluster has no
+  PVCs (and no pods/exec, so no XCom sidecar), so a `hostPath` folder mounted by every pod of the run
+  stands in for that PVC.
+- `all`: the seed design's baseline: ONE pod whose N containers (one per stage) all start at once and
+  share an `emptyDir`; container k polls (every 0.1 s) for stage k-1's done-file, then runs the stage.
+  Run as a single `KubernetesPodOperator` task with an N-container `full_pod_spec`.
+
+Every pipeline is an Airflow DAG run with `dag.test()` (the same Airflow overhead in every mode), each in
+its own subprocess with its own AIRFLOW_HOME/SQLite; the local cluster runs in this process and serves
+them over HTTP. "10 at once" starts 10 such subprocesses against one cluster, released together.
+
+What is measured, the same way in every mode:
+- wall: the `dag.test()` call (setup, prewarm and teardown included; Python start-up and DAG parsing not).
+- overhead per stage: stage k+1's program start minus stage k's program end, from the timestamps the stage
+  program prints (`date +%s.%N`) at its start and end, read afterwards from the containers' CRI log files
+  on the node (as a node log collector reads /var/log/pods): no API requests.
+- peak memory: the metrics API (`/apis/metrics.k8s.io/v1beta1/pods`, real RSS of the containers'
+  processes) sampled every 0.1 s; the peak of the sum over every container of every pod of the run. Per
+  stage: the peak of the stage's own container while the stage ran.
+- API requests: every request the DAG runs made (the benchmark's own sampling is excluded), by kind.
+- pods created: 201 answers to pod creations.
+Results go to bench/results/pipelines.{md,json} (quick: pipelines-quick.{md,json}).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import itertools
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RESULTS = HERE / "results"
+IMAGE = "ghcr.io/airflow-kruise-chain/bench-stage:{k}"
+RECORDS = 20000
+PAUSE = 0.2
+MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
+POLL = 0.1  # all-at-once: how often a waiting container looks for its predecessor's done-file
+SAMPLE = 0.1  # metrics API sampling period
+GRACE_WAIT = 25.0  # a gap this long is a kill that waited out the 30 s termination grace period (see README)
+UA = "kruise-chain-bench"
+MODES = ("chain", "kpo", "all")
+MODE_NAMES = {"chain": "chain", "kpo": "KPO, pod per task", "all": "all at once"}
+
+# The stage program (POSIX sh + awk), identical in every mode. Arguments: stage number, data folder, MiB
+# to hold, records, seconds to pause, pipeline id. Stage 1 generates the records; stage k reads stage k-1's
+# file, transforms every record and writes its own; it prints its start and end time (ns) and a checksum.
+STAGE_SCRIPT = r"""k=$1 dir=$2 mb=$3 records=$4 pause=$5 id=$6
+echo "BENCH start id=$id stage=$k pod=$HOSTNAME t=$(date +%s.%N)"
+if [ "$k" -eq 1 ]; then in=/dev/null; else in=$dir/stage-$((k - 1)).dat; fi
+awk -v k="$k" -v mb="$mb" -v n="$records" -v pause="$pause" '
+BEGIN { pad = "x"; while (length(pad) < mb * 1048576) pad = pad pad
+        if (k == 1) for (i = 1; i <= n; i++) print i, (i * 7919) % 1000003 }
+k > 1 { print $1, ($2 * 31 + k) % 1000003 }
+END { system("sleep " pause) }' "$in" >"$dir/stage-$k.tmp" || exit 1
+mv "$dir/stage-$k.tmp" "$dir/stage-$k.dat"
+sum=$(cksum <"$dir/stage-$k.dat")
+: >"$dir/stage-$k.done"
+echo "BENCH end id=$id stage=$k t=$(date +%s.%N) cksum=${sum%% *}"
+"""
+# all-at-once: the container starts with the pod and waits for its predecessor before the same program
+WAIT_SCRIPT = (
+    'if [ "$1" -gt 1 ]; then while [ ! -e "$2/stage-$(($1 - 1)).done" ]; do sleep '
+    + str(POLL)
+    + "; done; fi\n"
+)
+
+
+def image(k: int) -> str:
+    return IMAGE.format(k=k)
+
+
+def stage_args(k: int, data: str, pipeline: str) -> list[str]:
+    return ["stage", str(k), data, str(MEMORY_MB[k % 3]), str(RECORDS), str(PAUSE), pipeline]
+
+
+# -- the DAGs ------------------------------------------------------------------------------------------
+def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = "") -> Any:
+    """The benchmark pipeline as an Airflow DAG (imported by the generated DAG file of each run)."""
+    import pendulum
+    from airflow.sdk import DAG
+
+    dag_id = "bench_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline)
+    with DAG(dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False) as dag:
+        if mode == "chain":
+            from airflow_kruise_chain.chain import KruiseChain
+
+            with KruiseChain("bench", namespace=namespace, prewarm=True) as chain:
+                previous = None
+                for k in range(1, n + 1):
+                    task = chain.stage(
+                        f"s{k:02d}",
+                        image=image(k),
+                        cmds=["/bin/sh", "-c", STAGE_SCRIPT, *stage_args(k, "/scratch", pipeline)],
+                    )
+                    if previous is not None:
+                        previous >> task
+                    previous = task
+        elif mode == "kpo":
+            from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+            from kubernetes.client import models as k8s
+
+            volume = k8s.V1Volume(
+                name="data", host_path=k8s.V1HostPathVolumeSource(path=data_dir, type="Directory")
+            )
+            mount = k8s.V1VolumeMount(name="data", mount_path="/data")
+            previous = None
+            for k in range(1, n + 1):
+                task = KubernetesPodOperator(
+                    task_id=f"s{k:02d}",
+                    name=f"s{k:02d}",
+                    namespace=namespace,
+                    image=image(k),
+                    cmds=["/bin/sh", "-c"],
+                    arguments=[STAGE_SCRIPT, *stage_args(k, "/data", pipeline)],
+                    volumes=[volume],
+                    volume_mounts=[mount],
+                )
+                if previous is not None:
+                    previous >> task
+                previous = task
+        elif mode == "all":
+            from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+            from kubernetes.client import models as k8s
+
+            mount = k8s.V1VolumeMount(name="data", mount_path="/data")
+            argv = [
+                ["/bin/sh", "-c", WAIT_SCRIPT + STAGE_SCRIPT, *stage_args(k, "/data", pipeline)]
+                for k in range(1, n + 1)
+            ]
+            containers = [
+                k8s.V1Container(
+                    name=f"stage-{k:02d}", image=image(k), command=argv[k - 1], volume_mounts=[mount]
+                )
+                for k in range(1, n + 1)
+            ]
+            pod = k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(),
+                spec=k8s.V1PodSpec(
+                    containers=containers,
+                    restart_policy="Never",
+                    volumes=[k8s.V1Volume(name="data", empty_dir=k8s.V1EmptyDirVolumeSource())],
+                ),
+            )
+            KubernetesPodOperator(
+                task_id="all",
+                name="all-at-once",
+                namespace=namespace,
+                image=image(1),
+                cmds=argv[0],
+                base_container_name="stage-01",
+                container_logs=True,
+                full_pod_spec=pod,
+            )
+        else:
+            raise ValueError(f"unknown mode {mode!r}")
+    return dag
+
+
+def build_warmup_dag() -> Any:
+    """A one-task DAG each DAG process runs first, so that dag.test()'s one-time start-up (the in-process
+    Execution API) is not counted in the pipeline's wall time."""
+    import pendulum
+    from airflow.sdk import DAG, task
+
+    with DAG(
+        "bench_warmup", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False
+    ) as dag:
+
+        @task
+        def nothing() -> None:
+            return None
+
+        nothing()
+    return dag
+
+
+def expected_checksum(n: int) -> str:
+    """cksum of the last stage's file, computed here without the cluster."""
+    values = [(i, (i * 7919) % 1000003) for i in range(1, RECORDS + 1)]
+    for k in range(2, n + 1):
+        values = [(i, (v * 31 + k) % 1000003) for i, v in values]
+    text = "".join(f"{i} {v}\n" for i, v in values).encode()
+    return subprocess.run(["cksum"], input=text, capture_output=True, check=True).stdout.split()[0].decode()
+
+
+# -- one DAG run (child process) -------------------------------------------------------------------------
+def worker(folder: str) -> None:
+    """A DAG process: warms dag.test() up once, then runs the DAG of each job file the benchmark drops in
+    `folder` (job-0.json, job-1.json, ...): loads it, says ready, waits for the go file, runs `dag.test()`."""
+    import importlib.util
+
+    here = Path(folder)
+    dags = here / "dags"
+
+    def load(path: Path, name: str) -> Any:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    warm = load(dags / "warmup.py", "bench_warmup").dag.test()
+    (dags / "warmup.py").unlink()
+    if str(warm.state) != "success":
+        raise RuntimeError(f"warm-up DAG run ended {warm.state}")
+    (here / "warm").touch()
+    seq = 0
+    while True:
+        job_file = here / f"job-{seq}.json"
+        while not job_file.exists():
+            time.sleep(0.02)
+        job = json.loads(job_file.read_text())
+        if job.get("stop"):
+            return
+        dag_file = dags / "job.py"
+        dag_file.write_text(job["dag_source"])
+        dag = load(dag_file, f"bench_job_{seq}").dag
+        Path(job["ready"]).touch()
+        go = Path(job["go"])
+        while not go.exists():
+            time.sleep(0.002)
+        t0 = time.time()
+        try:
+            run = dag.test()
+            t1 = time.time()
+            states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+            result = {"start": t0, "end": t1, "state": str(run.state), "tasks": states}
+        except Exception as e:  # reported by the benchmark; the worker lives on
+            result = {"start": t0, "end": time.time(), "state": f"error: {e!r}", "tasks": {}}
+        dag_file.unlink()
+        Path(job["result"]).write_text(json.dumps(result))
+        seq += 1
+
+
+class Workers:
+    """DAG processes, each with its own AIRFLOW_HOME (a copy of one migrated SQLite database); started as
+    needed and reused across scenarios (Python start-up and dag.test()'s first-use cost are paid once)."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.kubeconfig = work / "kubeconfig"  # rewritten for each scenario's cluster
+        self.template = work / "airflow-template"
+        self.template.mkdir(parents=True)
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            env=child_env(self.template, None),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.procs: list[dict[str, Any]] = []
+
+    def ensure(self, count: int) -> list[dict[str, Any]]:
+        for w in self.procs:
+            if w["proc"].poll() is not None:
+                raise RuntimeError(f"DAG process {w['dir'].name} died: {tail(w['dir'] / 'worker.log')}")
+        while len(self.procs) < count:
+            folder = self.work / f"worker-{len(self.procs)}"
+            (folder / "dags").mkdir(parents=True)
+            shutil.copy(self.template / "airflow.db", folder / "airflow.db")
+            (folder / "dags" / "warmup.py").write_text(DAG_HEADER + "dag = build_warmup_dag()\n")
+            log = open(folder / "worker.log", "wb")  # closed in stop()
+            proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--worker", str(folder)],
+                env=child_env(folder, self.kubeconfig),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(REPO),
+            )
+            self.procs.append({"dir": folder, "proc": proc, "log": log, "seq": 0})
+        deadline = time.time() + 600
+        for w in self.procs[:count]:
+            while not (w["dir"] / "warm").exists():
+                if w["proc"].poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"DAG process did not start: {tail(w['dir'] / 'worker.log')}")
+                time.sleep(0.05)
+        return self.procs[:count]
+
+    def submit(self, w: dict[str, Any], job: dict[str, Any]) -> None:
+        tmp = w["dir"] / "job.tmp"
+        tmp.write_text(json.dumps(job))
+        tmp.rename(w["dir"] / f"job-{w['seq']}.json")
+        w["seq"] += 1
+
+    def stop(self) -> None:
+        for w in self.procs:
+            if w["proc"].poll() is None:
+                self.submit(w, {"stop": True})
+        for w in self.procs:
+            try:
+                w["proc"].wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w["proc"].kill()
+                w["proc"].wait()
+            w["log"].close()
+
+
+DAG_HEADER = (
+    '"""airflow DAG of the pipelines benchmark (safe-mode discovery looks for both words)."""\n'
+    "from bench.pipelines import build_dag, build_warmup_dag  # noqa: F401\n\n"
+)
+
+
+# -- observing the cluster -------------------------------------------------------------------------------
+class Tap:
+    """Records every API request (the local cluster's request hook, which answers None: nothing changes)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[float, str, str, str, str]] = []
+
+    def __call__(self, request: Any) -> None:
+        self.records.append(
+            (
+                time.time(),
+                request.method,
+                request.path,
+                request.query_string,
+                request.headers.get("User-Agent", ""),
+            )
+        )
+        return None
+
+
+def classify(method: str, path: str, query: str) -> str:
+    """write / watch / log / list / get / discovery."""
+    if method != "GET":
+        return "write"
+    if re.search(r"(^|&)watch=(true|1)(&|$)", query, re.IGNORECASE) or "/watch/" in path:
+        return "watch"
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    else:
+        return "discovery"
+    if not rest:
+        return "discovery"
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    if rest[-1] == "log" and len(rest) == 3:
+        return "log"
+    return "list" if len(rest) == 1 else "get"
+
+
+class Sampler(threading.Thread):
+    """Samples the metrics API every SAMPLE seconds: {(namespace, pod, container): bytes} per tick."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(name="metrics-sampler", daemon=True)
+        host, port = url.removeprefix("http://").split(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        self.samples: list[tuple[float, dict[tuple[str, str, str], int]]] = []
+        self.list_404 = 0
+        self.stop = threading.Event()
+
+    def get(self, path: str) -> tuple[int, Any]:
+        self.conn.request("GET", path, headers={"User-Agent": UA + "-sampler"})
+        resp = self.conn.getresponse()
+        body = resp.read()
+        return resp.status, json.loads(body) if body else None
+
+    def tick(self) -> dict[tuple[str, str, str], int]:
+        status, body = self.get("/apis/metrics.k8s.io/v1beta1/pods")
+        items = body.get("items", []) if status == 200 else []
+        if status == 404:
+            # the emulator answers the whole list 404 when one pod has no kubelet worker (yet/any more);
+            # ask pod by pod instead
+            self.list_404 += 1
+            _, pods = self.get("/api/v1/pods")
+            items = []
+            for pod in (pods or {}).get("items", []):
+                meta = pod["metadata"]
+                code, one = self.get(
+                    f"/apis/metrics.k8s.io/v1beta1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+                )
+                if code == 200:
+                    items.append(one)
+        out = {}
+        for item in items:
+            meta = item["metadata"]
+            for c in item.get("containers", []):
+                out[(meta.get("namespace") or "", meta["name"], c["name"])] = parse_memory(
+                    c["usage"]["memory"]
+                )
+        return out
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = time.time()
+            try:
+                self.samples.append((t, self.tick()))
+            except (OSError, http.client.HTTPException, ValueError):
+                self.conn.close()
+            self.stop.wait(max(0.0, SAMPLE - (time.time() - t)))
+
+
+def parse_memory(text: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "k": 1000, "M": 10**6, "G": 10**9}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(float(text))
+
+
+LINE = re.compile(r"^(\S+) (stdout|stderr) [PF] BENCH (start|end) (.*)$")
+
+
+def read_timeline(cluster_root: Path) -> list[dict[str, Any]]:
+    """Every BENCH line of every container instance, from the node's CRI log files."""
+    events = []
+    for log in (cluster_root / "pods").glob("*/containers/*/*/0.log"):
+        container = log.parent.parent.name
+        for raw in log.read_text(errors="replace").splitlines():
+            m = LINE.match(raw)
+            if not m:
+                continue
+            fields = dict(kv.split("=", 1) for kv in m.group(4).split() if "=" in kv)
+            events.append({"kind": m.group(3), "container": container, "uid": log.parents[3].name, **fields})
+    return events
+
+
+# -- one scenario ----------------------------------------------------------------------------------------
+def child_env(home: Path, kubeconfig: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+    )
+    if kubeconfig is not None:
+        env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        )
+    return env
+
+
+def create_namespace(url: str, name: str) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    body = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    conn.request(
+        "POST",
+        "/api/v1/namespaces",
+        body=body,
+        headers={"Content-Type": "application/json", "User-Agent": UA},
+    )
+    resp = conn.getresponse()
+    resp.read()
+    conn.close()
+    if resp.status not in (200, 201, 409):
+        raise RuntimeError(f"creating namespace {name}: HTTP {resp.status}")
+
+
+def run_scenario(
+    profile: str, mode: str, n: int, copies: int, workers: Workers, work: Path, timeout: float
+) -> dict[str, Any]:
+    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+
+    procs = workers.ensure(copies)
+    root = work / f"{profile}-{mode}-n{n}-x{copies}"
+    root.mkdir(parents=True)
+    with LocalCluster(ClusterConfig(profile=profile, root=str(root / "cluster"))) as cluster:
+        cluster.write_kubeconfig(workers.kubeconfig)
+        tap = Tap()
+        cluster.fault = tap  # the request hook: records, never answers
+        jobs = []
+        for i, w in enumerate(procs):
+            pipeline = f"{profile}-{mode}-n{n}-{i}"
+            namespace = f"bench-{i}"
+            create_namespace(cluster.url, namespace)
+            data = root / "shared" / pipeline
+            data.mkdir(parents=True)
+            data.chmod(0o777)
+            job = {
+                "dag_source": DAG_HEADER
+                + f"dag = build_dag({mode!r}, {n}, {pipeline!r}, {namespace!r}, {str(data)!r})\n",
+                "ready": str(root / f"ready-{i}"),
+                "go": str(root / "go"),
+                "result": str(root / f"result-{i}.json"),
+            }
+            workers.submit(w, job)
+            jobs.append({"pipeline": pipeline, "namespace": namespace, "worker": w, **job})
+        deadline = time.time() + 120
+        while not all(Path(j["ready"]).exists() for j in jobs):
+            dead = [j for j in jobs if j["worker"]["proc"].poll() is not None]
+            if dead or time.time() > deadline:
+                raise RuntimeError(f"DAG process not ready: {tail(jobs[0]['worker']['dir'] / 'worker.log')}")
+            time.sleep(0.02)
+        sampler = Sampler(cluster.url)
+        sampler.start()
+        time.sleep(0.3)  # a baseline sample before anything starts
+        (root / "go").touch()
+        deadline = time.time() + timeout
+        while not all(Path(j["result"]).exists() for j in jobs):
+            dead = [j for j in jobs if j["worker"]["proc"].poll() is not None]
+            if dead or time.time() > deadline:
+                sampler.stop.set()
+                raise RuntimeError(
+                    ("a DAG process died" if dead else f"timeout ({timeout:.0f} s)")
+                    + f": {tail((dead or jobs)[0]['worker']['dir'] / 'worker.log')}"
+                )
+            time.sleep(0.05)
+        time.sleep(0.3)
+        sampler.stop.set()
+        sampler.join()
+        results = [
+            {
+                **json.loads(Path(j["result"]).read_text()),
+                "pipeline": j["pipeline"],
+                "namespace": j["namespace"],
+            }
+            for j in jobs
+        ]
+        timeline = read_timeline(root / "cluster")
+        pods_created = sum(
+            1 for m, p, code in cluster.audit if m == "POST" and p.endswith("/pods") and code == 201
+        )
+        requests = [(t, m, p, q) for t, m, p, q, ua in tap.records if not ua.startswith(UA)]
+        (root / "requests.log").write_text("".join(f"{t:.6f} {m} {p}?{q}\n" for t, m, p, q in requests))
+        cluster.fault = None
+    return analyse(profile, mode, n, copies, results, timeline, sampler, requests, pods_created)
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# -- analysis --------------------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+def starts_stage(mode: str, method: str, path: str, namespace: str) -> bool:
+    """Whether a request is the one that starts the next stage: the chain's pod patch, KPO's pod creation."""
+    if mode == "chain":
+        return method == "PATCH" and path.startswith(f"/api/v1/namespaces/{namespace}/pods/")
+    if mode == "kpo":
+        return method == "POST" and path == f"/api/v1/namespaces/{namespace}/pods"
+    return False
+
+
+def analyse(
+    profile: str,
+    mode: str,
+    n: int,
+    copies: int,
+    results: list[dict[str, Any]],
+    timeline: list[dict[str, Any]],
+    sampler: Sampler,
+    requests: list[tuple[float, str, str, str]],
+    pods_created: int,
+) -> dict[str, Any]:
+    expected = expected_checksum(n)
+    problems = []
+    by_pipeline: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    starts: Counter[tuple[str, int]] = Counter()
+    for e in timeline:
+        key = (e["id"], int(e["stage"]))
+        if e["kind"] == "start":
+            starts[key] += 1
+        stage = by_pipeline[e["id"]].setdefault(int(e["stage"]), {})
+        stage[e["kind"]] = float(e["t"])
+        stage["pod"], stage["container"] = stage.get("pod") or e.get("pod"), e["container"]
+        if e["kind"] == "end":
+            stage["cksum"] = e.get("cksum")
+    gaps: list[float] = []
+    split_client: list[float] = []
+    split_cluster: list[float] = []
+    startup: list[float] = []
+    per_pipeline = []
+    for r in results:
+        if r["state"] != "success":
+            problems.append(
+                f"{r['pipeline']}: DAG run {r['state']}: "
+                + ", ".join(f"{t}={s}" for t, s in r["tasks"].items() if s != "success")
+            )
+        stages = by_pipeline.get(r["pipeline"], {})
+        complete = all("start" in stages.get(k, {}) and "end" in stages.get(k, {}) for k in range(1, n + 1))
+        if not complete:
+            problems.append(f"{r['pipeline']}: only {len(stages)} of {n} stages recorded")
+            continue
+        reruns = sum(starts[(r["pipeline"], k)] - 1 for k in range(1, n + 1))
+        if reruns:
+            problems.append(f"{r['pipeline']}: {reruns} stage re-runs")
+        if stages[n].get("cksum") != expected:
+            problems.append(
+                f"{r['pipeline']}: final checksum {stages[n].get('cksum')} != expected {expected}"
+            )
+        pgaps = [stages[k + 1]["start"] - stages[k]["end"] for k in range(1, n)]
+        gaps += pgaps
+        for k in range(1, n):
+            trigger = next(
+                (
+                    t
+                    for t, m, p, _ in requests
+                    if stages[k]["end"] < t < stages[k + 1]["start"]
+                    and starts_stage(mode, m, p, r["namespace"])
+                ),
+                None,
+            )
+            if trigger is not None:
+                split_client.append(trigger - stages[k]["end"])
+                split_cluster.append(stages[k + 1]["start"] - trigger)
+        startup.append(stages[1]["start"] - r["start"])
+        per_pipeline.append(
+            {
+                "pipeline": r["pipeline"],
+                "wall_s": r["end"] - r["start"],
+                "first_stage_after_s": stages[1]["start"] - r["start"],
+                "after_last_stage_s": r["end"] - stages[n]["end"],
+                "stage_seconds": [stages[k]["end"] - stages[k]["start"] for k in range(1, n + 1)],
+                "gaps_s": pgaps,
+            }
+        )
+    # memory
+    totals = [sum(s.values()) for _, s in sampler.samples]
+    peak_total = max(totals, default=0)
+    ns_of = {r["pipeline"]: r["namespace"] for r in results}
+    per_ns_peak = {}
+    for r in results:
+        ns = r["namespace"]
+        per_ns_peak[ns] = max(
+            (sum(v for (sns, _, _), v in s.items() if sns == ns) for _, s in sampler.samples), default=0
+        )
+    stage_peaks: dict[str, list[int]] = {}
+    for pipeline, stages in by_pipeline.items():
+        ns = ns_of.get(pipeline)
+        peaks = []
+        for k in range(1, n + 1):
+            st = stages.get(k, {})
+            key = (ns, st.get("pod"), st.get("container"))
+            window = [
+                s.get(key, 0) for t, s in sampler.samples if st.get("start", 0) <= t <= st.get("end", 0)
+            ]
+            peaks.append(max(window, default=0))
+        stage_peaks[pipeline] = peaks
+    pair = max(
+        (max((p[k] + p[k + 1] for k in range(len(p) - 1)), default=0) for p in stage_peaks.values()),
+        default=0,
+    )
+    unsampled = sum(1 for p in stage_peaks.values() for v in p if v == 0)
+    # API requests
+    kinds = Counter(classify(m, p, q) for _, m, p, q in requests)
+    paths = Counter(
+        f"{m} {re.sub(r'/namespaces/[^/]+', '/namespaces/NS', p)}"
+        + (" (watch)" if classify(m, p, q) == "watch" else "")
+        for _, m, p, q in requests
+    )
+    stages_total = n * copies
+    walls = [r["end"] - r["start"] for r in results]
+    row = {
+        "profile": profile,
+        "mode": mode,
+        "stages": n,
+        "copies": copies,
+        "wall_s": max(r["end"] for r in results) - min(r["start"] for r in results) if results else None,
+        "wall_mean_s": statistics.fmean(walls) if walls else None,
+        "first_stage_after_s": statistics.fmean(startup) if startup else None,
+        "overhead_median_s": statistics.median(gaps) if gaps else None,
+        "overhead_p95_s": percentile(gaps, 95) if gaps else None,
+        "overhead_max_s": max(gaps) if gaps else None,
+        "overhead_grace_waits": sum(1 for g in gaps if g >= GRACE_WAIT),
+        "overhead_median_without_grace_waits_s": statistics.median([g for g in gaps if g < GRACE_WAIT])
+        if any(g < GRACE_WAIT for g in gaps)
+        else None,
+        "overhead_p95_without_grace_waits_s": percentile([g for g in gaps if g < GRACE_WAIT], 95),
+        "teardown_grace_waits": sum(1 for p in per_pipeline if p["after_last_stage_s"] >= GRACE_WAIT),
+        "overhead_to_request_median_s": statistics.median(split_client) if split_client else None,
+        "overhead_request_to_start_median_s": statistics.median(split_cluster) if split_cluster else None,
+        "peak_memory_mib": peak_total / 2**20,
+        "peak_memory_per_pipeline_mib": max(per_ns_peak.values(), default=0) / 2**20,
+        "two_largest_consecutive_stages_mib": pair / 2**20,
+        "stage_peaks_mib": {k: [round(v / 2**20, 2) for v in p] for k, p in stage_peaks.items()},
+        "stage_windows_unsampled": unsampled,
+        "metrics_samples": len(sampler.samples),
+        "metrics_list_404": sampler.list_404,
+        "api_requests": len(requests),
+        "api_requests_per_stage": len(requests) / stages_total,
+        "api_by_kind_per_stage": {k: v / stages_total for k, v in sorted(kinds.items())},
+        "api_by_path": dict(paths.most_common()),
+        "pods_created": pods_created,
+        "expected_checksum": expected,
+        "pipelines": per_pipeline,
+        "problems": problems,
+    }
+    return row
+
+
+# -- report ----------------------------------------------------------------------------------------------
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+COLUMNS = (
+    "profile", "mode", "N", "at once", "wall s", "1st stage after s", "overhead/stage s median (p95)",
+    "gaps ≥25 s: count, median (p95) without", "split s: end→request / request→start", "peak MiB",
+    "2 largest consec. stages MiB", "API req/stage", "get / list / watch / log / write per stage",
+    "pods", "ok",
+)  # fmt: skip
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        kinds = r["api_by_kind_per_stage"]
+        wall = fmt(r["wall_s"], 1)
+        peak = fmt(r["peak_memory_mib"], 1)
+        if r["copies"] > 1:
+            wall += f" ({fmt(r['wall_mean_s'], 1)} each)"
+            peak += f" ({fmt(r['peak_memory_per_pipeline_mib'], 1)} each)"
+        waits = str(r["overhead_grace_waits"])
+        if r["overhead_grace_waits"]:
+            waits += (
+                f", {fmt(r['overhead_median_without_grace_waits_s'], 3)}"
+                f" ({fmt(r['overhead_p95_without_grace_waits_s'], 3)})"
+            )
+        cells = [
+            r["profile"],
+            MODE_NAMES[r["mode"]],
+            str(r["stages"]),
+            str(r["copies"]),
+            wall,
+            fmt(r["first_stage_after_s"], 2),
+            f"{fmt(r['overhead_median_s'], 3)} ({fmt(r['overhead_p95_s'], 3)})",
+            waits,
+            f"{fmt(r['overhead_to_request_median_s'], 3)} / "
+            f"{fmt(r['overhead_request_to_start_median_s'], 3)}",
+            peak,
+            fmt(r["two_largest_consecutive_stages_mib"], 1),
+            fmt(r["api_requests_per_stage"], 1),
+            " / ".join(fmt(kinds.get(k, 0.0), 1) for k in ("get", "list", "watch", "log", "write")),
+            str(r["pods_created"]),
+            "yes" if not r["problems"] else "NO",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def targets(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per target: met or missed, with the measured figures."""
+    out = []
+
+    def find(profile: str, mode: str, n: int, copies: int = 1) -> dict[str, Any] | None:
+        return next(
+            (
+                r
+                for r in rows
+                if (r["profile"], r["mode"], r["stages"], r["copies"]) == (profile, mode, n, copies)
+            ),
+            None,
+        )
+
+    ns = sorted({r["stages"] for r in rows if r["copies"] == 1})
+
+    def without(r: dict[str, Any]) -> str:
+        if not r["overhead_grace_waits"]:
+            return ""
+        return (
+            f" [{r['overhead_grace_waits']} gap(s) waited out the 30 s grace period; without them "
+            f"{fmt(r['overhead_median_without_grace_waits_s'], 3)} s]"
+        )
+
+    # 1. chain overhead <= 1/3 of KPO's, fast profile
+    pairs = [(n, find("fast", "chain", n), find("fast", "kpo", n)) for n in ns]
+    pairs = [(n, c, k) for n, c, k in pairs if c and k and c["overhead_median_s"] and k["overhead_median_s"]]
+    if pairs:
+        ok = all(c["overhead_median_s"] <= k["overhead_median_s"] / 3 for _, c, k in pairs)
+        out.append(
+            ("MET" if ok else "MISSED")
+            + ": chain overhead per stage <= 1/3 of KPO's (fast, medians): "
+            + "; ".join(
+                f"N={n}: chain {c['overhead_median_s']:.3f} s vs KPO {k['overhead_median_s']:.3f} s "
+                f"({c['overhead_median_s'] / k['overhead_median_s']:.0%}){without(c)}"
+                for n, c, k in pairs
+            )
+        )
+    # 2. flat from N=3 to N=50
+    chain = [r for r in (find("fast", "chain", n) for n in ns) if r and r["overhead_median_s"] is not None]
+    if len(chain) >= 2:
+        lo = min(r["overhead_median_s"] for r in chain)
+        ok = max(r["overhead_median_s"] for r in chain) <= lo * 1.25 + 0.02
+        out.append(
+            ("MET" if ok else "MISSED") + " (flat: every median within 25 % + 20 ms of the smallest): "
+            "chain overhead per stage flat in N (fast): "
+            + ", ".join(f"N={r['stages']}: {r['overhead_median_s']:.3f} s{without(r)}" for r in chain)
+        )
+    # 3. peak memory of the chain <= two largest consecutive stages + 10 MB
+    mem = [r for r in rows if r["mode"] == "chain" and r["copies"] == 1]
+    if mem:
+        ok = all(
+            r["peak_memory_mib"] <= r["two_largest_consecutive_stages_mib"] + 10 * 10**6 / 2**20 for r in mem
+        )
+        out.append(
+            ("MET" if ok else "MISSED")
+            + ": chain peak memory <= two largest consecutive stages + 10 MB: "
+            + "; ".join(
+                f"{r['profile']} N={r['stages']}: {r['peak_memory_mib']:.1f} MiB vs "
+                f"{r['two_largest_consecutive_stages_mib']:.1f} + 9.5 MiB"
+                for r in mem
+            )
+        )
+    # 4. all-at-once grows with N
+    for profile in sorted({r["profile"] for r in rows}):
+        alls = [(n, find(profile, "all", n)) for n in ns]
+        alls = [(n, r["peak_memory_mib"]) for n, r in alls if r]
+        if len(alls) >= 2:
+            ok = all(b[1] > a[1] for a, b in itertools.pairwise(alls))
+            out.append(
+                ("MET" if ok else "MISSED")
+                + f": all-at-once peak memory grows with N ({profile}): "
+                + ", ".join(f"N={n}: {v:.1f} MiB" for n, v in alls)
+            )
+    # 5. API requests per stage bounded, watch-based
+    chains = [r for r in rows if r["mode"] == "chain"]
+    if chains:
+        per = [r["api_requests_per_stage"] for r in chains]
+        gets = [r["api_by_kind_per_stage"].get("get", 0) for r in chains]
+        watches = [r["api_by_kind_per_stage"].get("watch", 0) for r in chains]
+        ok = max(per) <= 15
+        out.append(
+            ("MET" if ok else "MISSED") + " (bound: 15 requests per stage): chain API requests per stage "
+            f"{min(per):.1f}-{max(per):.1f} (gets {min(gets):.1f}-{max(gets):.1f}, watches "
+            f"{min(watches):.1f}-{max(watches):.1f}), across every profile, N and 10 at once"
+        )
+    return out
+
+
+def machine() -> dict[str, Any]:
+    cpu, mem = "", ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+    from importlib.metadata import version
+
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu,
+        "memory": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "airflow": version("apache-airflow"),
+        "cncf_kubernetes": version("apache-airflow-providers-cncf-kubernetes"),
+    }
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
+    runs = []
+    for profile in args.profiles:
+        for n in args.stages:
+            for mode in args.modes:
+                runs.append((profile, mode, n, 1))
+        if args.copies > 1:
+            for mode in args.modes:
+                runs.append((profile, mode, args.copies_stages, args.copies))
+    return runs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fast profile, N = 3 and 10, 10 pipelines of N = 3")
+    ap.add_argument("--profiles", help="comma-separated (default fast,realistic; quick: fast)")
+    ap.add_argument("--stages", help="comma-separated N (default 3,10,50; quick: 3,10)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, from chain,kpo,all")
+    ap.add_argument(
+        "--copies", type=int, default=10, help="pipelines at once in the concurrency rows (1: none)"
+    )
+    ap.add_argument("--copies-stages", type=int, help="N of the concurrency rows (default 10; quick: 3)")
+    ap.add_argument("--timeout", type=float, default=2400, help="seconds allowed per scenario")
+    ap.add_argument(
+        "--out", help="file name stem under bench/results (default pipelines; quick: pipelines-quick)"
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, Airflow homes)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return 0
+    args.profiles = (args.profiles or ("fast" if args.quick else "fast,realistic")).split(",")
+    args.stages = [int(s) for s in (args.stages or ("3,10" if args.quick else "3,10,50")).split(",")]
+    args.modes = args.modes.split(",")
+    args.copies_stages = args.copies_stages or (3 if args.quick else 10)
+    stem = args.out or ("pipelines-quick" if args.quick else "pipelines")
+
+    info = machine()
+    print(
+        f"machine: {info['cpus']} CPUs, {info['cpu_model']}, {info['memory']}, Python {info['python']}, "
+        f"Airflow {info['airflow']}, cncf.kubernetes {info['cncf_kubernetes']}",
+        flush=True,
+    )
+    work = Path(tempfile.mkdtemp(prefix="bench-pipelines-"))
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    failures = []
+    workers = None
+    try:
+        workers = Workers(work)
+        print(f"airflow db migrate: {time.perf_counter() - t0:.1f} s", flush=True)
+        for profile, mode, n, copies in plan(args):
+            t = time.perf_counter()
+            print(f"{profile:9s} {MODE_NAMES[mode]:18s} N={n:<3d} x{copies:<3d} ...", end=" ", flush=True)
+            try:
+                row = run_scenario(profile, mode, n, copies, workers, work, args.timeout)
+            except Exception as e:  # one broken scenario must not lose the others
+                print(f"FAILED: {e}", flush=True)
+                failures.append(f"{profile} {mode} N={n} x{copies}: {e}")
+                continue
+            rows.append(row)
+            print(
+                f"{time.perf_counter() - t:5.1f} s: wall {fmt(row['wall_s'], 1)} s, overhead/stage "
+                f"{fmt(row['overhead_median_s'], 3)} s, peak {fmt(row['peak_memory_mib'], 1)} MiB, "
+                f"{fmt(row['api_requests_per_stage'], 1)} req/stage, {row['pods_created']} pods"
+                + (f"; PROBLEMS: {row['problems']}" if row["problems"] else ""),
+                flush=True,
+            )
+    finally:
+        if workers is not None:
+            workers.stop()
+        if args.keep:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    total = time.perf_counter() - t0
+    command = "python bench/pipelines.py" + "".join(f" {a}" for a in sys.argv[1:])
+    md = table(rows)
+    lines = targets(rows)
+    header = (
+        f"Pipelines benchmark: `{command}` on {info['cpus']} CPUs ({info['cpu_model']}), {info['memory']} "
+        f"RAM, Python {info['python']}, Airflow {info['airflow']}, "
+        f"cncf.kubernetes {info['cncf_kubernetes']}, {time.strftime('%Y-%m-%d')}; total {total:.0f} s.\n\n"
+    )
+    notes = (
+        f"\nStage program: {RECORDS} records, {PAUSE} s pause, holds {'/'.join(map(str, MEMORY_MB))} MiB "
+        f"(stage k: {MEMORY_MB[0]} if k%3=0, ...). Overhead per stage = stage k+1 start - stage k end "
+        "(stage program timestamps). 'at once' > 1: wall = first start to last end (mean per pipeline), "
+        "peak = all pods of all pipelines (largest single pipeline). ok = every DAG run succeeded, every "
+        "stage ran exactly once and the last stage's checksum equals the expected one.\n"
+    )
+    text = header + md + notes + "\n" + "\n".join(f"- {line}" for line in lines) + "\n"
+    if failures:
+        text += "\nFailed scenarios:\n" + "\n".join(f"- {f}" for f in failures) + "\n"
+    print()
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{stem}.md").write_text(text)
+    (RESULTS / f"{stem}.json").write_text(
+        json.dumps(
+            {
+                "command": command,
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "machine": info,
+                "total_s": total,
+                "targets": lines,
+                "failures": failures,
+                "results": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {RESULTS / (stem + '.md')} and {RESULTS / (stem + '.json')}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main())

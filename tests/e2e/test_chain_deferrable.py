@@ -1,0 +1,164 @@
+"""Deferrable mode in DAG runs: `KruiseChainOperator(deferrable=True)` and `HotSwapSensor(deferrable=True)`.
+
+Airflow 3.3's `dag.test()` runs a deferred task's trigger inline (`[DAG TEST] running trigger in line`), then
+resumes the task with the trigger's event, so these runs go through the triggerer path end to end.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from airflow_kruise_chain.local import resources as R
+from tests.e2e.conftest import xcoms
+from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_end_dates, task_states
+
+pytestmark = pytest.mark.slow
+
+PRODUCE = r"""
+echo "produce: writing 3 lines"
+for i in 1 2 3; do
+  echo "line-$i" >> "$CHAIN_SCRATCH/produced.txt"; echo "produce: wrote line-$i"; sleep 0.3
+done
+printf '{"lines": 3}' > "$CHAIN_OUTPUT"
+"""
+CONSUME = r"""
+echo "consume: read $(wc -l < "$CHAIN_SCRATCH/produced.txt") lines"
+printf '{"lines": %s}' "$(wc -l < "$CHAIN_SCRATCH/produced.txt")" > "$CHAIN_OUTPUT"
+"""
+
+
+def output(capfd, caplog) -> tuple[str, str]:
+    """(task logs, everything): tasks log through structlog to stdout; dag.test()'s own `[DAG TEST]` lines go
+    to stdout or, when Airflow was imported before pytest set up log capture, to the `logging` records."""
+    out = capfd.readouterr().out
+    return out, out + "\n" + caplog.text
+
+
+def after(text: str, first: str, then: str) -> bool:
+    """Whether `then` is logged after `first`."""
+    return first in text and then in text[text.index(first) :]
+
+
+def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd, caplog):
+    import pendulum
+    from airflow.sdk import DAG, task
+
+    from airflow_kruise_chain.chain import KruiseChain
+    from airflow_kruise_chain.sensors.hotswap import HotSwapSensor
+
+    with DAG("chain_deferrable", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, deferrable=True, **FAST_POD) as chain:
+            produce = chain.stage("produce", image="busybox:1.36", cmds=["/bin/sh", "-c", PRODUCE])
+            wait = HotSwapSensor(
+                task_id="wait",
+                chain_name="c",
+                namespace="default",
+                stage="produce",
+                deferrable=True,
+                poke_interval=1,
+                timeout=60,
+            )
+
+            @task
+            def check(result: dict) -> int:
+                assert result["exit_code"] == 0, result
+                return result["outputs"]["lines"]
+
+            checked = check(produce.output)
+            consume = chain.stage("consume", image="alpine:3.20", cmds=["/bin/sh", "-c", CONSUME])
+            produce >> wait >> checked >> consume
+    run = run_inline(dag)
+    out, everything = output(capfd, caplog)
+
+    assert str(run.state) == "success", out[-3000:]
+    assert {state for state, _, _ in task_states(run).values()} == {"success"}
+    results = xcoms(run)
+    assert results["c.check"] == 3
+    assert results["c.consume"]["outputs"] == {
+        "lines": 3
+    }  # consume read produce's file from the scratch volume
+
+    # the stage tasks deferred (the trigger ran inline), resumed, and re-attached to their stage (no second
+    # swap); the stage's own output is in the task log, logged by the resumed task after re-attaching
+    assert everything.count("[DAG TEST] running trigger in line") >= 2
+    assert out.count("::kruise-chain:: swap stage=produce") == 1
+    assert after(out, "::kruise-chain:: swap stage=produce", "reattaching to stage 'produce'")
+    for line in ("produce: writing 3 lines", "produce: wrote line-1", "produce: wrote line-3"):
+        assert after(out, "reattaching to stage 'produce'", line), line
+    assert results["c.produce"]["log_tail"][-1] == "produce: wrote line-3"
+    assert after(out, "reattaching to stage 'consume'", "consume: read 3 lines")
+
+
+def test_deferrable_sensor_waits_for_a_stage_run_elsewhere(e2e_cluster, capfd, caplog):
+    """The sensor runs while the stage is still going (started by another worker): it defers until it ends."""
+    import pendulum
+    from airflow.sdk import DAG, task
+
+    from airflow_kruise_chain.chain import KruiseChain
+    from airflow_kruise_chain.core import StageSpec
+    from airflow_kruise_chain.core.driver import StageDriver
+    from airflow_kruise_chain.hooks.kruise import KruiseHook
+    from airflow_kruise_chain.sensors.hotswap import HotSwapSensor
+
+    cluster = e2e_cluster
+    slow = StageSpec("slow", "busybox:1.36", ["/bin/sh", "-c", "echo slow starts; sleep 4; echo slow ends"])
+    with DAG("chain_sensor_waits", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+            noop = chain.stage("noop", image="busybox:1.36", cmds=["true"])
+            wait = HotSwapSensor(
+                task_id="wait",
+                chain_name="c",
+                namespace="default",
+                stage="slow",
+                deferrable=True,
+                poke_interval=1,
+                timeout=60,
+            )
+
+            @task
+            def after() -> str:
+                return "after ran"
+
+            noop >> wait >> after()
+
+    history = pod_events(cluster)
+    other: dict = {}
+
+    def other_worker() -> None:
+        """Swaps `slow` in once `noop` has been swapped in (so just before the sensor runs), like a task of
+        another worker would."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pods = [
+                o
+                for k, r, o in list(history)
+                if r is R.PODS
+                and k == "MODIFIED"
+                and "airflow-kruise-chain/stage.noop" in (o["metadata"].get("annotations") or {})
+            ]
+            if pods:
+                driver = StageDriver(KruiseHook(conn_id=None), pods[0]["metadata"]["name"], "default")
+                other["result"] = driver.run(slow, try_number=1)
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=other_worker, daemon=True)
+    thread.start()
+    run = run_inline(dag)
+    thread.join(timeout=30)
+    out, everything = output(capfd, caplog)
+
+    assert str(run.state) == "success", out[-3000:]
+    assert other["result"].exit_code == 0
+    # the sensor found `slow` still going, deferred (its trigger ran inline) and succeeded once it ended
+    assert re.search(r"stage slow is (swapping|running) \(waiting for finished\)", out)
+    assert "[DAG TEST] running trigger in line" in everything
+    assert "stage slow reached finished" in out
+    assert xcoms(run)["c.after"] == "after ran"
+    assert (
+        task_end_dates(run)["c.wait"] >= other["result"].finished_at
+    )  # it succeeded only once the stage ended
