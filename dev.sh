@@ -49,8 +49,8 @@ example)
 test)
 	setup
 	shift
-	ruff check .
-	ruff format --check .
+	ruff check airflow_kruise_chain tests bench example_dags
+	ruff format --check airflow_kruise_chain tests bench example_dags
 	exec python -m pytest -q "$@"
 	;;
 bench)

@@ -15,9 +15,11 @@ Modes (same stage program, same data, same stage images `ghcr.io/airflow-kruise-
   share an `emptyDir`; container k polls (every 0.1 s) for stage k-1's done-file, then runs the stage.
   Run as a single `KubernetesPodOperator` task with an N-container `full_pod_spec`.
 
-Every pipeline is an Airflow DAG run with `dag.test()` (the same Airflow overhead in every mode), each in
-its own subprocess with its own AIRFLOW_HOME/SQLite; the local cluster runs in this process and serves
-them over HTTP. "10 at once" starts 10 such subprocesses against one cluster, released together.
+Every pipeline is an Airflow DAG run with `dag.test()` (the same Airflow overhead in every mode) in a DAG
+process of its own (own AIRFLOW_HOME/SQLite, warmed up with one throw-away DAG run, reused across scenarios);
+a fresh local cluster per scenario runs in this process and serves them over HTTP. "10 at once" runs 10 DAG
+processes against one cluster, released together. API requests are recorded through the cluster's request
+hook (`cluster.fault`), which only observes (it answers None).
 
 What is measured, the same way in every mode:
 - wall: the `dag.test()` call (setup, prewarm and teardown included; Python start-up and DAG parsing not).

@@ -24,8 +24,12 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ["AIRFLOW_HOME"] = str(home)
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "example_dags")
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL,
-                   env=os.environ.copy())
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
     return home
 
 
@@ -35,7 +39,8 @@ def e2e_cluster(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
     with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "cluster"))) as cluster:
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        )
         yield cluster
         os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
 

@@ -1,4 +1,4 @@
-"""Least privilege: the example DAG runs with exactly deploy/role.yaml, and a missing verb is reported by name."""
+"""Least privilege: the example DAG runs with exactly deploy/role.yaml; a missing verb is named."""
 
 from __future__ import annotations
 
@@ -51,8 +51,14 @@ def test_missing_verb_message_names_verb_and_resource(e2e_cluster, tmp_path):
     role["rules"][0]["verbs"].remove("patch")
     use_token(e2e_cluster, tmp_path, role)
     hook = KruiseHook(conn_id=None, config_file=str(tmp_path / "kubeconfig-sa"))
-    hook.create("Pod", {"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "c", "image": "busybox:1.36", "command": ["sleep", "30"]}]}}, "default")
+    hook.create(
+        "Pod",
+        {
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "30"]}]},
+        },
+        "default",
+    )
     with pytest.raises(KruiseApiError) as err:
         hook.patch_pod("p", "default", {"metadata": {"labels": {"a": "b"}}})
     assert err.value.status == 403

@@ -9,8 +9,12 @@ from kubernetes import client, config
 
 
 def cli(home, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_kruise_chain.local", "--home", str(home), *args],
-                          capture_output=True, text=True, timeout=90)
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_kruise_chain.local", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def test_up_status_down(tmp_path):
