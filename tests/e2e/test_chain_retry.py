@@ -47,7 +47,6 @@ def test_a_retry_reruns_the_stage_in_place_as_a_new_generation(e2e_cluster, capf
             prepare >> flaky
     run = run_inline(dag)
     out = capfd.readouterr().out
-    open("/tmp/retry_out.txt", "w").write(out)
 
     assert str(run.state) == "success", out[-3000:]
     states = task_states(run)
