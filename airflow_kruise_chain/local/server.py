@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import logging
 import re
@@ -20,7 +19,7 @@ from .errors import ApiError
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
 from .resources import Resource
 from .selectors import FieldSelector, LabelSelector
-from .store import Obj
+from .store import Obj, deep_copy
 
 if TYPE_CHECKING:
     from .cluster import LocalCluster
@@ -459,7 +458,7 @@ class ApiServer:
                 if item is None:
                     break
                 kind, obj = item
-                event = {"type": kind, "object": self._out(copy.deepcopy(obj), res, version)}
+                event = {"type": kind, "object": self._out(deep_copy(obj), res, version)}
                 await resp.write(json.dumps(event).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -616,14 +615,14 @@ class ApiServer:
     ) -> web.Response:
         dry_run = _dry_run(request, "UpdateOptions" if request.method == "PUT" else "PatchOptions")
         old = self.store.get(res, ns, name)
-        new = change(copy.deepcopy(old))
+        new = change(deep_copy(old))
         if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
             raise ApiError(400, f"the result is not a valid {res.kind} object")
         new["metadata"]["name"], new["apiVersion"], new["kind"] = name, old["apiVersion"], old["kind"]
         if res.namespaced:
             new["metadata"]["namespace"] = ns
         if sub == "status":  # only status is taken from a status write
-            kept = copy.deepcopy(old)
+            kept = deep_copy(old)
             kept["status"] = new.get("status")
             kept["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
             new = kept
@@ -635,7 +634,7 @@ class ApiServer:
         else:
             if "status" in old or "status" in new:  # the main resource ignores status changes
                 if res.subresources and "status" in res.subresources:
-                    new["status"] = copy.deepcopy(old.get("status"))
+                    new["status"] = deep_copy(old.get("status"))
             self.cluster.admission.on_update(res, old, new)
         if dry_run:  # checked as a real update is, but not stored
             sent = new["metadata"].get("resourceVersion")
