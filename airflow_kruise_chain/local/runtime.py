@@ -56,6 +56,7 @@ FALLBACK_LOG_BYTES = 2048  # ... limited to 2048 bytes
 MEMORY_POLL_SECONDS = 0.1
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PIPE_DRAIN_SECONDS = 2.0
+MAIN_PROCESS_WAIT_SECONDS = 10.0  # bound on the sandbox set-up (mounts) before the main process is forked
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -585,7 +586,7 @@ class ContainerRuntime:
         else:
             if not self._nsenter:
                 raise RuntimeUnavailable("`nsenter` (util-linux) is needed to exec into local containers")
-            pid = target._main_pid() or target._init_pid()
+            pid = target._main_pid()
             if pid is None or target.finished_at is not None:
                 return -1, "container is not running"
             cmd = [self._nsenter, "-t", str(pid)]
@@ -704,6 +705,8 @@ class RunningContainer:
         self._loop = loop
         self._done = loop.create_task(self._run(transport, proto, writer))
         self._ensure_monitor()
+        if self._sandbox != "none":
+            await self._await_main()
 
     async def _run(
         self, transport: asyncio.SubprocessTransport, proto: _Protocol, writer: _CriLogWriter
@@ -747,15 +750,22 @@ class RunningContainer:
         return self._init
 
     def _main_pid(self) -> int | None:
-        """Host pid of the container's main process (pid 2 of its pid namespace), once it exists."""
+        """Host pid of the container's main process, once it exists: the first process the namespace's pid 1
+        forked (pid 2 unless something else joined the namespace first; orphans adopted later come after)."""
         if self._main is None and self.finished_at is None:
             init = self._init_pid()
             if init is not None:
-                for c in _children(init):
-                    if _ns_pid(c) == 2:
-                        self._main = c
-                        break
+                ranked = sorted((ns, c) for c in _children(init) if (ns := _ns_pid(c)) is not None)
+                if ranked:
+                    self._main = ranked[0][1]
         return self._main
+
+    async def _await_main(self) -> None:
+        """Wait until the main process exists, as a runtime's StartContainer returns only once it does:
+        nothing (an exec probe, a signal) may enter the namespace before it."""
+        deadline = time.monotonic() + MAIN_PROCESS_WAIT_SECONDS
+        while self._main_pid() is None and self.finished_at is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
 
     def _tree(self) -> list[int]:
         """Host pids of the container's processes (everything under the namespace's pid 1, not pid 1)."""

@@ -418,3 +418,18 @@ def _cmdline(pid: int) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+@pytest.mark.asyncio
+async def test_exec_right_after_start_does_not_steal_main_pid(
+    any_runtime: ContainerRuntime, tmp_path: Path
+) -> None:
+    """An exec (readiness probe) issued the moment start() returns must not take the main process's place:
+    SIGTERM still reaches the main process, whose trap runs (exit 7), instead of a SIGKILL after the grace."""
+    script = 'trap "exit 7" TERM; echo ready; while :; do sleep 0.05; done'
+    for i in range(6):
+        c = await any_runtime.start(make_launch(tmp_path, sh(script), name=f"c{i}"))
+        probe = asyncio.ensure_future(any_runtime.exec(c, sh("sleep 0.3"), 5))
+        await wait_for_log(c, "ready")
+        assert await c.stop(grace_seconds=3) == 7, f"container {i}: SIGTERM did not reach the main process"
+        await probe
