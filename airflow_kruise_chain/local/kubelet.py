@@ -596,10 +596,13 @@ class PodWorker:
                     self.mark_dirty()
             await asyncio.sleep(period)
 
-    async def exited(self, st: ContainerState, code: int) -> None:
+    async def exited(self, st: ContainerState, code: int, *, relist: bool = True) -> None:
+        """Record the instance's exit. `relist`: the kubelet learns of it through its PLEG relist (the
+        profile's exit-detection delay); not when the kubelet stopped the container itself."""
         inst = st.current
         assert inst is not None and inst.proc is not None
-        await asyncio.sleep(self.cluster.profile.exit_detection)
+        if relist:
+            await asyncio.sleep(self.cluster.profile.exit_detection)
         inst.exit_code = code
         inst.finished_at = inst.proc.finished_at or datetime.now(UTC)
         spec = self.spec_of(st.name) or {}
@@ -630,7 +633,7 @@ class PodWorker:
             await self.kubelet.runtime.exec(inst.proc, list(pre["command"]), timeout=grace)
         st.kill_reason = reason
         code = await inst.proc.stop(max(0.0, grace - (loop.time() - t0)))
-        await self.exited(st, code)
+        await self.exited(st, code, relist=False)
 
     async def kill_for_crr(self, name: str, grace: float) -> bool:
         """Kill a container the way kruise-daemon does for a ContainerRecreateRequest (no restart by us)."""
@@ -1088,10 +1091,11 @@ class Kubelet:
             raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: {reason}')
         return LogSource(st.current)
 
-    def pod_metrics(self, pod: Obj) -> dict[str, Any]:
+    def pod_metrics(self, pod: Obj) -> dict[str, Any] | None:
+        """The pod's PodMetrics, or None while it has no running sandbox (metrics-server omits it)."""
         worker = self.worker_for(pod)
         if worker is None:
-            raise ApiError(404, f'podmetrics.metrics.k8s.io "{pod["metadata"]["name"]}" not found')
+            return None
         meta = pod["metadata"]
         return {
             "kind": "PodMetrics",

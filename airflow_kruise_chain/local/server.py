@@ -768,9 +768,13 @@ class ApiServer:
         if plural != "pods" or request.method != "GET":
             raise ApiError(404, f"the server could not find the requested resource ({plural})")
         if name is not None:
-            return _json(self.cluster.kubelet.pod_metrics(self.store.get(R.PODS, namespace or "", name)))
+            metrics = self.cluster.kubelet.pod_metrics(self.store.get(R.PODS, namespace or "", name))
+            if metrics is None:
+                raise ApiError(404, f'podmetrics.metrics.k8s.io "{name}" not found')
+            return _json(metrics)
         labels = LabelSelector.parse(request.query.get("labelSelector"))
-        items = [self.cluster.kubelet.pod_metrics(p) for p in self.store.list(R.PODS, namespace, labels)]
+        pods = self.store.list(R.PODS, namespace, labels)
+        items = [m for p in pods if (m := self.cluster.kubelet.pod_metrics(p)) is not None]
         return _json(
             {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         )

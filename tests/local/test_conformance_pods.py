@@ -64,6 +64,24 @@ def test_image_patch_restarts_a_running_container(core, namespace):
     assert any(e.reason == "Killing" and "definition changed" in e.message for e in events.items)
 
 
+def test_kubelet_restarts_at_once_after_its_own_kill(cluster, core, namespace, monkeypatch):
+    """The exit-detection (PLEG relist) delay models noticing an exit the kubelet did not cause; when it
+    kills a container for a spec change itself, it starts the new one in the same sync."""
+    from airflow_kruise_chain.local.profiles import Profile
+
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="container running")
+    monkeypatch.setattr(cluster, "profile", Profile("slow-relist", exit_detection=60.0))
+    core.patch_namespaced_pod(
+        "p", namespace, {"spec": {"containers": [{"name": "c", "image": "alpine:3.20"}]}}
+    )
+    wait_for(
+        lambda: (cs := running(core, namespace, "p", "c")) and cs.container_id != first.container_id,
+        timeout=30,
+        what="restart well before the 60 s relist delay",
+    )
+
+
 def test_exited_container_under_never_is_not_restarted_on_image_change(core, namespace):
     core.create_namespaced_pod(namespace, pod_body("p", container("c", "exit 0"), restart="Never"))
     wait_for(lambda: core.read_namespaced_pod("p", namespace).status.phase == "Succeeded", what="Succeeded")
@@ -282,6 +300,26 @@ def test_pod_metrics_report_real_memory(api_client, core, namespace):
     )
     mem = m["containers"][0]["usage"]["memory"]
     assert mem.endswith("Ki") and 100 < int(mem[:-2]) < 200_000
+
+
+def test_pod_metrics_list_omits_pods_without_a_running_sandbox(api_client, core, namespace):
+    """metrics-server lists what it has samples for: an unschedulable pod is left out, not a 404 for all."""
+    from kubernetes import client
+
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    core.create_namespaced_pod(
+        namespace, pod_body("stuck", container("c", "sleep 30"), nodeSelector={"no-such": "node"})
+    )
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    listed = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", namespace, "pods"
+    )
+    assert [m["metadata"]["name"] for m in listed["items"]] == ["p"]
+    with pytest.raises(ApiException) as e:
+        client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            "metrics.k8s.io", "v1beta1", namespace, "pods", "stuck"
+        )
+    assert e.value.status == 404
 
 
 def test_resize_subresource_changes_only_resources(core, namespace, api_client):
