@@ -2666,6 +2666,9 @@ def admit_node_image(
     images = candidate.setdefault("spec", {}).get("images")
     if images is None:
         images = {}
+    problem = _node_image_decode_problem(images)
+    if problem is not None:
+        raise webhook_denial(NODE_IMAGE_WEBHOOK, 400, problem)
     stamp = now()
     for spec in images.values():
         tags = spec.get("tags") or [] if isinstance(spec, dict) else []
@@ -2688,6 +2691,21 @@ def admit_node_image(
         raise webhook_denial(NODE_IMAGE_WEBHOOK, 400, problem)
     obj.clear()
     obj.update(candidate)
+
+
+def _node_image_decode_problem(images: Any) -> str | None:
+    """Where `spec.images` would not decode into the webhook's Go types (an object of ImageSpec)."""
+    if not isinstance(images, dict):
+        return _unmarshal_error(images, "NodeImage.spec.images", "map[string]v1alpha1.ImageSpec")
+    for name, spec in images.items():
+        if spec is not None and not isinstance(spec, dict):
+            return _unmarshal_error(spec, f"NodeImage.spec.images.{name}", "v1alpha1.ImageSpec")
+        tags = (spec or {}).get("tags")
+        if tags is not None and (
+            not isinstance(tags, list) or not all(isinstance(t, dict | None) for t in tags)
+        ):
+            return _unmarshal_error(tags, f"NodeImage.spec.images.{name}.tags", "[]v1alpha1.ImageTagSpec")
+    return None
 
 
 def _node_image_problem(images: Mapping[str, Any]) -> str | None:

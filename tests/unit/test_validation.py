@@ -1451,3 +1451,28 @@ def test_update_wrappers() -> None:
     with pytest.raises(ApiError, match="spec of ContainerRecreateRequest is immutable"):
         validate_crr_update(crr, changed)
     validate_crr_update(crr, copy.deepcopy(crr))
+
+
+@pytest.mark.parametrize(
+    ("image_spec", "message"),
+    [
+        (
+            [{"tags": [{"tag": "1.36"}]}],
+            "json: cannot unmarshal array into Go struct field NodeImage.spec.images.acme/transform "
+            "of type v1alpha1.ImageSpec",
+        ),
+        (
+            {"tags": ["1.36"]},
+            "json: cannot unmarshal array into Go struct field NodeImage.spec.images.acme/transform.tags "
+            "of type []v1alpha1.ImageTagSpec",
+        ),
+    ],
+)
+def test_node_image_that_would_not_decode(image_spec: Any, message: str) -> None:
+    """Found by the API fuzz test: a list where the webhook's Go type wants an object gave a 500."""
+    obj = make_node_image([])
+    obj["spec"]["images"]["acme/transform"] = image_spec
+    with pytest.raises(ApiError) as exc:
+        admit_node_image(obj)
+    assert exc.value.code == 400
+    assert exc.value.message == f'admission webhook "vnodeimage.kb.io" denied the request: {message}'
