@@ -8,14 +8,19 @@ cd "$(dirname "$0")"
 VENV=${VENV:-.venv}
 
 system_packages() {
-	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces).
-	command -v bwrap >/dev/null 2>&1 && return
+	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces); the UI test
+	# (tests/ui) drives headless Chromium through chromedriver.
+	missing=""
+	command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
+	[ -x /usr/bin/chromium ] || missing="$missing chromium"
+	[ -x /usr/bin/chromedriver ] || missing="$missing chromium-driver"
+	[ -z "$missing" ] && return
 	if [ "$(id -u)" = 0 ]; then
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 	elif command -v sudo >/dev/null 2>&1; then
-		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 	else
-		echo "please install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)" >&2
+		echo "please install:$missing (Debian/Ubuntu: apt-get install$missing)" >&2
 		exit 1
 	fi
 }

@@ -7,6 +7,8 @@ __version__ = "0.1.0"
 
 def get_provider_info() -> dict:
     """Provider metadata for Airflow's provider manager (entry point `apache_airflow_provider`)."""
+    from airflow_kruise_chain.config import OPTIONS
+
     return {
         "package-name": "airflow-kruise-chain",
         "name": "OpenKruise chain",
@@ -44,4 +46,12 @@ def get_provider_info() -> dict:
         # the chain reuses the cncf.kubernetes `kubernetes` connection type; no connection type of its own
         "connection-types": [],
         "extra-links": ["airflow_kruise_chain.links.ChainPodLink"],
+        # the UI plugin is registered by the `airflow.plugins` entry point: Airflow loads a provider's
+        # "plugins" only with [core] lazy_discover_providers = False, and a second registration is an error
+        "config": {
+            "kruise_chain": {
+                "description": "OpenKruise chain provider: monitoring options.",
+                "options": OPTIONS,
+            }
+        },
     }

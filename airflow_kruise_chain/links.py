@@ -2,34 +2,38 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
+from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
 
-DASHBOARD_ENV = "AIRFLOW_KRUISE_CHAIN_DASHBOARD_URL"
+from airflow_kruise_chain.config import dashboard_url
+
+
+def pod_dashboard_url(namespace: str, pod: str, base: str | None = None) -> str:
+    """The chain pod's page in a Kubernetes dashboard, from ``[kruise_chain] dashboard_url`` (or `base`).
+
+    A base holding ``{namespace}``/``{pod}`` is a template; any other is a Kubernetes Dashboard's base URL.
+    """
+    base = base or dashboard_url()
+    ns, name = quote(namespace, safe=""), quote(pod, safe="")
+    if "{pod}" in base or "{namespace}" in base:
+        return base.replace("{namespace}", ns).replace("{pod}", name)
+    return f"{base.rstrip('/')}/#/pod/{ns}/{name}?namespace={ns}"
 
 
 class ChainPodLink(BaseOperatorLink):
-    """Link to the chain pod in a Kubernetes dashboard.
+    """'Chain pod': the chain pod in a Kubernetes dashboard (``[kruise_chain] dashboard_url``).
 
-    The base URL comes from the `AIRFLOW_KRUISE_CHAIN_DASHBOARD_URL` environment variable (default: the
-    Kubernetes Dashboard's path layout on localhost:8001 through `kubectl proxy`).
+    Airflow 3's API server resolves operator links from XCom only, so the task stores the URL when it runs
+    (`persist`); the link then shows on that task instance, also after the pod is gone.
     """
 
     name = "Chain pod"
 
-    @staticmethod
-    def url(namespace: str, pod: str) -> str:
-        base = os.environ.get(
-            DASHBOARD_ENV,
-            "http://localhost:8001/api/v1/namespaces/kubernetes-dashboard/services/https:kubernetes-dashboard:/proxy",
-        ).rstrip("/")
-        return f"{base}/#/pod/{namespace}/{pod}?namespace={namespace}"
-
     @classmethod
     def persist(cls, context: Any, namespace: str, pod: str) -> None:
-        context["ti"].xcom_push(key=cls().xcom_key, value=cls.url(namespace, pod))
+        context["ti"].xcom_push(key=cls().xcom_key, value=pod_dashboard_url(namespace, pod))
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         from airflow.sdk.execution_time.xcom import XCom

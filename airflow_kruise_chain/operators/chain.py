@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kruise_chain.config import memory_sample_interval
 from airflow_kruise_chain.core import (
     SLOTS,
     ChainConfigError,
@@ -26,9 +27,12 @@ from airflow_kruise_chain.core import (
     pod_name_for,
     runner_configmap_name,
 )
+from airflow_kruise_chain.core.chainstate import XCOM_KEY as XCOM_CHAIN_STATE
+from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack
 from airflow_kruise_chain.core.driver import ChainError, StageDriver, StageTimeoutError, Timeouts
 from airflow_kruise_chain.core.podview import container_spec, container_status
-from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS
+from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS, StageResult
+from airflow_kruise_chain.core.swap import SwapPlan
 from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook, PrewarmUnavailableError
 from airflow_kruise_chain.links import ChainPodLink
 
@@ -442,7 +446,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                 method_name="execute_complete",
                 kwargs={"slot": plan.slot, "generation": plan.generation},
             )
-        return self.finish(context, driver.follow(plan, self.timeouts()))
+        return self.finish(context, self.follow(context, driver, plan))
 
     def connection_kwargs(self) -> dict[str, Any]:
         return {
@@ -462,7 +466,42 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         plan = driver.swap(
             self.stage_spec(), context["ti"].try_number, self.timeouts()
         )  # reattach: no new swap
-        return self.finish(context, driver.follow(plan, self.timeouts()))
+        return self.finish(context, self.follow(context, driver, plan))
+
+    def follow(self, context: Context, driver: StageDriver, plan: SwapPlan) -> StageResult:
+        """`driver.follow` with monitoring: pull and memory log markers, and the `chain_state` XCom."""
+        ti = context["ti"]
+        monitor = StageMonitor(
+            StageTrack(
+                chain=self.chain_name,
+                namespace=self.namespace,
+                pod=driver.pod_name,
+                stage=plan.stage,
+                slot=plan.slot,
+                generation=plan.generation,
+                image=plan.record.image,
+                try_number=ti.try_number,
+                action=plan.record.action,
+                # a swap made now is timed by the monitor; an earlier one keeps its record's (whole seconds)
+                swapped_at=None if plan.action in ("patch", "recreate") else plan.record.swapped_at,
+                connection=self.connection_kwargs(),
+            ),
+            publish=lambda state: ti.xcom_push(key=XCOM_CHAIN_STATE, value=state),
+            read_pod=lambda: self.hook.read_pod(driver.pod_name, self.namespace),
+            read_metrics=lambda: self.hook.pod_metrics(driver.pod_name, self.namespace),
+            log=self.log.info,
+            interval=memory_sample_interval(),
+        )
+        driver.log = monitor.observe(driver.log)
+        monitor.swapped()
+        try:
+            with monitor.sampling():
+                result = driver.follow(plan, self.timeouts())
+        except Exception as err:
+            monitor.failed(err)
+            raise
+        monitor.finished(result)
+        return result
 
     def finish(self, context: Context, result: Any) -> dict[str, Any]:
         data = result.to_xcom()

@@ -1,0 +1,48 @@
+"""The provider's Airflow configuration options, section ``[kruise_chain]`` (see `get_provider_info`).
+
+Imports Airflow only when an option is read, so `get_provider_info` stays cheap.
+"""
+
+from __future__ import annotations
+
+SECTION = "kruise_chain"
+DEFAULT_DASHBOARD_URL = (
+    "http://localhost:8001/api/v1/namespaces/kubernetes-dashboard/services/https:kubernetes-dashboard:/proxy"
+)
+DEFAULT_MEMORY_SAMPLE_INTERVAL = 1.0
+
+OPTIONS: dict[str, dict[str, str | None]] = {
+    "dashboard_url": {
+        "description": "Where the 'Chain pod' extra link points. Either a URL template with {namespace} and "
+        "{pod} (e.g. a Headlamp or Lens URL), or the base URL of a Kubernetes Dashboard, to which "
+        "/#/pod/<namespace>/<pod>?namespace=<namespace> is appended. The default is the Kubernetes "
+        "Dashboard through `kubectl proxy`.",
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": "https://k8s-dashboard.example.com",
+        "default": DEFAULT_DASHBOARD_URL,
+    },
+    "memory_sample_interval": {
+        "description": "Seconds between two reads of the chain pod's metrics.k8s.io PodMetrics while a stage "
+        "runs, for the stage's peak memory (needs a metrics server and `get` on pods.metrics.k8s.io). "
+        "0 turns sampling off.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "0.5",
+        "default": str(DEFAULT_MEMORY_SAMPLE_INTERVAL),
+    },
+}
+
+
+def dashboard_url() -> str:
+    """``[kruise_chain] dashboard_url`` (env ``AIRFLOW__KRUISE_CHAIN__DASHBOARD_URL``)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return conf.get(SECTION, "dashboard_url", fallback=DEFAULT_DASHBOARD_URL) or DEFAULT_DASHBOARD_URL
+
+
+def memory_sample_interval() -> float:
+    """``[kruise_chain] memory_sample_interval`` in seconds (0: no sampling)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return max(0.0, conf.getfloat(SECTION, "memory_sample_interval", fallback=DEFAULT_MEMORY_SAMPLE_INTERVAL))

@@ -1,0 +1,316 @@
+"""A chain's state for monitoring: what each stage did and when, what each slot holds, memory per stage.
+
+`StageMonitor` follows one stage run on the operator's side and publishes a `StageTrack` (JSON-safe dict,
+the stage task's XCom ``chain_state``) when the swap is made, when the stage starts and when it ends.
+`chain_view` turns the tracks of a DAG run (and the live pod and its metrics, while it exists) into what
+the UI shows. Times from the operator and the runner have sub-second resolution; the kubelet's container
+times (`container_stopped_at`, `container_started_at`) have one-second resolution, as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from .constants import MARKER, SLOTS, slot_annotation
+from .metrics import MemorySampler, ReadMetrics, container_memory
+from .podview import Pod, annotations, container_spec, container_status, pod_lost_reason, slot_generation
+from .status import StageResult, StartMarker, parse_marker, slot_status
+
+XCOM_KEY = "chain_state"
+_WAITING_LINE = re.compile(re.escape(MARKER) + r" (slot-[ab]) ([A-Za-z]+)\b")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class StageTrack:
+    """One stage run (one generation) as the operator saw it; every time is an ISO 8601 string."""
+
+    chain: str
+    namespace: str
+    pod: str
+    stage: str
+    slot: str
+    generation: int
+    image: str
+    try_number: int
+    action: str
+    state: str = "swapping"
+    """swapping, running, succeeded, failed"""
+    swapped_at: str | None = None
+    waiting: list[dict[str, str]] = field(default_factory=list)
+    """waiting reasons the slot showed between swap and start (e.g. ContainerCreating, ErrImagePull)"""
+    container_stopped_at: str | None = None
+    container_started_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    duration_seconds: float | None = None
+    memory_peak_bytes: int | None = None
+    pod_memory_peak_bytes: int | None = None
+    memory_samples: int = 0
+    error: str = ""
+    connection: dict[str, Any] = field(default_factory=dict)
+    """how the operator reached the cluster (connection id, kubeconfig path; never secrets)"""
+    updated_at: str | None = None
+
+    def to_xcom(self) -> dict[str, Any]:
+        self.updated_at = now_iso()
+        return asdict(self)
+
+    @classmethod
+    def from_xcom(cls, data: Mapping[str, Any]) -> StageTrack:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def container_times(pod: Pod | None, slot: str) -> tuple[str | None, str | None]:
+    """When `slot`'s previous container stopped and its current one started, per the kubelet."""
+    status = container_status(pod or {}, slot) or {}
+    stopped = ((status.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
+    started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+    return stopped, started
+
+
+class StageMonitor:
+    """Follows a stage run for monitoring: log markers, the published `StageTrack`, memory sampling.
+
+    `publish` receives the track as a dict each time it changes; `read_pod` and `read_metrics` read the
+    chain pod and its PodMetrics (None when unavailable); `interval` is the memory sampling period
+    (0: no sampling).
+    """
+
+    def __init__(
+        self,
+        track: StageTrack,
+        *,
+        publish: Callable[[dict[str, Any]], None],
+        read_pod: Callable[[], Pod | None],
+        read_metrics: ReadMetrics,
+        log: Callable[[str], None],
+        interval: float = 1.0,
+    ) -> None:
+        self.track = track
+        self.publish = publish
+        self.read_pod = read_pod
+        self.read_metrics = read_metrics
+        self.log = log
+        self.interval = interval
+        self._swapped = time.monotonic()
+
+    def swapped(self) -> None:
+        """The swap request was made (or found, on a reattach): publish the swapping state."""
+        self._swapped = time.monotonic()
+        self.track.swapped_at = self.track.swapped_at or now_iso()
+        self.publish(self.track.to_xcom())
+
+    def observe(self, log: Callable[[str], None]) -> Callable[[str], None]:
+        """Wrap the driver's log: notes waiting reasons and the stage's start marker, then logs the line."""
+
+        def observed(line: str) -> None:
+            log(line)
+            waiting = _WAITING_LINE.search(line)
+            if waiting and waiting.group(1) == self.track.slot:
+                self.track.waiting.append({"reason": waiting.group(2), "at": now_iso()})
+            marker = parse_marker(line)
+            if isinstance(marker, StartMarker) and marker.generation == self.track.generation:
+                self.started(marker)
+
+        return observed
+
+    def started(self, marker: StartMarker) -> None:
+        """The runner announced the stage: log the container start (image pull included), publish."""
+        track = self.track
+        track.state = "running"
+        track.started_at = marker.at.isoformat()
+        track.container_stopped_at, track.container_started_at = container_times(self.read_pod(), track.slot)
+        waited = ", ".join(w["reason"] for w in track.waiting) or "none"
+        self.log(
+            f"{MARKER} pull stage={track.stage} slot={track.slot} image={track.image} "
+            f"old_container_stopped={track.container_stopped_at or '-'} "
+            f"container_started={track.container_started_at or '-'} waiting_reasons={waited} "
+            f"swap_to_start={time.monotonic() - self._swapped:.3f}s"
+        )
+        self.publish(track.to_xcom())
+
+    @contextmanager
+    def sampling(self) -> Iterator[None]:
+        """Sample the slot's memory while the block runs (nothing when `interval` is 0)."""
+        if self.interval <= 0:
+            yield
+            return
+        sampler = MemorySampler(self.read_metrics, self.track.slot, interval=self.interval)
+        try:
+            with sampler:
+                yield
+        finally:
+            peak = sampler.peak()
+            self.track.memory_peak_bytes = peak.container_bytes
+            self.track.pod_memory_peak_bytes = peak.pod_bytes
+            self.track.memory_samples = peak.samples
+            self.log(
+                f"{MARKER} memory stage={self.track.stage} slot={self.track.slot} "
+                f"peak={_mib(peak.container_bytes)} pod_peak={_mib(peak.pod_bytes)} "
+                f"samples={peak.samples} every={peak.interval:g}s"
+            )
+
+    def finished(self, result: StageResult) -> None:
+        """The stage's result is in: publish it."""
+        track = self.track
+        track.state = "succeeded" if result.succeeded else "failed"
+        track.started_at = result.started_at.isoformat()
+        track.finished_at = result.finished_at.isoformat()
+        track.exit_code = result.exit_code
+        track.reason = result.reason
+        track.duration_seconds = result.duration_seconds
+        self.publish(track.to_xcom())
+
+    def failed(self, error: BaseException) -> None:
+        """The stage could not run to a result (failed to start, timeout, pod lost): publish why."""
+        self.track.state = "failed"
+        self.track.error = str(error).splitlines()[0][:500] if str(error) else type(error).__name__
+        self.publish(self.track.to_xcom())
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1048576:.1f}MiB"
+
+
+def stage_phases(track: StageTrack, parked_until: str | None) -> list[dict[str, Any]]:
+    """The stage's timeline: swap (request → old container stopped), pull (→ the runner's start: image pull
+    if the image was not on the node, container creation and start), run (→ result), park (→ `parked_until`).
+
+    The kubelet's stop time has one-second resolution: it is clamped into [swap, run start].
+    """
+    swap = _parse_time(track.swapped_at)
+    run_start = _parse_time(track.started_at)
+    run_end = _parse_time(track.finished_at)
+    phases: list[dict[str, Any]] = []
+
+    def add(name: str, start: datetime | None, end: datetime | None) -> None:
+        if start is not None:
+            phases.append(
+                {
+                    "phase": name,
+                    "start": start.isoformat(),
+                    "end": _iso(end),
+                    "seconds": round((end - start).total_seconds(), 3) if end else None,
+                }
+            )
+
+    if swap is not None and run_start is not None:
+        stopped = _parse_time(track.container_stopped_at) or swap
+        stopped = min(max(stopped, swap), max(run_start, swap))
+        add("swap", swap, stopped)
+        add("pull", stopped, max(run_start, stopped))
+    else:
+        add("swap", swap, None)
+    add("run", run_start, run_end)
+    add("park", run_end, _parse_time(parked_until))
+    return phases
+
+
+def slot_views(pod: Pod, metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """What each slot of the live chain pod holds: image, stage, generation, state and memory now."""
+    memory = container_memory(metrics)
+    views = []
+    for slot in SLOTS:
+        status = slot_status(pod, slot)
+        container = container_status(pod, slot) or {}
+        state = status.state.value
+        if status.state.value == "finished":
+            state = "parked"
+        views.append(
+            {
+                "slot": slot,
+                "image": (container_spec(pod, slot) or {}).get("image", ""),
+                "stage": annotations(pod).get(slot_annotation(slot, "stage")) or None,
+                "generation": slot_generation(pod, slot),
+                "state": state,
+                "reason": status.reason,
+                "restarts": container.get("restartCount", 0),
+                "memory_bytes": memory.get(slot),
+            }
+        )
+    return views
+
+
+def chain_view(
+    tracks: Sequence[Mapping[str, Any]],
+    *,
+    pod: Pod | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    ended_at: str | None = None,
+) -> dict[str, Any]:
+    """One chain of a DAG run for the UI: its pod, the two slots, and every stage run with its timeline.
+
+    `tracks` are the stage tasks' ``chain_state`` XComs; `pod` and `metrics` the live chain pod and its
+    PodMetrics while it exists (then the slots are read from it, else reconstructed from the tracks);
+    `ended_at` closes the last park phases (the DAG run's end; None while it runs).
+    """
+    runs = sorted((StageTrack.from_xcom(t) for t in tracks), key=lambda t: (t.generation, t.stage))
+    stages = []
+    for i, track in enumerate(runs):
+        later = [t for t in runs[i + 1 :] if t.slot == track.slot and t.swapped_at]
+        parked_until = later[0].swapped_at if later else ended_at
+        stages.append(
+            {
+                **asdict(track),
+                "phases": stage_phases(track, parked_until),
+            }
+        )
+    first = runs[0] if runs else None
+    live = pod is not None and pod_lost_reason(pod) is None
+    if live:
+        assert pod is not None
+        slots = slot_views(pod, metrics)
+        pod_state = (pod.get("status") or {}).get("phase") or "Unknown"
+    else:
+        slots = []
+        for slot in SLOTS:
+            last = next((t for t in reversed(runs) if t.slot == slot), None)
+            slots.append(
+                {
+                    "slot": slot,
+                    "image": last.image if last else "",
+                    "stage": last.stage if last else None,
+                    "generation": last.generation if last else 0,
+                    "state": "gone" if last else "idle",
+                    "reason": "",
+                    "restarts": None,
+                    "memory_bytes": None,
+                }
+            )
+        if pod is not None:
+            pod_state = pod_lost_reason(pod) or ""
+        else:
+            pod_state = "not read: the DAG run has ended" if ended_at else "not found"
+    return {
+        "chain": first.chain if first else "",
+        "namespace": first.namespace if first else "",
+        "pod": first.pod if first else "",
+        "pod_state": pod_state,
+        "live": live,
+        "slots": slots,
+        "stages": stages,
+    }

@@ -1,0 +1,146 @@
+"""The chain monitoring pages, a FastAPI app mounted on Airflow's API server (under `URL_PREFIX`).
+
+Reads what the stage tasks recorded (XCom ``chain_state``, task instances) from the Airflow database, and,
+while the DAG run is still running, the live chain pod and its metrics through `KruiseHook`. The views
+themselves are built by `airflow_kruise_chain.core.chainstate.chain_view`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.models.dagrun import DagRun
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy import select
+
+from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
+
+URL_PREFIX = "/kruise-chain"
+STAGE_OPERATOR = "KruiseChainOperator"
+ACTIVE_STATES = ("queued", "running")
+PAGE = (Path(__file__).parent / "page.html").read_text()
+
+log = logging.getLogger(__name__)
+app = FastAPI(title="Kruise chains", docs_url=None, redoc_url=None, openapi_url=None)
+can_read_run = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+
+
+def _live_pod(track: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The chain pod and its PodMetrics, through the connection the stage used (None, None if unreadable)."""
+    from airflow_kruise_chain.hooks.kruise import KruiseHook
+
+    connection = track.get("connection") or {}
+    try:
+        hook = KruiseHook(
+            conn_id=connection.get("kubernetes_conn_id"),
+            config_file=connection.get("config_file"),
+            cluster_context=connection.get("cluster_context"),
+            in_cluster=connection.get("in_cluster"),
+        )
+        pod = hook.read_pod(track["pod"], track["namespace"])
+        return pod, hook.pod_metrics(track["pod"], track["namespace"]) if pod else None
+    except Exception:
+        log.warning("cannot read chain pod %s/%s", track.get("namespace"), track.get("pod"), exc_info=True)
+        return None, None
+
+
+def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
+    """Everything the run page shows: the DAG run, and per chain its pod, slots and stages."""
+    dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+    if dag_run is None:
+        raise HTTPException(404, f"no DAG run {run_id!r} of {dag_id!r}")
+    tis = {
+        ti.task_id: ti
+        for ti in session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+        )
+    }
+    rows = session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, key=XCOM_KEY)).all()
+    tracks: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    task_of: dict[tuple[str, str], str] = {}
+    for row in rows:
+        track = XComModel.deserialize_value(row)
+        tracks[track["chain"]].append(track)
+        task_of[(track["chain"], track["stage"])] = row.task_id
+    running = str(dag_run.state) in ACTIVE_STATES
+    ended = dag_run.end_date.isoformat() if dag_run.end_date else None
+    chains = []
+    for name, chain_tracks in sorted(tracks.items()):
+        pod, metrics = _live_pod(chain_tracks[-1]) if running else (None, None)
+        view = chain_view(chain_tracks, pod=pod, metrics=metrics, ended_at=ended)
+        for stage in view["stages"]:
+            task_id = task_of[(name, stage["stage"])]
+            stage["task_id"] = task_id
+            stage["task_state"] = str(tis[task_id].state) if task_id in tis else None
+        recorded = set(task_of.values())
+        view["pending"] = [
+            {"task_id": ti.task_id, "task_state": str(ti.state) if ti.state else "none"}
+            for ti in tis.values()
+            if ti.operator == STAGE_OPERATOR
+            and ti.task_id not in recorded
+            and ti.task_id.rsplit(".", 1)[0] == name
+        ]
+        chains.append(view)
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "state": str(dag_run.state),
+        "running": running,
+        "start_date": dag_run.start_date.isoformat() if dag_run.start_date else None,
+        "end_date": ended,
+        "chains": chains,
+    }
+
+
+@app.get("/api/runs/{dag_id}/{run_id}", dependencies=[can_read_run])
+def run_json(dag_id: str, run_id: str, session: SessionDep) -> dict[str, Any]:
+    """The run page's data as JSON (polled by the page while the run is active)."""
+    return run_state(dag_id, run_id, session)
+
+
+@app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=[can_read_run])
+def run_page(dag_id: str, run_id: str, request: Request, session: SessionDep) -> str:
+    """One DAG run's chains: pod, slots, stage timeline, exit codes and memory, refreshed while it runs."""
+    run_state(dag_id, run_id, session)  # 404 for an unknown run
+    api = request.url_for("run_json", dag_id=dag_id, run_id=run_id).path
+    return PAGE.replace("__API_URL__", api).replace("__INDEX_URL__", request.url_for("index").path)
+
+
+@app.get("/api/runs")
+def runs_json(user: GetUserDep, session: SessionDep, limit: int = 50) -> list[dict[str, Any]]:
+    """The latest DAG runs that ran chain stages, among the DAGs the user may read."""
+    allowed = get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session)
+    has_chain = select(XComModel.key).where(XComModel.dag_run_id == DagRun.id, XComModel.key == XCOM_KEY)
+    query = (
+        select(DagRun)
+        .where(DagRun.dag_id.in_(allowed), has_chain.exists())
+        .order_by(DagRun.run_after.desc())
+        .limit(min(max(limit, 1), 500))
+    )
+    return [
+        {
+            "dag_id": run.dag_id,
+            "run_id": run.run_id,
+            "state": str(run.state),
+            "start_date": run.start_date.isoformat() if run.start_date else None,
+        }
+        for run in session.scalars(query)
+    ]
+
+
+@app.get("/", response_class=HTMLResponse)
+def index(request: Request) -> str:
+    """The list of runs with chains, each linking to its run page."""
+    return PAGE.replace("__API_URL__", request.url_for("runs_json").path).replace(
+        "__INDEX_URL__", request.url_for("index").path
+    )

@@ -1,0 +1,141 @@
+"""Monitoring state: memory from PodMetrics, stage timelines, the chain view, the dashboard link."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack, chain_view, stage_phases
+from airflow_kruise_chain.core.metrics import MemorySampler, container_memory
+from airflow_kruise_chain.core.status import StageResult
+from airflow_kruise_chain.links import pod_dashboard_url
+
+
+def metrics(**usage: str) -> dict:
+    return {"containers": [{"name": n.replace("_", "-"), "usage": {"memory": m}} for n, m in usage.items()]}
+
+
+def track(stage: str, slot: str, generation: int, second: int, **extra: object) -> dict:
+    base = f"2026-01-01T00:00:{second:02d}"
+    return StageTrack(
+        chain="etl",
+        namespace="ns",
+        pod="etl-1",
+        stage=stage,
+        slot=slot,
+        generation=generation,
+        image=f"img/{stage}:1",
+        try_number=1,
+        action="patch",
+        state="succeeded",
+        swapped_at=f"{base}.100000+00:00",
+        container_stopped_at=f"{base}Z",
+        container_started_at=f"{base}Z",
+        started_at=f"{base}.400000+00:00",
+        finished_at=f"{base}.900000+00:00",
+        exit_code=0,
+        **extra,
+    ).to_xcom()
+
+
+def test_container_memory_reads_kubernetes_quantities() -> None:
+    assert container_memory(metrics(slot_a="2048Ki", slot_b="3Mi", other="1000")) == {
+        "slot-a": 2 * 1024 * 1024,
+        "slot-b": 3 * 1024 * 1024,
+        "other": 1000,
+    }
+    assert container_memory(None) == {}
+
+
+def test_sampler_keeps_the_peaks_and_gives_up_without_metrics() -> None:
+    readings = iter([metrics(slot_a="1Mi", slot_b="1Mi"), metrics(slot_a="5Mi", slot_b="1Mi"), None])
+    sampler = MemorySampler(lambda: next(readings, None), "slot-a", interval=60, max_misses=2)
+    for _ in range(5):
+        sampler.sample()
+    peak = sampler.peak()
+    assert (peak.container_bytes, peak.pod_bytes, peak.samples) == (5 * 2**20, 6 * 2**20, 2)
+    assert sampler.misses == 2  # stopped asking after two reads without metrics
+
+    never = MemorySampler(lambda: None, "slot-a", interval=0.01)
+    with never:
+        pass
+    assert never.peak().container_bytes is None
+
+
+def test_phases_clamp_whole_second_kubelet_times_into_the_swap() -> None:
+    data = StageTrack.from_xcom(track("transform", "slot-b", 2, 5))
+    phases = {p["phase"]: p for p in stage_phases(data, "2026-01-01T00:00:09+00:00")}
+    # the kubelet's 00:05 (truncated) is before the swap at 00:05.1: clamped to the swap
+    assert phases["swap"]["seconds"] == 0 and phases["pull"]["seconds"] == 0.3
+    assert phases["run"]["seconds"] == 0.5
+    assert phases["park"]["start"] == "2026-01-01T00:00:05.900000+00:00" and phases["park"]["seconds"] == 3.1
+
+
+def test_chain_view_without_the_pod_rebuilds_slots_and_parks_until_the_next_swap() -> None:
+    tracks = [
+        track("aggregate", "slot-a", 3, 3),
+        track("generate", "slot-a", 1, 1),
+        track("transform", "slot-b", 2, 2),
+    ]
+    view = chain_view(tracks, ended_at="2026-01-01T00:00:10+00:00")
+    assert [s["stage"] for s in view["stages"]] == ["generate", "transform", "aggregate"]
+    park = {s["stage"]: s["phases"][-1] for s in view["stages"]}
+    assert park["generate"]["end"] == "2026-01-01T00:00:03.100000+00:00"  # until aggregate took slot-a
+    assert park["transform"]["end"] == park["aggregate"]["end"] == "2026-01-01T00:00:10+00:00"
+    assert [(s["slot"], s["stage"], s["state"]) for s in view["slots"]] == [
+        ("slot-a", "aggregate", "gone"),
+        ("slot-b", "transform", "gone"),
+    ]
+    assert not view["live"] and view["pod_state"] == "not read: the DAG run has ended"
+
+
+def test_monitor_publishes_swap_start_and_result_from_the_driver_log() -> None:
+    published: list[dict] = []
+    lines: list[str] = []
+    pod = {
+        "status": {
+            "containerStatuses": [
+                {
+                    "name": "slot-b",
+                    "state": {"running": {"startedAt": "2026-01-01T00:00:02Z"}},
+                    "lastState": {"terminated": {"finishedAt": "2026-01-01T00:00:01Z"}},
+                }
+            ]
+        }
+    }
+    data = StageTrack.from_xcom(track("transform", "slot-b", 2, 0))
+    data.swapped_at, data.state = None, "swapping"
+    monitor = StageMonitor(
+        data,
+        publish=published.append,
+        read_pod=lambda: pod,
+        read_metrics=lambda: metrics(slot_b="4Mi"),
+        log=lines.append,
+        interval=0.01,
+    )
+    monitor.swapped()
+    observe = monitor.observe(lines.append)
+    with monitor.sampling():
+        observe("::kruise-chain:: slot-b ContainerCreating")
+        observe("::kruise-chain:: start gen=2 stage=transform slot=slot-b at=2026-01-01T00:00:02.5Z")
+        observe("stage output")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    monitor.finished(StageResult("transform", 2, "slot-b", "img", 0, "completed", at, at, 0.0, log_tail=[]))
+    assert [p["state"] for p in published] == ["swapping", "running", "succeeded"]
+    assert published[1]["container_started_at"] == "2026-01-01T00:00:02Z"
+    assert [w["reason"] for w in published[1]["waiting"]] == ["ContainerCreating"]
+    assert published[2]["memory_peak_bytes"] == 4 * 2**20 and published[2]["exit_code"] == 0
+    assert any(line.startswith("::kruise-chain:: pull stage=transform") for line in lines)
+    assert any(
+        line.startswith("::kruise-chain:: memory stage=transform slot=slot-b peak=4.0MiB") for line in lines
+    )
+
+
+def test_dashboard_url_from_a_base_or_a_template() -> None:
+    assert (
+        pod_dashboard_url("data", "etl-1", "https://k8s.example/")
+        == "https://k8s.example/#/pod/data/etl-1?namespace=data"
+    )
+    assert (
+        pod_dashboard_url("data", "etl-1", "https://headlamp.example/c/main/pods/{namespace}/{pod}")
+        == "https://headlamp.example/c/main/pods/data/etl-1"
+    )
