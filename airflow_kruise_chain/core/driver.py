@@ -1,4 +1,4 @@
-"""Running one stage of a chain against the API: swap it in, follow it, read its result.
+"""Running one stage of a chain against the API: swap it in, follow it, read its result, stop it.
 
 The driver talks to the cluster through `ChainApi` (the provider's `KruiseHook` implements it), so it knows
 Kubernetes and OpenKruise but nothing of Airflow.
@@ -6,14 +6,16 @@ Kubernetes and OpenKruise but nothing of Airflow.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .errors import ChainError, PodLostError, SlotBusyError
-from .podview import Pod, container_status, stage_record
+from .podview import Pod, container_status, pod_lost_reason, slot_generation, stage_record
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -22,13 +24,31 @@ from .status import (
     StageStatus,
     StartMarker,
     crr_outcome,
+    current_status,
     parse_marker,
-    stage_status,
 )
-from .swap import SwapPlan, plan_swap
+from .swap import SwapPlan, build_stop_crr, crr_name, earlier_generation, plan_swap
+
+__all__ = [
+    "CRR_PLURAL",
+    "ChainApi",
+    "ConflictError",
+    "StageDriver",
+    "StageStartError",
+    "StageTimeoutError",
+    "Timeouts",
+    "current_status",
+    "prepare_pod",
+]
 
 CRR_PLURAL = "containerrecreaterequests"
 TAIL_LINES = 20
+PULLING = "ContainerCreating"
+"""The waiting reason of a container whose image is being pulled (or whose container is being created)."""
+LOST_POLICY = (
+    "a chain cannot go on without its pod (the scratch data of the earlier stages is gone with it): clear "
+    "the DAG run from the chain's setup task to run the chain again from its first stage in a fresh pod"
+)
 
 
 class ConflictError(ChainError):
@@ -60,40 +80,6 @@ _START_HINTS = {
 }
 
 
-def restart_backoff(pod: Pod | None, status: StageStatus) -> bool:
-    """Whether a CrashLoopBackOff is only the kubelet's restart back-off after the swap's own kill.
-
-    Restarting the same container again within Kubernetes' back-off window (10 s, doubling) makes the
-    kubelet wait before starting it (a ContainerRecreateRequest re-run of a slot, e.g. an Airflow retry): the
-    slot shows CrashLoopBackOff on the container the swap stopped, which exited cleanly (the parked runner
-    exits 0 on SIGTERM; 137 after the grace period). That ends by itself; a crash of the stage's new container
-    (a different container id, or an error exit) is a real failure to start.
-    """
-    if pod is None or status.state is not StageState.FAILED_TO_START or status.reason != "CrashLoopBackOff":
-        return False
-    record = stage_record(pod, status.stage) if status.stage else None
-    if record is None or not status.slot:
-        return False
-    last = ((container_status(pod, status.slot) or {}).get("lastState") or {}).get("terminated") or {}
-    stopped = last.get("containerID") or status.container_id
-    if record.previous_container_id and stopped != record.previous_container_id:
-        return False
-    return last.get("exitCode") in (0, 137, 143)
-
-
-def current_status(pod: Pod | None, stage: str) -> StageStatus:
-    """`stage_status`, with the kubelet's restart back-off after our own kill counted as still swapping."""
-    status = stage_status(pod, stage)
-    if restart_backoff(pod, status):
-        return replace(
-            status,
-            state=StageState.SWAPPING,
-            message=f"{status.message} (the kubelet's restart back-off after the swap stopped {status.slot}; "
-            "it starts again by itself)",
-        )
-    return status
-
-
 class StageTimeoutError(ChainError):
     """A stage exceeded one of its timeouts; the message names which."""
 
@@ -105,12 +91,18 @@ class ChainApi(Protocol):
 
     def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
+    def delete(
+        self, kind: str, name: str, namespace: str, grace_period_seconds: int | None = None
+    ) -> bool: ...
+
     def create_kruise(self, plural: str, body: dict[str, Any], namespace: str) -> dict[str, Any]: ...
 
     def get_kruise(self, plural: str, name: str, namespace: str) -> dict[str, Any] | None: ...
 
+    def delete_kruise(self, plural: str, name: str, namespace: str) -> bool: ...
+
     def watch_pod(
-        self, name: str, namespace: str, timeout_seconds: int
+        self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
     ) -> Iterator[dict[str, Any] | None]: ...
 
     def follow_log(self, name: str, namespace: str, container: str) -> Iterator[str]: ...
@@ -128,12 +120,23 @@ class ChainApi(Protocol):
 
 @dataclass
 class Timeouts:
-    """Seconds allowed for each phase of a stage (None: no limit)."""
+    """Seconds allowed for each phase of a stage (None: no limit of its own)."""
 
     swap: float = 600.0
     """from the swap request until the stage's new container runs (image pull included)"""
     execution: float | None = None
-    """from the stage's start until its result"""
+    """from the stage's start until its result (`stage_timeout`): the stage is stopped when it runs out"""
+    pull: float | None = None
+    """from the swap request, while the slot waits in ContainerCreating (pulling the stage's image)"""
+
+
+_END = object()
+
+
+def _lost_detail(pod: Pod | None) -> str:
+    if pod is None:
+        return "it was deleted (by someone, by an eviction, or with its node)"
+    return pod_lost_reason(pod) or "it cannot run stages"
 
 
 class StageDriver:
@@ -147,40 +150,77 @@ class StageDriver:
         self.namespace = namespace
         self.log = log
 
+    def lost(self, pod: Pod | None, doing: str) -> PodLostError:
+        """The error for a chain pod that is gone or can no longer run stages."""
+        return PodLostError(
+            f"chain pod {self.namespace}/{self.pod_name} lost {doing}: {_lost_detail(pod)}; {LOST_POLICY}"
+        )
+
     # -- swapping ------------------------------------------------------------------------------------
     def read_pod(self) -> Pod:
         pod = self.api.read_pod(self.pod_name, self.namespace)
         if pod is None:
             raise PodLostError(
                 f"chain pod {self.namespace}/{self.pod_name} does not exist: it was deleted, evicted or "
-                "never created (did the chain's setup task run?)"
+                f"never created (did the chain's setup task run?); {LOST_POLICY}"
             )
         return pod
 
     def swap(self, stage: StageSpec, try_number: int, timeouts: Timeouts) -> SwapPlan:
-        """Swap `stage` in (or find this try's earlier swap) and return the plan that was carried out.
+        """Swap `stage` in, or find the generation that already runs it, and return the plan carried out.
 
-        Waits while the slot it needs is still busy; a 409 Conflict (a concurrent write) re-plans from a
-        fresh read, so no update is ever lost or applied twice.
+        An earlier try's generation (its worker died) is followed while it runs and adopted if it ended with
+        exit 0: a stage that finished is never run again. Waits while the slot it needs is still busy; a
+        409 Conflict (a concurrent write) re-plans from a fresh read, so no update is lost or applied twice.
         """
         deadline = time.monotonic() + timeouts.swap
         conflicts = 0
         while True:
             pod = self.read_pod()
+            earlier = earlier_generation(pod, stage.name, try_number)
+            result = (
+                self.recorded_result(pod, earlier.slot, earlier.generation, earlier.image)
+                if earlier is not None
+                else None
+            )
             try:
-                plan = plan_swap(pod, stage, try_number=try_number)
+                plan = plan_swap(pod, stage, try_number=try_number, earlier_result=result)
             except SlotBusyError as busy:
+                if time.monotonic() > deadline:
+                    raise StageTimeoutError(f"swap timeout ({timeouts.swap:g}s): {busy}") from None
                 self.log(f"waiting: {busy}")
-                self.wait_pod_change(pod, deadline, f"slot {busy.slot} to become free")
+                self.wait_pod_change(pod, deadline)
                 continue
-            if plan.action == "reattach":
+            if plan.action == "adopt":
+                assert plan.result is not None
                 self.log(
-                    f"reattaching to stage {stage.name!r} generation {plan.generation} in {plan.slot} "
-                    f"(try {try_number} already swapped it in)"
+                    f"::kruise-chain:: adopting result of generation {plan.generation} from try "
+                    f"{plan.from_try}, not re-running: stage {stage.name!r} already finished in {plan.slot} "
+                    f"with exit code 0 at {plan.result.finished_at.isoformat()}"
                 )
+                return plan
+            if plan.action == "reattach":
                 if plan.needs_crr and current_status(pod, stage.name).state is StageState.SWAPPING:
                     self.ensure_crr(plan)
-                return plan
+                if plan.from_try == try_number:
+                    self.log(
+                        f"reattaching to stage {stage.name!r} generation {plan.generation} in {plan.slot} "
+                        f"(try {try_number} already swapped it in)"
+                    )
+                    return plan
+                self.log(
+                    f"::kruise-chain:: following generation {plan.generation} of stage {stage.name!r} from "
+                    f"try {plan.from_try} in {plan.slot}: it is still running, not starting it again"
+                )
+                self.follow(plan, timeouts)
+                deadline = time.monotonic() + timeouts.swap
+                continue  # its result decides: adopted on exit 0, else a new generation
+            if earlier is not None and result is not None:
+                self.log(
+                    f"::kruise-chain:: generation {result.generation} from try {earlier.try_number} "
+                    f"ended with exit code {result.exit_code} ({result.reason}): running stage "
+                    f"{stage.name!r} again as a new generation"
+                )
             assert plan.patch is not None
             try:
                 self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
@@ -188,7 +228,7 @@ class StageDriver:
                 conflicts += 1
                 if time.monotonic() > deadline:
                     raise StageTimeoutError(
-                        f"swap timeout: {conflicts} conflicting updates in a row"
+                        f"swap timeout ({timeouts.swap:g}s): {conflicts} conflicting updates in a row"
                     ) from None
                 continue
             how = "image patch" if plan.action == "patch" else "ContainerRecreateRequest (same image)"
@@ -206,11 +246,11 @@ class StageDriver:
         if outcome == "failed":
             raise ChainError(f"ContainerRecreateRequest {plan.crr_name} failed: {outcome.message}")
 
-    def wait_pod_change(self, pod: Pod, deadline: float, what: str) -> Pod | None:
-        """Block until the pod changes (watch), or raise the swap timeout naming `what`."""
+    def wait_pod_change(self, pod: Pod, deadline: float) -> Pod | None:
+        """Block until the pod changes (the new pod, None if deleted) or `deadline` passes (None)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise StageTimeoutError(f"swap timeout: gave up waiting for {what}")
+            return None
         rv = (pod.get("metadata") or {}).get("resourceVersion")
         for new in self.api.watch_pod(self.pod_name, self.namespace, max(1, int(min(remaining, 60)))):
             if new is None or (new.get("metadata") or {}).get("resourceVersion") != rv:
@@ -219,9 +259,14 @@ class StageDriver:
 
     # -- waiting -------------------------------------------------------------------------------------
     def wait_started(self, plan: SwapPlan, timeouts: Timeouts, started: float) -> StageStatus:
-        """Wait until the stage's new container exists (or fails to start); watch-based."""
-        deadline = started + timeouts.swap
-        pod = self.read_pod()
+        """Wait until the stage's new container exists (or fails to start); watch-based.
+
+        Raises StageTimeoutError naming the image pull timeout while the slot is still pulling (waiting in
+        ContainerCreating), else the swap timeout.
+        """
+        swap_deadline = started + timeouts.swap
+        pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
+        pod: Pod | None = self.read_pod()
         reported = ""
         while True:
             status = current_status(pod, plan.stage)
@@ -230,98 +275,276 @@ class StageDriver:
             if status.state is StageState.FAILED_TO_START:
                 raise StageStartError(status, plan.record.image)
             if status.state is StageState.POD_LOST:
-                raise PodLostError(
-                    f"chain pod {self.namespace}/{self.pod_name} lost while swapping stage "
-                    f"{plan.stage!r}: {status.message}"
-                )
+                raise self.lost(pod, f"while swapping stage {plan.stage!r} in")
             detail = f"{status.reason or status.state}{': ' + status.message if status.message else ''}"
             if status.reason and status.reason != reported:
                 self.log(f"::kruise-chain:: {plan.slot} {detail}")
                 reported = status.reason
-            if time.monotonic() > deadline:
+            pulling = status.reason == PULLING
+            now = time.monotonic()
+            if pulling and now > min(pull_deadline, swap_deadline):
+                which = "pull_timeout" if now > pull_deadline else "swap_timeout"
+                limit = timeouts.pull if which == "pull_timeout" else timeouts.swap
                 raise StageTimeoutError(
-                    f"swap timeout ({timeouts.swap:.0f}s): stage {plan.stage!r} did not start in "
+                    f"image pull timeout ({which} {limit:g}s): the image {plan.record.image} of stage "
+                    f"{plan.stage!r} is still not pulled on the chain pod's node ({plan.slot}: {detail}); "
+                    "prewarm it (prewarm=True) or allow more time"
+                )
+            if now > swap_deadline:
+                raise StageTimeoutError(
+                    f"swap timeout ({timeouts.swap:g}s): stage {plan.stage!r} did not start in "
                     f"{plan.slot}: {detail}"
                 )
-            new = self.wait_pod_change(pod, deadline, f"stage {plan.stage!r} to start")
-            pod = new if new is not None else self.read_pod()
+            new = self.wait_pod_change(pod, min(pull_deadline, swap_deadline) if pulling else swap_deadline)
+            pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
 
     def follow(self, plan: SwapPlan, timeouts: Timeouts) -> StageResult:
-        """Stream the stage's output through `log` until its result line; survives container restarts."""
-        started = time.monotonic()
-        self.wait_started(plan, timeouts, started)
+        """Stream the stage's output through `log` until its result line; survives container restarts.
+
+        An adopted plan returns its result at once. With `timeouts.execution`, a watchdog stops the stage
+        (see `stop`) when it runs out, silent or not, and raises StageTimeoutError.
+        """
+        if plan.action == "adopt":
+            assert plan.result is not None
+            return plan.result
+        self.wait_started(plan, timeouts, time.monotonic())
+        deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
         tail: deque[str] = deque(maxlen=TAIL_LINES)
-        run_started: float | None = None
         while True:
             forwarding = False
-            for line in self.api.follow_log(self.pod_name, self.namespace, plan.slot):
+            failure: Exception | None = None
+            lines = self._pump(plan.slot)
+            while True:
+                item = self._next(lines, deadline, plan, timeouts)
+                if item is _END:
+                    break
+                if isinstance(item, Exception):
+                    failure = item
+                    break
+                line = str(item)
                 marker = parse_marker(line)
                 if isinstance(marker, StartMarker) and marker.generation == plan.generation:
                     forwarding = True
-                    run_started = run_started or time.monotonic()
                     tail.clear()
                     self.log(line)
                     continue
                 if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
-                    self.log(
-                        f"::kruise-chain:: end stage={marker.stage} generation={marker.generation} "
-                        f"exit={marker.exit_code} reason={marker.reason} "
-                        f"duration={(marker.finished_at - marker.started_at).total_seconds():.3f}s "
-                        f"outputs={marker.outputs_status}"
-                    )
-                    return StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
+                    result = StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
+                    self._log_end(result)
+                    return result
                 if forwarding:
                     tail.append(line)
                     self.log(line)
-                if (
-                    timeouts.execution is not None
-                    and run_started is not None
-                    and (time.monotonic() - run_started > timeouts.execution)
-                ):
-                    raise StageTimeoutError(
-                        f"execution timeout ({timeouts.execution:.0f}s): stage {plan.stage!r} still running"
-                    )
-            # the stream ended without our result: the container stopped or was restarted
-            pod = self.read_pod()
+            # the stream ended without our result: the container stopped or was restarted, or the pod is gone
+            pod = self.api.read_pod(self.pod_name, self.namespace)
             status = current_status(pod, plan.stage)
+            if status.state is StageState.POD_LOST:
+                raise self.lost(pod, f"while stage {plan.stage!r} ran (generation {plan.generation})")
+            assert pod is not None
+            if failure is not None:
+                raise failure
             if status.state is StageState.SUPERSEDED:
                 return self.result_from_history(plan, pod, tail)
-            if status.state is StageState.POD_LOST:
-                raise PodLostError(
-                    f"chain pod {self.namespace}/{self.pod_name} lost while stage {plan.stage!r} "
-                    f"ran: {status.message}"
-                )
             if status.state is StageState.FAILED_TO_START:
+                result = self.result_from_history(plan, pod, tail, required=False)
+                if result is not None:
+                    return result
                 raise StageStartError(status, plan.record.image)
             result = self.result_from_history(plan, pod, tail, required=False)
             if result is not None:
                 return result
+            if deadline is not None and time.monotonic() > deadline:
+                self.expire(plan, timeouts)
             time.sleep(0.2)
+
+    def _pump(self, slot: str) -> queue.Queue[object]:
+        """Follow `slot`'s log in a thread: lines, then an exception if the stream broke, then `_END`."""
+        lines: queue.Queue[object] = queue.Queue()
+
+        def pump() -> None:
+            try:
+                for line in self.api.follow_log(self.pod_name, self.namespace, slot):
+                    lines.put(line)
+            except Exception as e:  # handed to the reader, which decides
+                lines.put(e)
+            finally:
+                lines.put(_END)
+
+        threading.Thread(target=pump, name=f"kruise-chain-log-{slot}", daemon=True).start()
+        return lines
+
+    def _next(
+        self, lines: queue.Queue[object], deadline: float | None, plan: SwapPlan, timeouts: Timeouts
+    ) -> object:
+        """The next item of `_pump`'s queue; stops the stage when the execution deadline passes."""
+        try:
+            if deadline is None:
+                return lines.get()
+            return lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            self.expire(plan, timeouts)
+            raise AssertionError("unreachable") from None
+
+    def expire(self, plan: SwapPlan, timeouts: Timeouts) -> None:
+        """Stop the stage that ran out of its execution time and raise the stage timeout."""
+        self.log(
+            f"::kruise-chain:: stage timeout: stage {plan.stage!r} generation {plan.generation} ran longer "
+            f"than {timeouts.execution:g}s; stopping it"
+        )
+        result = self.stop(plan.stage)
+        ended = (
+            f"; it ended with exit code {result.exit_code} ({result.reason})"
+            if result is not None
+            else "; its end was not recorded yet"
+        )
+        raise StageTimeoutError(
+            f"stage timeout (stage_timeout {timeouts.execution:g}s): stage {plan.stage!r} (generation "
+            f"{plan.generation} in {plan.slot}) was still running; stopped it{ended}"
+        )
+
+    def _log_end(self, result: StageResult) -> None:
+        self.log(
+            f"::kruise-chain:: end stage={result.stage} generation={result.generation} "
+            f"exit={result.exit_code} reason={result.reason} duration={result.duration_seconds:.3f}s "
+            f"outputs={result.outputs_status}"
+        )
+
+    # -- results -------------------------------------------------------------------------------------
+    def recorded_result(
+        self, pod: Pod, slot: str, generation: int, image: str, tail: deque[str] | None = None
+    ) -> StageResult | None:
+        """`generation`'s result, from `slot`'s log, previous log or last termination message.
+
+        The runner prints it when the stage ends and again each time its container starts on a generation
+        that already ended (from its records in scratch); None if none of them holds it (yet).
+        """
+        for previous in (False, True):
+            if not previous and slot_generation(pod, slot) != generation:
+                continue
+            text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
+            result = StageResult.from_log(text.splitlines(), generation=generation, image=image)
+            if result is not None:
+                return result
+        last = ((container_status(pod, slot) or {}).get("lastState") or {}).get("terminated") or {}
+        marker = parse_marker(last.get("message") or "")
+        if isinstance(marker, ResultMarker) and marker.generation == generation:
+            return StageResult.from_marker(marker, image=image, log_tail=list(tail or ()))
+        return None
 
     def result_from_history(
         self, plan: SwapPlan, pod: Pod, tail: deque[str], required: bool = True
     ) -> StageResult | None:
-        """The result from the slot's previous log or last termination message (after a later restart)."""
-        for previous in (False, True):
-            text = self.api.read_log(self.pod_name, self.namespace, plan.slot, previous=previous)
-            result = StageResult.from_log(
-                text.splitlines(), generation=plan.generation, image=plan.record.image
-            )
-            if result is not None:
-                return result
-        last = ((container_status(pod, plan.slot) or {}).get("lastState") or {}).get("terminated") or {}
-        marker = parse_marker(last.get("message") or "")
-        if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
-            return StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
-        if required:
+        """The plan's result once its stream has ended (after a restart, or once the slot moved on)."""
+        result = self.recorded_result(pod, plan.slot, plan.generation, plan.record.image, tail)
+        if result is None and required:
             raise ChainError(
                 f"the result of stage {plan.stage!r} generation {plan.generation} is no longer "
                 f"readable: {plan.slot} has been reused"
             )
-        return None
+        return result
+
+    # -- stopping ------------------------------------------------------------------------------------
+    def stop(self, stage: str, timeout: float | None = None) -> StageResult | None:
+        """Stop `stage`'s latest generation if it is running; return its recorded result (None: nothing ran,
+        or its end was not recorded within `timeout`, by default the pod's grace period + 20 s).
+
+        A ContainerRecreateRequest stops the slot: kruise-daemon sends SIGTERM (the runner passes it to the
+        stage, records it as ``terminated`` and exits; SIGKILL after the grace period, then the runner
+        records ``interrupted``, exit 137, when it starts again), the kubelet starts the runner again, which
+        never re-runs an ended generation and parks.
+        """
+        pod = self.api.read_pod(self.pod_name, self.namespace)
+        record = stage_record(pod, stage) if pod is not None else None
+        if pod is None or record is None:
+            return None
+        if timeout is None:
+            timeout = float((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)) + 20
+        deadline = time.monotonic() + timeout
+        status = current_status(pod, stage)
+        while status.state is StageState.SWAPPING:  # about to start the stage: stop it once it runs
+            new = self.wait_pod_change(pod, deadline)
+            pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
+            if pod is None or time.monotonic() > deadline:
+                self.log(
+                    f"::kruise-chain:: could not stop stage {stage!r}: it did not start within {timeout:g}s"
+                )
+                return None
+            status = current_status(pod, stage)
+        if status.state is not StageState.RUNNING or status.generation != record.generation:
+            return None
+        if record.action == "recreate":
+            # kruise-daemon runs one CRR per pod at a time, and the swap's own CRR stays active until the
+            # stage ends (the slot turns Ready only then): it would hold the stop request back
+            self.api.delete_kruise(
+                CRR_PLURAL, crr_name(self.pod_name, record.slot, record.generation), self.namespace
+            )
+        crr = build_stop_crr(pod, record)
+        self.api.create_kruise(CRR_PLURAL, crr, self.namespace)
+        self.log(
+            f"::kruise-chain:: stopping stage {stage!r} generation {record.generation} in {record.slot} "
+            f"(ContainerRecreateRequest {crr['metadata']['name']})"
+        )
+        while True:
+            result = self.recorded_result(pod, record.slot, record.generation, record.image)
+            if result is not None:
+                self._log_end(result)
+                return result
+            new = self.wait_pod_change(pod, deadline)
+            pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
+            if pod is None or time.monotonic() > deadline:
+                self.log(f"::kruise-chain:: stage {stage!r} was told to stop; its end is not recorded yet")
+                return None
 
     def run(self, stage: StageSpec, try_number: int, timeouts: Timeouts | None = None) -> StageResult:
         """Swap `stage` in and follow it to its result."""
         timeouts = timeouts or Timeouts()
         plan = self.swap(stage, try_number, timeouts)
         return self.follow(plan, timeouts)
+
+
+def prepare_pod(
+    api: ChainApi,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    *,
+    timeout: float,
+    log: Callable[[str], None] = lambda _line: None,
+) -> Pod | None:
+    """Make way for this run's chain pod `name` before it is created; return the healthy pod to reuse.
+
+    Refuses (ChainError) a pod of that name that belongs to another DAG run or chain (`labels` differ).
+    A lost pod of this run (being deleted, Failed, Succeeded) is deleted and waited for, so that a fresh
+    one can be created: the chain then starts again from its first stage.
+    """
+    pod = api.read_pod(name, namespace)
+    if pod is None:
+        return None
+    own = (pod.get("metadata") or {}).get("labels") or {}
+    wrong = [f"{k}={own.get(k)!r} (this run: {v!r})" for k, v in labels.items() if own.get(k) != v]
+    if wrong:
+        raise ChainError(
+            f"pod {namespace}/{name} already exists but is not this DAG run's chain pod "
+            f"({', '.join(wrong)}): refusing to reuse it; delete it, or give the chain another name"
+        )
+    lost = pod_lost_reason(pod)
+    if lost is None:
+        log(f"chain pod {namespace}/{name} of this DAG run already exists: reusing it")
+        return pod
+    log(f"chain pod {namespace}/{name} of this DAG run is lost ({lost}): deleting it to create a fresh one")
+    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        api.delete("Pod", name, namespace)
+    deadline = time.monotonic() + timeout
+    version = (pod.get("metadata") or {}).get("resourceVersion")
+    while time.monotonic() < deadline:
+        for seen in api.watch_pod(
+            name, namespace, int(max(1, min(60, deadline - time.monotonic()))), resource_version=version
+        ):
+            if seen is None:
+                return None
+            version = (seen.get("metadata") or {}).get("resourceVersion") or version
+        current = api.read_pod(name, namespace)
+        if current is None:
+            return None
+        version = (current.get("metadata") or {}).get("resourceVersion")
+    raise ChainError(f"the lost chain pod {namespace}/{name} is still terminating after {timeout:g}s")

@@ -7,7 +7,7 @@ import binascii
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -310,6 +310,40 @@ def stage_status(pod: Pod | None, stage: str) -> StageStatus:
             message=f"{record.slot} now hosts generation {current}; see the log or termination message",
         )
     return _container_state(pod, record.slot, record.generation, stage, record)
+
+
+def restart_backoff(pod: Pod | None, status: StageStatus) -> bool:
+    """Whether a CrashLoopBackOff is only the kubelet's restart back-off after the swap's own kill.
+
+    Restarting the same container again within Kubernetes' back-off window (10 s, doubling) makes the
+    kubelet wait before starting it (a ContainerRecreateRequest re-run of a slot, e.g. an Airflow retry): the
+    slot shows CrashLoopBackOff on the container the swap stopped, which exited cleanly (the parked runner
+    exits 0 on SIGTERM; 137 after the grace period). That ends by itself; a crash of the stage's new container
+    (a different container id, or an error exit) is a real failure to start.
+    """
+    if pod is None or status.state is not StageState.FAILED_TO_START or status.reason != "CrashLoopBackOff":
+        return False
+    record = stage_record(pod, status.stage) if status.stage else None
+    if record is None or not status.slot:
+        return False
+    last = ((container_status(pod, status.slot) or {}).get("lastState") or {}).get("terminated") or {}
+    stopped = last.get("containerID") or status.container_id
+    if record.previous_container_id and stopped != record.previous_container_id:
+        return False
+    return last.get("exitCode") in (0, 137, 143)
+
+
+def current_status(pod: Pod | None, stage: str) -> StageStatus:
+    """`stage_status`, with the kubelet's restart back-off after our own kill counted as still swapping."""
+    status = stage_status(pod, stage)
+    if restart_backoff(pod, status):
+        return replace(
+            status,
+            state=StageState.SWAPPING,
+            message=f"{status.message} (the kubelet's restart back-off after the swap stopped {status.slot}; "
+            "it starts again by itself)",
+        )
+    return status
 
 
 def stage_state(pod: Pod | None, stage: str) -> StageState:

@@ -19,7 +19,7 @@ from .constants import (
     slot_annotation,
     stage_annotation,
 )
-from .errors import PodLostError, SlotBusyError
+from .errors import ChainError, PodLostError, SlotBusyError
 from .podview import (
     Pod,
     StageRecord,
@@ -32,13 +32,18 @@ from .podview import (
     waiting_reason,
 )
 from .spec import StageSpec
-from .status import StageState, slot_status
+from .status import StageResult, StageState, current_status, slot_status
 
 KRUISE_API_VERSION = "apps.kruise.io/v1alpha1"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
+_ON = (StageState.SWAPPING, StageState.RUNNING)
 _IDENTITY_LABELS = (DAG_ID_LABEL, RUN_ID_LABEL, CHAIN_LABEL, MANAGED_BY_LABEL)
 
-SwapAction = Literal["patch", "recreate", "reattach"]
+SwapAction = Literal["patch", "recreate", "reattach", "adopt"]
+
+
+class ResultUnavailableError(ChainError):
+    """An earlier try's generation of a stage ended, but its result can no longer be read."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,12 @@ class SwapPlan:
       or starts it with the new annotations when it was not running.
     - ``recreate``: apply `patch` (annotations only), then create `build_crr()`: same image, so only a
       ContainerRecreateRequest restarts the slot.
-    - ``reattach``: this try already swapped (`patch` is None); follow generation `generation` in `slot`.
+    - ``reattach``: no new swap (`patch` is None): follow generation `generation` in `slot`, which this try
+      swapped in, or which an earlier try (`from_try`, its worker gone) swapped in and is still running.
       `needs_crr` tells whether that swap was a recreate (create the CRR again, idempotently by name, only if
       the stage is still SWAPPING on the previous container).
+    - ``adopt``: an earlier try's generation finished with exit 0: `result` is the stage's result; nothing
+      runs again.
     """
 
     action: SwapAction
@@ -64,10 +72,14 @@ class SwapPlan:
     labels: Mapping[str, str]
     patch: dict[str, Any] | None
     needs_crr: bool
+    from_try: int = 0
+    """the try that swapped this generation in"""
+    result: StageResult | None = None
+    """the adopted result (``adopt`` only)"""
 
     @property
     def crr_name(self) -> str:
-        return f"{self.pod_name}-{self.slot}-g{self.generation}"
+        return crr_name(self.pod_name, self.slot, self.generation)
 
     def build_crr(
         self, *, active_deadline_seconds: int = 300, ttl_seconds_after_finished: int = 600
@@ -79,18 +91,64 @@ class SwapPlan:
         """
         if not self.needs_crr:
             raise ValueError(f"a {self.action!r} swap of {self.slot} needs no ContainerRecreateRequest")
-        return {
-            "apiVersion": KRUISE_API_VERSION,
-            "kind": "ContainerRecreateRequest",
-            "metadata": {"name": self.crr_name, "namespace": self.namespace, "labels": dict(self.labels)},
-            "spec": {
-                "podName": self.pod_name,
-                "containers": [{"name": self.slot}],
-                "strategy": {"failurePolicy": "Fail", "orderedRecreate": False, "minStartedSeconds": 0},
-                "activeDeadlineSeconds": active_deadline_seconds,
-                "ttlSecondsAfterFinished": ttl_seconds_after_finished,
-            },
-        }
+        return build_crr(
+            self.crr_name,
+            self.namespace,
+            self.pod_name,
+            self.slot,
+            self.labels,
+            active_deadline_seconds=active_deadline_seconds,
+            ttl_seconds_after_finished=ttl_seconds_after_finished,
+        )
+
+
+def crr_name(pod_name: str, slot: str, generation: int, purpose: str = "") -> str:
+    """Deterministic name of the ContainerRecreateRequest restarting (or stopping) `slot` for `generation`."""
+    return f"{pod_name}-{slot}-g{generation}{'-' + purpose if purpose else ''}"
+
+
+def build_crr(
+    name: str,
+    namespace: str,
+    pod_name: str,
+    slot: str,
+    labels: Mapping[str, str],
+    *,
+    active_deadline_seconds: int = 300,
+    ttl_seconds_after_finished: int = 600,
+) -> dict[str, Any]:
+    """A ContainerRecreateRequest restarting `slot` of the chain pod (kruise-daemon stops it, the kubelet
+    starts it again)."""
+    return {
+        "apiVersion": KRUISE_API_VERSION,
+        "kind": "ContainerRecreateRequest",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "podName": pod_name,
+            "containers": [{"name": slot}],
+            "strategy": {"failurePolicy": "Fail", "orderedRecreate": False, "minStartedSeconds": 0},
+            "activeDeadlineSeconds": active_deadline_seconds,
+            "ttlSecondsAfterFinished": ttl_seconds_after_finished,
+        },
+    }
+
+
+def build_stop_crr(pod: Pod, record: StageRecord, *, active_deadline_seconds: int = 120) -> dict[str, Any]:
+    """The ContainerRecreateRequest stopping the generation `record` describes (on_kill, stage timeout).
+
+    kruise-daemon stops the slot (SIGTERM, then SIGKILL after the grace period); the runner records the
+    stage as terminated (or, killed outright, as interrupted when it starts again), never runs it again,
+    and parks.
+    """
+    pod_name, namespace, labels = _identity(pod)
+    return build_crr(
+        crr_name(pod_name, record.slot, record.generation, "stop"),
+        namespace,
+        pod_name,
+        record.slot,
+        labels,
+        active_deadline_seconds=active_deadline_seconds,
+    )
 
 
 def _identity(pod: Pod) -> tuple[str, str, dict[str, str]]:
@@ -108,41 +166,69 @@ def _slot_of(pod: Pod, generation: int) -> str | None:
     return next((slot for slot in SLOTS if generation and slot_generation(pod, slot) == generation), None)
 
 
-def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | None = None) -> SwapPlan:
+def earlier_generation(pod: Pod, stage: str, try_number: int) -> StageRecord | None:
+    """The record of an earlier try's generation of `stage` that is no longer running, else None.
+
+    Its result (the slot's log, previous log or termination message, all written by the runner from its
+    records in scratch) decides between adopting it and running a new generation: pass it to `plan_swap`.
+    """
+    record = stage_record(pod, stage)
+    if record is None or record.try_number == try_number:
+        return None
+    return None if current_status(pod, stage).state in _ON else record
+
+
+def plan_swap(
+    pod: Pod,
+    stage: StageSpec,
+    *,
+    try_number: int,
+    earlier_result: StageResult | None = None,
+    now: datetime | None = None,
+) -> SwapPlan:
     """Plan running `stage` (already validated) for Airflow try `try_number` in the chain pod `pod`.
 
+    The stage's latest generation decides first: swapped in by this try, or by an earlier try and still
+    swapping or running (that try's worker died) -> ``reattach``; an earlier try's generation that ended
+    with exit 0 (`earlier_result`, see `earlier_generation`) -> ``adopt``; one that failed, was interrupted
+    or never started -> a new generation. A finished stage is never run again: when an earlier try's
+    generation ended but `earlier_result` is missing, raises ResultUnavailableError.
+
     Raises PodLostError if the pod cannot run stages, and SlotBusyError when the slot to use (the one the
-    latest generation did not use) still runs or is still swapping, or when an earlier try of this stage
-    is still running. The patch carries ``metadata.resourceVersion``: a 409 Conflict means another swap
-    won the race; re-read the pod and plan again.
+    latest generation did not use) still runs or is still swapping. The patch carries
+    ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and plan
+    again.
     """
     lost = pod_lost_reason(pod)
     if lost is not None:
         raise PodLostError(lost)
     pod_name, namespace, labels = _identity(pod)
     record = stage_record(pod, stage.name)
-    if record is not None and record.try_number == try_number:
-        return SwapPlan(
-            action="reattach",
-            stage=stage.name,
-            slot=record.slot,
-            generation=record.generation,
-            record=record,
-            pod_name=pod_name,
-            namespace=namespace,
-            labels=labels,
-            patch=None,
-            needs_crr=record.action == "recreate",
-        )
-    if record is not None and slot_generation(pod, record.slot) == record.generation:
-        earlier = slot_status(pod, record.slot)
-        if earlier.state not in _AVAILABLE:
-            raise SlotBusyError(
-                record.slot,
-                record.generation,
-                earlier.state,
-                f"try {record.try_number} of stage {stage.name!r} (generation {record.generation}) is still "
-                f"{earlier.state} in {record.slot}: wait for it or stop it before try {try_number}",
+    if record is not None:
+        state = current_status(pod, stage.name).state
+        kept: dict[str, Any] = {
+            "stage": stage.name,
+            "slot": record.slot,
+            "generation": record.generation,
+            "record": record,
+            "pod_name": pod_name,
+            "namespace": namespace,
+            "labels": labels,
+            "patch": None,
+            "needs_crr": record.action == "recreate",
+            "from_try": record.try_number,
+        }
+        if record.try_number == try_number or state in _ON:
+            return SwapPlan(action="reattach", **kept)
+        if earlier_result is not None and earlier_result.generation == record.generation:
+            if earlier_result.succeeded:
+                return SwapPlan(action="adopt", result=earlier_result, **kept)
+        elif state is not StageState.FAILED_TO_START:
+            raise ResultUnavailableError(
+                f"try {record.try_number} of stage {stage.name!r} ran generation {record.generation} in "
+                f"{record.slot}, which has ended ({state}), but its result is no longer readable: not "
+                "running the stage again in case it succeeded. Clear the DAG run from the chain's setup "
+                "task to run the chain again from its first stage"
             )
     last = int_annotation(pod, GENERATION_ANNOTATION)
     last_slot = _slot_of(pod, last)
@@ -200,6 +286,7 @@ def plan_swap(pod: Pod, stage: StageSpec, *, try_number: int, now: datetime | No
         labels=labels,
         patch=patch,
         needs_crr=action == "recreate",
+        from_try=try_number,
     )
 
 

@@ -29,7 +29,13 @@ from airflow_kruise_chain.core import (
 )
 from airflow_kruise_chain.core.chainstate import XCOM_KEY as XCOM_CHAIN_STATE
 from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack
-from airflow_kruise_chain.core.driver import ChainError, StageDriver, StageTimeoutError, Timeouts
+from airflow_kruise_chain.core.driver import (
+    ChainError,
+    StageDriver,
+    StageTimeoutError,
+    Timeouts,
+    prepare_pod,
+)
 from airflow_kruise_chain.core.podview import container_spec, container_status
 from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS, StageResult
 from airflow_kruise_chain.core.swap import SwapPlan
@@ -127,6 +133,8 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         name = pod_name_for(spec.name, dag_id, run_id)
         labels = chain_labels(dag_id, run_id, spec.name)
         self.hook.create("ConfigMap", build_runner_configmap(spec, name, labels), spec.namespace)
+        # never another run's pod; a lost pod of this run is replaced by a fresh one
+        prepare_pod(self.hook, name, spec.namespace, labels, timeout=self.startup_timeout, log=self.log.info)
         pod = build_chain_pod(
             spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images
         )
@@ -357,8 +365,11 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
     stage's image, an annotation patch plus an OpenKruise ContainerRecreateRequest. The stage's own output
     streams into the task log; its result (exit code, duration, image, slot, generation, declared outputs)
     is pushed to XCom; a non-zero exit fails the task with the exit code and the last log lines.
-    A retry re-runs the stage as a new generation; a second try of the same try number (the worker died)
-    reattaches to the running stage instead of starting it again.
+    A later try (a retry, or the try after a worker died) first looks at the stage's latest generation: still
+    running -> it follows it; ended with exit 0 -> it adopts that result (same XCom) and runs nothing; failed,
+    interrupted or never started -> it runs the stage again, in place, as a new generation. `on_kill` stops
+    the running stage. Timeouts: `swap_timeout`, `pull_timeout` (image pull while swapping in),
+    `stage_timeout` (the stage's run; it is stopped when it runs out).
     """
 
     template_fields: Sequence[str] = ("namespace", "image", "cmds", "arguments", "env", "config_file")
@@ -380,6 +391,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         image_pull_policy: str | None = None,
         swap_timeout: float = 600,
         stage_timeout: float | None = None,
+        pull_timeout: float | None = None,
         deferrable: bool = False,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
@@ -399,11 +411,14 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         self.image_pull_policy = image_pull_policy
         self.swap_timeout = swap_timeout
         self.stage_timeout = stage_timeout
+        self.pull_timeout = pull_timeout
+        self._running: tuple[StageDriver, str] | None = None
         self.deferrable = deferrable
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
         _check_positive("swap_timeout", swap_timeout)
-        if stage_timeout is not None:
-            _check_positive("stage_timeout", stage_timeout)
+        for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):
+            if limit is not None:
+                _check_positive(field, limit)
         if not _templated([self.image, self.cmds, self.arguments, self.env]):
             self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before a swap
 
@@ -424,14 +439,15 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         return StageDriver(self.hook, self.pod_name(context), self.namespace, log=self.log.info)
 
     def timeouts(self) -> Timeouts:
-        return Timeouts(swap=self.swap_timeout, execution=self.stage_timeout)
+        return Timeouts(swap=self.swap_timeout, execution=self.stage_timeout, pull=self.pull_timeout)
 
     def execute(self, context: Context) -> dict[str, Any]:
         stage = self.stage_spec()
         driver = self.driver(context)
         self.pod_url(context)
+        self._running = (driver, stage.name)
         plan = driver.swap(stage, context["ti"].try_number, self.timeouts())
-        if self.deferrable:
+        if self.deferrable and plan.action != "adopt":
             from airflow_kruise_chain.triggers.chain import StageTrigger
 
             self.defer(
@@ -447,6 +463,12 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                 kwargs={"slot": plan.slot, "generation": plan.generation},
             )
         return self.finish(context, self.follow(context, driver, plan))
+
+    def on_kill(self) -> None:
+        """Airflow kills the task (marked failed or cleared, execution_timeout): stop the running stage."""
+        if self._running is not None:
+            driver, stage = self._running
+            driver.stop(stage)
 
     def connection_kwargs(self) -> dict[str, Any]:
         return {

@@ -8,8 +8,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kruise_chain.core.driver import current_status
-from airflow_kruise_chain.core.status import StageState
+from airflow_kruise_chain.core.status import StageState, current_status
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
 
 TARGETS = {

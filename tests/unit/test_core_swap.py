@@ -16,6 +16,7 @@ from airflow_kruise_chain.core import (
     ChainSpec,
     PodLostError,
     SlotBusyError,
+    StageResult,
     StageSpec,
     StageState,
     build_chain_pod,
@@ -25,6 +26,7 @@ from airflow_kruise_chain.core import (
     plan_swap,
     stage_state,
 )
+from airflow_kruise_chain.core.swap import ResultUnavailableError, build_stop_crr, earlier_generation
 
 CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
@@ -34,6 +36,7 @@ NOW = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 EXTRACT = StageSpec("extract", "acme/extract:1.4", cmds=["extract", "--all"], env={"MODE": "full"})
 TRANSFORM = StageSpec("transform", "acme/transform:2.0", cmds=["transform"])
 LOAD = StageSpec("load", "acme/load:1.1", cmds=["load"], max_outputs_bytes=1024)
+REPORT = StageSpec("report", "acme/report:1.0", cmds=["report"])
 CHAIN = ChainSpec("etl", "data", [EXTRACT, TRANSFORM, LOAD])
 
 
@@ -168,7 +171,7 @@ def test_busy_slot_is_refused() -> None:
     pod.run(TRANSFORM, finish=False)  # slot-b runs
     pod.run(LOAD, finish=False)  # slot-a (alternate) runs too
     with pytest.raises(SlotBusyError) as info:
-        plan_swap(pod.pod, EXTRACT, try_number=2)
+        plan_swap(pod.pod, REPORT, try_number=1)
     assert (info.value.slot, info.value.generation, info.value.state) == ("slot-b", 2, StageState.RUNNING)
     assert "must wait" in str(info.value)
 
@@ -202,16 +205,81 @@ def test_same_try_reattaches_without_a_new_generation() -> None:
     assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
 
 
-def test_retry_waits_for_the_earlier_try_then_gets_a_new_generation() -> None:
+def result(generation: int, exit_code: int = 0, reason: str = "completed") -> StageResult:
+    """The runner's result of `generation` as the driver reads it back from the slot's log."""
+    return StageResult(
+        stage="extract",
+        generation=generation,
+        slot="slot-a",
+        image=EXTRACT.image,
+        exit_code=exit_code,
+        reason=reason,
+        started_at=NOW,
+        finished_at=NOW,
+        duration_seconds=0.0,
+        outputs={"rows": 3},
+        outputs_status="ok",
+    )
+
+
+def test_a_retry_follows_the_earlier_try_still_running() -> None:
     pod = FakePod()
-    pod.run(EXTRACT, finish=False)
-    with pytest.raises(SlotBusyError) as info:
-        plan_swap(pod.pod, EXTRACT, try_number=2)
-    assert "try 1 of stage 'extract'" in str(info.value)
-    pod.set_ready("slot-a")  # try 1 ends (failed, say)
-    retry = pod.run(EXTRACT, try_number=2)
-    assert (retry.slot, retry.generation, retry.action) == ("slot-b", 2, "patch")
+    first = pod.run(EXTRACT, finish=False)  # try 1's worker died; its generation still runs
+    assert earlier_generation(pod.pod, "extract", 2) is None  # nothing to read: it has no result yet
+    plan = plan_swap(pod.pod, EXTRACT, try_number=2)
+    assert (plan.action, plan.slot, plan.generation, plan.patch) == ("reattach", "slot-a", 1, None)
+    assert (plan.from_try, plan.needs_crr) == (1, True)
+    assert plan.build_crr() == first.build_crr()  # the same CRR, by name: created again only if missing
+    assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
+
+
+def test_a_retry_adopts_an_earlier_generation_that_succeeded() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)  # try 1's generation finished while its worker was gone
+    record = earlier_generation(pod.pod, "extract", 2)
+    assert record is not None and (record.generation, record.slot, record.try_number) == (1, "slot-a", 1)
+    assert earlier_generation(pod.pod, "extract", 1) is None  # the same try reattaches instead
+    plan = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1))
+    assert (plan.action, plan.generation, plan.from_try, plan.patch) == ("adopt", 1, 1, None)
+    assert plan.result == result(1)
+    # and once a later stage has taken the other slot, from the result read back from history
+    pod.run(TRANSFORM)
+    again = plan_swap(pod.pod, EXTRACT, try_number=3, earlier_result=result(1))
+    assert (again.action, again.generation) == ("adopt", 1)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "reason"), [(1, "completed"), (137, "interrupted"), (143, "terminated")]
+)
+def test_a_retry_reruns_an_earlier_generation_that_failed_or_was_stopped(exit_code: int, reason: str) -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    earlier = result(1, exit_code, reason)
+    retry = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=earlier, now=NOW)
+    assert (retry.action, retry.slot, retry.generation, retry.from_try) == ("patch", "slot-b", 2, 2)
+    pod.apply(retry.patch)
     assert json.loads(annotations(pod)["airflow-kruise-chain/stage.extract"])["try"] == 2
+
+
+def test_an_ended_generation_whose_result_is_unreadable_is_not_rerun() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    for unreadable in (None, result(7)):  # no result line found, or only another generation's
+        with pytest.raises(
+            ResultUnavailableError, match=r"generation 1 in slot-a.*not running the stage again"
+        ):
+            plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=unreadable)
+    assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
+
+
+def test_an_earlier_generation_that_never_started_is_replaced() -> None:
+    pod = FakePod()
+    broken = StageSpec("extract", "acme/missing:9", cmds=["x"])
+    pod.apply(plan_swap(pod.pod, broken, try_number=1).patch)
+    pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
+    assert earlier_generation(pod.pod, "extract", 2) is not None
+    retry = plan_swap(pod.pod, broken, try_number=2)  # no result: the runner never ran
+    assert (retry.action, retry.generation) == ("patch", 2)
 
 
 def test_failed_to_start_slot_is_reused() -> None:
@@ -293,6 +361,16 @@ def test_strict_schema_rejects_unknown_fields() -> None:
     job["spec"]["selector"]["name"] = "node-1"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(job, schema)
+
+
+def test_stop_crr_matches_the_crd() -> None:
+    pod = FakePod()
+    plan = pod.run(EXTRACT, finish=False)
+    crr = build_stop_crr(pod.pod, plan.record)
+    jsonschema.validate(crr, crd_schemas(CRR_CRD)["apps.kruise.io/v1alpha1"])
+    assert crr["metadata"]["name"] == "etl-abc-slot-a-g1-stop"  # never the swap's own CRR
+    assert crr["metadata"]["labels"] == chain_labels("d", "r", "etl")
+    assert (crr["spec"]["podName"], crr["spec"]["containers"]) == ("etl-abc", [{"name": "slot-a"}])
 
 
 def test_crr_matches_the_crd() -> None:
