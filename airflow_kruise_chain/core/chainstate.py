@@ -223,8 +223,8 @@ def stage_phases(track: StageTrack, parked_until: str | None) -> list[dict[str, 
         stopped = min(max(stopped, swap), max(run_start, swap))
         add("swap", swap, stopped)
         add("pull", stopped, max(run_start, stopped))
-    else:
-        add("swap", swap, None)
+    else:  # still swapping, or it failed before the stage started
+        add("swap", swap, _parse_time(track.updated_at) if track.state == "failed" else None)
     add("run", run_start, run_end)
     add("park", run_end, _parse_time(parked_until))
     return phases
