@@ -1,21 +1,49 @@
-"""`KruiseHook`: the cluster calls a chain needs, over cncf.kubernetes' hooks and `kubernetes` connection."""
+"""`KruiseHook`: the cluster calls a chain needs, over cncf.kubernetes' hooks and `kubernetes` connection.
+
+Transient API failures (HTTP 429, 500, 502, 503, 504 and lost connections) are retried with bounded
+exponential back-off (`RetryPolicy`), honouring the server's Retry-After, and each retry is logged. A call is
+retried after a failure that the server may have acted on only when replaying it is safe: reads, watches and
+log reads; creates, whose names are deterministic (a replay that finds the object returns it once it is
+checked to be this chain's); deletes (a replay that finds it gone counts as done); and pod patches guarded by
+`metadata.resourceVersion` (a replay of a patch that went through gets 409 and the driver plans again). A 429
+is always retried: the server refused it before doing anything.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
+from airflow.providers.cncf.kubernetes.kubernetes_helper_functions import TRANSIENT_CONNECTION_ERRORS
 from airflow.sdk.exceptions import AirflowFailException
 from kubernetes import watch
 from kubernetes.client import ApiException
+from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.driver import ConflictError
+
+T = TypeVar("T")
 
 KRUISE_GROUP = "apps.kruise.io"
 KRUISE_VERSION = "v1alpha1"
 SMP = "application/strategic-merge-patch+json"
+CRR_PLURAL = "containerrecreaterequests"
+CRR_POD_UID_LABEL = "crr.apps.kruise.io/pod-uid"
+
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""HTTP statuses worth another try: throttled (429) or a server/proxy hiccup (5xx)"""
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    *TRANSIENT_CONNECTION_ERRORS,
+    ConnectionError,
+    TimeoutError,
+)
+"""A connection refused, reset or timed out (urllib3 and aiohttp, as cncf.kubernetes counts them)"""
 
 GATE_HELP = (
     "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
@@ -40,6 +68,52 @@ class PrewarmUnavailableError(KruiseApiError, AirflowFailException):
     """
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential back-off for transient API failures."""
+
+    attempts: int = 6
+    """tries of one call in all, the first included"""
+    initial: float = 0.5
+    """seconds before the first retry; doubled for each further one"""
+    maximum: float = 8.0
+    """cap on the exponential delay"""
+    retry_after_max: float = 60.0
+    """cap on a delay the server asks for with Retry-After"""
+
+    def delay(self, retry: int, status: int | None, headers: Mapping[str, str] | None) -> float:
+        """Seconds to wait before retry number `retry` (from 1): the server's Retry-After if it sent one, else
+        the exponential delay with jitter (between half of it and all of it)."""
+        retry_after = _retry_after(headers)
+        if retry_after is not None and status in RETRYABLE_STATUSES:
+            return min(retry_after, self.retry_after_max)
+        base = min(self.maximum, self.initial * 2 ** (retry - 1))
+        return base / 2 + random.uniform(0, base / 2)
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Retry-After in seconds (the API server sends whole seconds; an HTTP date is not used by it)."""
+    value = (headers or {}).get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _transient(error: BaseException, replay_safe: bool) -> bool:
+    """Whether `error` is worth another try of a call (`replay_safe`: repeating it cannot do harm)."""
+    if isinstance(error, (ApiException, AsyncApiException)):
+        return error.status == 429 or (replay_safe and error.status in RETRYABLE_STATUSES)
+    return replay_safe and isinstance(error, CONNECTION_ERRORS)
+
+
+def _describe(error: BaseException) -> str:
+    status = getattr(error, "status", None)
+    if status is not None:
+        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
+    return f"{type(error).__name__}: {error}"
+
+
 def _explain(e: ApiException, verb: str, resource: str, namespace: str, name: str = "") -> KruiseApiError:
     try:
         message = json.loads(e.body or "{}").get("message") or e.reason
@@ -55,19 +129,36 @@ def _explain(e: ApiException, verb: str, resource: str, namespace: str, name: st
             f"{message}",
             403,
         )
-    if e.status == 404 and resource in ("imagepulljobs", "containerrecreaterequests") and not name:
+    if e.status == 404 and resource in ("imagepulljobs", CRR_PLURAL) and not name:
         return KruiseApiError(
             f"the cluster does not serve apps.kruise.io/{resource}: install OpenKruise >= 1.8 "
             f"(https://openkruise.io/docs/installation). API said: {message}",
             404,
         )
+    gave_up = " (still failing after retries)" if e.status in RETRYABLE_STATUSES else ""
     return KruiseApiError(
-        f"{verb} {target} in namespace {namespace!r} failed ({e.status}): {message}", e.status
+        f"{verb} {target} in namespace {namespace!r} failed ({e.status}){gave_up}: {message}", e.status
     )
 
 
+def _unreachable(error: BaseException, verb: str, resource: str, namespace: str, name: str) -> KruiseApiError:
+    target = f'{resource} "{name}"' if name else resource
+    return KruiseApiError(
+        f"{verb} {target} in namespace {namespace!r} failed: cannot reach the Kubernetes API server "
+        f"(still failing after retries): {_describe(error)}"
+    )
+
+
+def _foreign_labels(body: Mapping[str, Any], existing: Mapping[str, Any]) -> list[str]:
+    """The labels `body` sets that `existing` does not have with the same value."""
+    want = (body.get("metadata") or {}).get("labels") or {}
+    have = (existing.get("metadata") or {}).get("labels") or {}
+    return sorted(k for k, v in want.items() if have.get(k) != v)
+
+
 class KruiseHook(KubernetesHook):
-    """Pods, logs, ImagePullJobs and ContainerRecreateRequests, as plain API dicts.
+    """Pods, logs, ImagePullJobs and ContainerRecreateRequests, as plain API dicts, with transient failures
+    retried (see the module's docstring).
 
     Connection: the cncf.kubernetes `kubernetes` connection type (`kubernetes_conn_id`, default
     `kubernetes_default`), or `config_file` pointing at a kubeconfig.
@@ -75,15 +166,111 @@ class KruiseHook(KubernetesHook):
 
     hook_name = "Kubernetes (OpenKruise chain)"
 
+    def __init__(self, *args: Any, retry_policy: RetryPolicy | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_policy = retry_policy or RetryPolicy()
+
+    # -- retrying ------------------------------------------------------------------------------------
+    def _call(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+        call: Callable[[bool], T],
+        *,
+        replay_safe: bool = True,
+    ) -> T:
+        """Run `call`, retrying transient failures; `call(replayed)` learns whether an earlier try may have
+        reached the server. Any other ApiException is raised as it is, for the caller to interpret; a
+        connection failure that outlasts the retries becomes a `KruiseApiError`."""
+        replayed = False
+        retry = 0
+        while True:
+            try:
+                return call(replayed)
+            except (ApiException, *CONNECTION_ERRORS) as e:
+                retry += 1
+                if retry >= self.retry_policy.attempts or not _transient(e, replay_safe):
+                    if isinstance(e, ApiException):
+                        raise
+                    raise _unreachable(e, verb, resource, namespace, name) from e
+                self._back_off(f"{verb} {resource} {name}".strip(), retry, e)
+                replayed = replayed or getattr(e, "status", None) != 429
+
+    def _back_off(self, what: str, retry: int, error: BaseException) -> None:
+        status = getattr(error, "status", None)
+        delay = self.retry_policy.delay(retry, status, getattr(error, "headers", None))
+        self.log.warning(
+            "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
+            what,
+            _describe(error),
+            retry,
+            self.retry_policy.attempts - 1,
+            delay,
+        )
+        time.sleep(delay)
+
     def _raw(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         resp = call(*args, _preload_content=False, **kwargs)
         return json.loads(resp.data)
+
+    def _watch(
+        self,
+        resource: str,
+        name: str,
+        namespace: str,
+        list_call: Callable[..., Any],
+        args: tuple[Any, ...],
+        timeout_seconds: int,
+        resource_version: str | None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events of the object `name` for at most `timeout_seconds`. A watch that fails transiently
+        is opened again from the last version seen, so no change is missed or seen twice; ends early when
+        that version is too old (410 Gone): the caller reads the object again."""
+        deadline = time.monotonic() + timeout_seconds
+        version = resource_version
+        retry = 0
+        remaining = timeout_seconds
+        while remaining >= 1:
+            w = watch.Watch()
+            extra = {"resource_version": version} if version else {}
+            try:
+                for ev in w.stream(
+                    list_call,
+                    *args,
+                    field_selector=f"metadata.name={name}",
+                    timeout_seconds=remaining,
+                    **extra,
+                ):
+                    retry = 0
+                    version = w.resource_version or version
+                    yield ev
+                return
+            except (ApiException, *CONNECTION_ERRORS) as e:
+                if isinstance(e, ApiException) and e.status == 410 and version:
+                    return
+                retry += 1
+                if retry >= self.retry_policy.attempts or not _transient(e, replay_safe=True):
+                    if isinstance(e, ApiException):
+                        raise _explain(e, "watch", resource, namespace, name) from e
+                    raise _unreachable(e, "watch", resource, namespace, name) from e
+                self._back_off(f"watch {resource} {name}", retry, e)
+            finally:
+                w.stop()
+            remaining = int(deadline - time.monotonic())
 
     # -- pods and config maps ------------------------------------------------------------------------
     def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod as a dict, or None if it does not exist."""
         try:
-            return self._raw(self.core_v1_client.read_namespaced_pod, name, namespace)
+            return self._call(
+                "get",
+                "pods",
+                namespace,
+                name,
+                lambda _: self._raw(self.core_v1_client.read_namespaced_pod, name, namespace),
+            )
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -91,14 +278,22 @@ class KruiseHook(KubernetesHook):
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         try:
-            return self._raw(
-                self.core_v1_client.list_namespaced_pod, namespace, label_selector=label_selector
+            return self._call(
+                "list",
+                "pods",
+                namespace,
+                "",
+                lambda _: self._raw(
+                    self.core_v1_client.list_namespaced_pod, namespace, label_selector=label_selector
+                ),
             )["items"]
         except ApiException as e:
             raise _explain(e, "list", "pods", namespace) from e
 
     def create(self, kind: str, body: dict[str, Any], namespace: str) -> dict[str, Any]:
-        """Create a Pod or ConfigMap; an existing one of that name is returned as it is (idempotent)."""
+        """Create a Pod or ConfigMap; one that already exists under that name is returned as it is, if it
+        carries the labels `body` sets (it is this chain's: an earlier try's, or this call's own create that
+        succeeded though its answer was lost), else KruiseApiError."""
         create, read, resource = {
             "Pod": (
                 self.core_v1_client.create_namespaced_pod,
@@ -113,20 +308,53 @@ class KruiseHook(KubernetesHook):
         }[kind]
         name = body["metadata"]["name"]
         try:
-            return self._raw(create, namespace, body)
+            return self._call(
+                "create", resource, namespace, name, lambda _: self._raw(create, namespace, body)
+            )
         except ApiException as e:
             if e.status != 409:
                 raise _explain(e, "create", resource, namespace, name) from e
         try:
-            return self._raw(read, name, namespace)
+            existing = self._call(
+                "get", resource, namespace, name, lambda _: self._raw(read, name, namespace)
+            )
         except ApiException as e:
             raise _explain(e, "get", resource, namespace, name) from e
+        self._check_mine(resource, namespace, body, existing)
+        return existing
+
+    def _check_mine(
+        self, resource: str, namespace: str, body: dict[str, Any], existing: dict[str, Any]
+    ) -> None:
+        foreign = _foreign_labels(body, existing)
+        if foreign:
+            name = body["metadata"]["name"]
+            raise KruiseApiError(
+                f'{resource} "{name}" already exists in namespace {namespace!r} but is not this chain\'s: '
+                f"its label(s) {', '.join(foreign)} differ. Delete it, or give the chain another name.",
+                409,
+            )
+        self.log.info(
+            "%s %s/%s already exists (created earlier): using it",
+            resource,
+            namespace,
+            body["metadata"]["name"],
+        )
 
     def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Strategic-merge patch; a `metadata.resourceVersion` in the body makes it conditional (409)."""
+        """Strategic-merge patch; a `metadata.resourceVersion` in the body makes it conditional (409), and
+        only a conditional patch is retried after a failure the server may have acted on."""
+        conditional = bool((body.get("metadata") or {}).get("resourceVersion"))
         try:
-            return self._raw(
-                self.core_v1_client.patch_namespaced_pod, name, namespace, body, _content_type=SMP
+            return self._call(
+                "patch",
+                "pods",
+                namespace,
+                name,
+                lambda _: self._raw(
+                    self.core_v1_client.patch_namespaced_pod, name, namespace, body, _content_type=SMP
+                ),
+                replay_safe=conditional,
             )
         except ApiException as e:
             if e.status == 409:
@@ -134,17 +362,25 @@ class KruiseHook(KubernetesHook):
             raise _explain(e, "patch", "pods", namespace, name) from e
 
     def delete(self, kind: str, name: str, namespace: str, grace_period_seconds: int | None = None) -> bool:
-        """Delete a Pod or ConfigMap; False if it was already gone."""
+        """Delete a Pod or ConfigMap; False if it was already gone (a retry that finds it gone after an
+        attempt that may have deleted it counts as deleted)."""
         delete, resource = {
             "Pod": (self.core_v1_client.delete_namespaced_pod, "pods"),
             "ConfigMap": (self.core_v1_client.delete_namespaced_config_map, "configmaps"),
         }[kind]
+
+        def attempt(replayed: bool) -> bool:
+            try:
+                delete(name, namespace, grace_period_seconds=grace_period_seconds)
+                return True
+            except ApiException as e:
+                if e.status == 404:
+                    return replayed
+                raise
+
         try:
-            delete(name, namespace, grace_period_seconds=grace_period_seconds)
-            return True
+            return self._call("delete", resource, namespace, name, attempt)
         except ApiException as e:
-            if e.status == 404:
-                return False
             raise _explain(e, "delete", resource, namespace, name) from e
 
     def watch_pod(
@@ -156,23 +392,16 @@ class KruiseHook(KubernetesHook):
         with it, from that version on, so a change made since that read (a deletion) is not missed. Ends early
         when that version is too old (410 Gone): the caller reads the pod again.
         """
-        w = watch.Watch()
-        extra = {"resource_version": resource_version} if resource_version else {}
-        try:
-            for ev in w.stream(
-                self.core_v1_client.list_namespaced_pod,
-                namespace,
-                field_selector=f"metadata.name={name}",
-                timeout_seconds=timeout_seconds,
-                **extra,
-            ):
-                yield None if ev["type"] == "DELETED" else ev["raw_object"]
-        except ApiException as e:
-            if e.status == 410 and resource_version:
-                return
-            raise _explain(e, "watch", "pods", namespace, name) from e
-        finally:
-            w.stop()
+        for ev in self._watch(
+            "pods",
+            name,
+            namespace,
+            self.core_v1_client.list_namespaced_pod,
+            (namespace,),
+            timeout_seconds,
+            resource_version,
+        ):
+            yield None if ev["type"] == "DELETED" else ev["raw_object"]
 
     def read_log(
         self,
@@ -183,7 +412,7 @@ class KruiseHook(KubernetesHook):
         tail_lines: int | None = None,
         previous: bool = False,
     ) -> str:
-        try:
+        def read(_: bool) -> str:
             resp = self.core_v1_client.read_namespaced_pod_log(
                 name,
                 namespace,
@@ -193,6 +422,9 @@ class KruiseHook(KubernetesHook):
                 _preload_content=False,
             )
             return resp.data.decode(errors="replace")
+
+        try:
+            return self._call("get", "pods/log", namespace, name, read)
         except ApiException as e:
             if e.status == 400:
                 return ""
@@ -201,15 +433,22 @@ class KruiseHook(KubernetesHook):
     def follow_log(
         self, name: str, namespace: str, container: str, *, since_time: str | None = None
     ) -> Iterator[str]:
-        """Yield the container's log lines live until the container stops (or the stream is cut)."""
+        """Yield the container's log lines live until the container stops or the stream is cut (a lost
+        connection ends it too: the caller reads the pod to tell which)."""
         try:
-            resp = self.core_v1_client.read_namespaced_pod_log(
-                name,
+            resp = self._call(
+                "get",
+                "pods/log",
                 namespace,
-                container=container,
-                follow=True,
-                _preload_content=False,
-                **({"since_time": since_time} if since_time else {}),
+                name,
+                lambda _: self.core_v1_client.read_namespaced_pod_log(
+                    name,
+                    namespace,
+                    container=container,
+                    follow=True,
+                    _preload_content=False,
+                    **({"since_time": since_time} if since_time else {}),
+                ),
             )
         except ApiException as e:
             if e.status == 400:  # not started yet, or gone
@@ -222,10 +461,15 @@ class KruiseHook(KubernetesHook):
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     yield line.decode(errors="replace")
-            if buf:
-                yield buf.decode(errors="replace")
+        except CONNECTION_ERRORS as e:
+            self.log.warning(
+                "Kubernetes API: log stream of %s/%s %s cut (%s)", namespace, name, container, _describe(e)
+            )
+            return
         finally:
             resp.release_conn()
+        if buf:
+            yield buf.decode(errors="replace")
 
     def pod_metrics(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod's metrics.k8s.io PodMetrics, or None when no metrics server answers."""
@@ -238,11 +482,18 @@ class KruiseHook(KubernetesHook):
 
     # -- OpenKruise ----------------------------------------------------------------------------------
     def create_kruise(self, plural: str, body: dict[str, Any], namespace: str) -> dict[str, Any]:
-        """Create an ImagePullJob or ContainerRecreateRequest; an existing one of that name is returned."""
+        """Create an ImagePullJob or ContainerRecreateRequest; one that already exists under that name is
+        returned, if it is this chain's (its labels, and for a CRR the same incarnation of its pod)."""
         name = body["metadata"]["name"]
         try:
-            return self.custom_object_client.create_namespaced_custom_object(
-                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, body
+            return self._call(
+                "create",
+                plural,
+                namespace,
+                name,
+                lambda _: self.custom_object_client.create_namespaced_custom_object(
+                    KRUISE_GROUP, KRUISE_VERSION, namespace, plural, body
+                ),
             )
         except ApiException as e:
             if e.status != 409:
@@ -250,12 +501,37 @@ class KruiseHook(KubernetesHook):
         got = self.get_kruise(plural, name, namespace)
         if got is None:
             raise KruiseApiError(f'{plural} "{name}" vanished while being created; try again')
+        if plural == CRR_PLURAL:
+            self._check_crr_pod(body, got, namespace)
+        self._check_mine(plural, namespace, body, got)
         return got
+
+    def _check_crr_pod(self, body: dict[str, Any], existing: dict[str, Any], namespace: str) -> None:
+        """A CRR of a deterministic name may be left from an earlier pod of the same name (it lives until
+        its TTL): it would never restart the current pod's container."""
+        pod_name = (body.get("spec") or {}).get("podName", "")
+        made_for = ((existing.get("metadata") or {}).get("labels") or {}).get(CRR_POD_UID_LABEL)
+        pod = self.read_pod(pod_name, namespace)
+        uid = ((pod or {}).get("metadata") or {}).get("uid")
+        if made_for and uid and made_for != uid:
+            name = body["metadata"]["name"]
+            raise KruiseApiError(
+                f'{CRR_PLURAL} "{name}" already exists in namespace {namespace!r} for an earlier pod named '
+                f"{pod_name!r} (uid {made_for}; the pod now is uid {uid}), so it cannot restart this pod's "
+                "container. It is removed ttlSecondsAfterFinished after it finished; delete it to go on now.",
+                409,
+            )
 
     def get_kruise(self, plural: str, name: str, namespace: str) -> dict[str, Any] | None:
         try:
-            return self.custom_object_client.get_namespaced_custom_object(
-                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
+            return self._call(
+                "get",
+                plural,
+                namespace,
+                name,
+                lambda _: self.custom_object_client.get_namespaced_custom_object(
+                    KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
+                ),
             )
         except ApiException as e:
             if e.status == 404:
@@ -266,38 +542,67 @@ class KruiseHook(KubernetesHook):
         self, plural: str, name: str, namespace: str, timeout_seconds: int
     ) -> Iterator[dict[str, Any]]:
         """Yield the Kruise object each time it changes, for at most `timeout_seconds`."""
-        w = watch.Watch()
-        try:
-            for ev in w.stream(
-                self.custom_object_client.list_namespaced_custom_object,
-                KRUISE_GROUP,
-                KRUISE_VERSION,
-                namespace,
-                plural,
-                field_selector=f"metadata.name={name}",
-                timeout_seconds=timeout_seconds,
-            ):
-                if ev["type"] != "DELETED":
-                    yield ev["object"]
-        except ApiException as e:
-            raise _explain(e, "watch", plural, namespace, name) from e
-        finally:
-            w.stop()
+        for ev in self._watch(
+            plural,
+            name,
+            namespace,
+            self.custom_object_client.list_namespaced_custom_object,
+            (KRUISE_GROUP, KRUISE_VERSION, namespace, plural),
+            timeout_seconds,
+            None,
+        ):
+            if ev["type"] != "DELETED":
+                yield ev["object"]
 
     def delete_kruise(self, plural: str, name: str, namespace: str) -> bool:
+        def attempt(replayed: bool) -> bool:
+            try:
+                self.custom_object_client.delete_namespaced_custom_object(
+                    KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
+                )
+                return True
+            except ApiException as e:
+                if e.status == 404:
+                    return replayed
+                raise
+
         try:
-            self.custom_object_client.delete_namespaced_custom_object(
-                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
-            )
-            return True
+            return self._call("delete", plural, namespace, name, attempt)
         except ApiException as e:
-            if e.status == 404:
-                return False
             raise _explain(e, "delete", plural, namespace, name) from e
 
 
 class AsyncKruiseHook(AsyncKubernetesHook):
-    """The async calls a trigger needs: read and watch the chain pod."""
+    """The async calls a trigger needs: read and watch the chain pod, with transient failures retried."""
+
+    def __init__(self, *args: Any, retry_policy: RetryPolicy | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_policy = retry_policy or RetryPolicy()
+
+    async def _back_off(self, what: str, retry: int, error: BaseException) -> None:
+        status = getattr(error, "status", None)
+        delay = self.retry_policy.delay(retry, status, getattr(error, "headers", None))
+        self.log.warning(
+            "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
+            what,
+            _describe(error),
+            retry,
+            self.retry_policy.attempts - 1,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Await `call` (a read: safe to replay), retrying transient failures."""
+        retry = 0
+        while True:
+            try:
+                return await call()
+            except Exception as e:
+                retry += 1
+                if retry >= self.retry_policy.attempts or not _transient(e, replay_safe=True):
+                    raise
+                await self._back_off(what, retry, e)
 
     async def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
@@ -305,55 +610,71 @@ class AsyncKruiseHook(AsyncKubernetesHook):
         """Yield the pod as it changes (None once deleted), for at most `timeout_seconds`.
 
         Without `resource_version` the watch starts with the pod as it is now (nothing at all if it does not
-        exist: read it first); with it, from that version on. Ends early when that version is too old (410).
+        exist: read it first); with it, from that version on. A watch that fails transiently is opened again
+        from the last version seen. Ends early when that version is too old (410).
         """
         from kubernetes_asyncio import client as async_client
         from kubernetes_asyncio import watch as async_watch
 
-        extra = {"resource_version": resource_version} if resource_version else {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        version = resource_version
+        retry = 0
+        remaining = timeout_seconds
         async with self.get_conn() as api:
             v1 = async_client.CoreV1Api(api)
-            w = async_watch.Watch()
-            try:
-                async with w.stream(
-                    v1.list_namespaced_pod,
-                    namespace,
-                    field_selector=f"metadata.name={name}",
-                    timeout_seconds=timeout_seconds,
-                    **extra,
-                ) as stream:
-                    async for ev in stream:
-                        yield None if ev["type"] == "DELETED" else ev["raw_object"]
-            except async_client.ApiException as e:
-                if e.status == 410 and resource_version:
+            while remaining >= 1:
+                w = async_watch.Watch()
+                extra = {"resource_version": version} if version else {}
+                try:
+                    async with w.stream(
+                        v1.list_namespaced_pod,
+                        namespace,
+                        field_selector=f"metadata.name={name}",
+                        timeout_seconds=remaining,
+                        **extra,
+                    ) as stream:
+                        async for ev in stream:
+                            retry = 0
+                            version = ev["raw_object"].get("metadata", {}).get("resourceVersion") or version
+                            yield None if ev["type"] == "DELETED" else ev["raw_object"]
                     return
-                raise KruiseApiError(
-                    f'watch pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}',
-                    e.status,
-                ) from e
+                except (AsyncApiException, *CONNECTION_ERRORS) as e:
+                    if getattr(e, "status", None) == 410 and version:
+                        return
+                    retry += 1
+                    if retry >= self.retry_policy.attempts or not _transient(e, replay_safe=True):
+                        raise KruiseApiError(
+                            f'watch pods "{name}" in namespace {namespace!r} failed: {_describe(e)}',
+                            getattr(e, "status", None),
+                        ) from e
+                    await self._back_off(f"watch pods {name}", retry, e)
+                remaining = int(deadline - loop.time())
 
     async def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
         from kubernetes_asyncio import client as async_client
 
         async with self.get_conn() as api:
-            try:
-                resp = await async_client.CoreV1Api(api).read_namespaced_pod(
-                    name, namespace, _preload_content=False
-                )
+            v1 = async_client.CoreV1Api(api)
+
+            async def read() -> dict[str, Any] | None:
+                resp = await v1.read_namespaced_pod(name, namespace, _preload_content=False)
                 body = json.loads(await resp.read())
-            except async_client.ApiException as e:
+                # without preloading, kubernetes_asyncio hands back an error response as it is: a Status
+                if body.get("kind") == "Status":
+                    code = body.get("code")
+                    if code == 404:
+                        return None
+                    raise AsyncApiException(status=code, reason=body.get("message") or body.get("reason"))
+                return body
+
+            try:
+                return await self._retrying(f"get pods {name}", read)
+            except AsyncApiException as e:
                 if e.status == 404:
                     return None
                 raise KruiseApiError(
                     f'get pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}', e.status
                 ) from e
-            # without preloading, kubernetes_asyncio hands back an error response as it is: a Status object
-            if body.get("kind") == "Status":
-                if body.get("code") == 404:
-                    return None
-                raise KruiseApiError(
-                    f'get pods "{name}" in namespace {namespace!r} failed ({body.get("code")}): '
-                    f"{body.get('message') or body.get('reason')}",
-                    body.get("code"),
-                )
-            return body
+            except CONNECTION_ERRORS as e:
+                raise _unreachable(e, "get", "pods", namespace, name) from e
