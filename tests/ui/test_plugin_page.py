@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -153,17 +154,11 @@ def test_stage_tasks_carry_the_configured_dashboard_link(
     assert links["Chain pod"].startswith("https://dashboard.example/#/default/pods/etl-")
 
 
-def test_run_page_shows_every_stage_with_exit_code_timeline_and_memory(
-    api_server: str, finished_run: tuple[Path, str]
-) -> None:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium driven by chromedriver (selenium)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    _, run_id = finished_run
-    data = get_json(f"{api_server}/kruise-chain/api/runs/{DAG_ID}/{quote(run_id, safe='')}")
-    assert data["state"] == "success" and not data["running"]
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
@@ -171,28 +166,67 @@ def test_run_page_shows_every_stage_with_exit_code_timeline_and_memory(
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
-        driver.get(f"{api_server}/kruise-chain/runs/{DAG_ID}/{quote(run_id, safe='')}")
-        WebDriverWait(driver, 30).until(
-            lambda d: d.find_element(By.ID, "app").get_attribute("data-loaded") == "true"
-        )
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(ARTIFACTS / "kruise-chain-run.png"))
-        rows = driver.find_elements(By.CSS_SELECTOR, "tr.stage")
-        assert [r.get_attribute("data-stage") for r in rows] == STAGES
-        for number, row in enumerate(rows, start=1):
-            cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
-            stage, state, generation, slot, _image, exit_code, _run, memory = cells[:8]
-            assert state == "success" and exit_code == "0", cells
-            assert (generation, slot) == (str(number), "slot-a" if number % 2 else "slot-b"), cells
-            assert memory.endswith("MiB"), cells  # peak sampled from the metrics API while the stage ran
-            phases = [s.get_attribute("class") for s in row.find_elements(By.CSS_SELECTOR, ".bar .seg")]
-            assert phases == ["seg swap", "seg pull", "seg run", "seg park"], (stage, phases)
-        # the pod is gone (teardown): the slots show what the last two stages left in them
-        slots = {
-            r.get_attribute("data-slot"): r.find_elements(By.TAG_NAME, "td")[1].text
-            for r in driver.find_elements(By.CSS_SELECTOR, "tr.slot")
-        }
-        assert slots == {"slot-a": "aggregate", "slot-b": "report"}
-        assert "not read: the DAG run has ended" in driver.find_element(By.TAG_NAME, "body").text
+        yield driver
     finally:
         driver.quit()
+
+
+def wait_loaded(driver: Any) -> None:
+    """Wait until the plugin page (in the current frame) has rendered its data."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 30).until(
+        lambda d: d.find_element(By.ID, "app").get_attribute("data-loaded") == "true"
+    )
+
+
+def test_run_page_shows_every_stage_with_exit_code_timeline_and_memory(
+    api_server: str, finished_run: tuple[Path, str], browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, run_id = finished_run
+    data = get_json(f"{api_server}/kruise-chain/api/runs/{DAG_ID}/{quote(run_id, safe='')}")
+    assert data["state"] == "success" and not data["running"]
+
+    browser.get(f"{api_server}/kruise-chain/runs/{DAG_ID}/{quote(run_id, safe='')}")
+    wait_loaded(browser)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "kruise-chain-run.png"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.stage")
+    assert [r.get_attribute("data-stage") for r in rows] == STAGES
+    for number, row in enumerate(rows, start=1):
+        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        stage, state, generation, slot, _image, exit_code, _run, memory = cells[:8]
+        assert state == "success" and exit_code == "0", cells
+        assert (generation, slot) == (str(number), "slot-a" if number % 2 else "slot-b"), cells
+        assert memory.endswith("MiB"), cells  # peak sampled from the metrics API while the stage ran
+        phases = [s.get_attribute("class") for s in row.find_elements(By.CSS_SELECTOR, ".bar .seg")]
+        assert phases == ["seg swap", "seg pull", "seg run", "seg park"], (stage, phases)
+    # the pod is gone (teardown): the slots show what the last two stages left in them
+    slots = {
+        r.get_attribute("data-slot"): r.find_elements(By.TAG_NAME, "td")[1].text
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr.slot")
+    }
+    assert slots == {"slot-a": "aggregate", "slot-b": "report"}
+    assert "not read: the DAG run has ended" in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_dag_run_page_of_the_airflow_ui_has_the_chain_tab(
+    api_server: str, finished_run: tuple[Path, str], browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, run_id = finished_run
+    browser.get(f"{api_server}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/plugin/kruise-chain-run")
+    frame = WebDriverWait(browser, 60).until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
+    assert "/kruise-chain/runs/" in frame.get_attribute("src")
+    browser.switch_to.frame(frame)
+    try:
+        wait_loaded(browser)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "tr.stage")) == len(STAGES)
+    finally:
+        browser.switch_to.default_content()
+    browser.save_screenshot(str(ARTIFACTS / "airflow-dag-run-chain-tab.png"))
