@@ -283,8 +283,11 @@ class StageDriver:
             pulling = status.reason == PULLING
             now = time.monotonic()
             if pulling and now > min(pull_deadline, swap_deadline):
-                which = "pull_timeout" if now > pull_deadline else "swap_timeout"
-                limit = timeouts.pull if which == "pull_timeout" else timeouts.swap
+                which, limit = (
+                    ("pull_timeout", timeouts.pull)
+                    if timeouts.pull is not None and pull_deadline <= swap_deadline
+                    else ("swap_timeout", timeouts.swap)
+                )
                 raise StageTimeoutError(
                     f"image pull timeout ({which} {limit:g}s): the image {plan.record.image} of stage "
                     f"{plan.stage!r} is still not pulled on the chain pod's node ({plan.slot}: {detail}); "

@@ -1,0 +1,148 @@
+"""Timeouts, each named in the task's error: the stage's own (`stage_timeout`, a watchdog that also catches a
+silent stage and stops it), Airflow's `execution_timeout` (the task is killed: `on_kill` stops the stage),
+and the image pull while swapping in (`pull_timeout`, or `swap_timeout` running out while pulling)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+from airflow_kruise_chain.local import resources as R
+from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
+
+pytestmark = pytest.mark.slow
+
+SILENT = "sleep 30"  # prints nothing: only the runner's start marker is in its log
+
+
+def chain_dag(dag_id: str, **stage_options: Any) -> tuple[Any, Failures]:
+    import pendulum
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    failures = Failures()
+    with DAG(dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+            chain.stage(
+                "slow",
+                image="busybox:1.36",
+                cmds=["/bin/sh", "-c", SILENT],
+                on_failure_callback=failures,
+                **stage_options,
+            )
+    return dag, failures
+
+
+def results(cluster: Any, uid: str) -> list[tuple[int, str, int, str]]:
+    """(generation, stage, exit code, reason) of every result line the runner printed, without repeats."""
+    found = set()
+    for log in (cluster.root / "pods" / uid / "containers").rglob("*.log"):
+        found |= set(
+            re.findall(
+                r"::kruise-chain:: result gen=(\d+) stage=(\S+) slot=\S+ exit=(\d+) reason=(\S+)",
+                log.read_text(),
+            )
+        )
+    return sorted((int(g), s, int(e), r) for g, s, e, r in found)
+
+
+def assert_stopped(cluster: Any, history: list) -> None:
+    """The stage ran once and was stopped by a ContainerRecreateRequest, not left to finish its 30 s."""
+    pod = next(o for k, r, o in history if r is R.PODS and k == "ADDED")
+    uid = pod["metadata"]["uid"]
+    assert [(g, s) for g, s, _ in start_markers(cluster, uid)] == [(1, "slow")]
+    [(generation, stage, exit_code, reason)] = results(cluster, uid)
+    assert (generation, stage) == (1, "slow")
+    assert (exit_code, reason) in ((143, "terminated"), (137, "interrupted")), (exit_code, reason)
+    crrs = {o["metadata"]["name"] for k, r, o in history if r is R.CRRS and k == "ADDED"}
+    assert f"{pod['metadata']['name']}-slot-a-g1-stop" in crrs, sorted(crrs)
+
+
+def test_stage_timeout_stops_a_silent_stage(e2e_cluster):
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    dag, failures = chain_dag("chain_stage_timeout", stage_timeout=2)
+    run = run_inline(dag)
+
+    assert str(run.state) == "failed"
+    assert task_states(run)["c.slow"][0] == "failed"
+    assert task_states(run)["c.teardown"][0] == "success"
+    error = str(failures.errors["c.slow"])
+    assert error.startswith("stage timeout (stage_timeout 2s): stage 'slow' (generation 1 in slot-a)"), error
+    assert "stopped it" in error
+    assert_stopped(cluster, history)
+
+
+def test_execution_timeout_kills_the_task_and_on_kill_stops_the_stage(e2e_cluster):
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    dag, failures = chain_dag("chain_execution_timeout", execution_timeout=timedelta(seconds=3))
+    run = run_inline(dag)
+
+    assert str(run.state) == "failed"
+    assert task_states(run)["c.slow"][0] == "failed"
+    assert isinstance(failures.errors["c.slow"], AirflowTaskTimeout)
+    assert_stopped(cluster, history)
+
+
+@pytest.fixture
+def slow_pull_cluster(tmp_path: Path, airflow_home: Path):
+    """The first two stage images are on the node; any other image takes a minute to pull."""
+    config = ClusterConfig(
+        profile="fast", root=str(tmp_path / "cluster"), preloaded_images=("busybox:1.36", "alpine:3.20")
+    )
+    with LocalCluster(config) as cluster:
+        cluster.profile = dataclasses.replace(cluster.profile, pull_latency=60.0)
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        )
+        yield cluster
+        os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
+
+
+@pytest.mark.parametrize(
+    ("chain_options", "stage_options", "named"),
+    [({}, {"pull_timeout": 2}, "pull_timeout 2s"), ({"swap_timeout": 3}, {}, "swap_timeout 3s")],
+    ids=["pull_timeout", "swap_timeout-while-pulling"],
+)
+def test_image_pull_timeout(slow_pull_cluster, chain_options, stage_options, named):
+    import pendulum
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    failures = Failures()
+    with DAG("chain_pull_timeout", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **chain_options, **FAST_POD) as chain:
+            one = chain.stage("one", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo one"])
+            two = chain.stage("two", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo two"])
+            big = chain.stage(
+                "big",
+                image="debian:bookworm-slim",
+                cmds=["/bin/sh", "-c", "echo big"],
+                on_failure_callback=failures,
+                **stage_options,
+            )
+            one >> two >> big
+    run = run_inline(dag)
+
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert (states["c.one"][0], states["c.two"][0], states["c.big"][0]) == ("success", "success", "failed")
+    error = str(failures.errors["c.big"])
+    assert error.startswith(f"image pull timeout ({named}): the image debian:bookworm-slim of stage 'big'"), (
+        error
+    )
+    assert "ContainerCreating" in error
