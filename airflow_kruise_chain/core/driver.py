@@ -11,11 +11,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .errors import ChainError, PodLostError, SlotBusyError
-from .podview import Pod, container_status, pod_lost_reason, slot_generation, stage_record
+from .podview import Pod, container_spec, container_status, pod_lost_reason, slot_generation, stage_record
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -137,6 +137,26 @@ def _lost_detail(pod: Pod | None) -> str:
     if pod is None:
         return "it was deleted (by someone, by an eviction, or with its node)"
     return pod_lost_reason(pod) or "it cannot run stages"
+
+
+def _killed_by_kubelet(pod: Pod, plan: SwapPlan) -> str:
+    """Why the stage's own container was killed, runner and all, if the kubelet says so (OOMKilled), else ''.
+
+    The runner then records the generation as exit 137 `interrupted` when it restarts: this is the cause.
+    """
+    last = ((container_status(pod, plan.slot) or {}).get("lastState") or {}).get("terminated") or {}
+    if last.get("reason") != "OOMKilled" or last.get("containerID") == plan.record.previous_container_id:
+        return ""
+    resources = (container_spec(pod, plan.slot) or {}).get("resources") or {}
+    limit = (resources.get("limits") or {}).get("memory")
+    return (
+        f"OOMKilled (exit code {last.get('exitCode')}): it used more memory than its slot's limit"
+        f"{' of ' + str(limit) if limit else ''}; raise the stage's resources limits.memory"
+    )
+
+
+def _with_kill_reason(result: StageResult, killed: str) -> StageResult:
+    return replace(result, reason="OOMKilled") if killed and result.reason == "interrupted" else result
 
 
 class StageDriver:
@@ -348,14 +368,20 @@ class StageDriver:
                 raise failure
             if status.state is StageState.SUPERSEDED:
                 return self.result_from_history(plan, pod, tail)
+            killed = _killed_by_kubelet(pod, plan)
             if status.state is StageState.FAILED_TO_START:
                 result = self.result_from_history(plan, pod, tail, required=False)
                 if result is not None:
-                    return result
+                    return _with_kill_reason(result, killed)
+                if killed:  # the crash-loop back-off after the kill: the runner records it once restarted
+                    raise ChainError(
+                        f"stage {plan.stage!r} (generation {plan.generation} in {plan.slot}) was killed: "
+                        f"{killed}; last lines:\n" + "\n".join(list(tail)[-10:])
+                    )
                 raise StageStartError(status, plan.record.image)
             result = self.result_from_history(plan, pod, tail, required=False)
             if result is not None:
-                return result
+                return _with_kill_reason(result, killed)
             if deadline is not None and time.monotonic() > deadline:
                 self.expire(plan, timeouts)
             time.sleep(0.2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import fields
@@ -540,10 +541,20 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             tail = "\n".join(result.log_tail[-10:])
             raise ChainError(
                 f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
-                f"{' (' + result.reason + ')' if result.reason not in ('', 'completed') else ''}; "
-                f"last lines:\n{tail}"
+                f"{_exit_detail(result.exit_code, result.reason)}; last lines:\n{tail}"
             )
         return data
+
+
+def _exit_detail(exit_code: int, reason: str) -> str:
+    """' (reason; killed by SIGNAME)': the runner's reason for a stage's exit, and the signal of 128+N."""
+    notes = [reason] if reason not in ("", "completed") else []
+    if 128 < exit_code <= 128 + 64:
+        try:
+            notes.append(f"killed by {signal.Signals(exit_code - 128).name}")
+        except ValueError:
+            notes.append(f"killed by signal {exit_code - 128}")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 _STAGE_FIELDS = {f.name for f in fields(StageSpec)}

@@ -1,0 +1,255 @@
+"""Faults during a chain's DAG run on the local cluster: what the task does, what Airflow shows, and that no
+stage ran twice and no finished stage's output was lost.
+
+Stage starts are counted from the runner's start markers in the containers' log files on the node (one per
+generation run); stage data is checked by later stages reading earlier stages' files in scratch, and in XCom.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kruise_chain.core.constants import SCRATCH_VOLUME, slot_annotation
+from airflow_kruise_chain.local import LocalCluster
+from airflow_kruise_chain.local import resources as R
+from tests.e2e.conftest import xcoms
+from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
+
+pytestmark = pytest.mark.slow
+
+START = __import__("pendulum").datetime(2026, 1, 1, tz="UTC")
+
+PREPARE = r"""
+seq 1 100 > "$CHAIN_SCRATCH/numbers.txt"
+echo "prepared $(wc -l < "$CHAIN_SCRATCH/numbers.txt") numbers"
+printf '{"numbers": %s}' "$(wc -l < "$CHAIN_SCRATCH/numbers.txt")" > "$CHAIN_OUTPUT"
+"""
+
+
+def chain_pod(cluster: LocalCluster) -> dict[str, Any]:
+    """The run's one chain pod (in namespace default), or AssertionError if there is not exactly one."""
+    pods = cluster.call(lambda: list(cluster.store.items(R.PODS, "default")))
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def slot_running(pod: dict[str, Any], stage: str) -> str | None:
+    """The slot whose annotations say it hosts `stage`."""
+    annotations = pod["metadata"].get("annotations") or {}
+    return next(
+        (s for s in ("slot-a", "slot-b") if annotations.get(slot_annotation(s, "stage")) == stage), None
+    )
+
+
+def when_file_appears(cluster: LocalCluster, name: str, action: Any) -> threading.Thread:
+    """In the background: once the chain pod's scratch holds `name`, call `action(pod)` (once)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            pods = cluster.call(lambda: list(cluster.store.items(R.PODS, "default")))
+            for pod in pods:
+                path = cluster.root / "pods" / pod["metadata"]["uid"] / "volumes" / SCRATCH_VOLUME / name
+                if Path(path).exists():
+                    action(pod)
+                    return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def stage_starts(cluster: LocalCluster, history: list) -> list[tuple[int, str]]:
+    pod = next(o for k, r, o in history if r is R.PODS and k == "ADDED")
+    return [(g, s) for g, s, _ in start_markers(cluster, pod["metadata"]["uid"])]
+
+
+# -- (a) the stage's process is killed with SIGKILL ------------------------------------------------------
+WORK = r"""
+test -s "$CHAIN_SCRATCH/numbers.txt" || { echo "numbers.txt from prepare is gone" >&2; exit 2; }
+if [ ! -f "$CHAIN_SCRATCH/work.partial" ]; then
+  echo "generation $CHAIN_GENERATION: working, then killed"
+  echo "$CHAIN_GENERATION" > "$CHAIN_SCRATCH/work.partial"
+  sleep 60
+fi
+sum=$(awk '{ s += $1 } END { print s }' "$CHAIN_SCRATCH/numbers.txt")
+echo "generation $CHAIN_GENERATION: sum $sum"
+printf '{"sum": %s, "killed_generation": %s}' "$sum" "$(cat "$CHAIN_SCRATCH/work.partial")" > "$CHAIN_OUTPUT"
+"""
+
+
+def test_a_stage_killed_with_sigkill_fails_with_137_and_its_retry_reruns_it_in_place(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    retried = Failures()
+    with DAG("fault_sigkill", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+            prepare = chain.stage("prepare", image="busybox:1.36", cmds=["/bin/sh", "-c", PREPARE])
+            work = chain.stage(
+                "work",
+                image="alpine:3.20",
+                cmds=["/bin/sh", "-c", WORK],
+                retries=1,
+                retry_delay=0,
+                on_retry_callback=retried,
+            )
+            prepare >> work
+    killed: list[int] = []
+    killer = when_file_appears(
+        cluster,
+        "work.partial",
+        lambda pod: killed.append(
+            cluster.kill_processes("default", pod["metadata"]["name"], slot_running(pod, "work") or "", 9)
+        ),
+    )
+    run = run_inline(dag)
+    killer.join(timeout=5)
+    out = capfd.readouterr().out
+
+    assert killed and killed[0] >= 1  # the stage's processes were SIGKILLed
+    assert str(run.state) == "success", out[-3000:]
+    states = task_states(run)
+    assert states["c.work"][:2] == ("success", 2)  # failed once, the Airflow retry succeeded
+    error = str(retried.errors["c.work"])
+    assert "exit code 137" in error and "SIGKILL" in error, error  # what Airflow shows for the first try
+    assert "generation 2: working, then killed" in error  # with the stage's last lines
+    assert "stage 'work' failed with exit code 137" in out  # in the task log as well
+
+    # the killed generation was not re-run by its runner; the retry is a new generation in the same pod
+    assert stage_starts(cluster, history) == [(1, "prepare"), (2, "work"), (3, "work")]
+    assert len([o for k, r, o in history if r is R.PODS and k == "ADDED"]) == 1
+    results = xcoms(run)
+    assert results["c.prepare"]["outputs"] == {"numbers": 100}
+    # prepare's file and the killed try's file both survived in scratch
+    assert results["c.work"]["outputs"] == {"sum": 5050, "killed_generation": 2}
+    assert results["c.work"]["generation"] == 3
+
+
+# -- (b) the stage exits non-zero ------------------------------------------------------------------------
+def test_a_stage_exiting_non_zero_fails_with_its_exit_code_and_last_lines(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    failures = Failures()
+    broken = 'echo "read $(wc -l < "$CHAIN_SCRATCH/numbers.txt") numbers"; echo "bad record 17" >&2; exit 4'
+    with DAG("fault_exit_code", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+            prepare = chain.stage("prepare", image="busybox:1.36", cmds=["/bin/sh", "-c", PREPARE])
+            check = chain.stage(
+                "check", image="alpine:3.20", cmds=["/bin/sh", "-c", broken], on_failure_callback=failures
+            )
+            never = chain.stage("never", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo never"])
+            prepare >> check >> never
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.check"][:2] == ("failed", 1)
+    assert states["c.never"][0] == "upstream_failed"
+    assert states["c.teardown"][0] == "success"
+    error = str(failures.errors["c.check"])
+    assert "stage 'check' failed with exit code 4" in error
+    assert error.splitlines()[-2:] == ["read 100 numbers", "bad record 17"], error  # stdout and stderr
+    assert "stage 'check' failed with exit code 4" in out
+    results = xcoms(run)
+    assert results["c.check"]["exit_code"] == 4
+    assert results["c.prepare"]["outputs"] == {"numbers": 100}  # the finished stage's result is intact
+    assert stage_starts(cluster, history) == [(1, "prepare"), (2, "check")]
+
+
+# -- (c) the stage exceeds its memory limit --------------------------------------------------------------
+HOG = r"""
+echo "allocating"
+awk 'BEGIN { s = "x"; for (i = 0; i < 29; i++) s = s s; print length(s) }'
+echo "not reached"
+"""
+
+
+def test_a_stage_over_its_memory_limit_fails_naming_oomkilled(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    failures = Failures()
+    with DAG("fault_oom", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+            prepare = chain.stage("prepare", image="busybox:1.36", cmds=["/bin/sh", "-c", PREPARE])
+            hog = chain.stage(
+                "hog",
+                image="alpine:3.20",
+                cmds=["/bin/sh", "-c", HOG],
+                resources={"limits": {"memory": "64Mi"}},
+                on_failure_callback=failures,
+            )
+            prepare >> hog
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.hog"][:2] == ("failed", 1)
+    assert states["c.teardown"][0] == "success"
+    error = str(failures.errors["c.hog"])
+    assert "OOMKilled" in error and "137" in error, error
+    assert "OOMKilled" in out
+    assert "not reached" not in out
+    assert xcoms(run)["c.prepare"]["outputs"] == {"numbers": 100}
+    assert stage_starts(cluster, history) == [(1, "prepare"), (2, "hog")]  # not re-run after the kill
+
+
+# -- (d) the stage's image does not exist ----------------------------------------------------------------
+def test_a_missing_image_fails_the_stage_naming_the_pull_error(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    failures = Failures()
+    missing = "ghcr.io/acme/absent:1.0"
+    with DAG("fault_missing_image", schedule=None, start_date=START) as dag:
+        # the first two stages' images are the pod's initial slot images: the missing one is swapped in third
+        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+            one = chain.stage("one", image="busybox:1.36", cmds=["/bin/sh", "-c", PREPARE])
+            two = chain.stage("two", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo two"])
+            three = chain.stage(
+                "three", image=missing, cmds=["/bin/sh", "-c", "echo three"], on_failure_callback=failures
+            )
+            one >> two >> three
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.three"][:2] == ("failed", 1)
+    assert states["c.teardown"][0] == "success"
+    error = str(failures.errors["c.three"])
+    assert "ErrImagePull" in error or "ImagePullBackOff" in error, error
+    assert missing in error and "not found" in error, error  # which image, and the registry's answer
+    assert "swap timeout" not in error  # it failed on the pull error, not by waiting out the swap timeout
+    assert f"could not start in slot-a (generation 3, image {missing}): ErrImagePull" in out  # task log
+    reasons = [
+        ((s.get("state") or {}).get("waiting") or {}).get("reason")
+        for k, r, o in history
+        if r is R.PODS and k == "MODIFIED"
+        for s in o["status"].get("containerStatuses") or []
+    ]
+    assert "ErrImagePull" in reasons  # what the kubelet reported
+    assert stage_starts(cluster, history) == [(1, "one"), (2, "two")]
+    assert xcoms(run)["c.one"]["outputs"] == {"numbers": 100}
