@@ -489,9 +489,12 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         plan = driver.swap(
             self.stage_spec(), context["ti"].try_number, self.timeouts()
         )  # reattach: no new swap
-        return self.finish(context, self.follow(context, driver, plan))
+        # the stage ran while the task was deferred: no memory to sample now
+        return self.finish(context, self.follow(context, driver, plan, sample_memory=False))
 
-    def follow(self, context: Context, driver: StageDriver, plan: SwapPlan) -> StageResult:
+    def follow(
+        self, context: Context, driver: StageDriver, plan: SwapPlan, *, sample_memory: bool = True
+    ) -> StageResult:
         """`driver.follow` with monitoring: pull and memory log markers, and the `chain_state` XCom."""
         ti = context["ti"]
         monitor = StageMonitor(
@@ -513,7 +516,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             read_pod=lambda: self.hook.read_pod(driver.pod_name, self.namespace),
             read_metrics=lambda: self.hook.pod_metrics(driver.pod_name, self.namespace),
             log=self.log.info,
-            interval=memory_sample_interval(),
+            interval=memory_sample_interval() if sample_memory else 0,
         )
         driver.log = monitor.observe(driver.log)
         monitor.swapped()
