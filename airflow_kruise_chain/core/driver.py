@@ -354,6 +354,14 @@ class StageDriver:
                 if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
                     result = StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
                     self._log_end(result)
+                    if result.reason != "completed":  # stopped by a signal: was it the pod going away?
+                        pod = self.api.read_pod(self.pod_name, self.namespace)
+                        if pod is None or pod_lost_reason(pod) is not None:
+                            raise self.lost(
+                                pod,
+                                f"while stage {plan.stage!r} ran (generation {plan.generation}; it was "
+                                f"stopped with the pod: exit code {result.exit_code}, {result.reason})",
+                            )
                     return result
                 if forwarding:
                     tail.append(line)
