@@ -376,8 +376,13 @@ def image_pull_job_outcome(job: Mapping[str, Any]) -> Outcome:
     if failed == 0 and succeeded == desired:
         return Outcome("succeeded", f"{image} pulled on {succeeded} node(s)")
     nodes = ", ".join(status.get("failedNodes") or ()) or "unknown nodes"
-    detail = status.get("message") or f"{failed} of {desired} pull(s) failed"
-    return Outcome("failed", f"pulling {image} failed on {nodes}: {detail}")
+    said = f" (OpenKruise: {status['message']})" if status.get("message") else ""
+    return Outcome(
+        "failed",
+        f"pulling {image} failed on {nodes}: {failed} of {desired} pull(s) failed{said}. Check that the "
+        "image exists and that the node can pull it (registry access, image_pull_secrets); kruise-daemon's "
+        "error is in the node's NodeImage: kubectl get nodeimage <node> -o yaml",
+    )
 
 
 def crr_outcome(crr: Mapping[str, Any]) -> Outcome:

@@ -17,6 +17,7 @@ import pytest
 from airflow_kruise_chain.core.constants import SCRATCH_VOLUME, slot_annotation
 from airflow_kruise_chain.local import LocalCluster
 from airflow_kruise_chain.local import resources as R
+from airflow_kruise_chain.local.errors import ApiError
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
 
@@ -253,3 +254,119 @@ def test_a_missing_image_fails_the_stage_naming_the_pull_error(e2e_cluster, capf
     assert "ErrImagePull" in reasons  # what the kubelet reported
     assert stage_starts(cluster, history) == [(1, "one"), (2, "two")]
     assert xcoms(run)["c.one"]["outputs"] == {"numbers": 100}
+
+
+# -- (e) the API server answers 409 and 500 at random ----------------------------------------------------
+FIRST = r"""
+seq 1 50 > "$CHAIN_SCRATCH/a.txt"
+printf '{"lines": %s}' "$(wc -l < "$CHAIN_SCRATCH/a.txt")" > "$CHAIN_OUTPUT"
+"""
+SECOND = r"""
+awk '{ print $1 * 2 }' "$CHAIN_SCRATCH/a.txt" > "$CHAIN_SCRATCH/b.txt"
+printf '{"lines": %s}' "$(wc -l < "$CHAIN_SCRATCH/b.txt")" > "$CHAIN_OUTPUT"
+"""
+THIRD = r"""
+printf '{"total": %s}' "$(awk '{ s += $1 } END { print s }' "$CHAIN_SCRATCH/b.txt")" > "$CHAIN_OUTPUT"
+"""
+
+
+def test_random_409_and_500_answers_during_a_whole_run_change_nothing(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    with DAG("fault_api_errors", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=True, swap_timeout=120, **FAST_POD) as chain:
+            first = chain.stage("first", image="busybox:1.36", cmds=["/bin/sh", "-c", FIRST])
+            second = chain.stage("second", image="alpine:3.20", cmds=["/bin/sh", "-c", SECOND])
+            third = chain.stage(
+                "third", image="ghcr.io/airflow-kruise-chain/report:0.9", cmds=["/bin/sh", "-c", THIRD]
+            )
+            first >> second >> third
+    cluster.set_random_faults(conflict=0.15, error=0.15, seed=11)
+    random_fault = cluster.fault
+    assert random_fault is not None
+    injected: list[tuple[str, int]] = []
+    first_patch = [True]
+
+    def fault(request: Any) -> Any:
+        if request.method == "PATCH" and first_patch[0]:  # the conflict path for certain, then at random
+            first_patch[0] = False
+            err: Any = ApiError(409, "Operation cannot be fulfilled: the object has been modified (injected)")
+        else:
+            err = random_fault(request)
+        if err is not None:
+            injected.append((request.method, err.code))
+        return err
+
+    cluster.fault = fault
+    try:
+        run = run_inline(dag)
+    finally:
+        cluster.fault = None
+    out = capfd.readouterr().out
+
+    assert str(run.state) == "success", out[-3000:]
+    assert {ti: st[:2] for ti, st in task_states(run).items()} == {
+        t: ("success", 1) for t in ("c.setup", "c.prewarm", "c.first", "c.second", "c.third", "c.teardown")
+    }  # no Airflow retry was needed: the hook and the driver absorbed every fault
+    codes = [code for _, code in injected]
+    assert codes.count(500) >= 3 and codes.count(409) >= 1, injected
+    assert "Kubernetes API:" in out and "failed (HTTP 500" in out  # each retry is logged in the task log
+
+    assert stage_starts(cluster, history) == [(1, "first"), (2, "second"), (3, "third")]  # each exactly once
+    results = xcoms(run)
+    assert results["c.first"]["outputs"] == {"lines": 50}
+    assert results["c.second"]["outputs"] == {"lines": 50}
+    assert results["c.third"]["outputs"] == {"total": 2550}  # read second's file, made from first's
+    posts = [(p.rsplit("/", 1)[-1], c) for m, p, c in cluster.audit if m == "POST" and c == 201]
+    assert [kind for kind, _ in posts].count("pods") == 1  # one chain pod
+    assert [kind for kind, _ in posts].count("configmaps") == 1
+    assert [kind for kind, _ in posts].count("imagepulljobs") == 3  # one per image, none twice
+    applied = [
+        c for m, p, c in cluster.audit if m == "PATCH" and p.endswith("/pods/" + chain_pod_name(history))
+    ]
+    assert applied.count(200) == 3, applied  # one swap patch per stage applied: none lost, none twice
+
+
+def chain_pod_name(history: list) -> str:
+    return next(o for k, r, o in history if r is R.PODS and k == "ADDED")["metadata"]["name"]
+
+
+# -- (f) an ImagePullJob fails on the node ---------------------------------------------------------------
+@pytest.mark.parametrize("on_unavailable", ["fail", "skip"])
+def test_a_failed_image_pull_job_fails_prewarm_naming_image_and_node(e2e_cluster, capfd, on_unavailable):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    failures = Failures()
+    absent = "ghcr.io/acme/absent:1.0"  # not in the image catalogue: every pull of it fails
+    with DAG(f"fault_prewarm_{on_unavailable}", schedule=None, start_date=START) as dag:
+        with KruiseChain(
+            "c", namespace="default", prewarm=True, on_prewarm_unavailable=on_unavailable, **FAST_POD
+        ) as chain:
+            one = chain.stage("one", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo one"])
+            two = chain.stage("two", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo two"])
+            three = chain.stage("three", image=absent, cmds=["/bin/sh", "-c", "echo three"])
+            one >> two >> three
+        chain.prewarm_task.on_failure_callback = [failures]
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.prewarm"][:2] == ("failed", 1)
+    assert {states[f"c.{s}"][0] for s in ("one", "two", "three")} == {"upstream_failed"}  # no stage ran
+    assert states["c.teardown"][0] == "success"
+    error = str(failures.errors["c.prewarm"])
+    assert f"pulling {absent} failed on kruise-local" in error, error  # the image and the node
+    assert "1 of 1 pull(s) failed" in error and "kubectl get nodeimage" in error, error  # where to look
+    assert "::kruise-chain:: prewarmed busybox:1.36" in out  # the other images were prewarmed
+    jobs = {o["spec"]["image"]: o for k, r, o in history if r is R.IMAGE_PULL_JOBS and k == "MODIFIED"}
+    assert (jobs[absent]["status"].get("failed"), jobs["busybox:1.36"]["status"].get("succeeded")) == (1, 1)
+    assert stage_starts(cluster, history) == []
