@@ -330,7 +330,12 @@ class StageDriver:
         if plan.action == "adopt":
             assert plan.result is not None
             return plan.result
-        self.wait_started(plan, timeouts, time.monotonic())
+        started = self.wait_started(plan, timeouts, time.monotonic())
+        if plan.needs_crr and started.state is StageState.RUNNING:
+            # The CRR has done its part (the stage's container runs). Left alone it would stay active until
+            # the stage ends (the slot turns Ready only then) and, as kruise-daemon runs one CRR per pod at a
+            # time, hold back the other slot's swap or a stop until then.
+            self.api.delete_kruise(CRR_PLURAL, plan.crr_name, self.namespace)
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         while True:
