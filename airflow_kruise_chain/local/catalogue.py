@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,13 @@ def normalize(ref: str) -> str:
     return f"{name}@{digest}" if digest else name
 
 
+def repository(ref: str) -> str:
+    """A normalized reference without tag and digest (`localhost:5000/x:1` -> `localhost:5000/x`)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
 @dataclass(frozen=True)
 class Image:
     """One image as the catalogue describes it."""
@@ -46,8 +53,7 @@ class Image:
 
     @property
     def image_id(self) -> str:
-        repo = self.ref.split("@", 1)[0].rsplit(":", 1)[0] if ":" in self.ref.rsplit("/", 1)[-1] else self.ref
-        return f"{repo}@{self.digest}"
+        return f"{repository(self.ref)}@{self.digest}"
 
 
 def _size(value: Any) -> int:
@@ -88,8 +94,32 @@ class Catalogue:
         return cls(list(data.get("images") or []))
 
     def lookup(self, ref: str) -> Image | None:
-        """The catalogue's image for `ref`, or None when the image does not exist."""
+        """The catalogue's image for `ref`, or None when the image does not exist.
+
+        A digest reference resolves as a registry does: `repo:tag@sha256:D` is the tag's image if its digest
+        is D; `repo@sha256:D` is found among the exact (non-glob) entries of that repository.
+        """
         full = normalize(ref)
+        if "@" in full:
+            name, digest = full.split("@", 1)
+            if name != repository(name):  # repo:tag@digest: the tag's image, if the digest matches
+                image = self._lookup(name)
+            else:
+                image = next(
+                    (
+                        i
+                        for e in self._entries
+                        if not any(c in e["ref"] for c in "*?[")
+                        and repository(normalize(e["ref"])) == name
+                        and (i := self._lookup(normalize(e["ref"]))) is not None
+                        and i.digest == digest
+                    ),
+                    None,
+                )
+            return replace(image, ref=full) if image is not None and image.digest == digest else None
+        return self._lookup(full)
+
+    def _lookup(self, full: str) -> Image | None:
         exact = [e for e in self._entries if normalize(e["ref"]) == full]
         globs = [e for e in self._entries if fnmatch.fnmatchcase(full, normalize(e["ref"]))]
         for e in exact + globs:

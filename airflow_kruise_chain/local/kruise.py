@@ -432,10 +432,9 @@ class Kruise:
             base = {"tag": tag_name, "version": version, "startTime": start}
             if (
                 state is not None
-                and normalize(ref) in state.images
+                and (img := state.image_for(ref)) is not None
                 and tag.get("imagePullPolicy") != "Always"
             ):
-                img = state.images[normalize(ref)]
                 self.set_tag_status(
                     node,
                     image_name,

@@ -15,13 +15,13 @@ import logging
 import re
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
-from .catalogue import Image, normalize
+from .catalogue import Image, normalize, repository
 from .errors import ApiError
 from .runtime import ContainerLaunch, Mount, RunningContainer, follow_log, read_log
 from .store import Obj, now_iso
@@ -399,7 +399,8 @@ class PodWorker:
         ref = spec.get("image", "")
         policy = spec.get("imagePullPolicy") or "IfNotPresent"
         node = self.kubelet.nodes[self.node]
-        present = normalize(ref) in node.images
+        stored = node.image_for(ref)
+        present = stored is not None
         if policy == "Never" and not present:
             st.waiting_reason, st.waiting_message = (
                 "ErrImageNeverPull",
@@ -410,7 +411,7 @@ class PodWorker:
             return None
         if present and policy != "Always":
             self.event("Normal", "Pulled", f'Container image "{ref}" already present on machine')
-            return node.images[normalize(ref)]
+            return stored
         key = f"{self.node}/{normalize(ref)}"
         wait = self.kubelet.image_backoff_wait(key)
         if wait > 0:
@@ -863,6 +864,21 @@ class NodeState:
     images: dict[str, Image] = field(default_factory=dict)
     pulled_at: dict[str, datetime] = field(default_factory=dict)
     pulling: dict[str, asyncio.Future[Image | None]] = field(default_factory=dict)
+
+    def image_for(self, ref: str) -> Image | None:
+        """The stored image `ref` names, as the runtime resolves it: by reference, or for a digest reference
+        (`repo@sha256:D`, `repo:tag@sha256:D`: the tag is ignored) any stored image of that repository and
+        digest."""
+        full = normalize(ref)
+        if full in self.images:
+            return self.images[full]
+        if "@" in full:
+            name, digest = full.split("@", 1)
+            repo = repository(name)
+            for image in self.images.values():
+                if image.digest == digest and repository(image.ref) == repo:
+                    return replace(image, ref=full)
+        return None
 
 
 class LogSource:

@@ -82,6 +82,42 @@ def test_kubelet_restarts_at_once_after_its_own_kill(cluster, core, namespace, m
     )
 
 
+def test_same_image_by_digest_restarts_without_a_pull(core, namespace):
+    """`repo:tag` and `repo:tag@sha256:D` name the same image: patching one to the other changes the spec
+    (kill and restart, no crash-loop back-off) but needs no pull, since the runtime resolves the digest."""
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30", image="busybox:1.36")))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="container running")
+    digest = first.image_id.split("@", 1)[1]
+    assert digest.startswith("sha256:")
+    ids = [first.container_id]
+    for image in (f"busybox:1.36@{digest}", "busybox:1.36", f"busybox:1.36@{digest}"):
+        core.patch_namespaced_pod("p", namespace, {"spec": {"containers": [{"name": "c", "image": image}]}})
+        cs = wait_for(
+            lambda: (cs := running(core, namespace, "p", "c")) and cs.container_id not in ids and cs,
+            timeout=8,  # a crash-loop back-off would take 10 s or more
+            what=f"restart with {image}",
+        )
+        ids.append(cs.container_id)
+        assert cs.image_id == first.image_id
+    assert cs.restart_count == 3
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p")
+    messages = [e.message for e in events.items]
+    assert not any(m.startswith('Pulling image "busybox:1.36@') for m in messages), messages
+    assert f'Container image "busybox:1.36@{digest}" already present on machine' in messages
+
+
+def test_unknown_digest_is_not_pulled(core, namespace):
+    bad = "busybox:1.36@sha256:" + "0" * 64
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30", image=bad)))
+    wait_for(
+        lambda: (
+            (w := status_of(core, namespace, "p", "c").state.waiting)
+            and w.reason in ("ErrImagePull", "ImagePullBackOff")
+        ),
+        what="ErrImagePull for a digest the tag does not have",
+    )
+
+
 def test_exited_container_under_never_is_not_restarted_on_image_change(core, namespace):
     core.create_namespaced_pod(namespace, pod_body("p", container("c", "exit 0"), restart="Never"))
     wait_for(lambda: core.read_namespaced_pod("p", namespace).status.phase == "Succeeded", what="Succeeded")

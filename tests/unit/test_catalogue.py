@@ -1,0 +1,43 @@
+"""The image catalogue: references as a container runtime resolves them (tags, digests, name defaults)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kruise_chain.local.catalogue import Catalogue, normalize, repository
+
+CAT = Catalogue(
+    [
+        {"ref": "busybox:1.36", "size": "2Mi"},
+        {"ref": "acme/etl:1.0", "digest": "sha256:" + "e" * 64},
+        {"ref": "ghcr.io/acme/stage:*"},
+    ]
+)
+
+
+def test_normalize_names_as_the_runtime_does() -> None:
+    assert normalize("busybox") == "docker.io/library/busybox:latest"
+    assert normalize("acme/etl:1.0") == "docker.io/acme/etl:1.0"
+    assert normalize("busybox@sha256:abc") == "docker.io/library/busybox@sha256:abc"
+    assert normalize("busybox:1.36@sha256:abc") == "docker.io/library/busybox:1.36@sha256:abc"
+    assert repository("docker.io/library/busybox:1.36@sha256:abc") == "docker.io/library/busybox"
+    assert repository("localhost:5000/x:1") == "localhost:5000/x"
+
+
+@pytest.mark.parametrize("tag_ref", ["busybox:1.36", "acme/etl:1.0", "ghcr.io/acme/stage:7"])
+def test_digest_references_resolve_to_the_same_image(tag_ref: str) -> None:
+    image = CAT.lookup(tag_ref)
+    assert image is not None
+    by_tag_and_digest = CAT.lookup(f"{tag_ref}@{image.digest}")
+    assert by_tag_and_digest is not None
+    assert by_tag_and_digest.digest == image.digest and by_tag_and_digest.image_id == image.image_id
+    assert by_tag_and_digest.ref == normalize(f"{tag_ref}@{image.digest}")
+    assert CAT.lookup(f"{tag_ref}@sha256:{'0' * 64}") is None  # a digest the tag does not have
+
+
+def test_repository_at_digest_resolves_exact_entries() -> None:
+    image = CAT.lookup("acme/etl:1.0")
+    assert image is not None
+    found = CAT.lookup(f"acme/etl@{image.digest}")
+    assert found is not None and found.image_id == image.image_id
+    assert CAT.lookup(f"acme/other@{image.digest}") is None
