@@ -111,7 +111,8 @@ def test_unknown_digest_is_not_pulled(core, namespace):
     core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30", image=bad)))
     wait_for(
         lambda: (
-            (w := status_of(core, namespace, "p", "c").state.waiting)
+            (cs := status_of(core, namespace, "p", "c"))
+            and (w := cs.state.waiting)
             and w.reason in ("ErrImagePull", "ImagePullBackOff")
         ),
         what="ErrImagePull for a digest the tag does not have",
