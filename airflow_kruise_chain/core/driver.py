@@ -195,10 +195,11 @@ class StageDriver:
         """
         deadline = time.monotonic() + timeouts.swap
         conflicts = 0
+        followed: StageResult | None = None  # the result of an earlier try's generation, followed to its end
         while True:
             pod = self.read_pod()
             earlier = earlier_generation(pod, stage.name, try_number)
-            result = (
+            result = followed or (
                 self.recorded_result(pod, earlier.slot, earlier.generation, earlier.image)
                 if earlier is not None
                 else None
@@ -232,12 +233,13 @@ class StageDriver:
                     f"::kruise-chain:: following generation {plan.generation} of stage {stage.name!r} from "
                     f"try {plan.from_try} in {plan.slot}: it is still running, not starting it again"
                 )
-                self.follow(plan, timeouts)
+                followed = self.follow(plan, timeouts)
                 deadline = time.monotonic() + timeouts.swap
-                continue  # its result decides: adopted on exit 0, else a new generation
-            if earlier is not None and result is not None:
+                continue  # its result decides, though the slot may not show Ready yet: adopt or run again
+            previous = stage_record(pod, stage.name)
+            if result is not None and previous is not None:
                 self.log(
-                    f"::kruise-chain:: generation {result.generation} from try {earlier.try_number} "
+                    f"::kruise-chain:: generation {result.generation} from try {previous.try_number} "
                     f"ended with exit code {result.exit_code} ({result.reason}): running stage "
                     f"{stage.name!r} again as a new generation"
                 )

@@ -218,11 +218,14 @@ def plan_swap(
             "needs_crr": record.action == "recreate",
             "from_try": record.try_number,
         }
-        if record.try_number == try_number or state in _ON:
+        if record.try_number == try_number:
             return SwapPlan(action="reattach", **kept)
         if earlier_result is not None and earlier_result.generation == record.generation:
+            # the runner's result line is final, even while the slot does not show Ready yet
             if earlier_result.succeeded:
                 return SwapPlan(action="adopt", result=earlier_result, **kept)
+        elif state in _ON:
+            return SwapPlan(action="reattach", **kept)
         elif state is not StageState.FAILED_TO_START:
             raise ResultUnavailableError(
                 f"try {record.try_number} of stage {stage.name!r} ran generation {record.generation} in "

@@ -233,6 +233,15 @@ def test_a_retry_follows_the_earlier_try_still_running() -> None:
     assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
 
 
+def test_a_followed_result_decides_before_the_slot_shows_ready() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT, finish=False)  # the runner printed its result; the readiness probe has not run yet
+    adopt = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1))
+    assert (adopt.action, adopt.generation, adopt.patch) == ("adopt", 1, None)
+    rerun = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1, 1))
+    assert (rerun.action, rerun.slot, rerun.generation) == ("patch", "slot-b", 2)
+
+
 def test_a_retry_adopts_an_earlier_generation_that_succeeded() -> None:
     pod = FakePod()
     pod.run(EXTRACT)  # try 1's generation finished while its worker was gone
