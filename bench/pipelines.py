@@ -58,6 +58,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results"
 IMAGE = "ghcr.io/airflow-kruise-chain/bench-stage:{k}"
+SAME_IMAGE_ENV = "KRUISE_CHAIN_BENCH_SAME_IMAGE"  # set by --same-image, inherited by the DAG processes
 RECORDS = 20000
 PAUSE = 0.2
 MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
@@ -93,7 +94,8 @@ WAIT_SCRIPT = (
 
 
 def image(k: int) -> str:
-    return IMAGE.format(k=k)
+    """Stage k's image: its own (every swap changes the image), or stage 1's for all with --same-image."""
+    return IMAGE.format(k=1 if os.environ.get(SAME_IMAGE_ENV) else k)
 
 
 def stage_args(k: int, data: str, pipeline: str) -> list[str]:
@@ -917,6 +919,9 @@ def main() -> int:
     ap.add_argument(
         "--out", help="file name stem under bench/results (default pipelines; quick: pipelines-quick)"
     )
+    ap.add_argument(
+        "--same-image", action="store_true", help="every stage uses the same image (the chain swaps by CRR)"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, Airflow homes)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -927,7 +932,11 @@ def main() -> int:
     args.stages = [int(s) for s in (args.stages or ("3,10" if args.quick else "3,10,50")).split(",")]
     args.modes = args.modes.split(",")
     args.copies_stages = args.copies_stages or (3 if args.quick else 10)
-    stem = args.out or ("pipelines-quick" if args.quick else "pipelines")
+    stem = args.out or ("pipelines-quick" if args.quick else "pipelines") + (
+        "-same-image" if args.same_image else ""
+    )
+    if args.same_image:
+        os.environ[SAME_IMAGE_ENV] = "1"
 
     info = machine()
     print(
