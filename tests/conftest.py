@@ -1,7 +1,17 @@
-"""Shared fixtures: one local cluster per test session, reached through the real `kubernetes` client."""
+"""Shared fixtures: one local cluster per test session, reached through the real `kubernetes` client.
+
+Airflow binds its configuration and metadata database when it is first imported, which may be while a test
+module is collected (tests/provider and tests/e2e import operators at module level). So this conftest, loaded
+before any test module, points Airflow at a private home and SQLite file first; the e2e `airflow_home` fixture
+migrates that same file (its `airflow db migrate` subprocess inherits AIRFLOW__DATABASE__SQL_ALCHEMY_CONN).
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +20,17 @@ import pytest
 from kubernetes import client, config
 
 from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+
+if "airflow" not in __import__("sys").modules:
+    _home = tempfile.mkdtemp(prefix="kruise-chain-airflow-")
+    atexit.register(shutil.rmtree, _home, True)
+    os.environ["AIRFLOW_HOME"] = _home
+    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_home}/airflow.db"
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "example_dags")
+
 
 CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "kruise-crds"
 
