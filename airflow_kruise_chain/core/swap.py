@@ -293,9 +293,11 @@ def plan_swap(
     )
 
 
-def image_pull_job_name(prefix: str, image: str) -> str:
-    """Deterministic name (at most 63 characters) of the ImagePullJob for `image`: one job per image."""
-    return f"{prefix[:47].rstrip('-.')}-pull-{hashlib.sha256(image.encode()).hexdigest()[:10]}"
+def image_pull_job_name(prefix: str, image: str, attempt: int = 1) -> str:
+    """Deterministic name (at most 63 characters) of the ImagePullJob for `image` in prewarm try `attempt`:
+    a replay of the same try finds its own job; a retry makes a new one instead of finding a failed one."""
+    digest = hashlib.sha256(f"{image}\n{attempt}".encode()).hexdigest()[:10]
+    return f"{prefix[:47].rstrip('-.')}-pull-{digest}"
 
 
 def build_image_pull_job(

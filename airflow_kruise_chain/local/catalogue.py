@@ -83,6 +83,16 @@ class Catalogue:
                 raise ValueError(f"image catalogue entry {i}: needs a string 'ref'")
             self._entries.append(e)
 
+    def add(self, entry: dict[str, Any]) -> None:
+        """Make an image exist from now on (a push to the registry); same keys as a catalogue file entry."""
+        if not isinstance(entry.get("ref"), str):
+            raise ValueError("an image catalogue entry needs a string 'ref'")
+        self._entries.insert(0, entry)
+
+    def remove(self, ref: str) -> None:
+        """Forget the entries whose reference is `ref` (the image is deleted from the registry)."""
+        self._entries = [e for e in self._entries if normalize(e["ref"]) != normalize(ref)]
+
     @classmethod
     def load(cls, path: str | Path | None = None) -> Catalogue:
         """Load a catalogue file; None loads the one shipped with the package."""

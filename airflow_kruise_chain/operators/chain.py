@@ -315,7 +315,7 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
         jobs: dict[str, str] = {}
         for image in dict.fromkeys(self.images):
             job = build_image_pull_job(
-                image_pull_job_name(name, image),
+                image_pull_job_name(name, image, context["ti"].try_number),
                 self.namespace,
                 image,
                 node_name=node,

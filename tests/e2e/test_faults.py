@@ -370,3 +370,44 @@ def test_a_failed_image_pull_job_fails_prewarm_naming_image_and_node(e2e_cluster
     jobs = {o["spec"]["image"]: o for k, r, o in history if r is R.IMAGE_PULL_JOBS and k == "MODIFIED"}
     assert (jobs[absent]["status"].get("failed"), jobs["busybox:1.36"]["status"].get("succeeded")) == (1, 1)
     assert stage_starts(cluster, history) == []
+
+
+def test_a_retried_prewarm_pulls_again_and_succeeds(e2e_cluster, capfd):
+    """A prewarm that failed (the image was not in the registry yet) succeeds on its retry: each try has its
+    own ImagePullJobs, so the retry does not find try 1's failed job and fail again at once."""
+    from datetime import timedelta
+
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    cluster = e2e_cluster
+    history = pod_events(cluster)
+    late = "ghcr.io/acme/late:1.0"  # pushed to the registry only after the first pull failed
+    with DAG("fault_prewarm_retry", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=True, **FAST_POD) as chain:
+            one = chain.stage("one", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo one"])
+            two = chain.stage("two", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo two"])
+            three = chain.stage("three", image=late, cmds=["/bin/sh", "-c", "echo three"])
+            one >> two >> three
+        chain.prewarm_task.retries = 1
+        chain.prewarm_task.retry_delay = timedelta(0)
+        chain.prewarm_task.on_retry_callback = [lambda _context: cluster.catalogue.add({"ref": late})]
+    try:
+        run = run_inline(dag)
+    finally:
+        cluster.catalogue.remove(late)
+    out = capfd.readouterr().out
+
+    states = task_states(run)
+    assert str(run.state) == "success", (states, out[-3000:])
+    assert states["c.prewarm"][:2] == ("success", 2)
+    assert {states[f"c.{s}"][0] for s in ("one", "two", "three")} == {"success"}
+    jobs = {o["metadata"]["name"]: o for k, r, o in history if r is R.IMAGE_PULL_JOBS and k == "MODIFIED"}
+    late_jobs = sorted(
+        (o["status"].get("failed", 0), o["status"].get("succeeded", 0))
+        for o in jobs.values()
+        if o["spec"]["image"] == late
+    )
+    assert late_jobs == [(0, 1), (1, 0)], late_jobs  # try 1's job failed; try 2 made a new one that succeeded
+    assert len(stage_starts(cluster, history)) == 3

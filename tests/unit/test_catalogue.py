@@ -41,3 +41,16 @@ def test_repository_at_digest_resolves_exact_entries() -> None:
     found = CAT.lookup(f"acme/etl@{image.digest}")
     assert found is not None and found.image_id == image.image_id
     assert CAT.lookup(f"acme/other@{image.digest}") is None
+
+
+def test_images_can_be_pushed_and_deleted() -> None:
+    cat = Catalogue([{"ref": "busybox:1.36"}])
+    assert cat.lookup("ghcr.io/acme/late:1.0") is None
+    cat.add({"ref": "ghcr.io/acme/late:1.0", "size": "1Mi"})
+    image = cat.lookup("ghcr.io/acme/late:1.0")
+    assert image is not None and image.size == 2**20
+    cat.remove("ghcr.io/acme/late:1.0")
+    assert cat.lookup("ghcr.io/acme/late:1.0") is None
+    assert cat.lookup("busybox:1.36") is not None
+    with pytest.raises(ValueError, match="'ref'"):
+        cat.add({"size": "1Mi"})

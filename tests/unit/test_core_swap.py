@@ -439,5 +439,7 @@ def test_image_pull_job_names() -> None:
     name = image_pull_job_name("etl-abc", "acme/load:1.1")
     assert name == image_pull_job_name("etl-abc", "acme/load:1.1")
     assert name != image_pull_job_name("etl-abc", "acme/load:1.2")
+    assert name == image_pull_job_name("etl-abc", "acme/load:1.1", 1)  # a replay of try 1 finds its job
+    assert name != image_pull_job_name("etl-abc", "acme/load:1.1", 2)  # a retry makes its own
     assert name.startswith("etl-abc-pull-")
     assert len(image_pull_job_name("x" * 300, "i")) <= 63
