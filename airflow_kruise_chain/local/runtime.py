@@ -433,6 +433,20 @@ _probe_cache: dict[str, str | None] = {}
 _base_dir: list[str] = []
 
 
+def _default_signals_prefix() -> list[str]:
+    """`env --default-signal --` (coreutils >= 8.31) where it works, else nothing.
+
+    A container runtime starts a container's process with every signal at its default action. A process
+    inherits *ignored* signals across exec, and a shell started in the background (`kruise-local up &`, CI
+    scripts) ignores SIGINT and SIGQUIT, which a POSIX shell then cannot even trap. The prefix resets them
+    before the container's command runs; it execs the command, so the main process keeps its pid.
+    """
+    env = "/usr/bin/env"
+    if "default_signals" not in _probe_cache:
+        _probe_cache["default_signals"] = _probe([env, "--default-signal", "--", "true"])
+    return [env, "--default-signal", "--"] if _probe_cache["default_signals"] is None else []
+
+
 def _unshare_base_dir() -> str:
     """An empty host dir the unshare sandbox mounts its private root tmpfs on (one per process)."""
     if not _base_dir:
@@ -463,6 +477,7 @@ class ContainerRuntime:
         self._chroot = shutil.which("chroot", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         self._env = shutil.which("env")
         self._root = os.geteuid() == 0
+        self._default_signals = _default_signals_prefix()
         if sandbox == "none":
             self.sandbox = "none"
             return
@@ -545,14 +560,14 @@ class ContainerRuntime:
         binds.append((str(launch.termination_host_path), launch.termination_message_path, False))
         cwd: str | None = None
         if self.sandbox == "none":
-            cmd = list(launch.argv)
+            cmd = [*self._default_signals, *launch.argv]
             cwd = wd if os.path.isdir(wd) else None
         else:
             self._ensure_workdir(wd, launch)
             if self.sandbox == "bwrap":
-                cmd = self._bwrap_cmd(binds, wd, launch.argv)
+                cmd = self._bwrap_cmd(binds, wd, [*self._default_signals, *launch.argv])
             else:
-                cmd = self._unshare_cmd(binds, wd, launch.argv)
+                cmd = self._unshare_cmd(binds, wd, [*self._default_signals, *launch.argv])
         container = RunningContainer(self, launch, env, cwd)
         await container._spawn(cmd)
         return container

@@ -46,7 +46,9 @@ class Runner:
         }
         self.generation = generation
         self.process = subprocess.Popen(
-            [*shell, str(script)],
+            # as a container runtime starts it: every signal at its default action, even if this test
+            # process ignores some (started in the background, it ignores SIGINT and SIGQUIT)
+            ["env", "--default-signal", "--", *shell, str(script)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

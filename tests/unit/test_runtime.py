@@ -433,3 +433,21 @@ async def test_exec_right_after_start_does_not_steal_main_pid(
         await wait_for_log(c, "ready")
         assert await c.stop(grace_seconds=3) == 7, f"container {i}: SIGTERM did not reach the main process"
         await probe
+
+
+@pytest.mark.asyncio
+async def test_container_starts_with_default_signals_even_if_the_host_ignores_some(
+    any_runtime: ContainerRuntime, tmp_path: Path
+) -> None:
+    """A runtime starts containers with every signal at its default action: a cluster started in the
+    background (SIGINT and SIGQUIT ignored, inherited across exec) must not pass that on to its containers."""
+    script = 'trap "echo got-int; exit 5" INT; echo ready; while :; do sleep 0.05; done'
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        c = await any_runtime.start(make_launch(tmp_path, sh(script)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    await wait_for_log(c, "ready")
+    c.signal(signal.SIGINT)
+    assert await asyncio.wait_for(c.wait(), 10) == 5
+    assert texts(c) == ["ready", "got-int"]
