@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 DEFAULT_REGISTRY = "docker.io"
 
@@ -89,3 +89,63 @@ def parse_image_reference(reference: str) -> ImageReference:
                 "use lowercase letters and digits, separated by '.', '_', '__' or '-'"
             )
     return ImageReference(registry=registry, path=path, tag=tag, digest=digest)
+
+
+def _parsed(reference: str) -> ImageReference | None:
+    try:
+        return parse_image_reference(reference)
+    except ValueError:
+        return None
+
+
+def _tag(ref: ImageReference) -> str | None:
+    """The tag a runtime resolves (``latest`` when neither tag nor digest is given)."""
+    return ref.tag or (None if ref.digest else "latest")
+
+
+def same_image(a: str, b: str) -> bool:
+    """Whether `a` and `b` name the same image: equal once Docker-normalised, or two spellings of one image
+    (``repo:tag`` and ``repo:tag@D``; ``repo@D`` and ``repo:tag@D``). A tag and a bare digest are not known to
+    match (only the node's imageID tells)."""
+    if a == b:
+        return True
+    ra, rb = _parsed(a), _parsed(b)
+    if ra is None or rb is None or ra.repository != rb.repository:
+        return False
+    if ra.digest and rb.digest:
+        return ra.digest == rb.digest
+    return _tag(ra) is not None and _tag(ra) == _tag(rb)
+
+
+def image_id_digest(image: str, image_id: str) -> str | None:
+    """The digest in a container's ``imageID`` (``repo@sha256:D``, maybe ``docker-pullable://``-prefixed)
+    when it is one of `image`'s repository, else None (empty, a bare image id, another repository)."""
+    ref, found = _parsed(image), _parsed(image_id.split("://", 1)[-1])
+    if ref is None or found is None or not found.digest or found.repository != ref.repository:
+        return None
+    return found.digest
+
+
+def alternate_reference(image: str, current: str, image_id: str) -> str | None:
+    """A spelling of `image` other than `current` (the slot's image now, the same image) that names the image
+    the slot already runs, so that patching it in is a spec change with no pull; None when there is none.
+
+    - ``repo:tag`` <-> ``repo:tag@D``, D from the slot's `image_id` (``repo@D``) when its repository matches;
+    - ``repo:tag@D`` <-> ``repo@D``;
+    - ``repo`` <-> ``repo:latest`` (a floating tag stays floating: no digest is pinned);
+    - ``repo@D`` alone: None (no tag known).
+    """
+    ref = _parsed(image)
+    if ref is None:
+        return None
+    spellings = [image]
+    if ref.digest:
+        if ref.tag:
+            spellings.append(str(replace(ref, tag=None)))
+    elif ref.floating:
+        spellings.append(str(replace(ref, tag=None if ref.tag else "latest")))
+    else:
+        digest = image_id_digest(image, image_id)
+        if digest:
+            spellings.append(f"{image}@{digest}")
+    return next((s for s in spellings if s != current), None)

@@ -20,6 +20,7 @@ from .constants import (
     stage_annotation,
 )
 from .errors import ChainError, PodLostError, SlotBusyError
+from .image import alternate_reference, same_image
 from .podview import (
     Pod,
     StageRecord,
@@ -50,10 +51,12 @@ class ResultUnavailableError(ChainError):
 class SwapPlan:
     """What to do to run a stage.
 
-    - ``patch``: apply `patch` (strategic merge); the kubelet restarts the slot if its image changed,
-      or starts it with the new annotations when it was not running.
-    - ``recreate``: apply `patch` (annotations only), then create `build_crr()`: same image, so only a
-      ContainerRecreateRequest restarts the slot.
+    - ``patch``: apply `patch` (strategic merge); the kubelet restarts the slot if its image changed (to
+      the stage's image, or to its other spelling when the slot already runs it: see `image`), or starts it
+      with the new annotations when it was not running.
+    - ``recreate``: apply `patch` (annotations only), then create `build_crr()`: the slot runs the stage's
+      image and no other spelling of it is known (no digest in its imageID, or a bare ``repo@sha256:D``),
+      so only a ContainerRecreateRequest restarts the slot.
     - ``reattach``: no new swap (`patch` is None): follow generation `generation` in `slot`, which this try
       swapped in, or which an earlier try (`from_try`, its worker gone) swapped in and is still running.
       `needs_crr` tells whether that swap was a recreate (create the CRR again, idempotently by name, only if
@@ -76,6 +79,12 @@ class SwapPlan:
     """the try that swapped this generation in"""
     result: StageResult | None = None
     """the adopted result (``adopt`` only)"""
+    image: str | None = None
+    """the slot image the patch sets (None: unchanged); when the slot already held the stage's image
+    (`same_image`), its other spelling (``repo:tag`` <-> ``repo:tag@sha256:D``): a spec change, so the
+    kubelet restarts the slot at once, and no pull. Records and results keep the stage's own reference."""
+    same_image: bool = False
+    """the slot held the stage's image (under either spelling) before the swap"""
 
     @property
     def crr_name(self) -> str:
@@ -247,9 +256,17 @@ def plan_swap(
             f"stage {stage.name!r} must wait for it to finish",
         )
     status = container_status(pod, slot) or {}
-    same_image = (container_spec(pod, slot) or {}).get("image") == stage.image
-    running = "running" in (status.get("state") or {})
-    action: SwapAction = "recreate" if same_image and running else "patch"
+    slot_image = (container_spec(pod, slot) or {}).get("image") or ""
+    image: str | None = stage.image  # what the patch sets; None: the slot keeps its image
+    action: SwapAction = "patch"
+    if slot_image == stage.image:
+        # The same image: patch in its other spelling, a spec change, so the kubelet restarts the slot at
+        # once. A CRR restart would wait out the kubelet's crash-loop back-off (a container it finds exited);
+        # it is left for a running slot whose image has no other known spelling. A waiting slot with none
+        # (never started) keeps its image: the kubelet starts it with the new annotations.
+        image = alternate_reference(stage.image, slot_image, status.get("imageID") or "")
+        if image is None and "running" in (status.get("state") or {}):
+            action = "recreate"
     generation = last + 1
     new_record = StageRecord(
         generation=generation,
@@ -276,8 +293,8 @@ def plan_swap(
     if resource_version:
         metadata["resourceVersion"] = resource_version
     patch: dict[str, Any] = {"metadata": metadata}
-    if not same_image:
-        patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
+    if image is not None:
+        patch["spec"] = {"containers": [{"name": slot, "image": image}]}
     return SwapPlan(
         action=action,
         stage=stage.name,
@@ -290,6 +307,8 @@ def plan_swap(
         patch=patch,
         needs_crr=action == "recreate",
         from_try=try_number,
+        image=image,
+        same_image=same_image(slot_image, stage.image),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 
 from airflow_kruise_chain.core import (
     ChainSpec,
+    ImageReference,
     PodLostError,
     SlotBusyError,
     StageResult,
@@ -23,6 +25,7 @@ from airflow_kruise_chain.core import (
     build_image_pull_job,
     chain_labels,
     image_pull_job_name,
+    parse_image_reference,
     plan_swap,
     stage_state,
 )
@@ -43,12 +46,26 @@ CHAIN = ChainSpec("etl", "data", [EXTRACT, TRANSFORM, LOAD])
 # --- a pod and a minimal kubelet ---------------------------------------------------------------------------
 
 
-class FakePod:
-    """The chain pod as the API would return it, with helpers to play the kubelet's part."""
+def image_id(image: str) -> str:
+    """The imageID a runtime reports for `image`: ``repository@digest``, one digest per tag."""
+    ref = parse_image_reference(image)
+    plain = str(ImageReference(ref.registry, ref.path, ref.tag, None))
+    return f"{ref.repository}@{ref.digest or 'sha256:' + hashlib.sha256(plain.encode()).hexdigest()}"
 
-    def __init__(self) -> None:
+
+def digest(image: str) -> str:
+    return image_id(image).split("@", 1)[1]
+
+
+class FakePod:
+    """The chain pod as the API would return it, with helpers to play the kubelet's part.
+
+    `image_ids` False plays a runtime that reports no imageID (the swap then cannot know the digest)."""
+
+    def __init__(self, chain: ChainSpec = CHAIN, *, image_ids: bool = True) -> None:
+        self.image_ids = image_ids
         self.pod = build_chain_pod(
-            CHAIN, pod_name="etl-abc", dag_id="d", run_id="r", first_images=CHAIN.first_images
+            chain, pod_name="etl-abc", dag_id="d", run_id="r", first_images=chain.first_images
         )
         self.pod["metadata"]["resourceVersion"] = "1"
         self.pod["status"] = {"phase": "Running", "containerStatuses": []}
@@ -76,6 +93,7 @@ class FakePod:
         status.update(
             containerID=f"containerd://{self.ids}",
             image=self.image(slot),
+            imageID=image_id(self.image(slot)) if self.image_ids else "",
             ready=ready,
             state={"running": {"startedAt": "2024-05-01T10:00:00Z"}},
         )
@@ -120,11 +138,28 @@ def annotations(pod: FakePod) -> dict[str, str]:
 # --- planning ----------------------------------------------------------------------------------------------
 
 
-def test_first_swap_recreates_the_prewarmed_slot() -> None:
+def test_first_swap_patches_the_prewarmed_slot_to_its_image_by_digest() -> None:
     pod = FakePod()
+    pinned = f"acme/extract:1.4@{digest('acme/extract:1.4')}"
+    plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW)
+    assert (plan.action, plan.slot, plan.generation, plan.needs_crr) == ("patch", "slot-a", 1, False)
+    assert (plan.same_image, plan.image) == (True, pinned)
+    assert plan.patch["spec"] == {"containers": [{"name": "slot-a", "image": pinned}]}
+    assert plan.patch["metadata"]["resourceVersion"] == "3"  # annotations and image in one guarded patch
+    assert plan.record.image == "acme/extract:1.4"  # records and results keep the user's reference
+    assert json.loads(plan.patch["metadata"]["annotations"]["airflow-kruise-chain/stage.extract"])[
+        "action"
+    ] == ("patch")
+
+
+def test_first_swap_recreates_the_prewarmed_slot_when_its_digest_is_unknown() -> None:
+    pod = FakePod(image_ids=False)
     plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW)
     assert (plan.action, plan.slot, plan.generation, plan.needs_crr) == ("recreate", "slot-a", 1, True)
-    assert "spec" not in plan.patch  # same image: annotations only, the CRR does the restart
+    assert (plan.same_image, plan.image) == (True, None)
+    assert (
+        "spec" not in plan.patch
+    )  # same image, no other spelling known: annotations only, a CRR restarts it
     assert plan.patch["metadata"]["resourceVersion"] == "3"
     ann = plan.patch["metadata"]["annotations"]
     assert ann == {
@@ -152,17 +187,87 @@ def test_first_swap_recreates_the_prewarmed_slot() -> None:
 def test_slots_alternate_and_generations_grow() -> None:
     pod = FakePod()
     first, second, third = pod.run(EXTRACT), pod.run(TRANSFORM), pod.run(LOAD)
-    assert [(p.slot, p.generation, p.action) for p in (first, second, third)] == [
-        ("slot-a", 1, "recreate"),
-        ("slot-b", 2, "recreate"),
-        ("slot-a", 3, "patch"),
+    assert [(p.slot, p.generation, p.action, p.same_image) for p in (first, second, third)] == [
+        ("slot-a", 1, "patch", True),
+        ("slot-b", 2, "patch", True),
+        ("slot-a", 3, "patch", False),
     ]
     assert third.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
-    assert not third.needs_crr
+    assert not any(p.needs_crr for p in (first, second, third))
     assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
     assert annotations(pod)["airflow-kruise-chain/slot-a.outputs-max"] == "1024"
     with pytest.raises(ValueError):
         third.build_crr()
+
+
+def same_image_chain(image: str, stages: int = 5) -> ChainSpec:
+    return ChainSpec("etl", "data", [StageSpec(f"s{k}", image, cmds=["run"]) for k in range(1, stages + 1)])
+
+
+def slot_images(chain: ChainSpec, **kw: Any) -> list[tuple[str, str | None, str]]:
+    """Run every stage of `chain` in a fresh pod: (slot, the image the swap set, action) per stage."""
+    pod = FakePod(chain, **kw)
+    plans = [pod.run(stage) for stage in chain.stages]
+    assert all(p.record.image == s.image and p.same_image for p, s in zip(plans, chain.stages, strict=True))
+    return [(p.slot, p.image, p.action) for p in plans]
+
+
+def test_same_image_stages_alternate_tag_and_digest_spellings() -> None:
+    pinned = f"acme/etl:1.0@{digest('acme/etl:1.0')}"
+    assert slot_images(same_image_chain("acme/etl:1.0")) == [
+        ("slot-a", pinned, "patch"),  # tag -> tag@digest (the digest from the slot's imageID)
+        ("slot-b", pinned, "patch"),
+        ("slot-a", "acme/etl:1.0", "patch"),  # tag@digest -> tag
+        ("slot-b", "acme/etl:1.0", "patch"),
+        ("slot-a", pinned, "patch"),
+    ]
+
+
+def test_a_user_digest_reference_alternates_with_and_without_its_tag() -> None:
+    d = "sha256:" + "ab" * 32
+    assert slot_images(same_image_chain(f"ghcr.io/acme/etl:1.0@{d}", 3)) == [
+        ("slot-a", f"ghcr.io/acme/etl@{d}", "patch"),
+        ("slot-b", f"ghcr.io/acme/etl@{d}", "patch"),
+        ("slot-a", f"ghcr.io/acme/etl:1.0@{d}", "patch"),
+    ]
+    # a bare digest has no other spelling known: a ContainerRecreateRequest restarts the slot
+    assert slot_images(same_image_chain(f"ghcr.io/acme/etl@{d}", 3)) == [
+        ("slot-a", None, "recreate"),
+        ("slot-b", None, "recreate"),
+        ("slot-a", None, "recreate"),
+    ]
+
+
+def test_a_floating_tag_alternates_spellings_without_pinning_a_digest() -> None:
+    assert slot_images(same_image_chain("acme/etl", 3)) == [
+        ("slot-a", "acme/etl:latest", "patch"),
+        ("slot-b", "acme/etl:latest", "patch"),
+        ("slot-a", "acme/etl", "patch"),
+    ]
+
+
+def test_an_unknown_digest_falls_back_to_a_crr() -> None:
+    assert slot_images(same_image_chain("acme/etl:1.0", 3), image_ids=False) == [
+        ("slot-a", None, "recreate"),
+        ("slot-b", None, "recreate"),
+        ("slot-a", None, "recreate"),
+    ]
+    pod = FakePod(same_image_chain("acme/etl:1.0"))
+    pod.status("slot-a")["imageID"] = "mirror.example/acme/etl@" + digest(
+        "acme/etl:1.0"
+    )  # another repository
+    plan = plan_swap(pod.pod, same_image_chain("acme/etl:1.0").stages[0], try_number=1)
+    assert (plan.action, plan.image, plan.needs_crr) == ("recreate", None, True)
+
+
+def test_a_retry_in_a_same_image_chain_needs_no_crr() -> None:
+    chain = same_image_chain("acme/etl:1.0", 2)
+    pod = FakePod(chain)
+    first, flaky = pod.run(chain.stages[0]), pod.run(chain.stages[1])
+    retry = plan_swap(pod.pod, chain.stages[1], try_number=2, earlier_result=result(2, 1))
+    assert (retry.action, retry.slot, retry.generation, retry.needs_crr) == ("patch", "slot-a", 3, False)
+    pinned = f"acme/etl:1.0@{digest('acme/etl:1.0')}"
+    assert (first.image, flaky.image, retry.image) == (pinned, pinned, "acme/etl:1.0")
 
 
 def test_busy_slot_is_refused() -> None:
@@ -197,7 +302,7 @@ def test_unstarted_slot_is_refused() -> None:
 
 
 def test_same_try_reattaches_without_a_new_generation() -> None:
-    pod = FakePod()
+    pod = FakePod(image_ids=False)  # a CRR swap: the reattach re-creates the same CRR if it is missing
     first = pod.run(EXTRACT, finish=False)
     again = plan_swap(pod.pod, EXTRACT, try_number=1)
     assert (again.action, again.slot, again.generation, again.patch) == ("reattach", "slot-a", 1, None)
@@ -223,7 +328,7 @@ def result(generation: int, exit_code: int = 0, reason: str = "completed") -> St
 
 
 def test_a_retry_follows_the_earlier_try_still_running() -> None:
-    pod = FakePod()
+    pod = FakePod(image_ids=False)
     first = pod.run(EXTRACT, finish=False)  # try 1's worker died; its generation still runs
     assert earlier_generation(pod.pod, "extract", 2) is None  # nothing to read: it has no result yet
     plan = plan_swap(pod.pod, EXTRACT, try_number=2)
@@ -310,9 +415,14 @@ def test_failed_to_start_slot_is_reused() -> None:
 
 def test_waiting_slot_with_the_same_image_needs_no_crr() -> None:
     pod = FakePod()
-    pod.wait("slot-a", "CrashLoopBackOff")
+    pod.wait("slot-a", "CrashLoopBackOff")  # the status keeps the exited container's imageID
     plan = plan_swap(pod.pod, EXTRACT, try_number=1)
     assert (plan.action, plan.needs_crr) == ("patch", False)
+    assert plan.image == f"acme/extract:1.4@{digest('acme/extract:1.4')}"
+    pod = FakePod(image_ids=False)
+    pod.wait("slot-a", "CrashLoopBackOff")
+    plan = plan_swap(pod.pod, EXTRACT, try_number=1)  # no digest known: the kubelet starts it as it is
+    assert (plan.action, plan.needs_crr, plan.image) == ("patch", False, None)
     assert "spec" not in plan.patch
 
 
@@ -383,7 +493,7 @@ def test_stop_crr_matches_the_crd() -> None:
 
 
 def test_crr_matches_the_crd() -> None:
-    pod = FakePod()
+    pod = FakePod(image_ids=False)
     crr = pod.run(EXTRACT, finish=False).build_crr(active_deadline_seconds=120, ttl_seconds_after_finished=60)
     schemas = crd_schemas(CRR_CRD)
     assert list(schemas) == ["apps.kruise.io/v1alpha1"]
