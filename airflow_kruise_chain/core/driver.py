@@ -15,7 +15,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .errors import ChainError, PodLostError, SlotBusyError
-from .podview import Pod, container_spec, container_status, pod_lost_reason, slot_generation, stage_record
+from .image import parse_image_reference
+from .podview import (
+    Pod,
+    container_spec,
+    container_status,
+    pod_lost_reason,
+    slot_generation,
+    stage_record,
+    waiting_reason,
+)
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -159,6 +168,19 @@ def _with_kill_reason(result: StageResult, killed: str) -> StageResult:
     return replace(result, reason="OOMKilled") if killed and result.reason == "interrupted" else result
 
 
+def _swap_how(plan: SwapPlan, stage: StageSpec) -> str:
+    """How the swap restarts the slot, for the log."""
+    if plan.action == "recreate":
+        return "ContainerRecreateRequest (same image, no other spelling of it known)"
+    if not plan.same_image:
+        return "image patch"
+    if plan.image is None:
+        return "annotations patch (same image; the kubelet starts the waiting slot)"
+    if parse_image_reference(stage.image).floating:
+        return f"image patch (same image, respelled: now {plan.image})"
+    return f"image patch (same image, by digest: now spelled {plan.image})"
+
+
 class StageDriver:
     """Swaps a stage into the chain pod and follows it to its result."""
 
@@ -253,7 +275,7 @@ class StageDriver:
                         f"swap timeout ({timeouts.swap:g}s): {conflicts} conflicting updates in a row"
                     ) from None
                 continue
-            how = "image patch" if plan.action == "patch" else "ContainerRecreateRequest (same image)"
+            how = _swap_how(plan, stage)
             self.log(
                 f"::kruise-chain:: swap stage={stage.name} slot={plan.slot} generation={plan.generation} "
                 f"image={stage.image} via {how}"
@@ -340,6 +362,7 @@ class StageDriver:
             self.api.delete_kruise(CRR_PLURAL, plan.crr_name, self.namespace)
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
         tail: deque[str] = deque(maxlen=TAIL_LINES)
+        streamed = started.container_id  # the container whose log is followed
         while True:
             forwarding = False
             failure: Exception | None = None
@@ -399,7 +422,44 @@ class StageDriver:
                 return _with_kill_reason(result, killed)
             if deadline is not None and time.monotonic() > deadline:
                 self.expire(plan, timeouts)
-            time.sleep(0.2)
+            streamed = self.wait_restarted(plan, pod, streamed, deadline)
+
+    def wait_restarted(self, plan: SwapPlan, pod: Pod, streamed: str, deadline: float | None) -> str:
+        """After the log stream of container `streamed` ended without the result: wait on the pod watch until
+        the slot runs another container (returned: follow its log), fails to start, moves on or the pod goes
+        (the caller reads the pod and decides), or `deadline` passes. A container that still runs (the
+        stream closed early, or the kubelet has not reported the exit yet) is followed again after 1 s.
+        Each waiting reason (e.g. a restart back-off, with its message) is logged once."""
+        still_running_until = time.monotonic() + 1.0
+        reported = ""
+        while True:
+            status = container_status(pod, plan.slot) or {}
+            container = status.get("containerID") or ""
+            if (
+                slot_generation(pod, plan.slot) != plan.generation
+                or current_status(pod, plan.stage).state is StageState.FAILED_TO_START
+            ):
+                return container
+            running = "running" in (status.get("state") or {})
+            if running and container != streamed:
+                return container
+            reason = waiting_reason(status)
+            if reason and reason != reported:
+                message = ((status.get("state") or {}).get("waiting") or {}).get("message") or ""
+                self.log(
+                    f"::kruise-chain:: {plan.slot} {reason}{': ' + message if message else ''} (stage "
+                    f"{plan.stage!r} generation {plan.generation}: waiting for the kubelet to restart it)"
+                )
+                reported = reason
+            until = time.monotonic() + 60 if deadline is None else deadline
+            if running:
+                if time.monotonic() >= still_running_until:
+                    return container
+                until = min(until, still_running_until)
+            new = self.wait_pod_change(pod, until)
+            if new is None:
+                return container  # deleted, or the wait ran out: the caller reads the pod and decides
+            pod = new
 
     def _pump(self, slot: str) -> queue.Queue[object]:
         """Follow `slot`'s log in a thread: lines, then an exception if the stream broke, then `_END`."""
