@@ -18,8 +18,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .constants import MARKER, SLOTS, slot_annotation
+from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
-from .podview import Pod, annotations, container_spec, container_status, pod_lost_reason, slot_generation
+from .podview import (
+    Pod,
+    annotations,
+    container_spec,
+    container_status,
+    pod_lost_reason,
+    slot_generation,
+    stage_record,
+)
 from .status import StageResult, StartMarker, parse_marker, slot_status
 
 XCOM_KEY = "chain_state"
@@ -240,11 +249,16 @@ def slot_views(pod: Pod, metrics: Mapping[str, Any] | None) -> list[dict[str, An
         state = status.state.value
         if status.state.value == "finished":
             state = "parked"
+        stage = annotations(pod).get(slot_annotation(slot, "stage")) or None
+        image = (container_spec(pod, slot) or {}).get("image", "")
+        record = stage_record(pod, stage) if stage else None
+        if record is not None and same_image(record.image, image):
+            image = record.image  # the stage's own reference, not the other spelling a swap patched in
         views.append(
             {
                 "slot": slot,
-                "image": (container_spec(pod, slot) or {}).get("image", ""),
-                "stage": annotations(pod).get(slot_annotation(slot, "stage")) or None,
+                "image": image,
+                "stage": stage,
                 "generation": slot_generation(pod, slot),
                 "state": state,
                 "reason": status.reason,

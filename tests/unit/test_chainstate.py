@@ -139,3 +139,38 @@ def test_dashboard_url_from_a_base_or_a_template() -> None:
         pod_dashboard_url("data", "etl-1", "https://headlamp.example/c/main/pods/{namespace}/{pod}")
         == "https://headlamp.example/c/main/pods/data/etl-1"
     )
+
+
+def test_live_slots_show_the_stages_image_not_the_spelling_a_swap_patched_in() -> None:
+    from airflow_kruise_chain.core.podview import StageRecord
+
+    digest = "sha256:" + "ab" * 32
+    record = StageRecord(1, "slot-a", "img/x:1", 1, "containerd://1", "2026-01-01T00:00:00Z", "patch")
+    pod = {
+        "metadata": {
+            "annotations": {
+                "airflow-kruise-chain/generation": "1",
+                "airflow-kruise-chain/slot-a.generation": "1",
+                "airflow-kruise-chain/slot-a.stage": "x",
+                "airflow-kruise-chain/stage.x": record.to_annotation(),
+            }
+        },
+        "spec": {
+            "containers": [
+                {"name": "slot-a", "image": f"img/x:1@{digest}"},
+                {"name": "slot-b", "image": "img/y:1"},
+            ]
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": s, "containerID": f"containerd://{i}", "ready": True, "state": {"running": {}}}
+                for i, s in ((2, "slot-a"), (3, "slot-b"))
+            ],
+        },
+    }
+    view = chain_view([track("x", "slot-a", 1, 1)], pod=pod)
+    assert [(s["slot"], s["stage"], s["image"], s["state"]) for s in view["slots"]] == [
+        ("slot-a", "x", "img/x:1", "parked"),
+        ("slot-b", None, "img/y:1", "parked"),
+    ]
