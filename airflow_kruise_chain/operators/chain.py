@@ -265,6 +265,9 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
     Success follows OpenKruise's rule: a job is done when `status.completionTime` is set, and succeeded only
     if `failed == 0 and succeeded == desired > 0`. When the ImagePullJobGate feature gate is off, fails
     with how to enable it, or (`on_unavailable="skip"`) logs a warning and lets the stages pull on demand.
+    Each try has its own job names (from the try number): a replay of a try adopts its own jobs, a retry
+    creates new ones (an earlier try's failed job would fail it at once); OpenKruise deletes finished jobs
+    after their TTL.
     """
 
     template_fields: Sequence[str] = ("namespace", "images", "config_file")

@@ -20,6 +20,7 @@ import structlog
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_kruise_chain.core import ChainError
+from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,
@@ -317,3 +318,21 @@ def test_prewarm_fails_naming_a_missing_image(chain_run):
         prewarm.execute(chain_run.context())
     assert time.monotonic() - started < 20
     assert "kruise-local" in str(err.value)  # the node it failed on
+
+
+def test_prewarm_replay_adopts_its_jobs_and_a_retry_creates_new_ones(chain_run, kube_env):
+    """A replay of a prewarm try (its worker died after creating the jobs) finds that try's jobs by name; the
+    next try creates its own, so it never inherits an earlier try's outcome."""
+    image = STAGES["quick"]["image"]
+    prewarm = ChainPrewarmOperator(task_id="prewarm", chain_name=CHAIN, namespace=NS, images=[image])
+    audited = len(kube_env.audit)
+    first = prewarm.execute(chain_run.context(try_number=1))
+    replay = prewarm.execute(chain_run.context(try_number=1))
+    retry = prewarm.execute(chain_run.context(try_number=2))
+
+    assert replay == first and retry != first
+    creates = [(p.rsplit("/", 1)[-1], c) for m, p, c in kube_env.audit[audited:] if m == "POST"]
+    assert creates == [("imagepulljobs", 201), ("imagepulljobs", 409), ("imagepulljobs", 201)]
+    for name in (first[image], retry[image]):
+        job = kube_env.call(lambda name=name: kube_env.store.peek(R.IMAGE_PULL_JOBS, NS, name))
+        assert job is not None and job["status"].get("succeeded") == 1, name
