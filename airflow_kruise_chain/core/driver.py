@@ -383,15 +383,18 @@ class StageDriver:
                     continue
                 if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
                     result = StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
-                    self._log_end(result)
-                    if result.reason != "completed":  # stopped by a signal: was it the pod going away?
+                    if result.reason != "completed":  # stopped by a signal: the pod going away, or a kill?
                         pod = self.api.read_pod(self.pod_name, self.namespace)
                         if pod is None or pod_lost_reason(pod) is not None:
+                            self._log_end(result)
                             raise self.lost(
                                 pod,
                                 f"while stage {plan.stage!r} ran (generation {plan.generation}; it was "
                                 f"stopped with the pod: exit code {result.exit_code}, {result.reason})",
                             )
+                        # an interrupted generation's result, printed by its restarted runner
+                        result = _with_kill_reason(result, _killed_by_kubelet(pod, plan))
+                    self._log_end(result)
                     return result
                 if forwarding:
                     tail.append(line)
