@@ -199,17 +199,7 @@ class KruiseHook(KubernetesHook):
                 replayed = replayed or getattr(e, "status", None) != 429
 
     def _back_off(self, what: str, retry: int, error: BaseException) -> None:
-        status = getattr(error, "status", None)
-        delay = self.retry_policy.delay(retry, status, getattr(error, "headers", None))
-        self.log.warning(
-            "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
-            what,
-            _describe(error),
-            retry,
-            self.retry_policy.attempts - 1,
-            delay,
-        )
-        time.sleep(delay)
+        time.sleep(_retry_delay(self.log, self.retry_policy, what, retry, error))
 
     def _raw(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         resp = call(*args, _preload_content=False, **kwargs)
@@ -572,6 +562,20 @@ class KruiseHook(KubernetesHook):
             raise _explain(e, "delete", plural, namespace, name) from e
 
 
+def _retry_delay(log: Any, policy: RetryPolicy, what: str, retry: int, error: BaseException) -> float:
+    """How long to wait before retry `retry` of `what`, logged as a warning in the task log."""
+    delay = policy.delay(retry, getattr(error, "status", None), getattr(error, "headers", None))
+    log.warning(
+        "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
+        what,
+        _describe(error),
+        retry,
+        policy.attempts - 1,
+        delay,
+    )
+    return delay
+
+
 class AsyncKruiseHook(AsyncKubernetesHook):
     """The async calls a trigger needs: read and watch the chain pod, with transient failures retried."""
 
@@ -580,17 +584,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
         self.retry_policy = retry_policy or RetryPolicy()
 
     async def _back_off(self, what: str, retry: int, error: BaseException) -> None:
-        status = getattr(error, "status", None)
-        delay = self.retry_policy.delay(retry, status, getattr(error, "headers", None))
-        self.log.warning(
-            "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
-            what,
-            _describe(error),
-            retry,
-            self.retry_policy.attempts - 1,
-            delay,
-        )
-        await asyncio.sleep(delay)
+        await asyncio.sleep(_retry_delay(self.log, self.retry_policy, what, retry, error))
 
     async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """Await `call` (a read: safe to replay), retrying transient failures."""

@@ -21,6 +21,7 @@ from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseApiError, K
 from airflow_kruise_chain.local import LocalCluster
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.errors import ApiError
+from tests.helpers import wait_for
 from tests.provider.faultproxy import FaultyProxy, Rule, faulty_proxy
 
 QUICK = RetryPolicy(attempts=4, initial=0.01, maximum=0.05)
@@ -298,6 +299,8 @@ def test_a_cut_log_stream_ends_quietly_and_a_log_read_is_retried(faults, proxy, 
         namespace,
     )
     wait_running(hook, "p", namespace)
+    # Running is not yet printed: wait for both lines before the fault
+    wait_for(lambda: "two" in hook.read_log("p", namespace, "main"), what="both lines logged")
     faults.fault = FailFirst("GET", f"/namespaces/{namespace}/pods/p/log", 500, times=1)
     assert hook.read_log("p", namespace, "main").splitlines()[:2] == ["one", "two"]
     assert faults.fault.failed == 1
