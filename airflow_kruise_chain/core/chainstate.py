@@ -126,6 +126,7 @@ class StageMonitor:
         self.log = log
         self.interval = interval
         self._swapped = time.monotonic()
+        self._sampler: MemorySampler | None = None
 
     def swapped(self) -> None:
         """The swap request was made (or found, on a reattach): publish the swapping state."""
@@ -161,18 +162,22 @@ class StageMonitor:
             f"swap_to_start={time.monotonic() - self._swapped:.3f}s"
         )
         self.publish(track.to_xcom())
+        if self._sampler is not None:
+            self._sampler.start()
 
     @contextmanager
     def sampling(self) -> Iterator[None]:
-        """Sample the slot's memory while the block runs (nothing when `interval` is 0)."""
+        """Sample the slot's memory from the stage's start marker to the end of the block (nothing when
+        `interval` is 0): a slot still pulling or backing off costs no metrics reads."""
         if self.interval <= 0:
             yield
             return
-        sampler = MemorySampler(self.read_metrics, self.track.slot, interval=self.interval)
+        sampler = self._sampler = MemorySampler(self.read_metrics, self.track.slot, interval=self.interval)
         try:
-            with sampler:
-                yield
+            yield
         finally:
+            sampler.stop()
+            self._sampler = None
             peak = sampler.peak()
             self.track.memory_peak_bytes = peak.container_bytes
             self.track.pod_memory_peak_bytes = peak.pod_bytes

@@ -75,17 +75,28 @@ class MemorySampler:
         while not self._stop.wait(self.interval):
             self.sample()
 
-    def __enter__(self) -> MemorySampler:
+    def start(self) -> None:
+        """Take the first sample and go on every `interval` seconds on a thread (once; later calls no-op)."""
+        if self._thread is not None:
+            return
         self.sample()
         self._thread = threading.Thread(target=self._run, name=f"memory-{self.container}", daemon=True)
         self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and take a last sample (nothing if it never started)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def __enter__(self) -> MemorySampler:
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.sample()
+        self.stop()
 
     def peak(self) -> MemoryPeak:
         return MemoryPeak(self.container_peak, self.pod_peak, self.samples, self.interval)

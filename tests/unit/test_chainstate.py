@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack, chain_view, stage_phases
@@ -174,3 +175,42 @@ def test_live_slots_show_the_stages_image_not_the_spelling_a_swap_patched_in() -
         ("slot-a", "x", "img/x:1", "parked"),
         ("slot-b", None, "img/y:1", "parked"),
     ]
+
+
+def test_memory_sampling_starts_with_the_stage_not_with_the_swap() -> None:
+    """No metrics reads while the slot is still starting (pull, back-off): sampling begins at the runner's
+    start marker, so a slow start costs no requests; a stage that never started has no memory samples."""
+    reads: list[int] = []
+
+    def read() -> dict:
+        reads.append(1)
+        return metrics(slot_b="4Mi")
+
+    monitor = StageMonitor(
+        StageTrack.from_xcom(track("transform", "slot-b", 2, 0)),
+        publish=lambda _state: None,
+        read_pod=lambda: None,
+        read_metrics=read,
+        log=lambda _line: None,
+        interval=0.01,
+    )
+    observe = monitor.observe(lambda _line: None)
+    with monitor.sampling():
+        observe("::kruise-chain:: slot-b ImagePullBackOff")
+        time.sleep(0.1)
+        assert reads == []
+        observe("::kruise-chain:: start gen=2 stage=transform slot=slot-b at=2026-01-01T00:00:02.5Z")
+    assert reads and monitor.track.memory_peak_bytes == 4 * 2**20
+
+    never = StageMonitor(
+        StageTrack.from_xcom(track("load", "slot-a", 3, 0)),
+        publish=lambda _state: None,
+        read_pod=lambda: None,
+        read_metrics=read,
+        log=lambda _line: None,
+        interval=0.01,
+    )
+    reads.clear()
+    with never.sampling():
+        time.sleep(0.05)
+    assert reads == [] and never.track.memory_peak_bytes is None
