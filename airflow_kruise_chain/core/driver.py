@@ -310,7 +310,9 @@ class StageDriver:
         """
         swap_deadline = started + timeouts.swap
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
-        pod: Pod | None = self.read_pod()
+        pod: Pod | None = self.api.read_pod(self.pod_name, self.namespace)
+        if pod is None:
+            raise self.lost(None, f"while swapping stage {plan.stage!r} in")
         reported = ""
         while True:
             status = current_status(pod, plan.stage)
