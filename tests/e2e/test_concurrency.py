@@ -15,6 +15,7 @@ import pytest
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.operators.chain import ChainSetupOperator, KruiseChainOperator
 from tests.e2e.inline import FAST_POD, start_markers
+from tests.helpers import wait_for
 from tests.provider.support import make_context
 
 pytestmark = pytest.mark.slow
@@ -60,13 +61,6 @@ def in_thread(fn: Any) -> dict[str, Any]:
     return outcome
 
 
-def wait_for(what: str, check: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_a_stage_waits_for_its_slot_to_be_free(e2e_cluster):
     cluster = e2e_cluster
     pod_name = setup("d", "run-1")["pod"]
@@ -80,7 +74,7 @@ def test_a_stage_waits_for_its_slot_to_be_free(e2e_cluster):
     runs = {}
     for name in ("a", "b"):  # two stages at once: one in each slot
         runs[name] = in_thread(lambda name=name: stage(name).execute(make_context("d", "run-1")))
-        wait_for(f"{name} to start", lambda name=name: name in started())
+        wait_for(lambda name=name: name in started(), 60, 0.1, f"{name} to start")
     runs["c"] = in_thread(lambda: stage("c").execute(make_context("d", "run-1")))
     # c needs slot-a, where a still runs: it must wait, not swap. Let b finish first: c still waits.
     (scratch / "go-b").write_text("")

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import ROOT, xcoms
 from tests.e2e.inline import FAST_POD, serialize_to_db, start_markers, task_states
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -68,16 +68,6 @@ def build_dag() -> Any:
             )
             prepare >> work
     return dag
-
-
-def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def chain_pod(cluster: Any) -> dict[str, Any] | None:
@@ -153,9 +143,9 @@ def test_next_try_after_a_worker_death_follows_adopts_or_reruns(e2e_cluster, tmp
             start_new_session=True,
         )
     try:
-        pod = wait_for("the chain pod", lambda: chain_pod(cluster))
+        pod = wait_for(lambda: chain_pod(cluster), 120, 0.1, "the chain pod")
         uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
-        wait_for("work to start", lambda: logs_contain(cluster, uid, "work generation 2 waiting"))
+        wait_for(lambda: logs_contain(cluster, uid, "work generation 2 waiting"), 120, 0.1, "work to start")
     finally:
         os.killpg(try_one.pid, signal.SIGKILL)  # the worker dies mid-stage
         try_one.wait()
@@ -169,14 +159,14 @@ def test_next_try_after_a_worker_death_follows_adopts_or_reruns(e2e_cluster, tmp
         seen = cluster.requests[log_path]
         threading.Thread(
             target=lambda: (
-                wait_for("try 2 to follow the log", lambda: cluster.requests[log_path] > seen),
+                wait_for(lambda: cluster.requests[log_path] > seen, 120, 0.1, "try 2 to follow the log"),
                 gate.write_text("pass\n"),
             ),
             daemon=True,
         ).start()
     else:
         gate.write_text("pass\n" if after_death == "succeeded" else "fail\n")
-        wait_for("work to end", lambda: logs_contain(cluster, uid, "result gen=2 stage=work"))
+        wait_for(lambda: logs_contain(cluster, uid, "result gen=2 stage=work"), 120, 0.1, "work to end")
 
     worker_died(run_id, "c.work")
     run = continue_run(dag)
