@@ -186,14 +186,17 @@ def test_memory_sampling_starts_with_the_stage_not_with_the_swap() -> None:
         reads.append(1)
         return metrics(slot_b="4Mi")
 
-    monitor = StageMonitor(
-        StageTrack.from_xcom(track("transform", "slot-b", 2, 0)),
-        publish=lambda _state: None,
-        read_pod=lambda: None,
-        read_metrics=read,
-        log=lambda _line: None,
-        interval=0.01,
-    )
+    def sampled(stage: str, slot: str, generation: int) -> StageMonitor:
+        return StageMonitor(
+            StageTrack.from_xcom(track(stage, slot, generation, 0)),
+            publish=lambda _state: None,
+            read_pod=lambda: None,
+            read_metrics=read,
+            log=lambda _line: None,
+            interval=0.01,
+        )
+
+    monitor = sampled("transform", "slot-b", 2)
     observe = monitor.observe(lambda _line: None)
     with monitor.sampling():
         observe("::kruise-chain:: slot-b ImagePullBackOff")
@@ -202,14 +205,7 @@ def test_memory_sampling_starts_with_the_stage_not_with_the_swap() -> None:
         observe("::kruise-chain:: start gen=2 stage=transform slot=slot-b at=2026-01-01T00:00:02.5Z")
     assert reads and monitor.track.memory_peak_bytes == 4 * 2**20
 
-    never = StageMonitor(
-        StageTrack.from_xcom(track("load", "slot-a", 3, 0)),
-        publish=lambda _state: None,
-        read_pod=lambda: None,
-        read_metrics=read,
-        log=lambda _line: None,
-        interval=0.01,
-    )
+    never = sampled("load", "slot-a", 3)
     reads.clear()
     with never.sampling():
         time.sleep(0.05)
