@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -110,24 +111,19 @@ class Catalogue:
         is D; `repo@sha256:D` is found among the exact (non-glob) entries of that repository.
         """
         full = normalize(ref)
-        if "@" in full:
-            name, digest = full.split("@", 1)
-            if name != repository(name):  # repo:tag@digest: the tag's image, if the digest matches
-                image = self._lookup(name)
-            else:
-                image = next(
-                    (
-                        i
-                        for e in self._entries
-                        if not any(c in e["ref"] for c in "*?[")
-                        and repository(normalize(e["ref"])) == name
-                        and (i := self._lookup(normalize(e["ref"]))) is not None
-                        and i.digest == digest
-                    ),
-                    None,
-                )
-            return replace(image, ref=full) if image is not None and image.digest == digest else None
-        return self._lookup(full)
+        if "@" not in full:
+            return self._lookup(full)
+        name, digest = full.split("@", 1)
+        if name != repository(name):  # repo:tag@digest: the tag's image, if the digest matches
+            candidates: Iterable[Image | None] = [self._lookup(name)]
+        else:
+            candidates = (
+                self._lookup(normalize(e["ref"]))
+                for e in self._entries
+                if not any(c in e["ref"] for c in "*?[") and repository(normalize(e["ref"])) == name
+            )
+        image = next((i for i in candidates if i is not None and i.digest == digest), None)
+        return replace(image, ref=full) if image is not None else None
 
     def _lookup(self, full: str) -> Image | None:
         exact = [e for e in self._entries if normalize(e["ref"]) == full]

@@ -433,7 +433,7 @@ _probe_cache: dict[str, str | None] = {}
 _base_dir: list[str] = []
 
 
-def _default_signals_prefix() -> list[str]:
+def _default_signals_prefix(env: str | None) -> list[str]:
     """`env --default-signal --` (coreutils >= 8.31) where it works, else nothing.
 
     A container runtime starts a container's process with every signal at its default action. A process
@@ -441,7 +441,8 @@ def _default_signals_prefix() -> list[str]:
     scripts) ignores SIGINT and SIGQUIT, which a POSIX shell then cannot even trap. The prefix resets them
     before the container's command runs; it execs the command, so the main process keeps its pid.
     """
-    env = "/usr/bin/env"
+    if env is None:
+        return []
     if "default_signals" not in _probe_cache:
         _probe_cache["default_signals"] = _probe([env, "--default-signal", "--", "true"])
     return [env, "--default-signal", "--"] if _probe_cache["default_signals"] is None else []
@@ -477,7 +478,7 @@ class ContainerRuntime:
         self._chroot = shutil.which("chroot", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         self._env = shutil.which("env")
         self._root = os.geteuid() == 0
-        self._default_signals = _default_signals_prefix()
+        self._default_signals = _default_signals_prefix(self._env)
         if sandbox == "none":
             self.sandbox = "none"
             return
