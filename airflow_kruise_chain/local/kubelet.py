@@ -24,7 +24,7 @@ from . import resources as R
 from .catalogue import Image, normalize, repository
 from .errors import ApiError
 from .runtime import ContainerLaunch, Mount, RunningContainer, follow_log, read_log
-from .store import Obj, now_iso
+from .store import Obj, deep_copy, now_iso
 from .validation import parse_quantity
 
 if TYPE_CHECKING:
@@ -38,8 +38,11 @@ IMAGE_BACKOFF_INITIAL = 10.0
 
 
 def spec_hash(container: dict[str, Any]) -> str:
-    """The kubelet's hash of a container spec: any change to it means "definition changed"."""
-    return hashlib.sha256(json.dumps(container, sort_keys=True).encode()).hexdigest()[:16]
+    """The kubelet's hash of a container (`pkg/kubelet/container/helpers.go` `HashContainer`): since 1.31 it
+    covers only the fields `pickFieldsToHash` keeps, the name and the image, so a running container whose hash
+    changed is restarted ("definition changed") and nothing else (resources, env, command) restarts it."""
+    picked = {"name": container.get("name", ""), "image": container.get("image", "")}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _ts(dt: datetime | None) -> str | None:
@@ -141,6 +144,8 @@ class ContainerState:
     waiting_message: str = ""
     ready: bool = False
     kill_reason: str = ""
+    allocated: dict[str, Any] = field(default_factory=dict)
+    restart_for: str = ""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     probe_task: asyncio.Task[None] | None = None
@@ -323,11 +328,15 @@ class PodWorker:
                         waiter.cancel()
                         return
                     spec = self.spec_of(st.name)
-                    if not waiter.done() and spec is not None and spec_hash(spec) != cur.spec_hash:
+                    why = ""
+                    if spec is not None and spec_hash(spec) != cur.spec_hash:
+                        why = f"Container {st.name} definition changed, will be restarted"
+                    elif st.restart_for:
+                        why = st.restart_for
+                    st.restart_for = ""
+                    if not waiter.done() and spec is not None and why:
                         waiter.cancel()
-                        self.event(
-                            "Normal", "Killing", f"Container {st.name} definition changed, will be restarted"
-                        )
+                        self.event("Normal", "Killing", why)
                         await self.kill(st, self.grace(), reason="")
                         await self.start(
                             st, spec
@@ -497,6 +506,7 @@ class PodWorker:
             await self.sleep_or_wake(st, 1.0)
             return
         inst.started_at = inst.proc.started_at
+        st.allocated = deep_copy(spec.get("resources") or {})
         if st.current is not None:
             st.previous = st.current
             st.restart_count += 1
@@ -695,6 +705,38 @@ class PodWorker:
                 if new_hash != st.spec_seen:  # only a spec change wakes the container, not a status write
                     st.spec_seen = new_hash
                     st.wake.set()
+                elif (c.get("resources") or {}) != st.allocated:
+                    self.resize(st, c)
+
+    def resize(self, st: ContainerState, spec: dict[str, Any]) -> None:
+        """Apply an in-place resize (KEP-1287, `kuberuntime_manager.go` `computePodResizeAction` /
+        `doPodResizeAction`) to one container whose spec resources differ from what it was started with.
+
+        Per changed resource (cpu, memory) the container's `resizePolicy` decides: `NotRequired` (the default)
+        updates the running container's limits in place (no restart, restartCount unchanged);
+        `RestartContainer` kills it and starts it again with the new values. A container that is not running
+        gets the new values at its next start. `status.containerStatuses[].resources` / `allocatedResources`
+        show what is applied.
+        """
+        cur = st.current
+        new = spec.get("resources") or {}
+        if cur is None or cur.proc is None or cur.exit_code is not None:
+            return  # applied by the next start
+        changed = {
+            name
+            for part in ("requests", "limits")
+            for name in ("cpu", "memory")
+            if (st.allocated.get(part) or {}).get(name) != (new.get(part) or {}).get(name)
+        }
+        policies = {p.get("resourceName"): p.get("restartPolicy") for p in spec.get("resizePolicy") or []}
+        st.allocated = deep_copy(new)
+        if any(policies.get(name, "NotRequired") == "RestartContainer" for name in changed):
+            st.restart_for = f"Container {st.name} resize requires restart"
+            st.wake.set()
+        else:
+            limit = (new.get("limits") or {}).get("memory")
+            cur.proc.memory_limit_bytes = int(parse_quantity(str(limit))) if limit else None
+        self.mark_dirty()
 
     # -- status --------------------------------------------------------------------------------------
     def update_phase(self) -> None:
@@ -751,9 +793,12 @@ class PodWorker:
         out["lastState"] = (
             {"terminated": self.terminated(last)} if last and last.exit_code is not None else {}
         )
-        resources = spec.get("resources")
+        resources = st.allocated if cur is not None else spec.get("resources")
         if resources:
-            out["resources"] = resources
+            out["resources"] = deep_copy(resources)
+            requests = resources.get("requests")
+            if requests:
+                out["allocatedResources"] = dict(requests)
         return out
 
     @staticmethod
@@ -1126,17 +1171,6 @@ class Kubelet:
             "window": "1s",
             "containers": worker.metrics(),
         }
-
-    def resized(self, pod: Obj) -> None:
-        worker = self.worker_for(pod)
-        if worker is None:
-            return
-        for c in pod["spec"].get("containers", []):
-            st = worker.containers.get(c["name"])
-            limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
-            if st and st.current and st.current.proc:
-                st.current.proc.memory_limit_bytes = int(parse_quantity(str(limit))) if limit else None
-        worker.mark_dirty()
 
     def evicted(self, namespace: str, name: str) -> None:
         pod = self.cluster.store.peek(R.PODS, namespace, name)

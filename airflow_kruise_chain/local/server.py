@@ -651,8 +651,6 @@ class ApiServer:
             new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
             return _json(self._out(new, res, version))
         stored = self.store.update(res, new)
-        if sub == "resize":
-            self.cluster.kubelet.resized(stored)
         return _json(self._out(stored, res, version))
 
     async def _delete(

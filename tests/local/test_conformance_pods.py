@@ -385,3 +385,56 @@ def test_resize_subresource_changes_only_resources(core, namespace, api_client):
     with pytest.raises(ApiException) as err:  # the main resource still refuses resource changes
         core.patch_namespaced_pod("p", namespace, bigger)
     assert err.value.status == 422
+
+
+def _resize_memory(core, namespace, name, cname, memory):
+    patch = {
+        "spec": {
+            "containers": [
+                {"name": cname, "resources": {"limits": {"memory": memory}, "requests": {"memory": memory}}}
+            ]
+        }
+    }
+    core.patch_namespaced_pod_resize(name, namespace, patch)
+
+
+def test_resize_not_required_is_applied_in_place_without_a_restart(core, namespace):
+    """KEP-1287: a memory resize under resizePolicy NotRequired (the default) changes the running container's
+    limits in place: same container, restartCount unchanged, status resources and allocatedResources
+    updated."""
+    spec = container(
+        "c", "sleep 60", resources={"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}}
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    assert first.resources.limits["memory"] == "64Mi"
+    _resize_memory(core, namespace, "p", "c", "128Mi")
+    cs = wait_for(
+        lambda: (s := running(core, namespace, "p", "c")) and s.resources.limits["memory"] == "128Mi" and s,
+        what="resources applied",
+    )
+    assert cs.container_id == first.container_id
+    assert cs.restart_count == 0
+    assert cs.allocated_resources["memory"] == "128Mi"
+    time.sleep(0.5)  # a restart, if any, would show by now
+    assert running(core, namespace, "p", "c").container_id == first.container_id
+
+
+def test_resize_restart_container_policy_restarts(core, namespace):
+    spec = container(
+        "c",
+        "sleep 60",
+        resources={"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}},
+        resizePolicy=[{"resourceName": "memory", "restartPolicy": "RestartContainer"}],
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    _resize_memory(core, namespace, "p", "c", "128Mi")
+    cs = wait_for(
+        lambda: (s := running(core, namespace, "p", "c")) and s.container_id != first.container_id and s,
+        what="restart for the resize",
+    )
+    assert cs.restart_count == 1
+    assert cs.resources.limits["memory"] == "128Mi"
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p")
+    assert any(e.reason == "Killing" and "resize requires restart" in e.message for e in events.items)
