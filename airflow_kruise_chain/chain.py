@@ -13,7 +13,11 @@ from airflow_kruise_chain.operators.chain import (
     ChainSetupOperator,
     ChainTeardownOperator,
     KruiseChainOperator,
+    unwrap_literals,
 )
+
+CHAIN_TASKS = ("setup", "prewarm", "teardown")
+"""Task ids of a chain's own tasks: no stage may take them."""
 
 _POD_OPTIONS = (
     "scratch_size_limit",
@@ -166,12 +170,17 @@ class KruiseChain:
         if self._group is None:
             raise ChainConfigError("stage", "declare stages inside `with KruiseChain(...) as chain:`")
         where = f"stages[{len(self.stages)}]"
+        if name in CHAIN_TASKS:
+            raise ChainConfigError(
+                f"{where}.name",
+                f"{name!r} is the task id of the chain's own {name} task: give the stage another name",
+            )
         spec = StageSpec(
             name=name,
             image=image,
-            cmds=cmds or [],
-            arguments=arguments or [],
-            env=env or {},
+            cmds=unwrap_literals(cmds or []),
+            arguments=unwrap_literals(arguments or []),
+            env=unwrap_literals(env or {}),
             resources=resources or {},
             image_pull_policy=image_pull_policy,
         )

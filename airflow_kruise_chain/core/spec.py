@@ -21,6 +21,11 @@ MAX_STAGE_PAYLOAD = 64 * 1024
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 RESERVED_ENV = ("CHAIN_SCRATCH", "CHAIN_OUTPUT", "CHAIN_GENERATION")
+SHELL_ENV = frozenset(
+    {"IFS", "PWD", "OLDPWD", "PPID", "OPTIND", "OPTARG", "UID", "EUID", "LINENO", "SHELLOPTS", "BASHOPTS"}
+)
+"""Variables a POSIX shell (dash, busybox ash, bash as sh) sets, resets or refuses when it starts: the runner
+starts the stage's command with ``/bin/sh -c``, so a stage would not receive them as given."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -111,6 +116,11 @@ class StageSpec:
             for i, word in enumerate(words):
                 if not isinstance(word, str) or "\x00" in word:
                     raise ChainConfigError(f"{where}.{key}[{i}]", "must be a string without NUL characters")
+                _check_utf8(f"{where}.{key}[{i}]", word)
+        if self.cmds[0] == "":
+            raise ChainConfigError(
+                f"{where}.cmds[0]", "is an empty program name: give the command to run, e.g. cmds=['python']"
+            )
         for name, value in self.env.items():
             if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
                 raise ChainConfigError(
@@ -121,10 +131,12 @@ class StageSpec:
                     f"{where}.env[{name!r}]",
                     f"is reserved for the stage runner (KC_*, {', '.join(RESERVED_ENV)})",
                 )
+            _check_deliverable_env(f"{where}.env[{name!r}]", self.name, name)
             if not isinstance(value, str) or "\x00" in value:
                 raise ChainConfigError(
                     f"{where}.env[{name!r}]", "value must be a string without NUL characters"
                 )
+            _check_utf8(f"{where}.env[{name!r}]", value)
         if len((self.shell_command() + self.shell_env()).encode()) > MAX_STAGE_PAYLOAD:
             raise ChainConfigError(
                 f"{where}.cmds",
@@ -239,6 +251,27 @@ def _check_name(where: str, name: str) -> None:
         )
 
 
+def _check_deliverable_env(where: str, stage: str, name: str) -> None:
+    if name in SHELL_ENV:
+        raise ChainConfigError(
+            where,
+            f"stage {stage!r}: {name} is set by the shell that starts the stage's command: the stage "
+            "would not receive the value given; pass it under another name",
+        )
+
+
+def _check_utf8(where: str, text: str) -> None:
+    """Refuse a string that cannot be sent as UTF-8 (a lone surrogate, e.g. from a lossy bytes decode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ChainConfigError(
+            where,
+            f"holds {text[err.start : err.end]!r} at position {err.start}, a lone surrogate (not valid "
+            "UTF-8): decode the bytes it came from properly (e.g. errors='replace')",
+        ) from None
+
+
 def _check_subdomain(where: str, value: str) -> None:
     if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         raise ChainConfigError(where, f"{value!r} is not a valid object name (lowercase DNS-1123 subdomain)")
@@ -295,6 +328,7 @@ def _check_metadata(where: str, mapping: Mapping[str, str], *, values_are_labels
             raise ChainConfigError(
                 f"{where}[{key!r}]", f"keys under {PREFIX!r} are reserved for the provider"
             )
+        _check_utf8(f"{where}[{key!r}]", value)
         if values_are_labels and not is_label_value(value):
             raise ChainConfigError(
                 f"{where}[{key!r}]", f"{value!r} is not a valid label value (at most 63 of [A-Za-z0-9_.-])"

@@ -9,7 +9,7 @@ from dataclasses import fields
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, Context, literal
 
 from airflow_kruise_chain.config import memory_sample_interval
 from airflow_kruise_chain.core import (
@@ -427,12 +427,13 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before a swap
 
     def stage_spec(self) -> StageSpec:
+        """The stage as rendered (or, before rendering, with each `literal()` value unwrapped), validated."""
         spec = StageSpec(
             name=self.stage_name,
             image=self.image,
-            cmds=self.cmds,
-            arguments=self.arguments,
-            env=self.env,
+            cmds=unwrap_literals(self.cmds),
+            arguments=unwrap_literals(self.arguments),
+            env=unwrap_literals(self.env),
             resources=self.container_resources,
             image_pull_policy=self.image_pull_policy,
         )
@@ -601,6 +602,20 @@ def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
             raise ChainConfigError(key, "is required")
     rest = {k: v for k, v in data.items() if k != "stages"}
     return ChainSpec(stages=stages, **rest)
+
+
+_LITERAL = type(literal(""))
+
+
+def unwrap_literals(value: Any) -> Any:
+    """`value` with each Airflow `literal(x)` replaced by `x` (rendering does the same when the task runs)."""
+    if isinstance(value, _LITERAL):
+        return value.value
+    if isinstance(value, dict):
+        return {k: unwrap_literals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unwrap_literals(v) for v in value]
+    return value
 
 
 def _templated(value: Any) -> bool:
