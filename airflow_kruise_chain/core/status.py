@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -115,14 +116,55 @@ def _timestamp(text: str) -> datetime:
     return parsed
 
 
+MAX_OUTPUTS_DEPTH = 32
+"""Deepest nesting of arrays and objects accepted in a stage's outputs (the object itself is level 1)."""
+
+
 def _decode_outputs(encoded: str, status: str) -> tuple[dict[str, Any] | None, str]:
     if encoded == "-":
         return None, status or "absent"
     try:
-        value = json.loads(base64.b64decode(encoded, validate=True))
-    except (binascii.Error, ValueError):
-        return None, "invalid"
-    return (value, "ok") if isinstance(value, dict) else (None, "invalid")
+        value = load_outputs(base64.b64decode(encoded, validate=True))
+    except binascii.Error:
+        value = None
+    return (value, "ok") if value is not None else (None, "invalid")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a float")
+    return value
+
+
+def load_outputs(data: bytes) -> dict[str, Any] | None:
+    """A stage's outputs as a JSON object XCom can carry, or None (outputs_status ``invalid``): not UTF-8
+    JSON, not an object, NaN/Infinity (or a number that overflows to it), nested deeper than
+    `MAX_OUTPUTS_DEPTH`, or a string holding a lone surrogate. Never raises for any input."""
+    try:
+        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_OUTPUTS_DEPTH:
+                return None
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
 
 
 def parse_marker(line: str) -> Marker | None:
