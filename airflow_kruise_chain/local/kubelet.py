@@ -163,6 +163,8 @@ class PodWorker:
         self.node = pod["spec"]["nodeName"]
         self.dir = kubelet.root / "pods" / self.uid
         self.containers: dict[str, ContainerState] = {}
+        self.init_containers: dict[str, ContainerState] = {}
+        self.initialized = False
         self.volumes: dict[str, Path] = {}
         self.sandbox_ready = False
         self.start_time: datetime | None = None
@@ -183,7 +185,7 @@ class PodWorker:
         pod = self.pod()
         if pod is None:
             return None
-        for c in pod["spec"].get("containers", []):
+        for c in [*pod["spec"].get("containers", []), *(pod["spec"].get("initContainers") or [])]:
             if c["name"] == name:
                 return c
         return None
@@ -214,6 +216,11 @@ class PodWorker:
                 self.volume_error = str(e)
                 await asyncio.sleep(self.kubelet.volume_retry)
         self.sandbox_ready = True
+        pod = self.pod()
+        if pod is None or self.terminating:
+            return
+        if not await self.run_init_containers(pod):
+            return
         pod = self.pod()
         if pod is None or self.terminating:
             return
@@ -307,6 +314,59 @@ class PodWorker:
                     self.write_downward(vol, self.volumes[vol["name"]], pod)
             except (VolumeError, KeyError, OSError):
                 continue
+
+    async def run_init_containers(self, pod: Obj) -> bool:
+        """Run the init containers one at a time, in order, each to a zero exit, before any app container
+        (`kuberuntime_manager.go` `computePodActions` / `computeInitContainerActions`). A failed one is
+        restarted per restartPolicy, with the restart back-off of any other container; under Never the pod
+        fails. Returns whether the app containers may start."""
+        for c in pod["spec"].get("initContainers") or []:
+            st = ContainerState(c["name"], spec_seen=spec_hash(c))
+            self.init_containers[c["name"]] = st
+        self.mark_dirty()
+        for name, st in self.init_containers.items():
+            while True:
+                if self.terminating or self.final_phase is not None:
+                    return False
+                spec = self.spec_of(name)
+                if spec is None:
+                    return False
+                cur = st.current
+                if cur is None or cur.exit_code is not None:
+                    if cur is not None:
+                        if cur.exit_code == 0:
+                            break
+                        policy = ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always")
+                        if policy == "Never":
+                            await self.end("Failed", "", "")
+                            return False
+                        key = f"{self.uid}/{name}/{spec_hash(spec)}"
+                        finished = cur.finished_at or datetime.now(UTC)
+                        delay = self.kubelet.backoff.wait(key, finished)
+                        if delay > 0:
+                            st.waiting_reason = "CrashLoopBackOff"
+                            st.waiting_message = (
+                                f"back-off {int(self.kubelet.backoff.entries[key][0])}s restarting "
+                                f"failed container={name} pod={self.name}_{self.ns}({self.uid})"
+                            )
+                            self.event(
+                                "Warning",
+                                "BackOff",
+                                f"Back-off restarting failed container {name} in pod "
+                                f"{self.name}_{self.ns}({self.uid})",
+                            )
+                            self.mark_dirty()
+                            await asyncio.sleep(delay)
+                            continue
+                        self.kubelet.backoff.next(key, finished)
+                    await self.start(st, spec)
+                    continue
+                assert cur.proc is not None
+                code = await cur.proc.wait()
+                await self.exited(st, code)
+        self.initialized = True
+        self.mark_dirty()
+        return True
 
     async def container_loop(self, st: ContainerState) -> None:
         """Reconcile one container: start, restart per policy, restart on spec change, back off."""
@@ -668,7 +728,7 @@ class PodWorker:
 
     async def stop_all(self, grace: float) -> None:
         waits = []
-        for st in self.containers.values():
+        for st in [*self.init_containers.values(), *self.containers.values()]:
             if st.task and st.task is not asyncio.current_task():
                 st.task.cancel()
             if st.probe_task:
@@ -834,11 +894,22 @@ class PodWorker:
             status["podIPs"] = [{"ip": self.pod_ip}]
         if self.final_reason:
             status["reason"], status["message"] = self.final_reason, self.final_message
+        if self.init_containers:
+            inits = []
+            for name, st in self.init_containers.items():
+                out = self.container_status(st, self.spec_of(name) or {})
+                # an init container is ready once it has completed (`kubelet_pods.go`
+                # `convertToAPIContainerStatuses`)
+                out["ready"] = bool(st.current and st.current.exit_code == 0)
+                inits.append(out)
+            status["initContainerStatuses"] = inits
+        initialized = self.initialized or not pod["spec"].get("initContainers")
         specs = {c["name"]: c for c in pod["spec"].get("containers", [])}
         statuses = []
         for name, spec in specs.items():
             st = self.containers.get(name)
             if st is None:
+                creating = "ContainerCreating" if initialized else "PodInitializing"
                 statuses.append(
                     {
                         "name": name,
@@ -847,7 +918,7 @@ class PodWorker:
                         "ready": False,
                         "restartCount": 0,
                         "started": False,
-                        "state": {"waiting": {"reason": "ContainerCreating"}},
+                        "state": {"waiting": {"reason": creating}},
                         "lastState": {},
                     }
                 )
@@ -857,7 +928,7 @@ class PodWorker:
         all_ready = bool(statuses) and all(s["ready"] for s in statuses) and status["phase"] == "Running"
         conds = {
             "PodReadyToStartContainers": self.sandbox_ready and not self.final_phase,
-            "Initialized": True,
+            "Initialized": initialized,
             "ContainersReady": all_ready,
             "Ready": all_ready,
             "PodScheduled": True,
@@ -1131,6 +1202,7 @@ class Kubelet:
 
     def log_source(self, pod: Obj, container: str | None, previous: bool) -> LogSource:
         names = [c["name"] for c in pod["spec"].get("containers", [])]
+        inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
         name = pod["metadata"]["name"]
         if container is None:
             if len(names) != 1:
@@ -1139,10 +1211,10 @@ class Kubelet:
                     f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
                 )
             container = names[0]
-        if container not in names:
+        if container not in names + inits:
             raise ApiError(400, f"container {container} is not valid for pod {name}")
         worker = self.worker_for(pod)
-        st = worker.containers.get(container) if worker else None
+        st = (worker.containers.get(container) or worker.init_containers.get(container)) if worker else None
         if previous:
             if st is None or st.previous is None:
                 raise ApiError(400, f'previous terminated container "{container}" in pod "{name}" not found')
