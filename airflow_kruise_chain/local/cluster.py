@@ -34,6 +34,7 @@ from .store import Obj, Store, now_iso
 
 T = TypeVar("T")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+ADMIN_TOKEN = "kruise-local-admin"
 
 
 @dataclass
@@ -211,8 +212,9 @@ class LocalCluster:
 
     # -- client configuration ------------------------------------------------------------------------
     def kubeconfig(self, token: str | None = None, user: str = "kruise-local-admin") -> dict[str, Any]:
-        """A kubeconfig dict pointing at this cluster."""
-        creds = {"token": token} if token else {"username": user}
+        """A kubeconfig dict pointing at this cluster, with a bearer-token user (`token`, else the admin's:
+        any token is accepted until `enable_rbac`), as clients such as kr8s expect."""
+        creds = {"token": token or ADMIN_TOKEN}
         return {
             "apiVersion": "v1",
             "kind": "Config",
@@ -378,7 +380,7 @@ class LocalCluster:
                 for obj in list(self.store.items(res, name)):
                     if res is R.PODS and obj["spec"].get("nodeName"):
                         self.store.mark_deleted(res, name, obj["metadata"]["name"], 0)
-                    self.store.remove(res, name, obj["metadata"]["name"])
-        self.store.remove(R.NAMESPACES, "", name)
+                    self.store.remove(res, name, obj["metadata"]["name"], force=True)
+        self.store.remove(R.NAMESPACES, "", name, force=True)
         ns["status"] = {"phase": "Terminating"}
         return ns

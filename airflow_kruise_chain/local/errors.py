@@ -57,8 +57,10 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        # every Status carries `details` (apimachinery's `NewNotFound`, `NewConflict`, `NewInvalid`... always
+        # set it; kubectl debug dereferences it), its fields omitted when empty as Go's `omitempty` does
         details: dict[str, Any] = {}
-        if self.name is not None:
+        if self.name:
             details["name"] = self.name
         if self.group:
             details["group"] = self.group
@@ -66,8 +68,7 @@ class ApiError(Exception):
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = self.causes
-        if details:
-            body["details"] = details
+        body["details"] = details
         return body
 
 

@@ -49,7 +49,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, text=json.dumps(data), content_type="application/json")
+    # bytes, so aiohttp adds no `; charset=utf-8`: the real server's Content-Type is plain `application/json`
+    return web.Response(status=status, body=json.dumps(data).encode(), content_type="application/json")
 
 
 @web.middleware
@@ -187,6 +188,38 @@ def _check_preconditions(pre: dict[str, Any], meta: dict[str, Any]) -> None:
                 f"Precondition failed: {field} in precondition: {value}, {field} in object meta: "
                 f"{meta.get(field)}",
             )
+
+
+def _check_resource_version(res: Resource, name: str, old: Obj, new: Obj) -> None:
+    """A stale resourceVersion is a 409 Conflict before any validation: `registry/generic/registry/store.go`
+    `Update` compares it inside GuaranteedUpdate's try-update function before `rest.BeforeUpdate` (defaulting,
+    validation) and admission run, so a stale write that would also be invalid is still a 409."""
+    sent = new["metadata"].get("resourceVersion")
+    if sent and sent != old["metadata"].get("resourceVersion"):
+        raise ApiError(
+            409,
+            f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
+            f'"{name}": the object has been modified; please apply your changes to the latest '
+            "version and try again",
+            kind=res.plural,
+            name=name,
+            group=res.group,
+        )
+
+
+def _before_update(old: Obj, new: Obj) -> None:
+    """`rest.BeforeUpdate`'s resets, before validation: generation, creationTimestamp and a deletionTimestamp
+    already set are the stored ones whatever was sent (so a client that writes times as `+00:00` or drops
+    them replaces without a 422), a missing uid or deletionGracePeriodSeconds is the stored one."""
+    old_meta, meta = old["metadata"], new["metadata"]
+    for key in ("generation", "creationTimestamp", "deletionTimestamp"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+        elif key == "generation":
+            meta.pop(key, None)
+    for key in ("uid", "deletionGracePeriodSeconds"):
+        if meta.get(key) in (None, "") and old_meta.get(key) is not None:
+            meta[key] = old_meta[key]
 
 
 def _reject_constant(name: str) -> Any:
@@ -621,6 +654,8 @@ class ApiServer:
         new["metadata"]["name"], new["apiVersion"], new["kind"] = name, old["apiVersion"], old["kind"]
         if res.namespaced:
             new["metadata"]["namespace"] = ns
+        _check_resource_version(res, name, old, new)
+        _before_update(old, new)
         if sub == "status":  # only status is taken from a status write
             kept = deep_copy(old)
             kept["status"] = new.get("status")
@@ -637,17 +672,6 @@ class ApiServer:
                     new["status"] = deep_copy(old.get("status"))
             self.cluster.admission.on_update(res, old, new)
         if dry_run:  # checked as a real update is, but not stored
-            sent = new["metadata"].get("resourceVersion")
-            if sent and sent != old["metadata"].get("resourceVersion"):
-                raise ApiError(
-                    409,
-                    f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
-                    f'"{name}": the object has been modified; please apply your changes to the latest '
-                    "version and try again",
-                    kind=res.plural,
-                    name=name,
-                    group=res.group,
-                )
             new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
             return _json(self._out(new, res, version))
         stored = self.store.update(res, new)

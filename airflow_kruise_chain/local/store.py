@@ -12,7 +12,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ApiError
@@ -23,9 +23,18 @@ Obj = dict[str, Any]
 Listener = Callable[[str, Resource, Obj, Obj | None], None]
 
 
-def now_iso() -> str:
-    """The current time as the API server writes it (RFC 3339, seconds, UTC)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_iso(offset: float = 0) -> str:
+    """The current time (plus `offset` seconds) as the API server writes it (RFC 3339, seconds, UTC)."""
+    return iso(datetime.now(UTC) + timedelta(seconds=offset))
+
+
+def iso(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    """An RFC 3339 time the store wrote."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 _ATOMIC = frozenset({str, int, float, bool, type(None)})
@@ -299,7 +308,11 @@ class Store:
         )
 
     def mark_deleted(self, res: Resource, namespace: str, name: str, grace: int | None) -> Obj:
-        """Start a deletion: set deletionTimestamp (and grace), or remove at once when nothing holds it."""
+        """Start a deletion: set deletionTimestamp (and grace), or remove at once when nothing holds it.
+
+        As `rest.BeforeDelete`: deletionTimestamp = request time + grace period; a deletion already under way
+        may only be shortened (the timestamp moves to its request time + the new grace period).
+        """
         bucket = self._bucket(res)
         key = (namespace if res.namespaced else "", name)
         old = bucket.get(key)
@@ -309,11 +322,15 @@ class Store:
             )
         obj = deep_copy(old)
         meta = obj["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
         if not meta.get("deletionTimestamp"):
-            meta["deletionTimestamp"] = now_iso()
-        if grace is not None:
-            current = meta.get("deletionGracePeriodSeconds")
-            meta["deletionGracePeriodSeconds"] = grace if current is None else min(current, grace)
+            meta["deletionTimestamp"] = now_iso(grace or 0)
+            if grace is not None:
+                meta["deletionGracePeriodSeconds"] = grace
+        elif grace is not None and (current is None or grace < current):
+            requested = parse_iso(meta["deletionTimestamp"]) - timedelta(seconds=current or 0)
+            meta["deletionTimestamp"] = iso(requested + timedelta(seconds=grace))
+            meta["deletionGracePeriodSeconds"] = grace
         meta["resourceVersion"] = str(self._bump())
         if meta.get("finalizers") or self._held(res, obj):
             bucket[key] = obj
@@ -323,10 +340,22 @@ class Store:
             self._emit("DELETED", res, obj, old)
         return deep_copy(obj)
 
-    def remove(self, res: Resource, namespace: str, name: str) -> Obj | None:
-        """Remove an object outright (the kubelet's final delete, or garbage collection)."""
+    def remove(self, res: Resource, namespace: str, name: str, *, force: bool = False) -> Obj | None:
+        """The final delete (the kubelet's grace-0 delete of a terminated pod, garbage collection).
+
+        An object with finalizers stays, being deleted with grace 0, until its last finalizer is removed
+        (`registry.Store` `Delete` -> `updateForGracefulDeletionAndFinalizers`); `force` removes it anyway
+        (the namespace controller's purge here).
+        """
         key = (namespace if res.namespaced else "", name)
-        old = self._bucket(res).pop(key, None)
+        bucket = self._bucket(res)
+        current = bucket.get(key)
+        if current is not None and current["metadata"].get("finalizers") and not force:
+            meta = current["metadata"]
+            if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
+                return deep_copy(current)  # already waiting for its finalizers
+            return self.mark_deleted(res, namespace, name, 0)
+        old = bucket.pop(key, None)
         if old is None:
             return None
         obj = deep_copy(old)
