@@ -267,6 +267,71 @@ async def _read_body(request: web.Request) -> Any:
         raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
 
 
+_OPENAPI_V2_MEDIA = ("application/json",)  # JSON only: the gnostic protobuf form is not produced here
+
+
+def _accepts(request: web.Request, offered: tuple[str, ...]) -> str | None:
+    """The first offered media type the Accept header allows, clauses in descending q order, as kube-openapi's
+    handler negotiates (`goautoneg.ParseAccept`; no Accept header means */*), or None."""
+    clauses = []
+    for i, raw in enumerate((request.headers.get("Accept") or "*/*").split(",")):
+        media, *params = [x.strip() for x in raw.split(";")]
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media and q > 0:
+            clauses.append((-q, i, media))
+    for _, _, media in sorted(clauses):
+        kind, _, sub = media.partition("/")
+        for offer in offered:
+            o_kind, _, o_sub = offer.partition("/")
+            if kind in ("*", o_kind) and sub in ("*", o_sub):
+                return offer
+    return None
+
+
+def _openapi(request: web.Request, rest: list[str]) -> web.Response:
+    """`/openapi/v2` and `/openapi/v3[/<group-version>]` (kube-openapi `handler` and `handler3`): generated
+    documents (see `openapi.py`); a media type not offered is a 406, as kube-openapi answers it."""
+    from . import openapi
+
+    if request.method not in ("GET", "HEAD"):
+        raise ApiError(405, f"{request.method} is not allowed on {request.path}")
+    if rest == ["v2"]:
+        if _accepts(request, _OPENAPI_V2_MEDIA) is None:
+            raise ApiError(406, "only application/json is served for /openapi/v2", reason="NotAcceptable")
+        return web.Response(
+            body=openapi.v2_document(), content_type="application/json", headers={"Vary": "Accept"}
+        )
+    if rest == ["v3"]:
+        paths = {
+            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv)}"}
+            for gv in openapi.v3_paths()
+        }
+        return _json({"paths": paths})
+    if rest[:1] == ["v3"]:
+        doc = openapi.v3_document("/".join(rest[1:]))
+        if doc is None:
+            raise ApiError(404, f"the server could not find the requested resource ({request.path})")
+        if _accepts(request, ("application/json",)) is None:
+            raise ApiError(406, "only application/json is served for /openapi/v3", reason="NotAcceptable")
+        gv = "/".join(rest[1:])
+        cache = (
+            "public, immutable" if request.query.get("hash") == openapi.v3_hash(gv) else "no-cache, private"
+        )
+        return web.Response(
+            body=doc,
+            content_type="application/json",
+            headers={"Vary": "Accept", "Cache-Control": cache, "Etag": f'"{openapi.v3_hash(gv)}"'},
+        )
+    raise ApiError(404, "the server could not find the requested resource")
+
+
 class ApiServer:
     """Routes Kubernetes REST paths to the store, the admission chain, the kubelet and the metrics."""
 
@@ -305,6 +370,8 @@ class ApiServer:
         parts = [p for p in request.path.split("/") if p]
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return web.Response(text="ok")
+        if parts[:1] == ["openapi"]:
+            return _openapi(request, parts[1:])
         if parts == ["version"]:
             self._discovery_method(request)
             return _json(KUBE_VERSION)
