@@ -8,10 +8,12 @@ cd "$(dirname "$0")"
 VENV=${VENV:-.venv}
 
 system_packages() {
-	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces); the UI test
-	# (tests/ui) drives headless Chromium through chromedriver.
+	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces) and models the static
+	# busybox runner images with busybox-static's /bin/busybox; the UI test (tests/ui) drives headless Chromium
+	# through chromedriver.
 	missing=""
 	command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
+	dpkg-query -W -f="${Status}" busybox-static 2>/dev/null | grep -q "ok installed" || missing="$missing busybox-static"
 	[ -x /usr/bin/chromium ] || missing="$missing chromium"
 	[ -x /usr/bin/chromedriver ] || missing="$missing chromium-driver"
 	[ -z "$missing" ] && return

@@ -1,14 +1,25 @@
 """The image catalogue: what each image reference "contains" on the local cluster.
 
-A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*` is allowed); each entry
-gives the image's size, digest, entrypoint and cmd, env, and the host paths the image provides (read-only
-bound into the container, on top of the base root of /usr, /etc and /bin). Images not in the catalogue
-cannot be pulled.
+A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*` is allowed). Each entry
+(keys in `ENTRY_KEYS`) models the image's filesystem and its OCI config:
+
+- `base`: `host` (default) -- the image's root holds the host's userland read-only (/usr, /etc, /bin, /lib*:
+  a shell and coreutils, like a Debian or busybox image); `scratch` -- an empty root holding only what
+  `provides` and `links` list (a distroless or `FROM scratch` image: no /bin/sh).
+- `provides`: host paths (globs allowed, expanded on the host) bound read-only at the same path.
+- `links`: `{path: target}` symlinks the image has (a link inside a host folder replaces that folder with
+  one holding only the image's links).
+- `entrypoint` / `cmd`: the OCI config's Entrypoint and Cmd (both default to none). As a runtime does, a
+  container's `command` replaces the Entrypoint and drops the Cmd; its `args` replace the Cmd.
+- `env`, `size` (drives the modeled pull time), `digest` (default: derived from the reference).
+
+Images not in the catalogue cannot be pulled.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import glob
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -19,6 +30,8 @@ from typing import Any
 import yaml
 
 DEFAULT_CATALOGUE = "images.yaml"
+ENTRY_KEYS = frozenset({"ref", "size", "digest", "base", "provides", "links", "entrypoint", "cmd", "env"})
+BASES = ("host", "scratch")
 
 
 def normalize(ref: str) -> str:
@@ -47,14 +60,23 @@ class Image:
     ref: str
     size: int
     digest: str
-    entrypoint: tuple[str, ...] = ("/bin/sh",)
+    entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
-    host_paths: tuple[str, ...] = ()
+    host_base: bool = True
+    provides: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def image_id(self) -> str:
         return f"{repository(self.ref)}@{self.digest}"
+
+    def host_paths(self) -> list[str]:
+        """The host paths `provides` names, globs expanded (a pattern matching nothing adds nothing)."""
+        out: list[str] = []
+        for pattern in self.provides:
+            out += sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        return out
 
 
 def _size(value: Any) -> int:
@@ -74,20 +96,44 @@ def _size(value: Any) -> int:
     return int(text)
 
 
+def _check_entry(e: Any, where: str) -> None:
+    """Raise ValueError naming the entry and the key when `e` is not a valid catalogue entry."""
+    if not isinstance(e, dict) or not isinstance(e.get("ref"), str):
+        raise ValueError(f"{where}: needs a string 'ref'")
+    where = f"{where} ({e['ref']})"
+    unknown = sorted(set(e) - ENTRY_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; the keys are {sorted(ENTRY_KEYS)}")
+    if e.get("base", "host") not in BASES:
+        raise ValueError(f"{where}: 'base' must be one of {list(BASES)}, not {e.get('base')!r}")
+    for key in ("provides", "entrypoint", "cmd"):
+        value = e.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise ValueError(f"{where}: '{key}' must be a list of strings")
+    if any(not p.startswith("/") for p in e.get("provides") or []):
+        raise ValueError(f"{where}: 'provides' paths must be absolute")
+    links = e.get("links")
+    if links is not None and (
+        not isinstance(links, dict)
+        or not all(isinstance(k, str) and k.startswith("/") and isinstance(v, str) for k, v in links.items())
+    ):
+        raise ValueError(f"{where}: 'links' must map absolute paths to link targets")
+    if e.get("env") is not None and not isinstance(e["env"], dict):
+        raise ValueError(f"{where}: 'env' must be a mapping")
+
+
 class Catalogue:
     """Image references -> `Image`, exact entries first, then globs in file order."""
 
     def __init__(self, entries: list[dict[str, Any]]) -> None:
         self._entries = []
         for i, e in enumerate(entries):
-            if not isinstance(e, dict) or not isinstance(e.get("ref"), str):
-                raise ValueError(f"image catalogue entry {i}: needs a string 'ref'")
+            _check_entry(e, f"image catalogue entry {i}")
             self._entries.append(e)
 
     def add(self, entry: dict[str, Any]) -> None:
         """Make an image exist from now on (a push to the registry); same keys as a catalogue file entry."""
-        if not isinstance(entry.get("ref"), str):
-            raise ValueError("an image catalogue entry needs a string 'ref'")
+        _check_entry(entry, "an image catalogue entry")
         self._entries.insert(0, entry)
 
     def remove(self, ref: str) -> None:
@@ -134,9 +180,11 @@ class Catalogue:
                 ref=full,
                 size=_size(e.get("size", "5Mi")),
                 digest=digest,
-                entrypoint=tuple(e.get("entrypoint") or ("/bin/sh",)),
+                entrypoint=tuple(e.get("entrypoint") or ()),
                 cmd=tuple(e.get("cmd") or ()),
                 env={str(k): str(v) for k, v in (e.get("env") or {}).items()},
-                host_paths=tuple(e.get("host_paths") or ()),
+                host_base=e.get("base", "host") == "host",
+                provides=tuple(e.get("provides") or ()),
+                links=tuple((e.get("links") or {}).items()),
             )
         return None

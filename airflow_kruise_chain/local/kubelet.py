@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
+from .atomicwriter import write_atomically
 from .catalogue import Image, normalize, repository
 from .errors import ApiError
-from .runtime import ContainerLaunch, Mount, RunningContainer, follow_log, read_log
+from .runtime import ContainerLaunch, Mount, RunningContainer, StartError, follow_log, read_log
 from .store import Obj, deep_copy, now_iso
 from .validation import parse_quantity
 
@@ -165,6 +166,8 @@ class PodWorker:
         self.containers: dict[str, ContainerState] = {}
         self.init_containers: dict[str, ContainerState] = {}
         self.initialized = False
+        self.projected_meta = self.meta_of(pod)
+        self.remount_pending = False
         self.volumes: dict[str, Path] = {}
         self.sandbox_ready = False
         self.start_time: datetime | None = None
@@ -279,34 +282,58 @@ class PodWorker:
                 f'MountVolume.SetUp failed for volume "{vol["name"]}" : configmap "{src.get("name")}" '
                 "not found"
             )
-        host.mkdir(parents=True, exist_ok=True)
         data = cm.get("data") or {}
         items = src.get("items") or [{"key": k, "path": k} for k in data]
+        payload: dict[str, tuple[bytes, int]] = {}
         for item in items:
             if item["key"] not in data:
                 raise VolumeError(
                     f'MountVolume.SetUp failed for volume "{vol["name"]}" : configmap references '
                     f"non-existent config key: {item['key']}"
                 )
-            target = host / item["path"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(data[item["key"]])
             mode = item.get("mode", src.get("defaultMode", 0o644))
-            target.chmod(mode)
+            payload[item["path"]] = (data[item["key"]].encode(), mode)
+        self.write_payload(vol, host, payload)
 
     def write_downward(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
-        host.mkdir(parents=True, exist_ok=True)
-        for item in vol["downwardAPI"].get("items") or []:
+        src = vol["downwardAPI"]
+        payload: dict[str, tuple[bytes, int]] = {}
+        for item in src.get("items") or []:
             ref = item.get("fieldRef")
             if ref:
-                (host / item["path"]).write_text(resolve_field(pod, ref["fieldPath"]))
+                mode = item.get("mode", src.get("defaultMode", 0o644))
+                payload[item["path"]] = (resolve_field(pod, ref["fieldPath"]).encode(), mode)
+        self.write_payload(vol, host, payload)
 
-    def refresh_volumes(self) -> None:
-        """The kubelet's periodic sync: configMap and downwardAPI volume files catch up with the API."""
+    @staticmethod
+    def write_payload(vol: dict[str, Any], host: Path, payload: dict[str, tuple[bytes, int]]) -> None:
+        try:
+            write_atomically(host, payload)
+        except ValueError as e:
+            raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {e}') from None
+
+    @staticmethod
+    def meta_of(pod: Obj) -> tuple[Any, Any]:
+        meta = pod.get("metadata") or {}
+        return meta.get("labels") or {}, meta.get("annotations") or {}
+
+    async def remount_downward(self) -> None:
+        """A pod update changed its labels or annotations: the volume manager marks the pod's downwardAPI
+        volumes for remount (`desired_state_of_world_populator.go` `ReprocessPod` / `MarkRemountRequired`)
+        and the reconciler, on its 100 ms loop, rewrites their files atomically (fix of kubernetes#59813).
+        The profile's `volume_refresh` models that delay."""
+        await asyncio.sleep(self.cluster.profile.volume_refresh)
+        self.remount_pending = False
+        self.refresh_volumes(kinds=("downwardAPI",))
+
+    def refresh_volumes(self, kinds: tuple[str, ...] = ("configMap", "downwardAPI")) -> None:
+        """Rewrite the projected volumes of `kinds` from the API (the periodic sync does all of them)."""
         pod = self.pod()
-        if pod is None or not self.sandbox_ready:
+        if pod is None or not self.sandbox_ready or self.terminating:
             return
         for vol in pod["spec"].get("volumes") or []:
+            if not any(k in vol for k in kinds):
+                continue
             try:
                 if "configMap" in vol:
                     self.write_configmap(vol, self.volumes[vol["name"]], pod)
@@ -525,6 +552,7 @@ class PodWorker:
             return
         try:
             env = self.container_env(pod, spec, image)
+            # OCI config: `command` replaces the Entrypoint and drops the Cmd; `args` replaces the Cmd
             argv = [expand(a, env) for a in (spec.get("command") or list(image.entrypoint))]
             args = spec.get("args") if spec.get("command") or spec.get("args") else list(image.cmd)
             argv += [expand(a, env) for a in (args or [])]
@@ -532,6 +560,16 @@ class PodWorker:
         except VolumeError as e:
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
             self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)
+            return
+        if not argv:  # neither the image nor the container names a command: containerd refuses it
+            st.waiting_reason = "CreateContainerError"
+            st.waiting_message = (
+                f'failed to generate container "{uuid.uuid4().hex}" spec: failed to generate spec: '
+                "no command specified"
+            )
+            self.event("Warning", "Failed", f"Error: {st.waiting_message}")
             self.mark_dirty()
             await self.sleep_or_wake(st, 1.0)
             return
@@ -554,11 +592,28 @@ class PodWorker:
             termination_message_path=spec.get("terminationMessagePath") or "/dev/termination-log",
             termination_host_path=inst.term_path,
             working_dir=spec.get("workingDir"),
-            host_paths=list(image.host_paths),
+            host_paths=image.host_paths(),
             memory_limit_bytes=int(parse_quantity(str(limit))) if limit else None,
+            host_base=image.host_base,
+            links=list(image.links),
         )
         try:
             inst.proc = await self.kubelet.runtime.start(launch)
+        except StartError as e:
+            # runc could not exec the command: the container exists and is terminated at once
+            # (containerd reports exit code 128 and a zero start time)
+            inst.started_at, inst.finished_at = datetime.fromtimestamp(0, UTC), datetime.now(UTC)
+            inst.exit_code, inst.reason, inst.message = 128, "StartError", str(e)
+            if st.current is not None:
+                st.previous = st.current
+                st.restart_count += 1
+            st.current = inst
+            st.ready = False
+            st.waiting_reason, st.waiting_message = "RunContainerError", str(e)
+            self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            self.update_phase()
+            return
         except Exception as e:
             st.waiting_reason, st.waiting_message = "CreateContainerError", str(e)
             self.event("Warning", "Failed", f"Error: {e}")
@@ -758,6 +813,13 @@ class PodWorker:
             grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
             self.kubelet.spawn(self.terminate(grace))
             return
+        meta = self.meta_of(pod)
+        if meta != self.projected_meta:
+            self.projected_meta = meta
+            downward = any("downwardAPI" in v for v in pod["spec"].get("volumes") or [])
+            if downward and self.sandbox_ready and not self.remount_pending:
+                self.remount_pending = True
+                self.kubelet.spawn(self.remount_downward())
         for c in pod["spec"].get("containers", []):
             st = self.containers.get(c["name"])
             if st is not None:

@@ -16,6 +16,11 @@ from published figures:
   the crun README); we use 0.15 s.
 - kubelet status: the kubelet's pod status manager batches updates; PLEG relist every 1 s
   (kubelet `--pleg-relist-period`, default 1 s) means exits are seen ~0.5 s later on average. We use 0.5 s.
+- downwardAPI volume refresh after a pod update: the volume manager's desired-state populator marks the
+  volume for remount and its reconciler rewrites the files; both loops sleep 100 ms between runs
+  (`pkg/kubelet/volumemanager/volume_manager.go` `reconcilerLoopSleepPeriod` and
+  `desiredStateOfWorldPopulatorLoopSleepPeriod`), so the files change 0-200 ms after the kubelet sees the
+  update. We use 0.1 s. (The periodic sync, 60-90 s, is the fallback when an update is missed.)
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class Profile:
     container_start: float = 0.0
     exit_detection: float = 0.0
     daemon_report: float = 0.0
+    volume_refresh: float = 0.0
 
     def pull_seconds(self, size_bytes: int) -> float:
         """Modeled time to pull an image of this size onto a node that lacks it."""
@@ -54,6 +60,7 @@ REALISTIC = Profile(
     container_start=0.15,
     exit_detection=0.5,
     daemon_report=1.0,
+    volume_refresh=0.1,
 )
 PROFILES = {p.name: p for p in (FAST, REALISTIC)}
 

@@ -1,16 +1,20 @@
 """Process runtime of the local kubelet: runs "containers" as sandboxed local processes (asyncio).
 
-Each container is one `bwrap` (bubblewrap) exec: a fresh tmpfs root with the host's `/usr` and `/etc`
-(read-only), a new `/proc`, a minimal `/dev`, a private `/tmp`, the volume mounts, the termination-message
-file and the `host_paths` an "image" needs, in new mount and pid namespaces. Layout inside the pid namespace:
+Each container is one `bwrap` (bubblewrap) exec: a fresh tmpfs root holding the image's filesystem (either
+the host's `/usr`, `/etc`, `/bin` and `/lib*`, read-only, or for a scratch-based image nothing but the
+`host_paths` and `links` the image provides), a new `/proc`, a minimal `/dev`, a private `/tmp`, the volume
+mounts and the termination-message file, in new mount and pid namespaces. The command is looked up in that
+filesystem first: a missing or non-executable one fails the start as runc does (`StartError`). Layout inside
+the pid namespace:
 
     pid 1  bwrap's reaper (excluded from RSS)      -- host: child of the `bwrap` process we spawned
     pid 2  the container's main process            -- receives `signal()`/`stop()` signals (SIGTERM etc.)
     ...    its descendants; all die with pid 2 (the namespace is torn down when the main process exits)
 
-The fallback `sandbox="unshare"` (util-linux `unshare` + `chroot`) builds the same layout with a tiny `sh`
-reaper as pid 1. `sandbox="none"` runs the command on the host in its own process group, with the working dir
-set and NO mounts: volume paths, `host_paths` and the termination-message path are not available there.
+The fallback `sandbox="unshare"` (util-linux `unshare`, `--root` for the chroot) builds the same layout with a
+tiny `sh` reaper as pid 1. `sandbox="none"` runs the command on the host in its own process group, with the
+working dir set and NO mounts: the image's filesystem, volume paths and the termination-message path are not
+available there.
 
 Deviation from a real container: the main process is pid 2, not pid 1, so a signal it has no handler for gets
 its default action (a real pid 1 ignores e.g. SIGTERM without a handler and waits for SIGKILL).
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import hashlib
 import os
 import shutil
 import signal as _signal
@@ -45,6 +50,7 @@ __all__ = [
     "Mount",
     "RunningContainer",
     "RuntimeUnavailable",
+    "StartError",
     "follow_log",
     "read_log",
 ]
@@ -62,6 +68,11 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 class RuntimeUnavailable(RuntimeError):
     """No usable sandbox method on this machine (the message says how to fix it)."""
+
+
+class StartError(RuntimeError):
+    """The container's process could not be started (the message is the runtime's, as the kubelet shows it
+    in `lastState.terminated.message` with reason StartError and exit code 128)."""
 
 
 @dataclass
@@ -85,8 +96,10 @@ class ContainerLaunch:
     termination_message_path: str
     termination_host_path: Path
     working_dir: str | None = None
-    host_paths: list[str] = field(default_factory=list)
+    host_paths: list[str] = field(default_factory=list)  # bound read-only at the same path
     memory_limit_bytes: int | None = None
+    host_base: bool = True  # the root starts from the host's userland; False: empty (scratch)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) symlinks of the image
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -369,35 +382,158 @@ async def follow_log(
 # Sandboxes
 
 
-def _root_links() -> list[str]:
-    """bwrap args mirroring the host's top-level /bin, /lib* and /sbin (symlinks into /usr, or dirs)."""
-    args: list[str] = []
+def _host_base() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The host userland a `host_base` image gets: read-only binds (host path, container path) of /usr, /etc
+    and the top-level /bin, /lib* and /sbin that are folders, and the (path, target) symlinks of the others
+    (on merged-/usr systems they point into /usr)."""
+    binds = [("/usr", "/usr"), ("/etc", "/etc")]
+    links: list[tuple[str, str]] = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = f"/{name}"
         if os.path.islink(p):
-            args += ["--symlink", os.readlink(p), p]
+            links.append((p, os.readlink(p)))
         elif os.path.isdir(p):
-            args += ["--ro-bind", p, p]
-    return args
+            binds.append((p, p))
+    return binds, links
 
 
-_ROOT_LINKS = _root_links()
+_HOST_BINDS, _HOST_LINKS = _host_base()
+_HOST_RO = [(src, dst, True) for src, dst in _HOST_BINDS]
+_LINK_DIRS: list[str] = []
+
+
+def _link_dir() -> Path:
+    """A private host folder for the link folders `_place_links` builds (one per process)."""
+    if not _LINK_DIRS:
+        _LINK_DIRS.append(tempfile.mkdtemp(prefix="kruise-local-links-"))
+        atexit.register(lambda: shutil.rmtree(_LINK_DIRS[0], ignore_errors=True))
+    return Path(_LINK_DIRS[0])
+
+
+def _place_links(
+    links: list[tuple[str, str]], ro_dsts: list[str]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Split an image's symlinks into those the sandbox can create on its root tmpfs and, for those inside a
+    read-only bound folder, host folders holding just those links, to bind over that folder (the image's
+    folder then holds only its listed links). Returns (direct links, extra read-only binds)."""
+    direct: list[tuple[str, str]] = []
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for path, target in links:
+        parent = os.path.dirname(path.rstrip("/")) or "/"
+        if parent != "/" and any(_under(parent, d) for d in ro_dsts if d.strip("/")):
+            grouped.setdefault(parent, []).append((os.path.basename(path.rstrip("/")), target))
+        else:
+            direct.append((path, target))
+    binds: list[tuple[str, str]] = []
+    for parent, items in sorted(grouped.items()):
+        key = hashlib.sha256(repr(sorted(items)).encode()).hexdigest()[:16]
+        folder = _link_dir() / key
+        if not folder.exists():
+            tmp = Path(tempfile.mkdtemp(dir=_link_dir()))
+            for name, target in items:
+                os.symlink(target, tmp / name)
+            with contextlib.suppress(OSError):  # another container made it meanwhile
+                os.rename(tmp, folder)
+        binds.append((str(folder), parent))
+    return direct, binds
+
+
+_MAX_SYMLINKS = 40
+
+
+def _container_path(
+    path: str, binds: list[tuple[str, str]], links: dict[str, str], hops: int = 0
+) -> str | None:
+    """The host path behind `path` in a container whose root is a tmpfs with `binds` (host, container) and
+    `links` (container path -> target); "" for a folder of the root tmpfs itself; None if it does not exist.
+    Symlinks inside the container's view are followed there, as the kernel does for the container."""
+    if hops > _MAX_SYMLINKS:
+        return None
+    parts = [p for p in path.split("/") if p and p != "."]
+    cur = ""
+    for i, comp in enumerate(parts):
+        if comp == "..":
+            cur = cur.rsplit("/", 1)[0]
+            continue
+        cand = f"{cur}/{comp}"
+        rest = "/".join(parts[i + 1 :])
+        target = links.get(cand)
+        host: str | None = None
+        if target is None:
+            best = _bind_for(cand, binds)
+            if best is None:
+                if any(_under(d, cand) for _, d in binds) or any(_under(p, cand) for p in links):
+                    cur = cand  # a folder bwrap made on the root tmpfs for a mount point below it
+                    continue
+                return None
+            src, dst = best
+            if cand == dst.rstrip("/"):
+                host = os.path.realpath(src)  # a bind mount follows its source's symlinks
+            else:
+                host = os.path.join(src, cand[len(dst.rstrip("/")) + 1 :])
+                if os.path.islink(host):
+                    target = os.readlink(host)
+        if target is not None:
+            nxt = target if target.startswith("/") else f"{cur}/{target}"
+            return _container_path(f"{nxt}/{rest}" if rest else nxt, binds, links, hops + 1)
+        if host is None or not os.path.exists(host):
+            return None
+        cur = cand
+    best = _bind_for(cur, binds) if cur else None
+    if best is None:
+        return ""
+    src, dst = best
+    return (
+        os.path.realpath(src)
+        if cur == dst.rstrip("/")
+        else os.path.join(src, cur[len(dst.rstrip("/")) + 1 :])
+    )
+
+
+def _bind_for(path: str, binds: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The innermost bind (host, container) that `path` lies in, if any."""
+    inside = [b for b in binds if b[1].strip("/") and _under(path, b[1])]
+    return max(inside, key=lambda b: len(b[1].rstrip("/")), default=None)
+
+
+_RUNC_PREFIX = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
+    "failed: unable to start container process: "
+)
+
+
+def _check_executable(argv0: str, path_env: str, binds: list[tuple[str, str]], links: dict[str, str]) -> None:
+    """Look `argv0` up in the container's filesystem as runc does before it execs it (Go's `exec.LookPath`
+    with the container's PATH); raise `StartError` with runc's message when it cannot be run."""
+
+    def runnable(path: str) -> bool | None:
+        host = _container_path(path, binds, links)
+        if host is None:
+            return None
+        return bool(host) and os.path.isfile(host) and os.access(host, os.X_OK)
+
+    if "/" in argv0:
+        ok = runnable(argv0 if argv0.startswith("/") else "/" + argv0)
+        if ok:
+            return
+        why = f"stat {argv0}: no such file or directory" if ok is None else "permission denied"
+        raise StartError(f'{_RUNC_PREFIX}exec: "{argv0}": {why}: unknown')
+    for folder in path_env.split(":"):
+        if folder and runnable(f"{folder.rstrip('/')}/{argv0}"):
+            return
+    raise StartError(f'{_RUNC_PREFIX}exec: "{argv0}": executable file not found in $PATH: unknown')
+
 
 # The unshare fallback. Outer `unshare --mount` runs this script: build the root on a private tmpfs, then
 # exec an inner `unshare --pid --fork --mount-proc` whose child (pid 1, a reaper `sh`) forks the chroot'ed
 # command as pid 2 and exits with its status (which tears the namespace down).
 _UNSHARE_SCRIPT = r"""
 set -e
-cpath=$PATH; base=$1; wd=$2; chroot_bin=$3; env_bin=$4; unshare_bin=$5; shift 5
+cpath=$PATH; base=$1; wd=$2; unshare_bin=$3; shift 3
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t tmpfs -o mode=0755 none "$base"
 r=$base/root
 mkdir -p "$r/proc" "$r/dev" "$r/tmp" "$r/root"
-for d in /usr /etc; do mkdir -p "$r$d"; mount --rbind "$d" "$r$d"; mount -o remount,bind,ro "$r$d"; done
-for d in bin sbin lib lib32 lib64 libx32; do
-  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$r/$d";
-  elif [ -d "/$d" ]; then mkdir -p "$r/$d"; mount --rbind "/$d" "$r/$d"; mount -o remount,bind,ro "$r/$d"; fi
-done
 mount -t tmpfs -o mode=1777 none "$r/tmp"
 mount -t tmpfs -o mode=0755 none "$r/dev"
 for n in null zero full random urandom tty; do touch "$r/dev/$n"; mount --bind "/dev/$n" "$r/dev/$n"; done
@@ -406,6 +542,7 @@ ln -s /proc/self/fd "$r/dev/fd"; ln -s /proc/self/fd/0 "$r/dev/stdin"
 ln -s /proc/self/fd/1 "$r/dev/stdout"; ln -s /proc/self/fd/2 "$r/dev/stderr"
 while [ "$1" != "--" ]; do
   kind=$1; src=$2; dst=$r$3; shift 3
+  if [ "$kind" = ln ]; then mkdir -p "$(dirname "$dst")"; ln -s "$src" "$dst"; continue; fi
   if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || touch "$dst"; fi
   mount --rbind "$src" "$dst"
   if [ "$kind" = ro ]; then mount -o remount,bind,ro "$dst"; fi
@@ -413,8 +550,7 @@ done
 shift
 [ -d "$r$wd" ] || mkdir -p "$r$wd" 2>/dev/null || true
 export PATH="$cpath"
-exec "$unshare_bin" --pid --fork --kill-child --mount-proc="$r/proc" -- /bin/sh -c \
-  '"$@" & wait $!' sh "$chroot_bin" "$r" "$env_bin" -C "$wd" -- "$@"
+exec "$unshare_bin" --pid --fork --kill-child --mount-proc="$r/proc" -- /bin/sh -c '"$@" & wait $!' sh "$@"
 """
 
 
@@ -464,7 +600,7 @@ def _under(path: str, top: str) -> bool:
 class ContainerRuntime:
     """Starts containers as sandboxed local processes.
 
-    `sandbox`: "bwrap" (bubblewrap), "unshare" (util-linux unshare + chroot), "none" (host, no mounts) or
+    `sandbox`: "bwrap" (bubblewrap), "unshare" (util-linux unshare), "none" (host, no mounts) or
     "auto" (bwrap, then unshare). Raises `RuntimeUnavailable` when the requested method does not work here.
     """
 
@@ -475,7 +611,6 @@ class ContainerRuntime:
         self._unshare = shutil.which("unshare")
         self._setpriv = shutil.which("setpriv")
         self._nsenter = shutil.which("nsenter")
-        self._chroot = shutil.which("chroot", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         self._env = shutil.which("env")
         self._root = os.geteuid() == 0
         self._default_signals = _default_signals_prefix(self._env)
@@ -506,42 +641,61 @@ class ContainerRuntime:
             if not self._bwrap:
                 err: str | None = "`bwrap` not found"
             else:
-                err = _probe(self._bwrap_cmd([], None, ["true"]))
+                err = _probe(self._bwrap_cmd(_HOST_RO, None, ["true"], _HOST_LINKS))
         else:
-            missing = [n for n, p in (("unshare", self._unshare), ("chroot", self._chroot)) if not p]
             err = (
-                f"{', '.join(missing)} not found"
-                if missing
-                else _probe(self._unshare_cmd([], None, ["true"]))
+                "unshare not found"
+                if not self._unshare
+                else _probe(self._unshare_cmd(_HOST_RO, None, ["true"], _HOST_LINKS))
             )
         _probe_cache[kind] = err
         return err
 
     # -- command lines --
 
-    def _bwrap_cmd(self, binds: list[tuple[str, str, bool]], wd: str | None, argv: list[str]) -> list[str]:
-        cmd = [self._bwrap or "bwrap", "--ro-bind", "/usr", "/usr", *_ROOT_LINKS, "--ro-bind", "/etc", "/etc"]
+    def _bwrap_cmd(
+        self,
+        binds: list[tuple[str, str, bool]],
+        wd: str | None,
+        argv: list[str],
+        links: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    ) -> list[str]:
+        cmd = [*self._default_signals, self._bwrap or "bwrap"]
+        for path, target in links:
+            cmd += ["--symlink", target, path]
         cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/root"]
         for src, dst, ro in binds:
             cmd += ["--ro-bind" if ro else "--bind", src, dst]
         wd = wd or "/"
-        if not any(_under(wd, p) for p in ("/usr", "/etc", "/proc", "/dev", *(d for _, d, _ in binds))):
+        if not any(_under(wd, p) for p in ("/proc", "/dev", *(d for _, d, _ in binds if d.strip("/")))):
             cmd += ["--dir", wd]  # a missing working dir on the root tmpfs is created, as runc does
         cmd += ["--chdir", wd, "--die-with-parent", "--unshare-pid", "--", *argv]
         return cmd
 
-    def _unshare_cmd(self, binds: list[tuple[str, str, bool]], wd: str | None, argv: list[str]) -> list[str]:
+    def _unshare_cmd(
+        self,
+        binds: list[tuple[str, str, bool]],
+        wd: str | None,
+        argv: list[str],
+        links: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    ) -> list[str]:
         cmd: list[str] = []
         if self._setpriv:
             cmd += [self._setpriv, "--pdeathsig", "KILL"]
         cmd += [self._unshare or "unshare", "--mount", "--propagation", "private"]
         if not self._root:
             cmd += ["--user", "--map-root-user"]
-        cmd += ["--", "/bin/sh", "-c", _UNSHARE_SCRIPT, "sh", _unshare_base_dir(), wd or "/"]
-        cmd += [self._chroot or "chroot", self._env or "env", self._unshare or "unshare"]
+        base = _unshare_base_dir()
+        cmd += ["--", "/bin/sh", "-c", _UNSHARE_SCRIPT, "sh", base, wd or "/", self._unshare or "unshare"]
+        for path, target in links:
+            cmd += ["ln", target, path]
         for src, dst, ro in binds:
             cmd += ["ro" if ro else "rw", src, dst]
-        return [*cmd, "--", *argv]
+        # the reaper runs the command in the background, which ignores SIGINT/SIGQUIT: reset them (on the
+        # host side, so that the image needs no `env`), then enter the root
+        unshare = self._unshare or "unshare"
+        inner = [unshare, f"--root={base}/root", f"--wd={wd or '/'}", "--", *argv]
+        return [*cmd, "--", *self._default_signals, *inner]
 
     # -- API --
 
@@ -555,20 +709,28 @@ class ContainerRuntime:
         env.setdefault("PATH", DEFAULT_PATH)
         env.setdefault("HOME", "/root")
         wd = launch.working_dir or "/"
-        binds: list[tuple[str, str, bool]] = [(p, p, True) for p in launch.host_paths]
+        binds: list[tuple[str, str, bool]] = list(_HOST_RO) if launch.host_base else []
+        links = list(_HOST_LINKS) if launch.host_base else []
+        binds += [(p, p, True) for p in launch.host_paths]
+        direct, link_binds = _place_links(launch.links, [d for _, d, _ in binds])
+        links += direct
+        binds += [(src, dst, True) for src, dst in link_binds]
         for m in sorted(launch.mounts, key=lambda m: m.container_path.rstrip("/").count("/")):
             binds.append((str(m.host_path), m.container_path, m.read_only))
         binds.append((str(launch.termination_host_path), launch.termination_message_path, False))
         cwd: str | None = None
         if self.sandbox == "none":
+            if shutil.which(launch.argv[0], path=env["PATH"]) is None:
+                _check_executable(launch.argv[0], env["PATH"], [("/", "/")], {})
             cmd = [*self._default_signals, *launch.argv]
             cwd = wd if os.path.isdir(wd) else None
         else:
+            _check_executable(launch.argv[0], env["PATH"], [(s, d) for s, d, _ in binds], dict(links))
             self._ensure_workdir(wd, launch)
             if self.sandbox == "bwrap":
-                cmd = self._bwrap_cmd(binds, wd, [*self._default_signals, *launch.argv])
+                cmd = self._bwrap_cmd(binds, wd, launch.argv, links)
             else:
-                cmd = self._unshare_cmd(binds, wd, [*self._default_signals, *launch.argv])
+                cmd = self._unshare_cmd(binds, wd, launch.argv, links)
         container = RunningContainer(self, launch, env, cwd)
         await container._spawn(cmd)
         return container

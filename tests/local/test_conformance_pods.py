@@ -220,6 +220,56 @@ def test_downward_api_env_is_resolved_when_the_container_starts(core, namespace,
     wait_for(lambda: "stage=two" in log_of(core, namespace, "p", "c"), what="log two")
 
 
+_DOWNWARD_READER = """
+import os, time
+path = "/podinfo/stage"
+print("link", os.readlink(path), flush=True)
+last = None
+while True:
+    value = open(path).read()
+    if value != last:
+        print("seen", len(value), "".join(sorted(set(value))), flush=True)
+        last = value
+    time.sleep(0.001)
+"""
+
+
+def test_downward_api_volume_files_follow_annotation_patches_atomically(core, namespace):
+    """A pod update that changes a projected annotation rewrites the downwardAPI volume file while the
+    container runs (no restart); the file is a symlink through `..data` that is swapped atomically, so a
+    reader polling it sees each value whole, never a partial file."""
+    key = "example.com/stage"
+    size = 3000
+    spec = {
+        "name": "c",
+        "image": "python:3.11-slim",
+        "command": ["python", "-c", _DOWNWARD_READER],
+        "volumeMounts": [{"name": "podinfo", "mountPath": "/podinfo"}],
+    }
+    volume = {
+        "name": "podinfo",
+        "downwardAPI": {
+            "items": [{"path": "stage", "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}]
+        },
+    }
+    body = pod_body("p", spec, volumes=[volume])
+    body["metadata"]["annotations"] = {key: "a" * size}
+    core.create_namespaced_pod(namespace, body)
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    wait_for(lambda: f"seen {size} a" in log_of(core, namespace, "p", "c"), what="first value")
+    for value in ("b" * size, "c" * size, "d" * size):
+        core.patch_namespaced_pod("p", namespace, {"metadata": {"annotations": {key: value}}})
+        wait_for(
+            lambda v=value: f"seen {size} {v[0]}" in log_of(core, namespace, "p", "c"),
+            what=f"{value[0]} seen",
+        )
+    lines = log_of(core, namespace, "p", "c").splitlines()
+    assert lines[0] == "link ..data/stage"
+    assert lines[1:] == [f"seen {size} {c}" for c in "abcd"]  # each value whole, in order, nothing partial
+    cs = running(core, namespace, "p", "c")
+    assert cs.container_id == first.container_id and cs.restart_count == 0
+
+
 def test_termination_message_and_reason(core, namespace):
     spec = container("c", "echo done-42 > /dev/termination-log; exit 4")
     core.create_namespaced_pod(namespace, pod_body("p", spec, restart="Never"))

@@ -54,3 +54,40 @@ def test_images_can_be_pushed_and_deleted() -> None:
     assert cat.lookup("busybox:1.36") is not None
     with pytest.raises(ValueError, match="'ref'"):
         cat.add({"size": "1Mi"})
+
+
+def test_entries_model_the_image_filesystem_and_oci_config() -> None:
+    cat = Catalogue.load()
+    distroless = cat.lookup("gcr.io/distroless/python3-debian12")
+    assert distroless is not None and not distroless.host_base
+    assert distroless.entrypoint == ("/usr/bin/python3",) and distroless.cmd == ()
+    assert not any(p.startswith(("/bin", "/usr/bin/sh", "/usr/bin/bash")) for p in distroless.host_paths())
+    static = cat.lookup("gcr.io/distroless/static-debian12:nonroot")
+    assert static is not None and static.entrypoint == static.cmd == ()
+    busybox = cat.lookup("busybox:1.36")
+    assert busybox is not None and busybox.host_base and busybox.entrypoint == () and busybox.cmd == ("sh",)
+    runner = cat.lookup("busybox:1.37.0-musl")
+    assert runner is not None and not runner.host_base and ("/bin/sh", "busybox") in runner.links
+    slim = cat.lookup("python:3.11-slim")
+    assert slim is not None and {p for p, _ in slim.links} >= {
+        "/usr/local/bin/python",
+        "/usr/local/bin/python3",
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"ref": "x:1", "host_paths": ["/usr"]}, r"unknown key\(s\) \['host_paths'\]"),
+        ({"ref": "x:1", "base": "alpine"}, "'base' must be one of"),
+        ({"ref": "x:1", "provides": "/usr"}, "'provides' must be a list of strings"),
+        ({"ref": "x:1", "provides": ["usr"]}, "'provides' paths must be absolute"),
+        ({"ref": "x:1", "entrypoint": "sh"}, "'entrypoint' must be a list of strings"),
+        ({"ref": "x:1", "links": {"bin/sh": "busybox"}}, "'links' must map absolute paths"),
+    ],
+)
+def test_bad_entries_are_refused_naming_the_key(entry: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Catalogue([entry])
+    with pytest.raises(ValueError, match=r"\(x:1\)"):
+        Catalogue([]).add(entry)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ from airflow_kruise_chain.local.runtime import (
     ContainerRuntime,
     Mount,
     RunningContainer,
+    StartError,
     follow_log,
     read_log,
 )
@@ -128,10 +131,57 @@ async def test_wait_is_idempotent_and_concurrent(runtime: ContainerRuntime, tmp_
 
 
 @pytest.mark.asyncio
-async def test_missing_command_fails(runtime: ContainerRuntime, tmp_path: Path) -> None:
-    c = await runtime.start(make_launch(tmp_path, ["/no/such/binary"]))
-    assert await c.wait() != 0
-    assert "no/such/binary" in read_log(c.launch.log_path).decode()
+async def test_missing_command_fails_to_start(runtime: ContainerRuntime, tmp_path: Path) -> None:
+    """runc looks the command up before it starts the process: a missing one is a start error with its
+    message, and nothing runs."""
+    with pytest.raises(StartError, match=r'exec: "/no/such/binary": stat /no/such/binary: no such file'):
+        await runtime.start(make_launch(tmp_path, ["/no/such/binary"]))
+    with pytest.raises(StartError, match=r'exec: "no-such-tool": executable file not found in \$PATH'):
+        await runtime.start(make_launch(tmp_path, ["no-such-tool"]))
+
+
+@pytest.mark.asyncio
+async def test_scratch_root_has_only_what_the_image_provides(
+    any_runtime: ContainerRuntime, tmp_path: Path
+) -> None:
+    """A scratch-based image (distroless) has no /bin/sh; a static binary copied into a volume runs there, and
+    the image's links exist."""
+    busybox = shutil.which("busybox")
+    if (
+        busybox is None
+        or "statically linked"
+        not in subprocess.run(["file", "-L", busybox], capture_output=True, text=True).stdout
+    ):
+        pytest.skip("needs a static busybox (Debian package busybox-static)")
+    with pytest.raises(StartError, match=r'exec: "sh": executable file not found in \$PATH'):
+        await any_runtime.start(make_launch(tmp_path, sh("true"), host_base=False))
+    shutil.copy(busybox, tmp_path / "vol" / "busybox")
+    launch = make_launch(
+        tmp_path,
+        ["/scratch/busybox", "sh", "-c", "ls /bin /usr 2>&1; readlink /lib64; echo ok"],
+        host_base=False,
+        links=[("/lib64", "usr/lib64")],
+    )
+    c = await any_runtime.start(launch)
+    assert await c.wait() == 0
+    out = texts(c)
+    assert out[-2:] == ["usr/lib64", "ok"]
+    assert any("/bin" in line and "No such file" in line for line in out)
+
+
+@pytest.mark.asyncio
+async def test_links_inside_a_bound_folder(runtime: ContainerRuntime, tmp_path: Path) -> None:
+    """An image's link inside the host userland (python:3.11-slim's /usr/local/bin/python) works: that folder
+    then holds the image's links only."""
+    launch = make_launch(
+        tmp_path,
+        ["python", "-c", "print('py ok')"],
+        links=[("/usr/local/bin/python", os.path.realpath(sys.executable))],
+        host_paths=[sys.base_prefix],
+    )
+    c = await runtime.start(launch)
+    assert await c.wait() == 0
+    assert texts(c) == ["py ok"]
 
 
 def test_bad_sandbox_name() -> None:
