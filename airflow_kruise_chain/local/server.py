@@ -332,6 +332,20 @@ def _openapi(request: web.Request, rest: list[str]) -> web.Response:
     raise ApiError(404, "the server could not find the requested resource")
 
 
+def _as_table(
+    request: web.Request, res: Resource, version: str, objs: list[Obj], meta: dict[str, Any]
+) -> web.Response | None:
+    """A `meta.k8s.io` Table when the Accept header asks for one first (`printers.py`), else None: the
+    API server's `transformResponseObject` / `asTable` with the resource's table convertor."""
+    from . import printers
+
+    table_version = printers.wants_table(request.headers.get("Accept"))
+    if table_version is None:
+        return None
+    include = request.query.get("includeObject") or "Metadata"
+    return _json(printers.table(res, version, objs, table_version, include, meta))
+
+
 class ApiServer:
     """Routes Kubernetes REST paths to the store, the admission chain, the kubelet and the metrics."""
 
@@ -456,7 +470,9 @@ class ApiServer:
                 raise ApiError(405, f"{method} is not allowed on pods/eviction")
             return await self._evict(request, ns, name)
         if method == "GET":
-            return _json(self._out(self.store.get(res, ns, name), res, version))
+            obj = self._out(self.store.get(res, ns, name), res, version)
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            return (_as_table(request, res, version, [obj], meta) if sub is None else None) or _json(obj)
         if method == "PUT":
             return await self._replace(request, res, version, ns, name, sub)
         if method == "PATCH":
@@ -515,6 +531,9 @@ class ApiServer:
                 meta["continue"] = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
                 meta["remainingItemCount"] = len(items) - start - limit
             items = page
+        table = _as_table(request, res, version, items, meta)
+        if table is not None:
+            return table
         return _json(
             {
                 "kind": f"{res.kind}List",
