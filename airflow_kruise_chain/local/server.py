@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from . import protobuf
 from . import resources as R
 from .errors import ApiError
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
@@ -261,6 +262,8 @@ async def _read_body(request: web.Request) -> Any:
         raise ApiError(413, "Request entity too large: limit is 3145728", reason="RequestEntityTooLarge")
     if not raw:
         raise ApiError(400, "the request body is empty")
+    if request.headers.get("Content-Type", "").split(";")[0].strip().lower() == protobuf.MEDIA_TYPE:
+        return protobuf.decode(raw)
     try:
         return parse_json(raw)
     except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors

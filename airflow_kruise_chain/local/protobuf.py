@@ -1,0 +1,162 @@
+"""Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds kubectl sends so.
+
+kubectl's typed clients (`kubectl create configmap|namespace ...`) encode built-in objects as protobuf, and
+client-go falls back to JSON after a 415 only for CBOR (`rest/client.go` `UnsupportedMediaType`), so the
+server must read them. The envelope is apimachinery's (`runtime/serializer/protobuf`: the magic `k8s\\0`, then
+a `runtime.Unknown` {typeMeta, raw}); `raw` is decoded with the field numbers of `k8s.io/api/core/v1` and
+`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap and Namespace. Other kinds are a 415,
+naming the media types that are accepted for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import ApiError
+
+MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
+_MAGIC = b"k8s\x00"
+
+# message -> field number -> (json name, type); types: string, bytes, int, bool, time, fields (FieldsV1 raw
+# JSON), msg:<message>, list:<type>, map:<value type>
+_SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
+    "Unknown": {1: ("typeMeta", "msg:TypeMeta"), 2: ("raw", "bytes"), 3: ("contentEncoding", "string"),
+                4: ("contentType", "string")},
+    "TypeMeta": {1: ("apiVersion", "string"), 2: ("kind", "string")},
+    "ObjectMeta": {
+        1: ("name", "string"), 2: ("generateName", "string"), 3: ("namespace", "string"),
+        4: ("selfLink", "string"), 5: ("uid", "string"), 6: ("resourceVersion", "string"),
+        7: ("generation", "int"),
+        8: ("creationTimestamp", "time"), 9: ("deletionTimestamp", "time"),
+        10: ("deletionGracePeriodSeconds", "int"),
+        11: ("labels", "map:string"), 12: ("annotations", "map:string"),
+        13: ("ownerReferences", "list:msg:OwnerReference"), 14: ("finalizers", "list:string"),
+        17: ("managedFields", "list:msg:ManagedFieldsEntry"),
+    },
+    "OwnerReference": {5: ("apiVersion", "string"), 1: ("kind", "string"), 3: ("name", "string"),
+                       4: ("uid", "string"), 6: ("controller", "bool"), 7: ("blockOwnerDeletion", "bool")},
+    "ManagedFieldsEntry": {1: ("manager", "string"), 2: ("operation", "string"), 3: ("apiVersion", "string"),
+                           4: ("time", "time"), 6: ("fieldsType", "string"), 7: ("fieldsV1", "fields"),
+                           8: ("subresource", "string")},
+    "Time": {1: ("seconds", "int"), 2: ("nanos", "int")},
+    "ConfigMap": {1: ("metadata", "msg:ObjectMeta"), 4: ("immutable", "bool"), 2: ("data", "map:string"),
+                  3: ("binaryData", "map:bytes")},
+    "Namespace": {1: ("metadata", "msg:ObjectMeta"), 2: ("spec", "msg:NamespaceSpec"),
+                  3: ("status", "msg:NamespaceStatus")},
+    "NamespaceSpec": {1: ("finalizers", "list:string")},
+    "NamespaceStatus": {1: ("phase", "string"), 2: ("conditions", "list:msg:NamespaceCondition")},
+    "NamespaceCondition": {1: ("type", "string"), 2: ("status", "string"), 4: ("lastTransitionTime", "time"),
+                           5: ("reason", "string"), 6: ("message", "string")},
+}  # fmt: skip
+_KINDS = {("v1", "ConfigMap"), ("v1", "Namespace")}
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise _Malformed("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: bytes):
+    """(field number, wire type, value) of each field of a message."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            if pos + length > len(buf):
+                raise _Malformed("truncated field")
+            value, pos = buf[pos : pos + length], pos + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if pos + size > len(buf):
+                raise _Malformed("truncated field")
+            value, pos = int.from_bytes(buf[pos : pos + size], "little"), pos + size
+        else:
+            raise _Malformed(f"unsupported wire type {wire}")
+        yield number, wire, value
+
+
+def _scalar(kind: str, wire: int, value: Any, depth: int) -> Any:
+    if kind in ("string", "bytes", "fields", "time") or kind.startswith("msg:"):
+        if wire != 2:
+            raise _Malformed(f"a {kind} field must be length-delimited")
+        if kind == "string":
+            return value.decode("utf-8")
+        if kind == "bytes":
+            return base64.b64encode(value).decode()
+        if kind == "fields":
+            raw = _message("FieldsV1Raw", value, depth + 1).get("Raw")
+            return json.loads(base64.b64decode(raw)) if raw else {}
+        if kind == "time":
+            t = _message("Time", value, depth + 1)
+            return datetime.fromtimestamp(t.get("seconds", 0), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _message(kind[4:], value, depth + 1)
+    if wire != 0:
+        raise _Malformed(f"a {kind} field must be a varint")
+    if kind == "bool":
+        return bool(value)
+    return value - (1 << 64) if value >= 1 << 63 else value  # int64 two's complement
+
+
+def _message(name: str, buf: bytes, depth: int = 0) -> dict[str, Any]:
+    if depth > 32:
+        raise _Malformed("nested too deeply")
+    if name == "FieldsV1Raw":
+        schema = {1: ("Raw", "bytes")}
+    else:
+        schema = _SCHEMAS[name]
+    out: dict[str, Any] = {}
+    for number, wire, value in _fields(buf):
+        field = schema.get(number)
+        if field is None:
+            continue  # an unknown field: dropped, as the decoder does for fields of newer releases
+        key, kind = field
+        if kind.startswith("map:"):
+            entry = {n: v for n, w, v in _fields(value)} if wire == 2 else {}
+            k = entry.get(1, b"").decode("utf-8")
+            out.setdefault(key, {})[k] = _scalar(kind[4:], 2, entry.get(2, b""), depth)
+        elif kind.startswith("list:"):
+            out.setdefault(key, []).append(_scalar(kind[5:], wire, value, depth))
+        else:
+            out[key] = _scalar(kind, wire, value, depth)
+    return out
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    """A protobuf-encoded object as its JSON form; a 400 when it is malformed, a 415 for other kinds."""
+    if not raw.startswith(_MAGIC):
+        raise ApiError(400, "the body of the request was in an unknown format: missing the protobuf prefix")
+    try:
+        envelope = _message("Unknown", raw[len(_MAGIC) :])
+        meta = envelope.get("typeMeta") or {}
+        api_version, kind = meta.get("apiVersion", ""), meta.get("kind", "")
+        if (api_version, kind) not in _KINDS:
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - {kind or 'an object'} in protobuf is "
+                "not read by the local cluster; accepted media types include: application/json, "
+                "application/merge-patch+json (send it as JSON)",
+                reason="UnsupportedMediaType",
+            )
+        obj = _message(kind, base64.b64decode(envelope.get("raw", "")))
+    except (ValueError, AttributeError, TypeError, OverflowError, OSError) as e:  # any malformed field
+        raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
+    return {"apiVersion": api_version, "kind": kind, **obj}
