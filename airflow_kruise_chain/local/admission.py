@@ -71,5 +71,5 @@ class Admission:
 
     def on_resize(self, old: Obj, new: Obj) -> Obj:
         """Validate a write to pods/resize; returns the pod it produces (only container resources change)."""
-        V.validate_pod_resize(old, new)
+        V.validate_pod_resize(old, new, memory_limit_decrease=self.cluster.memory_limit_decrease)
         return V.prepare_pod_resize(old, new)

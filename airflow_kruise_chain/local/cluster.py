@@ -29,6 +29,7 @@ from .kruise import Kruise
 from .kubelet import Kubelet
 from .profiles import Profile, get_profile
 from .rbac import Rbac
+from .scheduling import DEFAULT_ALLOCATABLE
 from .server import ApiServer
 from .store import Obj, Store, now_iso
 
@@ -53,6 +54,14 @@ class ClusterConfig:
     bookmark_interval: float = 5.0
     watch_history: int = 5000
     preloaded_images: tuple[str, ...] = ()
+    kubernetes_version: str = "1.35.0"
+    """the version the API server reports (`/version`) and the kubelets run"""
+    in_place_resize: bool | None = None
+    """the InPlacePodVerticalScaling feature gate; None: its default for the version (on from 1.33)"""
+    allocatable: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ALLOCATABLE))
+    """every node's allocatable cpu, memory and pods (the scheduler and resize admission enforce it)"""
+    node_allocatable: dict[str, dict[str, str]] = field(default_factory=dict)
+    """per node name: allocatable values that differ from `allocatable`"""
 
 
 class LocalCluster:
@@ -64,6 +73,11 @@ class LocalCluster:
         self.catalogue = Catalogue.load(self.config.catalogue)
         self.sandbox = self.config.sandbox
         self.gates = {"ImagePullJobGate": self.config.image_pull_job_gate}
+        version = tuple(int(part) for part in self.config.kubernetes_version.split(".")[:2])
+        gate = self.config.in_place_resize
+        self.resize_enabled = version >= (1, 33) if gate is None else gate
+        self.memory_limit_decrease = version >= (1, 34)
+        """whether a NotRequired resize may lower a memory limit (1.34+: the kubelet checks the usage)"""
         self.bookmark_interval = self.config.bookmark_interval
         self._tmp = None if self.config.root else tempfile.TemporaryDirectory(prefix="kruise-local-")
         self.root = Path(self.config.root or self._tmp.name)  # type: ignore[union-attr]
@@ -108,6 +122,8 @@ class LocalCluster:
             **(labels or {}),
         }
         self.kubelet.add_node(name, node_labels)
+        allocatable = {**self.config.allocatable, **self.config.node_allocatable.get(name, {})}
+        kubelet_version = f"v{self.config.kubernetes_version}"
         self.store.create(
             R.NODES,
             {
@@ -128,11 +144,11 @@ class LocalCluster:
                         {"type": "InternalIP", "address": self.kubelet.nodes[name].ip},
                         {"type": "Hostname", "address": name},
                     ],
-                    "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"},
-                    "allocatable": {"cpu": "2", "memory": "24Gi", "pods": "110"},
+                    "capacity": dict(allocatable),
+                    "allocatable": allocatable,
                     "nodeInfo": {
-                        "kubeletVersion": "v1.33.0",
-                        "kubeProxyVersion": "v1.33.0",
+                        "kubeletVersion": kubelet_version,
+                        "kubeProxyVersion": kubelet_version,
                         "containerRuntimeVersion": "kruise-local://1",
                         "operatingSystem": "linux",
                         "architecture": "amd64",

@@ -24,7 +24,9 @@ from . import resources as R
 from .atomicwriter import write_atomically
 from .catalogue import Image, normalize, repository
 from .errors import ApiError
+from .resize import ResizeManager, capacity_freed
 from .runtime import ContainerLaunch, Mount, RunningContainer, StartError, follow_log, read_log
+from .scheduling import Scheduler
 from .store import Obj, deep_copy, now_iso
 from .validation import parse_quantity
 
@@ -582,7 +584,8 @@ class PodWorker:
             f"containerd://{cid}", image, spec_hash(spec), cdir / "0.log", cdir / "termination-log"
         )
         self.event("Normal", "Created", f"Created container: {st.name}")
-        limit = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
+        resources = self.kubelet.resizes.allocation(self, st.name, spec)
+        limit = (resources.get("limits") or {}).get("memory")
         launch = ContainerLaunch(
             container_id=cid,
             argv=argv,
@@ -621,7 +624,7 @@ class PodWorker:
             await self.sleep_or_wake(st, 1.0)
             return
         inst.started_at = inst.proc.started_at
-        st.allocated = deep_copy(spec.get("resources") or {})
+        st.allocated = resources
         if st.current is not None:
             st.previous = st.current
             st.restart_count += 1
@@ -827,8 +830,7 @@ class PodWorker:
                 if new_hash != st.spec_seen:  # only a spec change wakes the container, not a status write
                     st.spec_seen = new_hash
                     st.wake.set()
-                elif (c.get("resources") or {}) != st.allocated:
-                    self.resize(st, c)
+        self.kubelet.resizes.handle(self, pod)
 
     def resize(self, st: ContainerState, spec: dict[str, Any]) -> None:
         """Apply an in-place resize (KEP-1287, `kuberuntime_manager.go` `computePodResizeAction` /
@@ -915,12 +917,12 @@ class PodWorker:
         out["lastState"] = (
             {"terminated": self.terminated(last)} if last and last.exit_code is not None else {}
         )
-        resources = st.allocated if cur is not None else spec.get("resources")
+        resources = st.allocated if cur is not None else self.kubelet.resizes.allocation(self, st.name, spec)
         if resources:
             out["resources"] = deep_copy(resources)
-            requests = resources.get("requests")
-            if requests:
-                out["allocatedResources"] = dict(requests)
+        allocated = self.kubelet.resizes.allocated_requests(self, st.name)
+        if allocated:
+            out["allocatedResources"] = allocated
         return out
 
     @staticmethod
@@ -1013,7 +1015,7 @@ class PodWorker:
                 cond["reason"] = "ContainersNotReady" if status["phase"] != "Succeeded" else "PodCompleted"
                 cond["message"] = f"containers with unready status: [{' '.join(unready)}]"
             conditions.append(cond)
-        status["conditions"] = conditions
+        status["conditions"] = conditions + self.kubelet.resizes.conditions(self)
         if status == old_status:
             return
         pod = dict(pod)
@@ -1088,7 +1090,8 @@ class Kubelet:
         self.sync_period = 60.0
         self._runtime = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._next_node = 0
+        self.resizes = ResizeManager(self)
+        self.scheduler = Scheduler(cluster, lambda: list(self.nodes), self.spawn)
 
     @property
     def runtime(self):
@@ -1124,6 +1127,8 @@ class Kubelet:
             return
         if res is not R.PODS:
             return
+        if capacity_freed(kind, obj, old):
+            self.capacity_freed()
         uid = obj["metadata"]["uid"]
         worker = self.workers.get(uid)
         if kind == "DELETED":
@@ -1133,7 +1138,7 @@ class Kubelet:
         node = (obj.get("spec") or {}).get("nodeName")
         if not node:
             if kind == "ADDED" and not obj["metadata"].get("deletionTimestamp"):
-                self.spawn(self.schedule(obj))
+                self.spawn(self.scheduler.schedule(obj))
             return
         if worker is None:
             if node not in self.nodes or obj["metadata"].get("deletionTimestamp"):
@@ -1146,83 +1151,19 @@ class Kubelet:
                 return
             worker = PodWorker(self, obj)
             self.workers[uid] = worker
+            self.resizes.admit(worker, obj)
             worker.task = asyncio.create_task(worker.run())
             return
         worker.changed(obj)
 
     def forget(self, worker: PodWorker) -> None:
         self.workers.pop(worker.uid, None)
+        self.resizes.forget(worker.uid)
 
-    async def schedule(self, pod: Obj) -> None:
-        """The scheduler: bind to a node that fits the nodeSelector, spreading pods across nodes."""
-        await asyncio.sleep(self.cluster.profile.schedule)
-        ns, name = pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
-        current = self.cluster.store.peek(R.PODS, ns, name)
-        if (
-            current is None
-            or current["metadata"]["uid"] != pod["metadata"]["uid"]
-            or current["spec"].get("nodeName")
-        ):
-            return
-        wanted = current["spec"].get("nodeSelector") or {}
-        names = list(self.nodes)
-        candidates = []
-        for i in range(len(names)):
-            node = names[(self._next_node + i) % len(names)]
-            labels = self.cluster.node_labels(node)
-            if all(labels.get(k) == v for k, v in wanted.items()):
-                candidates.append(node)
-                break
-        if not candidates:
-            self.cluster.record_event(
-                current,
-                "Warning",
-                "FailedScheduling",
-                f"0/{len(names)} nodes are available: {len(names)} node(s) didn't match Pod's "
-                "node affinity/selector.",
-                component="default-scheduler",
-            )
-            updated = dict(current)
-            updated["status"] = {
-                **(current.get("status") or {}),
-                "phase": "Pending",
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "lastTransitionTime": now_iso(),
-                        "lastProbeTime": None,
-                        "message": f"0/{len(names)} nodes are available: {len(names)} node(s) didn't match "
-                        "Pod's node affinity/selector.",
-                    }
-                ],
-            }
-            self.cluster.store.update(R.PODS, updated, check_rv=False)
-            return
-        self._next_node = (names.index(candidates[0]) + 1) % len(names)
-        bound = dict(current)
-        bound["spec"] = {**current["spec"], "nodeName": candidates[0]}
-        bound["status"] = {
-            **(current.get("status") or {}),
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastTransitionTime": now_iso(),
-                    "lastProbeTime": None,
-                }
-            ],
-        }
-        self.cluster.store.update(R.PODS, bound, check_rv=False)
-        self.cluster.record_event(
-            bound,
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {ns}/{name} to {candidates[0]}",
-            component="default-scheduler",
-        )
+    def capacity_freed(self) -> None:
+        """A pod ended, was deleted or shrank: the scheduler and the deferred resizes try again."""
+        self.scheduler.capacity_changed()
+        self.resizes.retry_deferred()
 
     # -- images ----------------------------------------------------------------------------------------
     async def pull_to_node(self, node: str, ref: str) -> Image | None:

@@ -27,17 +27,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KUBE_VERSION = {
-    "major": "1",
-    "minor": "33",
-    "gitVersion": "v1.33.0+kruise-local",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "n/a (Python)",
-    "compiler": "cpython",
-    "platform": "linux/amd64",
-}
+
+def version_info(version: str) -> dict[str, str]:
+    """The `/version` answer for Kubernetes `version` ("1.35.0")."""
+    major, minor = version.split(".")[:2]
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": f"v{version}+kruise-local",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "n/a (Python)",
+        "compiler": "cpython",
+        "platform": "linux/amd64",
+    }
+
+
 _PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
@@ -72,7 +78,7 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
         return _json(ApiError(500, f"internal error: {type(e).__name__}: {e}").status(), 500)
 
 
-def _resource_list(group_version: str, items: list[Resource]) -> dict[str, Any]:
+def _resource_list(group_version: str, items: list[Resource], hidden: set[str]) -> dict[str, Any]:
     out = []
     for res in items:
         out.append(
@@ -86,6 +92,8 @@ def _resource_list(group_version: str, items: list[Resource]) -> dict[str, Any]:
             }
         )
         for sub in res.subresources:
+            if f"{res.plural}/{sub}" in hidden:
+                continue
             verbs = {"log": ["get"], "eviction": ["create"], "resize": ["get", "patch", "update"]}.get(
                 sub, ["get", "patch", "update"]
             )
@@ -391,7 +399,7 @@ class ApiServer:
             return _openapi(request, parts[1:])
         if parts == ["version"]:
             self._discovery_method(request)
-            return _json(KUBE_VERSION)
+            return _json(version_info(self.cluster.config.kubernetes_version))
         if parts == ["api"]:
             self._discovery_method(request)
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
@@ -418,7 +426,7 @@ class ApiServer:
             self._discovery_method(request)
             gv = f"{group}/{version}" if group else version
             served = [r for r in (*R.STORED, R.POD_METRICS) if r.group == group and version in r.versions]
-            return _json(_resource_list(gv, served))
+            return _json(_resource_list(gv, served, self.hidden_subresources()))
         watch_prefix = rest[0] == "watch"
         if watch_prefix:
             rest = rest[1:]
@@ -443,7 +451,9 @@ class ApiServer:
             raise ApiError(
                 404, f"the server could not find the requested resource ({plural} is cluster-scoped)"
             )
-        if sub is not None and sub not in res.subresources:
+        if sub is not None and (
+            sub not in res.subresources or f"{plural}/{sub}" in self.hidden_subresources()
+        ):
             raise ApiError(404, f"the server could not find the requested resource ({plural}/{sub})")
         ns = namespace or ""
         method = request.method
@@ -483,6 +493,11 @@ class ApiServer:
         if method == "DELETE" and sub is None:
             return await self._delete(request, res, version, ns, name)
         raise ApiError(405, f"{method} is not allowed on {plural}{'/' + sub if sub else ''}")
+
+    def hidden_subresources(self) -> set[str]:
+        """Subresources not served: `pods/resize` without in-place resize (the InPlacePodVerticalScaling gate
+        off, or before 1.33 where it is off by default: the apiserver registers no resize storage)."""
+        return set() if self.cluster.resize_enabled else {"pods/resize"}
 
     @staticmethod
     def _discovery_method(request: web.Request) -> None:

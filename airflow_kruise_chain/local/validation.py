@@ -1909,7 +1909,7 @@ def _drop_cpu_memory_updates(ctr: dict[str, Any], old_ctr: Mapping[str, Any]) ->
 
 
 def _container_resize_causes(
-    new_ctr: Mapping[str, Any], old_ctr: Mapping[str, Any], field: str
+    new_ctr: Mapping[str, Any], old_ctr: Mapping[str, Any], field: str, memory_limit_decrease: bool
 ) -> list[Cause]:
     causes: list[Cause] = []
     new_res, old_res = new_ctr.get("resources") or {}, old_ctr.get("resources") or {}
@@ -1921,7 +1921,7 @@ def _container_resize_causes(
         if isinstance(policy, Mapping) and policy.get("resourceName") == "memory":
             memory_policy = policy.get("restartPolicy") or ""
             break
-    if memory_policy in ("NotRequired", ""):
+    if memory_policy in ("NotRequired", "") and not memory_limit_decrease:
         new_limit = (new_res.get("limits") or {}).get("memory")
         old_limit = (old_res.get("limits") or {}).get("memory")
         path = f"{field}.limits[memory]"
@@ -1943,15 +1943,20 @@ def _container_resize_causes(
 
 
 def validate_pod_resize(
-    old: Mapping[str, Any], new: Mapping[str, Any], *, relaxed_env_names: bool = False
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    relaxed_env_names: bool = False,
+    memory_limit_decrease: bool = False,
 ) -> None:
     """Validate an update through the `resize` subresource (`ValidatePodResize`); raise 422 Invalid.
 
     Only cpu and memory requests/limits of containers (and of sidecar init containers) may change; requests
-    and limits may not be removed; a memory limit may not be lowered or added unless the container's memory
-    resizePolicy is RestartContainer; the QoS class may not change. Anything else is `spec: Forbidden: only
-    cpu and memory resources are mutable`. (The real server also refuses pods whose node reports no container
-    resources; that check is not made here.)
+    and limits may not be removed; before 1.34 (`memory_limit_decrease` False) a memory limit may not be
+    lowered or added unless the container's memory resizePolicy is RestartContainer (1.34+ leaves that to
+    the kubelet's usage check, `validateMemoryResizeAction`); the QoS class may not change. Anything else
+    is `spec: Forbidden: only cpu and memory resources are mutable`. (The real server also refuses pods
+    whose node reports no container resources; that check is not made here.)
     """
     _check_decodable("Pod", new)
     causes = validate_metadata_update("Pod", old, new)
@@ -1982,9 +1987,13 @@ def validate_pod_resize(
         _raise_invalid("Pod", new, causes)
     for i, old_ctr in enumerate(old_inits):
         if _is_restartable_init(old_ctr):
-            causes += _container_resize_causes(new_inits[i], old_ctr, f"spec.initContainers[{i}].resources")
+            causes += _container_resize_causes(
+                new_inits[i], old_ctr, f"spec.initContainers[{i}].resources", memory_limit_decrease
+            )
     for i, old_ctr in enumerate(old_ctrs):
-        causes += _container_resize_causes(new_ctrs[i], old_ctr, f"spec.containers[{i}].resources")
+        causes += _container_resize_causes(
+            new_ctrs[i], old_ctr, f"spec.containers[{i}].resources", memory_limit_decrease
+        )
     munged = copy.deepcopy(dict(new_spec))
     for i, ctr in enumerate(munged.get("containers") or []):
         _drop_cpu_memory_updates(ctr, old_ctrs[i])
