@@ -13,7 +13,7 @@ system_packages() {
 	# through chromedriver.
 	missing=""
 	command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
-	dpkg-query -W -f="${Status}" busybox-static 2>/dev/null | grep -q "ok installed" || missing="$missing busybox-static"
+	dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || missing="$missing busybox-static"
 	[ -x /usr/bin/chromium ] || missing="$missing chromium"
 	[ -x /usr/bin/chromedriver ] || missing="$missing chromium-driver"
 	[ -z "$missing" ] && return
