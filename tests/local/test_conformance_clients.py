@@ -144,3 +144,35 @@ def test_unscheduled_pod_with_a_finalizer_waits_for_it(core, namespace):
     with pytest.raises(ApiException) as err:
         core.read_namespaced_pod("p", namespace)
     assert err.value.status == 404
+
+
+def test_watch_list_sends_initial_events_then_the_end_bookmark(cluster, core, namespace):
+    """KEP-3157 (client-go WatchListClient, kubectl 1.35+): the existing objects as ADDED, then a BOOKMARK
+    annotated `k8s.io/initial-events-end`, then changes."""
+    for name in ("a", "b"):
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": name}})
+    query = "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    url = f"{cluster.url}/api/v1/namespaces/{namespace}/configmaps?{query}&timeoutSeconds=1"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events[:3]] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("BOOKMARK", None),
+    ]
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(events[2]["object"]["metadata"]["resourceVersion"]) >= int(
+        events[1]["object"]["metadata"]["resourceVersion"]
+    )
+
+
+def test_watch_list_needs_not_older_than_and_bookmarks(cluster, namespace):
+    code, _, body = _raw(
+        cluster, f"/api/v1/namespaces/{namespace}/configmaps?watch=true&sendInitialEvents=true"
+    )
+    status = json.loads(body)
+    assert (
+        code == 422
+        and "resourceVersionMatch" in status["message"]
+        and "allowWatchBookmarks" in status["message"]
+    )
