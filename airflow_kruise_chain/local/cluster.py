@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from . import limits
 from . import resources as R
 from .admission import Admission
 from .catalogue import Catalogue
@@ -63,6 +64,9 @@ class ClusterConfig:
     """every node's allocatable cpu, memory and pods (the scheduler and resize admission enforce it)"""
     node_allocatable: dict[str, dict[str, str]] = field(default_factory=dict)
     """per node name: allocatable values that differ from `allocatable`"""
+    request_timeout: float = limits.REQUEST_TIMEOUT
+    idle_timeout: float = limits.IDLE_CONNECTION_TIMEOUT
+    max_requests_in_flight: int = limits.MAX_REQUESTS_IN_FLIGHT
 
 
 class LocalCluster:
@@ -107,7 +111,12 @@ class LocalCluster:
             self.add_node(f"node-{i}" if self.config.nodes > 1 else "kruise-local")
         self.kubelet.start()
         self.kruise.start()
-        self._runner = web.AppRunner(self.server.app, handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(
+            self.server.app,
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=self.config.idle_timeout,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, shutdown_timeout=0.5)
         await site.start()

@@ -52,7 +52,7 @@ def _ts(dt: datetime | None) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else None
 
 
-_FIELD_ANN = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]$")
+_FIELD_ANN = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]\Z")
 
 
 def resolve_field(pod: Obj, path: str) -> str:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from airflow_kruise_chain.local.errors import ApiError
+from airflow_kruise_chain.local.limits import CopyBudget, check_json_patch_length
 
 __all__ = ["json_equal", "json_merge_patch", "json_patch", "strategic_merge_patch"]
 
@@ -216,11 +217,15 @@ def json_patch(target: Any, ops: Any) -> Any:
     """Apply an RFC 6902 JSON patch atomically.
 
     Malformed operations raise ApiError(400); operations that do not apply to the document (missing
-    path, out-of-range index, failed `test`) raise ApiError(422, reason="Invalid").
+    path, out-of-range index, failed `test`) raise ApiError(422, reason="Invalid"). The real server's bounds
+    hold: more than 10,000 operations is a 413, `copy` operations adding more than 3 MiB in all a 422
+    (see `limits`).
     """
     if not isinstance(ops, list):
         raise ApiError(400, f"json patch must be a list of operations, got {_kind(ops)}")
+    check_json_patch_length(ops)
     checked = [_validate_op(op, i) for i, op in enumerate(ops)]
+    budget = CopyBudget()
     doc = copy.deepcopy(target)
     for name, path, tokens, from_path, from_tokens, value in checked:
         if name == "add":
@@ -242,7 +247,9 @@ def json_patch(target: Any, ops: Any) -> Any:
             doc, moved = _remove(doc, from_tokens, from_path)
             doc = _add(doc, tokens, moved, path)
         else:
-            doc = _add(doc, tokens, copy.deepcopy(_get(doc, from_tokens, from_path)), path)
+            copied = _get(doc, from_tokens, from_path)
+            budget.spend(copied)  # before the copy is made: a refused copy never costs its memory
+            doc = _add(doc, tokens, copy.deepcopy(copied), path)
     return doc
 
 

@@ -27,11 +27,11 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 
 _NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_NAME_RE = re.compile(f"^{_NAME_FMT}$")
+_NAME_RE = re.compile(f"^{_NAME_FMT}\\Z")
 _VALUE_FMT = f"({_NAME_FMT})?"
-_VALUE_RE = re.compile(f"^{_VALUE_FMT}$")
+_VALUE_RE = re.compile(f"^{_VALUE_FMT}\\Z")
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_LABEL}(\\.{_DNS1123_LABEL})*$")
+_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_LABEL}(\\.{_DNS1123_LABEL})*\\Z")
 _NAME_MAX = 63
 _PREFIX_MAX = 253
 

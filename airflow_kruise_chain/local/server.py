@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import re
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import protobuf
+from . import limits, paging, protobuf
 from . import resources as R
 from .errors import ApiError
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
@@ -385,7 +384,10 @@ class ApiServer:
         self.cluster = cluster
         self.store = cluster.store
         self.app = web.Application(
-            middlewares=[_errors],
+            middlewares=[
+                _errors,
+                limits.request_limits(cluster.config.request_timeout, cluster.config.max_requests_in_flight),
+            ],
             client_max_size=MAX_BODY + 1024,
             # as the real server's request contexts: a request whose client hung up is cancelled, so
             # abandoned watches and log follows end at once instead of running on to their timeouts
@@ -554,22 +556,15 @@ class ApiServer:
 
     def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, res)
-        items = [self._out(o, res, version) for o in self.store.list(res, namespace, labels, fields)]
-        meta: dict[str, Any] = {"resourceVersion": str(self.store.resource_version)}
-        limit = _q_int(request, "limit")
-        start = 0
-        token = request.query.get("continue")
-        if token:
-            try:
-                start = int(base64.urlsafe_b64decode(token.encode()).decode())
-            except (ValueError, UnicodeDecodeError):
-                raise ApiError(400, "continue key is not valid") from None
-        if limit and limit > 0:
-            page = items[start : start + limit]
-            if start + limit < len(items):
-                meta["continue"] = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
-                meta["remainingItemCount"] = len(items) - start - limit
-            items = page
+        items, meta = paging.page(
+            [self._out(o, res, version) for o in self.store.list(res, namespace, labels, fields)],
+            limit=_q_int(request, "limit"),
+            token=request.query.get("continue"),
+            resource_version=request.query.get("resourceVersion"),
+            current_rv=self.store.resource_version,
+            compacted_rv=self.store.compacted(res),
+            across_namespaces=res.namespaced and namespace is None,
+        )
         table = _as_table(request, res, version, items, meta)
         if table is not None:
             return table
@@ -599,7 +594,7 @@ class ApiServer:
             return resp
         if initial_events:
             await self._initial_events(resp, res, version, watch)
-        deadline = asyncio.get_running_loop().time() + (timeout if timeout and timeout > 0 else 1800)
+        deadline = asyncio.get_running_loop().time() + limits.watch_timeout(timeout)
         interval = self.cluster.bookmark_interval
         try:
             while True:
@@ -615,14 +610,15 @@ class ApiServer:
                             "apiVersion": res.api_version(version),
                             "metadata": {"resourceVersion": str(self.store.resource_version)},
                         }
-                        await resp.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+                        event = {"type": "BOOKMARK", "object": mark}
+                        await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
                     continue
                 if item is None:
                     break
                 kind, obj = item
                 event = {"type": kind, "object": self._out(deep_copy(obj), res, version)}
-                await resp.write(json.dumps(event).encode() + b"\n")
-        except (ConnectionResetError, asyncio.CancelledError):
+                await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
+        except (ConnectionResetError, asyncio.CancelledError, limits.WriteStalled):
             pass
         finally:
             self.store.unwatch(watch)
@@ -688,6 +684,7 @@ class ApiServer:
                     group=res.group,
                 )
             return _json(self._out(obj, res, version), 201)
+        limits.check_object_size(obj)
         created = self.store.create(res, obj)
         return _json(self._out(created, res, version), 201)
 
@@ -823,6 +820,7 @@ class ApiServer:
         if dry_run:  # checked as a real update is, but not stored
             new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
             return _json(self._out(new, res, version))
+        limits.check_object_size(new)
         stored = self.store.update(res, new)
         return _json(self._out(stored, res, version))
 

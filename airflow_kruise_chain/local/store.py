@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ApiError
+from .limits import WATCH_CHANNEL_SIZE
 from .resources import Resource
 from .selectors import FieldSelector, LabelSelector
 
@@ -90,6 +91,9 @@ class Watch:
         self.fields = fields
         self.queue: asyncio.Queue[tuple[str, Obj] | None] = asyncio.Queue()
         self.last_rv = 0
+        self.capacity = WATCH_CHANNEL_SIZE
+        """events the watcher may fall behind by before it is closed (cacher's watch channel size)"""
+        self.terminated = False
 
     def _matches(self, obj: Obj | None) -> bool:
         if obj is None:
@@ -112,6 +116,14 @@ class Watch:
             elif not now_in:
                 return
         elif not now_in:
+            return
+        if self.terminated:
+            return
+        if self.queue.qsize() >= self.capacity:
+            # as the watch cache does with a watcher whose channel stays full: close it; the client
+            # re-watches from the last resourceVersion it saw
+            self.terminated = True
+            self.queue.put_nowait(None)
             return
         self.last_rv = ev.rv
         self.queue.put_nowait((kind, ev.obj))
@@ -382,6 +394,7 @@ class Store:
         reaches back that far.
         """
         w = Watch(self, res, namespace, labels, fields)
+        w.capacity = 2**62  # the initial state and a replay come from the cache, outside the channel
         if resource_version in (None, "", "0"):
             for obj in self.list(res, namespace, labels, fields):
                 w.queue.put_nowait(("ADDED", obj))
@@ -400,8 +413,17 @@ class Store:
                 for i in range(start, len(history)):
                     w.offer(history[i])
             w.last_rv = max(since, w.last_rv)
+        w.capacity = w.queue.qsize() + WATCH_CHANNEL_SIZE
         self._watches.setdefault(res.key, set()).add(w)
         return w
+
+    def watchers(self, res: Resource) -> list[Watch]:
+        """The open watches of `res`."""
+        return list(self._watches.get(res.key, ()))
+
+    def compacted(self, res: Resource) -> int:
+        """The oldest resourceVersion of `res` still in the history: anything older is compacted (410)."""
+        return self._expired.get(res.key, 0)
 
     def set_history_limit(self, events: int) -> None:
         """Keep the last `events` changes of each resource for watches to resume from (older: 410 Gone)."""

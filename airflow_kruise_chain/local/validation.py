@@ -174,8 +174,8 @@ def _raise_invalid(kind: str, obj: Mapping[str, Any], causes: list[Cause], group
 
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_LABEL_RE = re.compile(f"^{_DNS1123_LABEL_FMT}$")
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
+_DNS1123_LABEL_RE = re.compile(f"^{_DNS1123_LABEL_FMT}\\Z")
+_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}\\Z")
 _DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
     "and end with an alphanumeric character"
@@ -185,7 +185,7 @@ _DNS1123_SUBDOMAIN_MSG = (
     "start and end with an alphanumeric character"
 )
 _ENV_VAR_NAME_FMT = "[-._a-zA-Z][-._a-zA-Z0-9]*"
-_ENV_VAR_NAME_RE = re.compile(f"^{_ENV_VAR_NAME_FMT}$")
+_ENV_VAR_NAME_RE = re.compile(f"^{_ENV_VAR_NAME_FMT}\\Z")
 _ENV_VAR_NAME_MSG = (
     "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and "
     "must not start with a digit"
@@ -194,7 +194,7 @@ _RELAXED_ENV_VAR_NAME_MSG = (
     "a valid environment variable name must consist only of printable ASCII characters other than '='"
 )
 _CONFIG_MAP_KEY_FMT = "[-._a-zA-Z0-9]+"
-_CONFIG_MAP_KEY_RE = re.compile(f"^{_CONFIG_MAP_KEY_FMT}$")
+_CONFIG_MAP_KEY_RE = re.compile(f"^{_CONFIG_MAP_KEY_FMT}\\Z")
 _CONFIG_MAP_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
 
 
@@ -476,8 +476,8 @@ def validate_metadata_update(kind: str, old: Mapping[str, Any], new: Mapping[str
 QUANTITY_FORMAT_ERROR = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
-_QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
-_NUMBER_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?$")
+_QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)\Z")
+_NUMBER_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?\Z")
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL.items()}
@@ -571,12 +571,12 @@ def memory_bytes(value: Any) -> int:
 # Image references (github.com/docker/distribution/reference v2.8.2, as Kruise v1.9.0 uses it)
 # --------------------------------------------------------------------------------------------------
 
-_PATH_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+_PATH_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*\Z")
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN_RE = re.compile(rf"^{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?$")
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
-_IDENTIFIER_RE = re.compile(r"^[a-f0-9]{64}$")
+_DOMAIN_RE = re.compile(rf"^{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?\Z")
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}\Z")
+_IDENTIFIER_RE = re.compile(r"^[a-f0-9]{64}\Z")
 _DIGEST_ALGORITHMS = {"sha256": 64, "sha384": 96, "sha512": 128}
 
 
