@@ -30,6 +30,8 @@ _POD_OPTIONS = (
     "pod_template",
     "labels",
     "annotations",
+    "sizing",
+    "parked_resources",
 )
 
 

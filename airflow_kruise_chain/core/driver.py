@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from .constants import other_slot
 from .errors import ChainError, PodLostError, SlotBusyError
 from .image import parse_image_reference
 from .podview import (
@@ -25,6 +26,7 @@ from .podview import (
     stage_record,
     waiting_reason,
 )
+from .sizing import SlotSizer
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -35,6 +37,7 @@ from .status import (
     crr_outcome,
     current_status,
     parse_marker,
+    slot_status,
 )
 from .swap import SwapPlan, build_stop_crr, crr_name, earlier_generation, plan_swap
 
@@ -99,6 +102,8 @@ class ChainApi(Protocol):
     def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None: ...
 
     def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
     def delete(
         self, kind: str, name: str, namespace: str, grace_period_seconds: int | None = None
@@ -266,6 +271,8 @@ class StageDriver:
                     f"{stage.name!r} again as a new generation"
                 )
             assert plan.patch is not None
+            if self.size_slot(pod, stage, plan, deadline):
+                continue  # the resizes changed the pod: plan the guarded patch from a fresh read
             try:
                 self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
             except ConflictError:
@@ -283,6 +290,26 @@ class StageDriver:
             if plan.needs_crr:
                 self.ensure_crr(plan)
             return plan
+
+    def size_slot(self, pod: Pod, stage: StageSpec, plan: SwapPlan, deadline: float) -> bool:
+        """Size the slot for `stage` by in-place resize, the idle other slot parked first (`core.sizing`);
+        True if it resized anything. A chain pod sized statically is left alone."""
+        other = other_slot(plan.slot)
+        other_idle = slot_status(pod, other).state not in (StageState.SWAPPING, StageState.RUNNING)
+        sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
+        return sizer.size(pod, stage.name, plan.slot, other, other_idle, deadline)
+
+    def park_slot(self, plan: SwapPlan, timeouts: Timeouts) -> None:
+        """The stage in `plan` has ended: shrink its slot to the parked minimum (in-place sizing only). A
+        resize that fails here is logged: the next swap parks the slot again once it shows idle."""
+        pod = self.api.read_pod(self.pod_name, self.namespace)
+        if pod is None:
+            return
+        sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
+        try:
+            sizer.park(pod, plan.stage, plan.slot, time.monotonic() + timeouts.swap)
+        except ChainError as err:
+            self.log(f"could not park {plan.slot} after stage {plan.stage!r}: {err}")
 
     def ensure_crr(self, plan: SwapPlan) -> None:
         crr = self.api.create_kruise(CRR_PLURAL, plan.build_crr(), self.namespace)
@@ -608,7 +635,9 @@ class StageDriver:
         """Swap `stage` in and follow it to its result."""
         timeouts = timeouts or Timeouts()
         plan = self.swap(stage, try_number, timeouts)
-        return self.follow(plan, timeouts)
+        result = self.follow(plan, timeouts)
+        self.park_slot(plan, timeouts)
+        return result
 
 
 def prepare_pod(

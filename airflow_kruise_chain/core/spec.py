@@ -177,6 +177,11 @@ class ChainSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     keep_pod: bool = False
+    sizing: str = "auto"
+    """how slots are sized: "in-place" (each swap resizes the slot for its stage, the idle one parked),
+    "static" (both slots for the largest stage), "auto" (in-place where the cluster serves pods/resize)"""
+    parked_resources: Mapping[str, Mapping[str, str]] | None = None
+    """what an idle slot keeps under in-place sizing (default: `core.sizing` PARKED_REQUESTS/LIMITS)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -238,6 +243,25 @@ class ChainSpec:
         _check_metadata("annotations", self.annotations, values_are_labels=False)
         if self.pod_template is not None:
             _check_pod_template(self.pod_template)
+        self._check_sizing()
+
+    def _check_sizing(self) -> None:
+        from .sizing import SIZING_MODES, plan_sizing
+
+        if self.sizing not in SIZING_MODES:
+            raise ChainConfigError(
+                "sizing", f"must be one of {', '.join(map(repr, SIZING_MODES))}, not {self.sizing!r}"
+            )
+        if self.parked_resources is not None:
+            if not isinstance(self.parked_resources, Mapping):
+                raise ChainConfigError(
+                    "parked_resources", "must be a dict like {'requests': {'memory': '16Mi'}}"
+                )
+            _check_resources("parked_resources", self.parked_resources)
+        if self.sizing != "static":
+            plan_sizing(
+                self.stages, self.parked_resources
+            )  # a chain whose resizes would change its QoS fails here
 
 
 def _check_name(where: str, name: str) -> None:

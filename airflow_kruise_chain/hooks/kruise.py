@@ -27,6 +27,7 @@ from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.driver import ConflictError
+from airflow_kruise_chain.core.sizing import ResizeRefusedError, ResizeUnsupportedError
 
 T = TypeVar("T")
 
@@ -350,6 +351,44 @@ class KruiseHook(KubernetesHook):
             if e.status == 409:
                 raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
             raise _explain(e, "patch", "pods", namespace, name) from e
+
+    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Strategic-merge patch of the pod's `resize` subresource (in-place resize of container resources).
+
+        404 (no such subresource: Kubernetes < 1.33 or the InPlacePodVerticalScaling gate off) raises
+        ResizeUnsupportedError, 422 ResizeRefusedError with the API server's reason."""
+        try:
+            return self._call(
+                "patch",
+                "pods/resize",
+                namespace,
+                name,
+                lambda _: self._raw(
+                    self.core_v1_client.patch_namespaced_pod_resize, name, namespace, body, _content_type=SMP
+                ),
+                replay_safe=True,
+            )
+        except ApiException as e:
+            if e.status in (404, 405) and "could not find the requested resource" in (e.body or ""):
+                raise ResizeUnsupportedError(
+                    f"the cluster serves no pods/resize (Kubernetes < 1.33, or InPlacePodVerticalScaling "
+                    f"off): {_explain(e, 'patch', 'pods/resize', namespace, name)}"
+                ) from e
+            if e.status == 422:
+                raise ResizeRefusedError(str(_explain(e, "patch", "pods/resize", namespace, name))) from e
+            raise _explain(e, "patch", "pods/resize", namespace, name) from e
+
+    def serves_resize(self) -> bool:
+        """Whether the API server serves `pods/resize` (API discovery of core/v1)."""
+        resources = self._call(
+            "get",
+            "api discovery",
+            "",
+            "",
+            lambda _: self._raw(self.core_v1_client.get_api_resources),
+            replay_safe=True,
+        )
+        return any(r.get("name") == "pods/resize" for r in resources.get("resources") or [])
 
     def delete(self, kind: str, name: str, namespace: str, grace_period_seconds: int | None = None) -> bool:
         """Delete a Pod or ConfigMap; False if it was already gone (a retry that finds it gone after an

@@ -38,6 +38,7 @@ from airflow_kruise_chain.core.driver import (
     prepare_pod,
 )
 from airflow_kruise_chain.core.podview import container_spec, container_status
+from airflow_kruise_chain.core.sizing import ChainSizing, plan_sizing, size_pod
 from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS, StageResult
 from airflow_kruise_chain.core.swap import SwapPlan
 from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook, PrewarmUnavailableError
@@ -139,6 +140,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         pod = build_chain_pod(
             spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images
         )
+        pod = size_pod(pod, self.sizing(spec))
         created = self.hook.create("Pod", pod, spec.namespace)
         self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
         self.pod_url(context)
@@ -146,6 +148,37 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         node = pod["spec"].get("nodeName", "")
         self.log.info("chain pod %s is running on node %s with both slots parked", name, node)
         return {"pod": name, "namespace": spec.namespace, "node": node}
+
+    def sizing(self, spec: ChainSpec) -> ChainSizing | None:
+        """Per-stage in-place sizing, or None for the static sizing (said once here, in the setup log)."""
+        if spec.sizing == "static":
+            self.log.info(
+                "sizing: static (sizing='static'): both slots reserve the largest stage's resources"
+            )
+            return None
+        if not self.hook.serves_resize():
+            if spec.sizing == "in-place":
+                raise ChainError(
+                    "sizing='in-place' but the cluster serves no pods/resize (Kubernetes < 1.33, or the "
+                    "InPlacePodVerticalScaling feature gate off): use sizing='auto' or 'static'"
+                )
+            self.log.info(
+                "sizing: static: the cluster serves no pods/resize (Kubernetes < 1.33, or the "
+                "InPlacePodVerticalScaling feature gate off), so both slots reserve the largest stage's "
+                "resources"
+            )
+            return None
+        sizing = plan_sizing(spec.stages, spec.parked_resources)
+        if sizing.qos == "BestEffort":
+            self.log.info("sizing: no stage requests cpu or memory: nothing to size")
+            return None
+        self.log.info(
+            "sizing: in-place: each swap resizes its slot for the stage and parks the idle one at %s "
+            "(QoS %s)",
+            sizing.parked,
+            sizing.qos,
+        )
+        return sizing
 
     def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
         deadline = time.monotonic() + self.startup_timeout
@@ -531,6 +564,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             monitor.failed(err)
             raise
         monitor.finished(result)
+        driver.park_slot(plan, self.timeouts())
         return result
 
     def finish(self, context: Context, result: Any) -> dict[str, Any]:

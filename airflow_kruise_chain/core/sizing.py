@@ -1,0 +1,424 @@
+"""Sizing each slot for the stage it runs, through in-place pod resize (`pods/resize`, KEP-1287, GA in 1.35).
+
+Without it both slots reserve the largest stage's requests for the whole run (`manifest.slot_resources`, the
+static sizing). With it, a swap first shrinks the other, idle slot to the parked minimum, then sizes the
+swapped slot for its stage, so the pod never reserves more than the larger of the two stages plus the parked
+minimum. Both slots start parked: a prepared slot stays small until its stage starts.
+
+Only cpu and memory can be resized. The slot's other resources (ephemeral-storage, extended resources) keep
+the static sizing. The pod's QoS class is fixed at creation and no resize may change it (the API server
+refuses with 422): it is computed here from every stage's size and the parked size, and a chain whose sizes
+would change it fails at parse time.
+
+The sizing the setup task chose travels with the pod, in its `kruise-chain.io/sizing` annotation, so each
+stage task (another process) finds its stage's size there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
+
+from .errors import ChainConfigError, ChainError
+from .podview import Pod, annotations, container_spec, container_status
+from .spec import StageSpec, parse_quantity
+
+SIZING_ANNOTATION = "kruise-chain.io/sizing"
+SIZING_MODES = ("auto", "in-place", "static")
+RESIZABLE = ("cpu", "memory")
+PARKED_REQUESTS = {"cpu": "10m", "memory": "16Mi"}
+PARKED_LIMITS = {"cpu": "100m", "memory": "32Mi"}
+"""The parked minimum: what an idle slot (its runner waiting for a stage) reserves, and its limits."""
+
+Resources = dict[str, dict[str, str]]
+
+
+class ResizeInfeasibleError(ChainError):
+    """The node can never give the slot what its stage requests (`PodResizePending` reason Infeasible)."""
+
+
+class ResizeUnsupportedError(ChainError):
+    """The cluster serves no `pods/resize` (Kubernetes < 1.33, or the InPlacePodVerticalScaling gate off)."""
+
+
+class ResizeRefusedError(ChainError):
+    """The API server refused a resize (422): `message` says why."""
+
+
+# -- planning (pure) ------------------------------------------------------------------------------------
+def qos_class(containers: Sequence[Mapping[str, Mapping[str, str]]]) -> str:
+    """The QoS class of a pod whose containers have these resources (`ComputePodQOS`)."""
+    any_set = False
+    guaranteed = True
+    for resources in containers:
+        requests = {k: v for k, v in (resources.get("requests") or {}).items() if k in RESIZABLE}
+        limits = {k: v for k, v in (resources.get("limits") or {}).items() if k in RESIZABLE}
+        any_set = any_set or bool(requests or limits)
+        if set(limits) != set(RESIZABLE):
+            guaranteed = False
+        elif any(parse_quantity(requests.get(r, limits[r])) != parse_quantity(limits[r]) for r in RESIZABLE):
+            guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+@dataclass(frozen=True)
+class ChainSizing:
+    """Per-stage slot resources, the parked size and the QoS class they all keep."""
+
+    qos: str
+    parked: Resources
+    stages: Mapping[str, Resources] = field(default_factory=dict)
+
+    def for_stage(self, name: str) -> Resources:
+        return self.stages.get(name, self.parked)
+
+    def annotation(self) -> str:
+        return json.dumps(
+            {"qos": self.qos, "parked": self.parked, "stages": dict(self.stages)}, sort_keys=True
+        )
+
+    @classmethod
+    def from_pod(cls, pod: Pod) -> ChainSizing | None:
+        """The sizing the chain pod carries, or None when it is sized statically."""
+        raw = annotations(pod).get(SIZING_ANNOTATION)
+        if not raw or raw == "static":
+            return None
+        data = json.loads(raw)
+        return cls(qos=data["qos"], parked=data["parked"], stages=data["stages"])
+
+
+def _quantity_max(values: Sequence[str]) -> str:
+    return max(values, key=parse_quantity)
+
+
+def plan_sizing(
+    stages: Sequence[StageSpec], parked: Mapping[str, Mapping[str, str]] | None = None
+) -> ChainSizing:
+    """The in-place sizing of a chain of `stages` (already validated).
+
+    Per resizable resource a stage mentions, its slot requests the stage's request (or its limit); a stage
+    that does not mention it requests the parked minimum. A resource has a limit when some stage limits it
+    and none requests it unbounded (as the static sizing decides); a stage without a limit of its own then
+    gets the largest stage limit. `parked` overrides the parked minimum (`PARKED_REQUESTS`/`PARKED_LIMITS`).
+    Raises ChainConfigError naming the stages when a stage's size next to a parked slot would have another
+    QoS class than the pod is created with (the API server refuses such a resize).
+    """
+    mentioned = {r for s in stages for kind in ("requests", "limits") for r in s.resources.get(kind, {})}
+    resizable = [r for r in RESIZABLE if r in mentioned]
+    bounded = {
+        r
+        for r in resizable
+        if any(r in s.resources.get("limits", {}) for s in stages)
+        and not any(
+            r in s.resources.get("requests", {}) and r not in s.resources.get("limits", {}) for s in stages
+        )
+    }
+    max_limit = {
+        r: _quantity_max([s.resources["limits"][r] for s in stages if r in s.resources.get("limits", {})])
+        for r in bounded
+    }
+    fixed = _static_other(stages)
+    sizes: dict[str, Resources] = {}
+    for stage in stages:
+        requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
+        own_requests, own_limits = stage.resources.get("requests", {}), stage.resources.get("limits", {})
+        for r in resizable:
+            requests[r] = own_requests.get(r) or own_limits.get(r) or PARKED_REQUESTS[r]
+            if r in bounded:
+                limits[r] = own_limits.get(r) or max_limit[r]
+        sizes[stage.name] = _resources(requests, limits)
+    guaranteed = bool(sizes) and all(qos_class([size]) == "Guaranteed" for size in sizes.values())
+    if parked is not None:
+        parked_size = _resources(
+            {**fixed.get("requests", {}), **dict(parked.get("requests", {}))},
+            {**fixed.get("limits", {}), **dict(parked.get("limits", {}))},
+        )
+    else:
+        requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
+        for r in resizable:
+            requests[r] = PARKED_LIMITS[r] if guaranteed else PARKED_REQUESTS[r]
+            if r in bounded:
+                limits[r] = PARKED_LIMITS[r]
+        parked_size = _resources(requests, limits)
+    qos = qos_class([parked_size, parked_size])  # the pod is created with both slots parked
+    changing = {name: qos_class([size, parked_size]) for name, size in sizes.items()}
+    changing = {name: other for name, other in changing.items() if other != qos}
+    if changing:
+        named = ", ".join(f"{name!r} ({other})" for name, other in changing.items())
+        raise ChainConfigError(
+            "stages",
+            f"the chain pod starts {qos} (both slots parked at {parked_size}), but sizing a slot for "
+            f"{named} would change its QoS class, which an in-place resize may not do; give those stages "
+            "(or parked_resources) the same shape of requests and limits, or use sizing='static'",
+        )
+    return ChainSizing(qos=qos, parked=parked_size, stages=sizes)
+
+
+def _resources(requests: Mapping[str, str], limits: Mapping[str, str]) -> Resources:
+    out: Resources = {}
+    if requests:
+        out["requests"] = dict(sorted(requests.items()))
+    if limits:
+        out["limits"] = dict(sorted(limits.items()))
+    return out
+
+
+def _static_other(stages: Sequence[StageSpec]) -> Resources:
+    """The static sizing of the resources a resize cannot change."""
+    from .manifest import slot_resources
+
+    static = slot_resources(stages)
+    return {kind: {r: q for r, q in values.items() if r not in RESIZABLE} for kind, values in static.items()}
+
+
+def resize_steps(
+    pod: Pod, slot: str, other: str, target: Resources, parked: Resources, other_idle: bool
+) -> list[tuple[str, Resources]]:
+    """The resizes that size `slot` for `target`, in the order that keeps the pod's reservation at most the
+    larger of the two stages plus the parked minimum: first shrink `other` to `parked` (if it is idle and
+    larger), then size `slot`."""
+    steps = []
+    current_other = dict((container_spec(pod, other) or {}).get("resources") or {})
+    if other_idle and not same_resources(current_other, parked):
+        steps.append((other, parked))
+    current = dict((container_spec(pod, slot) or {}).get("resources") or {})
+    if not same_resources(current, target):
+        steps.append((slot, target))
+    return steps
+
+
+def same_resources(a: Mapping[str, Mapping[str, str]], b: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether two resource specs are equal as quantities (`1Gi` == `1024Mi`)."""
+
+    def norm(res: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, Decimal]]:
+        return {k: {r: parse_quantity(str(q)) for r, q in v.items()} for k, v in res.items() if v}
+
+    return norm(a) == norm(b)
+
+
+def _requests_applied(pod: Pod, slot: str, target: Resources) -> bool:
+    status = container_status(pod, slot) or {}
+    allocated = status.get("allocatedResources") or {}
+    want = target.get("requests") or {}
+    return all(
+        r in allocated and parse_quantity(str(allocated[r])) == parse_quantity(q) for r, q in want.items()
+    )
+
+
+def _condition(pod: Pod, ctype: str) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype and cond.get("status") == "True":
+            return cond
+    return None
+
+
+_CAPACITY = re.compile(r"Node didn't have enough capacity: (\w+), requested: (\d+), capacity: (\d+)")
+
+
+def _shown(resource: str, amount: int) -> str:
+    if resource == "memory":
+        return f"{amount / 2**20:g}Mi"
+    return f"{amount}m"
+
+
+def infeasible_message(stage: str, slot: str, target: Resources, node: str, message: str) -> str:
+    """The stage's error for an Infeasible resize: the stage, what it requests and the node's allocatable."""
+    match = _CAPACITY.search(message)
+    requested = ", ".join(f"{r} {q}" for r, q in (target.get("requests") or {}).items())
+    if match:
+        resource, _, capacity = match.groups()
+        node_part = f"node {node or '?'} has {resource} {_shown(resource, int(capacity))} allocatable"
+    else:
+        node_part = f"node {node or '?'} cannot fit it"
+    return (
+        f"stage {stage!r} cannot be sized in {slot}: it requests {requested} but {node_part} "
+        f"(PodResizePending Infeasible: {message}); lower the stage's resources or run the chain on a "
+        "larger node"
+    )
+
+
+# -- carrying it out -------------------------------------------------------------------------------------
+class ResizeApi(Protocol):
+    """What sizing needs from a Kubernetes client."""
+
+    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None: ...
+
+    def watch_pod(
+        self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
+    ) -> Iterator[dict[str, Any] | None]: ...
+
+
+def resize_body(slot: str, resources: Resources) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": slot, "resources": resources}]}}
+
+
+class SlotSizer:
+    """Resizes the chain pod's slots and waits for the kubelet to apply each resize."""
+
+    def __init__(self, api: ResizeApi, pod_name: str, namespace: str, log: Callable[[str], None]) -> None:
+        self.api = api
+        self.pod_name = pod_name
+        self.namespace = namespace
+        self.log = log
+
+    def size(self, pod: Pod, stage: str, slot: str, other: str, other_idle: bool, deadline: float) -> bool:
+        """Size `slot` for `stage` (shrinking the idle `other` slot first); False if nothing needed resizing
+        (a static chain pod, or the slots are sized already)."""
+        sizing = ChainSizing.from_pod(pod)
+        if sizing is None:
+            return False
+        target = sizing.for_stage(stage)
+        steps = resize_steps(pod, slot, other, target, sizing.parked, other_idle)
+        for which, resources in steps:
+            shrinking = which == other
+            self.log(
+                f"::kruise-chain:: resize {which} to {_describe(resources)} "
+                f"({'parked: its stage is done' if shrinking else 'for stage ' + repr(stage)})"
+            )
+            self._apply(pod, stage, which, resources, sizing, shrinking, deadline)
+        return bool(steps)
+
+    def park(self, pod: Pod, stage: str, slot: str, deadline: float) -> bool:
+        """Shrink `slot`, whose stage `stage` has ended, to the parked minimum; False if nothing to do."""
+        sizing = ChainSizing.from_pod(pod)
+        current = dict((container_spec(pod, slot) or {}).get("resources") or {})
+        if sizing is None or same_resources(current, sizing.parked):
+            return False
+        self.log(
+            f"::kruise-chain:: resize {slot} to {_describe(sizing.parked)} (parked: stage {stage!r} ended)"
+        )
+        self._apply(pod, stage, slot, sizing.parked, sizing, True, deadline)
+        return True
+
+    def _apply(
+        self,
+        pod: Pod,
+        stage: str,
+        slot: str,
+        target: Resources,
+        sizing: ChainSizing,
+        shrinking: bool,
+        deadline: float,
+    ) -> None:
+        current = dict((container_spec(pod, slot) or {}).get("resources") or {})
+        try:
+            self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+        except ResizeRefusedError as refused:
+            if "memory limits cannot be decreased" not in str(refused):
+                raise
+            # before 1.34 the API server refuses any in-place memory limit decrease: keep the limit
+            kept = _keep_memory_limit(target, current)
+            self.log(
+                f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
+                f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
+            )
+            target = kept
+            self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+        said: set[str] = set()
+        while True:
+            pod = self._read()
+            pending = _condition(pod, "PodResizePending")
+            progress = _condition(pod, "PodResizeInProgress")
+            if pending is not None and pending.get("reason") == "Infeasible":
+                raise ResizeInfeasibleError(
+                    infeasible_message(
+                        stage,
+                        slot,
+                        target,
+                        (pod.get("spec") or {}).get("nodeName", ""),
+                        pending.get("message", ""),
+                    )
+                )
+            if pending is not None:
+                note = f"waiting: the kubelet deferred resizing {slot}: {pending.get('message', '')}"
+                if note not in said:
+                    said.add(note)
+                    self.log(note)
+            elif (
+                progress is not None
+                and progress.get("reason") == "Error"
+                and _requests_applied(pod, slot, target)
+            ):
+                message = progress.get("message", "")
+                if shrinking and sizing.qos != "Guaranteed" and "memory limit" in message:
+                    # the kubelet will not lower the limit below the usage: park the requests, keep the limit
+                    self.log(
+                        f"the kubelet refused to lower {slot}'s memory limit ({message}): keeping its limit, "
+                        "parking its requests"
+                    )
+                    target = _keep_memory_limit(target, current)
+                    self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+                    shrinking = False
+                    continue
+                note = f"waiting: the kubelet could not apply the resize of {slot} yet: {message}"
+                if note not in said:
+                    said.add(note)
+                    self.log(note)
+            elif _requests_applied(pod, slot, target) and progress is None:
+                return
+            if time.monotonic() > deadline:
+                last = (pending or progress or {}).get("message") or "not applied yet"
+                raise ResizeTimeoutError(
+                    f"swap timeout: resizing {slot} for stage {stage!r} to {_describe(target)} did not "
+                    f"complete: {last}"
+                )
+            self._wait_change(pod, deadline)
+
+    def _read(self) -> Pod:
+        pod = self.api.read_pod(self.pod_name, self.namespace)
+        if pod is None:
+            raise ChainError(f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot")
+        return pod
+
+    def _wait_change(self, pod: Pod, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        rv = (pod.get("metadata") or {}).get("resourceVersion")
+        for new in self.api.watch_pod(self.pod_name, self.namespace, max(1, int(min(remaining, 60)))):
+            if new is None or (new.get("metadata") or {}).get("resourceVersion") != rv:
+                return
+
+
+class ResizeTimeoutError(ChainError):
+    """A resize was not applied within the swap timeout (deferred, or a limit the kubelet would not lower)."""
+
+
+def _keep_memory_limit(target: Resources, current: Mapping[str, Mapping[str, str]]) -> Resources:
+    limit = (current.get("limits") or {}).get("memory")
+    if limit is None:
+        return target
+    kept: Resources = {k: dict(v) for k, v in target.items()}
+    kept.setdefault("limits", {})["memory"] = _quantity_max(
+        [limit, kept.get("limits", {}).get("memory", limit)]
+    )
+    return kept
+
+
+def _describe(resources: Mapping[str, Mapping[str, str]]) -> str:
+    parts = [
+        f"{kind} {', '.join(f'{r}={q}' for r, q in values.items())}" for kind, values in resources.items()
+    ]
+    return "; ".join(parts) or "nothing"
+
+
+def size_pod(pod: dict[str, Any], sizing: ChainSizing | None) -> dict[str, Any]:
+    """The chain pod `pod` (as `build_chain_pod` made it) set up for `sizing`: both slots parked and the
+    sizing in its annotation; None: sized statically, as built."""
+    out = json.loads(json.dumps(pod))
+    out["metadata"].setdefault("annotations", {})[SIZING_ANNOTATION] = (
+        sizing.annotation() if sizing is not None else "static"
+    )
+    if sizing is not None:
+        for container in out["spec"]["containers"]:
+            container["resources"] = json.loads(json.dumps(sizing.parked))
+    return out

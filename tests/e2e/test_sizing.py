@@ -1,0 +1,194 @@
+"""Per-stage sizing by in-place resize, end to end on the local cluster: stages of 64, 512, 64 and 256 MiB.
+
+The pod is sampled through a watch (every change the API server sends): at every sample one slot is at the
+parked minimum, so the pod never reserves more than the running stage plus the parked minimum; each stage
+runs with its own size; a stage over its own limit is OOMKilled; a node too small for a stage fails that
+stage naming `Infeasible`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config, watch
+
+from airflow_kruise_chain.core.constants import CHAIN_LABEL
+from airflow_kruise_chain.core.sizing import PARKED_REQUESTS
+from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+from airflow_kruise_chain.local.validation import memory_bytes
+from tests.e2e.inline import FAST_POD, Failures, run_inline, task_states
+
+START = __import__("pendulum").datetime(2026, 1, 1, tz="UTC")
+MI = 2**20
+SIZES = {"small": 64, "large": 512, "tiny": 64, "medium": 256}
+"""stage -> MiB requested (and its limit: 1.5 x)"""
+HOG = "awk 'BEGIN {{ s = \"x\"; for (i = 0; i < {bits}; i++) s = s s; print length(s) }}'"
+"""allocates 2^bits bytes"""
+
+
+def cluster_with(tmp_path: Path, memory: str) -> Iterator[LocalCluster]:
+    config_ = ClusterConfig(
+        profile="fast", allocatable={"cpu": "2", "memory": memory, "pods": "110"}, root=str(tmp_path / "c")
+    )
+    with LocalCluster(config_) as cluster:
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        )
+        yield cluster
+        os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
+
+
+@pytest.fixture
+def node_2gi(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
+    yield from cluster_with(tmp_path, "2Gi")
+
+
+@pytest.fixture
+def node_300mi(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
+    yield from cluster_with(tmp_path, "300Mi")
+
+
+class PodSampler:
+    """Every version of the chain pod the API server sends on a watch, as (slot requests in bytes, pod)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        api = config.new_client_from_config_dict(cluster.kubeconfig())
+        self.core = client.CoreV1Api(api)
+        self.watch = watch.Watch()
+        self.samples: list[tuple[dict[str, int], dict[str, Any]]] = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.stopping = False
+
+    def run(self) -> None:
+        try:
+            self.sample()
+        except Exception:  # the stream cut when the test stops the watch and the cluster
+            if not self.stopping:
+                raise
+
+    def sample(self) -> None:
+        for event in self.watch.stream(
+            self.core.list_namespaced_pod, "default", label_selector=CHAIN_LABEL, timeout_seconds=300
+        ):
+            pod = event["raw_object"]
+            requests = {
+                c["name"]: memory_bytes(((c.get("resources") or {}).get("requests") or {}).get("memory", "0"))
+                for c in pod["spec"]["containers"]
+            }
+            self.samples.append((requests, pod))
+
+    def __enter__(self) -> PodSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping = True
+        self.watch.stop()
+        self.thread.join(timeout=10)
+
+
+def chain_dag(
+    dag_id: str, hog: str | None = None, hog_bits: int = 0, failures: Failures | None = None
+) -> Any:
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    with DAG(dag_id, schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+            tasks = []
+            for name, mib in SIZES.items():
+                script = HOG.format(bits=hog_bits) if name == hog else f"echo {name} sized {mib}Mi; sleep 0.3"
+                tasks.append(
+                    chain.stage(
+                        name,
+                        image="busybox:1.36",
+                        cmds=["/bin/sh", "-c", script],
+                        resources={
+                            "requests": {"memory": f"{mib}Mi"},
+                            "limits": {"memory": f"{mib * 3 // 2}Mi"},
+                        },
+                        on_failure_callback=failures,
+                    )
+                )
+            for before, after in itertools.pairwise(tasks):
+                before >> after
+    return dag
+
+
+def test_each_slot_is_sized_for_its_stage_and_the_idle_one_parked(node_2gi, capfd):
+    with PodSampler(node_2gi) as sampler:
+        run = run_inline(chain_dag("sizing_ok"))
+    out = capfd.readouterr().out
+    assert str(run.state) == "success", out
+    assert "sizing: in-place" in out
+
+    parked = memory_bytes(PARKED_REQUESTS["memory"])
+    samples = [requests for requests, _ in sampler.samples]
+    assert len(samples) > 20
+    for requests in samples:  # one slot parked at every sample: at most the running stage plus parked
+        assert min(requests.values()) == parked, requests
+        assert sum(requests.values()) <= max(SIZES.values()) * MI + parked
+    # the sized slot followed the stages in order, each with its own request
+    sized = [max(r.values()) // MI for r in samples if max(r.values()) > parked]
+    order = [size for i, size in enumerate(sized) if i == 0 or sized[i - 1] != size]
+    assert order == list(SIZES.values()), order
+    # and each stage started with its own size (the slot's status shows what the kubelet applied)
+    for name, mib in SIZES.items():
+        assert any(
+            (c.get("allocatedResources") or {}).get("memory") == f"{mib}Mi"
+            for _, pod in sampler.samples
+            for c in (pod.get("status") or {}).get("containerStatuses") or []
+        ), name
+
+
+@pytest.mark.parametrize(
+    ("hog", "bits"),
+    [
+        ("large", 30),  # 1 GiB: over the 512Mi stage's own limit (768Mi)
+        ("medium", 29),  # 512 MiB: over medium's own 384Mi, under the 768Mi a static slot would have
+    ],
+)
+def test_a_stage_over_its_own_limit_after_the_resize_is_oomkilled(node_2gi, hog, bits):
+    failures = Failures()
+    with PodSampler(node_2gi) as sampler:
+        run = run_inline(chain_dag(f"sizing_oom_{hog}", hog=hog, hog_bits=bits, failures=failures))
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.small"][0] == "success"
+    assert states[f"c.{hog}"][0] == "failed"
+    error = str(failures.errors[f"c.{hog}"])
+    assert "OOMKilled" in error, error
+    own_limit = f"{SIZES[hog] * 3 // 2}Mi"
+    killed = [
+        c
+        for _, pod in sampler.samples
+        for c in (pod.get("status") or {}).get("containerStatuses") or []
+        if ((c.get("lastState") or {}).get("terminated") or {}).get("reason") == "OOMKilled"
+        or ((c.get("state") or {}).get("terminated") or {}).get("reason") == "OOMKilled"
+    ]
+    assert killed, "no OOMKilled container status seen"
+    assert killed[0]["resources"]["limits"]["memory"] == own_limit
+
+
+def test_a_node_too_small_for_a_stage_fails_it_naming_infeasible(node_300mi, capfd):
+    failures = Failures()
+    run = run_inline(chain_dag("sizing_infeasible", failures=failures))
+    out = capfd.readouterr().out
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.small"][0] == "success"
+    assert states["c.large"][0] == "failed"
+    assert states["c.teardown"][0] == "success"
+    error = str(failures.errors["c.large"])
+    assert "Infeasible" in error and "stage 'large'" in error, error
+    assert "memory 512Mi" in error and "300Mi allocatable" in error, error
+    assert "Infeasible" in out

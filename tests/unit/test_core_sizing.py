@@ -1,0 +1,133 @@
+"""Per-stage slot sizing (core.sizing): sizes, the parked minimum, the QoS class, the order of resizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
+from airflow_kruise_chain.core.sizing import (
+    PARKED_LIMITS,
+    PARKED_REQUESTS,
+    ChainSizing,
+    infeasible_message,
+    plan_sizing,
+    qos_class,
+    resize_steps,
+    size_pod,
+)
+
+
+def stage(name: str, **resources: dict[str, str]) -> StageSpec:
+    return StageSpec(name, "busybox:1.36", ["true"], resources=resources)
+
+
+def mem(request: str, limit: str | None = None) -> dict[str, dict[str, str]]:
+    out = {"requests": {"memory": request}}
+    if limit:
+        out["limits"] = {"memory": limit}
+    return out
+
+
+def test_each_stage_gets_its_own_size_and_idle_slots_the_parked_minimum():
+    stages = [
+        stage("a", **mem("64Mi", "128Mi")),
+        stage("b", **mem("512Mi", "600Mi")),
+        stage("c", **mem("64Mi", "128Mi")),
+        stage("d", **mem("256Mi", "300Mi")),
+    ]
+    sizing = plan_sizing(stages)
+    assert sizing.for_stage("b") == {"requests": {"memory": "512Mi"}, "limits": {"memory": "600Mi"}}
+    assert sizing.for_stage("d") == {"requests": {"memory": "256Mi"}, "limits": {"memory": "300Mi"}}
+    assert sizing.parked == {
+        "requests": {"memory": PARKED_REQUESTS["memory"]},
+        "limits": {"memory": PARKED_LIMITS["memory"]},
+    }
+    assert sizing.qos == "Burstable"
+
+
+def test_a_stage_without_a_memory_request_gets_the_parked_request_and_the_largest_limit():
+    sizing = plan_sizing([stage("small"), stage("big", **mem("1Gi", "2Gi"))])
+    assert sizing.for_stage("small") == {"requests": {"memory": "16Mi"}, "limits": {"memory": "2Gi"}}
+
+
+def test_an_unbounded_request_leaves_the_slot_without_a_limit():
+    sizing = plan_sizing([stage("a", **mem("1Gi")), stage("b", **mem("64Mi", "128Mi"))])
+    assert sizing.for_stage("b") == {"requests": {"memory": "64Mi"}}
+    assert sizing.parked == {"requests": {"memory": "16Mi"}}
+
+
+def test_a_guaranteed_chain_stays_guaranteed_with_a_guaranteed_parked_size():
+    g = {"cpu": "500m", "memory": "256Mi"}
+    sizing = plan_sizing([stage("a", requests=g, limits=g), stage("b", limits={"cpu": "1", "memory": "1Gi"})])
+    assert sizing.qos == "Guaranteed"
+    assert sizing.parked == {"requests": dict(PARKED_LIMITS), "limits": dict(PARKED_LIMITS)}
+    assert qos_class([sizing.for_stage("b"), sizing.parked]) == "Guaranteed"
+
+
+def test_a_chain_whose_resize_would_change_its_qos_fails_at_parse_naming_the_stages():
+    g = {"cpu": "500m", "memory": "256Mi"}
+    parked = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}}
+    chain = ChainSpec(
+        "c",
+        "default",
+        [stage("exact", requests=g, limits=g), stage("loose", **mem("64Mi", "128Mi"))],
+        parked_resources=parked,
+    )
+    with pytest.raises(ChainConfigError) as err:
+        chain.validate()
+    assert err.value.field == "stages"
+    assert "'loose' (Burstable)" in str(err.value) and "Guaranteed" in str(err.value)
+    assert "'exact'" not in str(err.value)
+    ChainSpec("c", "default", chain.stages, parked_resources=parked, sizing="static").validate()
+
+
+def test_sizing_option_is_validated():
+    with pytest.raises(ChainConfigError) as err:
+        ChainSpec("c", "default", [stage("a")], sizing="dynamic").validate()
+    assert err.value.field == "sizing"
+
+
+def _pod(resources_a: dict, resources_b: dict) -> dict:
+    return {
+        "spec": {
+            "containers": [
+                {"name": "slot-a", "resources": resources_a},
+                {"name": "slot-b", "resources": resources_b},
+            ]
+        }
+    }
+
+
+def test_the_idle_slot_is_parked_before_the_next_slot_grows():
+    parked = {"requests": {"memory": "16Mi"}}
+    pod = _pod({"requests": {"memory": "512Mi"}}, parked)
+    steps = resize_steps(pod, "slot-b", "slot-a", {"requests": {"memory": "256Mi"}}, parked, other_idle=True)
+    assert steps == [("slot-a", parked), ("slot-b", {"requests": {"memory": "256Mi"}})]
+    # a busy other slot is left alone; a slot already sized needs no resize (1024Mi == 1Gi)
+    pod = _pod({"requests": {"memory": "1024Mi"}}, parked)
+    assert (
+        resize_steps(pod, "slot-a", "slot-b", {"requests": {"memory": "1Gi"}}, parked, other_idle=False) == []
+    )
+
+
+def test_size_pod_parks_both_slots_and_carries_the_sizing():
+    sizing = plan_sizing([stage("a", **mem("64Mi")), stage("b", **mem("512Mi"))])
+    pod = size_pod(
+        _pod({"requests": {"memory": "512Mi"}}, {"requests": {"memory": "512Mi"}}) | {"metadata": {}}, sizing
+    )
+    assert [c["resources"] for c in pod["spec"]["containers"]] == [sizing.parked, sizing.parked]
+    assert ChainSizing.from_pod(pod) == sizing
+    static = size_pod({"metadata": {}, "spec": {"containers": []}}, None)
+    assert ChainSizing.from_pod(static) is None
+
+
+def test_infeasible_names_the_stage_the_request_and_the_node_allocatable():
+    message = infeasible_message(
+        "big",
+        "slot-b",
+        {"requests": {"memory": "512Mi"}},
+        "node-0",
+        "Node didn't have enough capacity: memory, requested: 536870912, capacity: 268435456",
+    )
+    assert "stage 'big'" in message and "memory 512Mi" in message
+    assert "node node-0 has memory 256Mi allocatable" in message and "Infeasible" in message
