@@ -198,6 +198,11 @@ def _definitions(served: list[tuple[Resource, str]], ref: str, v2: bool) -> dict
     return dict(sorted(out.items()))
 
 
+def definitions_v3(res: Resource, version: str) -> dict[str, Any]:
+    """The OpenAPI v3 schemas one served kind reaches (for the field manager)."""
+    return _definitions([(res, version)], "#/components/schemas/", v2=False)
+
+
 # -- paths ------------------------------------------------------------------------------------------------
 _LIST_PARAMS = (
     "allowWatchBookmarks",

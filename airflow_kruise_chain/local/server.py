@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from aiohttp import web
 
-from . import limits, paging, protobuf
+from . import fieldmanager, limits, paging, protobuf
 from . import resources as R
 from .errors import ApiError
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
@@ -47,6 +48,7 @@ _PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
 }
 MAX_BODY = 3 * 1024 * 1024
 MAX_DEPTH = 100  # nesting levels of a request body (Kubernetes objects nest a dozen or so)
@@ -363,6 +365,39 @@ def _send_initial_events(request: web.Request) -> bool:
     return True
 
 
+def _manager(request: web.Request) -> str:
+    return fieldmanager.manager_for(request.query.get("fieldManager"), request.headers.get("User-Agent"))
+
+
+def _apply_body(raw: bytes, res: Resource, version: str) -> Obj:
+    """An apply patch: a YAML (or JSON) object naming its apiVersion and kind; anchors and aliases are refused
+    (an alias bomb would expand without bound)."""
+    if len(raw) > MAX_BODY:
+        raise ApiError(413, "Request entity too large: limit is 3145728", reason="RequestEntityTooLarge")
+    try:
+        body = parse_json(raw)
+    except ValueError:
+        try:
+            if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(raw.decode("utf-8"))):
+                raise ApiError(400, "the apply patch may not use YAML aliases")
+            body = _clean(yaml.safe_load(raw.decode("utf-8")))
+        except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the apply patch must be an object")
+    if not body.get("apiVersion") or not body.get("kind"):
+        raise ApiError(400, "the apply patch must set apiVersion and kind")
+    if body.get("apiVersion") != res.api_version(version) or body.get("kind") != res.kind:
+        raise ApiError(
+            400,
+            f"the API version in the data ({body.get('apiVersion')}) and kind ({body.get('kind')}) do not "
+            f"match the expected {res.api_version(version)} {res.kind}",
+        )
+    if not isinstance(body.setdefault("metadata", {}), dict):
+        raise ApiError(400, "metadata must be an object")
+    return body
+
+
 def _as_table(
     request: web.Request, res: Resource, version: str, objs: list[Obj], meta: dict[str, Any]
 ) -> web.Response | None:
@@ -647,7 +682,17 @@ class ApiServer:
     async def _create(
         self, request: web.Request, res: Resource, version: str, namespace: str
     ) -> web.Response:
-        body = await _read_body(request)
+        return self._create_object(request, res, version, namespace, await _read_body(request))
+
+    def _create_object(
+        self,
+        request: web.Request,
+        res: Resource,
+        version: str,
+        namespace: str,
+        body: Any,
+        applied: bool = False,
+    ) -> web.Response:
         obj = self._check_body(body, res, version)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -672,6 +717,8 @@ class ApiServer:
             meta.pop(server_owned, None)
         dry_run = _dry_run(request, "CreateOptions")
         self.cluster.admission.on_create(res, obj)
+        if not applied:
+            fieldmanager.update(res, version, None, obj, _manager(request))
         if dry_run:  # checked as a real create is, but not stored
             name = meta.get("name") if isinstance(meta.get("name"), str) else ""
             if self.store.peek(res, namespace, name) is not None:
@@ -762,6 +809,15 @@ class ApiServer:
     ) -> web.Response:
         ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
         kind = _PATCH_TYPES.get(ctype)
+        if kind == "apply":
+            return await self._apply(request, res, version, ns, name, sub)
+        if request.query.get("force") is not None:
+            raise ApiError(
+                422,
+                'PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: '
+                "may not be specified for non-apply patch",
+                reason="Invalid",
+            )
         if kind is None:
             raise ApiError(
                 415,
@@ -782,6 +838,49 @@ class ApiServer:
 
         return self._write(request, res, version, ns, name, sub, apply)
 
+    async def _apply(
+        self, request: web.Request, res: Resource, version: str, ns: str, name: str, sub: str | None
+    ) -> web.Response:
+        """Server-side apply (`application/apply-patch+yaml`): creates the object or merges the config into
+        it, with the field manager's ownership and conflicts (`fieldmanager.py`)."""
+        manager = request.query.get("fieldManager")
+        if not manager:
+            raise ApiError(
+                422,
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                "is required for apply patch",
+                reason="Invalid",
+            )
+        if sub is not None:
+            raise ApiError(
+                415,
+                f"apply is served for {res.plural} only, not {res.plural}/{sub}",
+                reason="UnsupportedMediaType",
+            )
+        force = _q_bool(request, "force")
+        config = _apply_body(await request.read(), res, version)
+        meta = config["metadata"]
+        if meta.get("name") not in (None, name) or (
+            res.namespaced and meta.get("namespace") not in (None, "", ns)
+        ):
+            raise ApiError(
+                400, f"the name or namespace of the applied object does not match the URL ({ns}/{name})"
+            )
+        meta["name"] = name
+        if self.store.peek(res, ns, name) is None:
+            created = fieldmanager.apply(res, version, None, config, manager, force)
+            return self._create_object(request, res, version, ns, created, applied=True)
+        return self._write(
+            request,
+            res,
+            version,
+            ns,
+            name,
+            sub,
+            lambda old: fieldmanager.apply(res, version, old, config, manager, force),
+            track=False,
+        )
+
     def _write(
         self,
         request: web.Request,
@@ -791,6 +890,7 @@ class ApiServer:
         name: str,
         sub: str | None,
         change: Callable[[Obj], Any],
+        track: bool = True,
     ) -> web.Response:
         dry_run = _dry_run(request, "UpdateOptions" if request.method == "PUT" else "PatchOptions")
         old = self.store.get(res, ns, name)
@@ -817,6 +917,8 @@ class ApiServer:
                 if res.subresources and "status" in res.subresources:
                     new["status"] = deep_copy(old.get("status"))
             self.cluster.admission.on_update(res, old, new)
+            if track:
+                fieldmanager.update(res, version, old, new, _manager(request))
         if dry_run:  # checked as a real update is, but not stored
             new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
             return _json(self._out(new, res, version))
