@@ -1,103 +1,80 @@
 """The provider's core: chain specs, pod manifests, swap planning and status reading.
 
 Knows Kubernetes and OpenKruise, nothing of Airflow. Objects are plain dicts in API JSON form.
+
+Importing this package loads nothing but this file: each name is loaded from its module on first use
+(PEP 562), so a DAG file that needs only the specs does not load the swap planner, driver and status readers
+when every task process parses it.
 """
 
 from __future__ import annotations
 
-from .constants import (
-    CHAIN_LABEL,
-    DAG_ID_LABEL,
-    GENERATION_ANNOTATION,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    MARKER,
-    MAX_OUTPUTS_BYTES,
-    PREFIX,
-    RUN_ID_LABEL,
-    SCRATCH_MOUNT,
-    SLOTS,
-    slot_annotation,
-    stage_annotation,
-)
-from .errors import ChainConfigError, ChainError, PodLostError, SlotBusyError
-from .image import ImageReference, parse_image_reference
-from .manifest import (
-    build_chain_pod,
-    build_runner_configmap,
-    chain_labels,
-    chain_selector,
-    label_value,
-    pod_name_for,
-    runner_configmap_name,
-    runner_script,
-)
-from .podview import StageRecord, stage_record
-from .spec import ChainSpec, StageSpec, effective_pull_policy, parse_quantity
-from .status import (
-    Outcome,
-    ResultMarker,
-    StageResult,
-    StageState,
-    StageStatus,
-    StartMarker,
-    crr_outcome,
-    image_pull_job_outcome,
-    parse_marker,
-    slot_status,
-    stage_state,
-    stage_status,
-)
-from .swap import SwapPlan, build_image_pull_job, image_pull_job_name, plan_swap
+import importlib
+from typing import Any
 
-__all__ = [
-    "CHAIN_LABEL",
-    "DAG_ID_LABEL",
-    "GENERATION_ANNOTATION",
-    "MANAGED_BY",
-    "MANAGED_BY_LABEL",
-    "MARKER",
-    "MAX_OUTPUTS_BYTES",
-    "PREFIX",
-    "RUN_ID_LABEL",
-    "SCRATCH_MOUNT",
-    "SLOTS",
-    "ChainConfigError",
-    "ChainError",
-    "ChainSpec",
-    "ImageReference",
-    "Outcome",
-    "PodLostError",
-    "ResultMarker",
-    "SlotBusyError",
-    "StageRecord",
-    "StageResult",
-    "StageSpec",
-    "StageState",
-    "StageStatus",
-    "StartMarker",
-    "SwapPlan",
-    "build_chain_pod",
-    "build_image_pull_job",
-    "build_runner_configmap",
-    "chain_labels",
-    "chain_selector",
-    "crr_outcome",
-    "effective_pull_policy",
-    "image_pull_job_name",
-    "image_pull_job_outcome",
-    "label_value",
-    "parse_image_reference",
-    "parse_marker",
-    "parse_quantity",
-    "plan_swap",
-    "pod_name_for",
-    "runner_configmap_name",
-    "runner_script",
-    "slot_annotation",
-    "slot_status",
-    "stage_annotation",
-    "stage_record",
-    "stage_state",
-    "stage_status",
-]
+_EXPORTS = {
+    "CHAIN_LABEL": "constants",
+    "DAG_ID_LABEL": "constants",
+    "GENERATION_ANNOTATION": "constants",
+    "MANAGED_BY": "constants",
+    "MANAGED_BY_LABEL": "constants",
+    "MARKER": "constants",
+    "MAX_OUTPUTS_BYTES": "constants",
+    "PREFIX": "constants",
+    "RUN_ID_LABEL": "constants",
+    "SCRATCH_MOUNT": "constants",
+    "SLOTS": "constants",
+    "slot_annotation": "constants",
+    "stage_annotation": "constants",
+    "ChainConfigError": "errors",
+    "ChainError": "errors",
+    "PodLostError": "errors",
+    "SlotBusyError": "errors",
+    "ImageReference": "image",
+    "parse_image_reference": "image",
+    "build_chain_pod": "manifest",
+    "build_runner_configmap": "manifest",
+    "chain_labels": "manifest",
+    "chain_selector": "manifest",
+    "label_value": "manifest",
+    "pod_name_for": "manifest",
+    "runner_configmap_name": "manifest",
+    "runner_script": "manifest",
+    "StageRecord": "podview",
+    "stage_record": "podview",
+    "ChainSpec": "spec",
+    "StageSpec": "spec",
+    "effective_pull_policy": "spec",
+    "parse_quantity": "spec",
+    "Outcome": "status",
+    "ResultMarker": "status",
+    "StageResult": "status",
+    "StageState": "status",
+    "StageStatus": "status",
+    "StartMarker": "status",
+    "crr_outcome": "status",
+    "image_pull_job_outcome": "status",
+    "parse_marker": "status",
+    "slot_status": "status",
+    "stage_state": "status",
+    "stage_status": "status",
+    "SwapPlan": "swap",
+    "build_image_pull_job": "swap",
+    "image_pull_job_name": "swap",
+    "plan_swap": "swap",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -7,42 +7,25 @@ import time
 from collections.abc import Sequence
 from dataclasses import fields
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context, literal
 
 from airflow_kruise_chain.config import memory_sample_interval
-from airflow_kruise_chain.core import (
-    SLOTS,
-    ChainConfigError,
-    ChainSpec,
-    PodLostError,
-    StageSpec,
-    build_chain_pod,
-    build_image_pull_job,
-    build_runner_configmap,
-    chain_labels,
-    image_pull_job_name,
-    image_pull_job_outcome,
-    parse_image_reference,
-    pod_name_for,
-    runner_configmap_name,
-)
-from airflow_kruise_chain.core.chainstate import XCOM_KEY as XCOM_CHAIN_STATE
-from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack
-from airflow_kruise_chain.core.driver import (
-    ChainError,
-    StageDriver,
-    StageTimeoutError,
-    Timeouts,
-    prepare_pod,
-)
-from airflow_kruise_chain.core.podview import container_spec, container_status
-from airflow_kruise_chain.core.sizing import ChainSizing, plan_sizing, size_pod
-from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS, StageResult
-from airflow_kruise_chain.core.swap import SwapPlan
-from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook, PrewarmUnavailableError
+from airflow_kruise_chain.core.constants import SLOTS
+from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
+from airflow_kruise_chain.core.image import parse_image_reference
+from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 from airflow_kruise_chain.links import ChainPodLink
+
+if TYPE_CHECKING:
+    # Imported when a task runs, not when its DAG file is parsed (every task process parses it): the hook
+    # pulls in the Kubernetes clients and cncf.kubernetes, the rest is what only running a task needs.
+    from airflow_kruise_chain.core.driver import StageDriver, Timeouts
+    from airflow_kruise_chain.core.sizing import ChainSizing
+    from airflow_kruise_chain.core.status import StageResult
+    from airflow_kruise_chain.core.swap import SwapPlan
+    from airflow_kruise_chain.hooks.kruise import KruiseHook
 
 XCOM_POD = "chain_pod"
 
@@ -59,6 +42,8 @@ class ChainTaskMixin:
 
     @cached_property
     def hook(self) -> KruiseHook:
+        from airflow_kruise_chain.hooks.kruise import KruiseHook
+
         return KruiseHook(
             conn_id=self.kubernetes_conn_id,
             config_file=self.config_file,
@@ -67,6 +52,8 @@ class ChainTaskMixin:
         )
 
     def pod_name(self, context: Context) -> str:
+        from airflow_kruise_chain.core.manifest import pod_name_for
+
         return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"])
 
     def pod_url(self, context: Context) -> None:
@@ -128,6 +115,15 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
                 spec.validate()
 
     def execute(self, context: Context) -> dict[str, str]:
+        from airflow_kruise_chain.core.driver import prepare_pod
+        from airflow_kruise_chain.core.manifest import (
+            build_chain_pod,
+            build_runner_configmap,
+            chain_labels,
+            pod_name_for,
+        )
+        from airflow_kruise_chain.core.sizing import size_pod
+
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
         spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
         spec.validate()
@@ -151,6 +147,8 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
 
     def sizing(self, spec: ChainSpec) -> ChainSizing | None:
         """Per-stage in-place sizing, or None for the static sizing (said once here, in the setup log)."""
+        from airflow_kruise_chain.core.sizing import plan_sizing
+
         if spec.sizing == "static":
             self.log.info(
                 "sizing: static (sizing='static'): both slots reserve the largest stage's resources"
@@ -181,6 +179,10 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         return sizing
 
     def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
+        from airflow_kruise_chain.core.driver import StageTimeoutError
+        from airflow_kruise_chain.core.podview import container_spec, container_status
+        from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS
+
         deadline = time.monotonic() + self.startup_timeout
         last = ""
         while time.monotonic() < deadline:
@@ -252,6 +254,8 @@ class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> None:
+        from airflow_kruise_chain.core.manifest import runner_configmap_name
+
         name = self.pod_name(context)
         if self.keep_pod:
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
@@ -339,6 +343,12 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> dict[str, str]:
+        from airflow_kruise_chain.core.driver import StageTimeoutError
+        from airflow_kruise_chain.core.manifest import chain_labels
+        from airflow_kruise_chain.core.status import image_pull_job_outcome
+        from airflow_kruise_chain.core.swap import build_image_pull_job, image_pull_job_name
+        from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
+
         name = self.pod_name(context)
         pod = self.hook.read_pod(name, self.namespace)
         if pod is None or not pod["spec"].get("nodeName"):
@@ -474,9 +484,13 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         return spec
 
     def driver(self, context: Context) -> StageDriver:
+        from airflow_kruise_chain.core.driver import StageDriver
+
         return StageDriver(self.hook, self.pod_name(context), self.namespace, log=self.log.info)
 
     def timeouts(self) -> Timeouts:
+        from airflow_kruise_chain.core.driver import Timeouts
+
         return Timeouts(swap=self.swap_timeout, execution=self.stage_timeout, pull=self.pull_timeout)
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -533,6 +547,9 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         self, context: Context, driver: StageDriver, plan: SwapPlan, *, sample_memory: bool = True
     ) -> StageResult:
         """`driver.follow` with monitoring: pull and memory log markers, and the `chain_state` XCom."""
+        from airflow_kruise_chain.core.chainstate import XCOM_KEY as XCOM_CHAIN_STATE
+        from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack
+
         ti = context["ti"]
         monitor = StageMonitor(
             StageTrack(

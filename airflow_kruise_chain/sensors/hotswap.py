@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
-from airflow_kruise_chain.core import ChainConfigError
-from airflow_kruise_chain.core.driver import ChainError, current_status
+from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
+from airflow_kruise_chain.core.status import current_status
 from airflow_kruise_chain.operators.chain import ChainTaskMixin, _init_connection
 from airflow_kruise_chain.triggers.chain import FAILED, TARGETS, StageTrigger, reached
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kruise_chain.core.status import StageState, current_status
-from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
+
+if TYPE_CHECKING:
+    from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
 
 TARGETS = {
     "running": (StageState.RUNNING, StageState.FINISHED, StageState.SUPERSEDED),
@@ -72,6 +74,8 @@ class StageTrigger(BaseTrigger):
         )
 
     def hook(self) -> AsyncKruiseHook:
+        from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
+
         return AsyncKruiseHook(
             conn_id=self.kubernetes_conn_id,
             config_file=self.config_file,
