@@ -415,6 +415,37 @@ def _matches(item: Any, element: str) -> bool:
     return False
 
 
+def unknown_fields(res: Resource, version: str, obj: Obj) -> list[str]:
+    """Fields of `obj` its kind's schema does not have, as the strict JSON decoder names them
+    (`spec.containers[0].imagee`); `status` is the server's own and not checked."""
+    root, defs = _schemas(res, version)
+    found: list[str] = []
+    _unknown(obj, root, defs, "", found)
+    return found
+
+
+def _unknown(value: Any, schema: Obj | None, defs: dict[str, Obj], path: str, found: list[str]) -> None:
+    if schema is None or len(found) >= 100 or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, child in value.items():
+            if not path and key == "status":
+                continue
+            where = f"{path}.{key}" if path else str(key)
+            if props is not None and key in props:
+                _unknown(child, _resolve(props[key], defs), defs, where, found)
+            elif isinstance(extra, dict):
+                _unknown(child, _resolve(extra, defs), defs, where, found)
+            elif props is not None and extra is None:
+                found.append(where)
+    elif isinstance(value, list) and schema.get("type") == "array":
+        items = _resolve(schema.get("items"), defs)
+        for i, item in enumerate(value):
+            _unknown(item, items, defs, f"{path}[{i}]", found)
+
+
 def manager_for(query_manager: str | None, user_agent: str | None) -> str:
     """`managerOrUserAgent`: the fieldManager, else the User-Agent up to its first `/`."""
     if query_manager:

@@ -365,6 +365,55 @@ def _send_initial_events(request: web.Request) -> bool:
     return True
 
 
+def _escape_warning(text: str) -> str:
+    """A warning as a quoted-string header value: quotes, backslashes, control and non-ASCII characters
+    escaped (field names are the client's)."""
+    return json.dumps(text[:1024])[1:-1]
+
+
+def _check_fields(request: web.Request, res: Resource, version: str, obj: Obj) -> None:
+    """`fieldValidation` (apiserver `handlers/rest.go` `fieldValidation`; default Warn): fields the schema
+    does not know are a 400 `strict decoding error` under Strict, a `Warning` header under Warn."""
+    directive = request.query.get("fieldValidation") or "Warn"
+    if directive not in ("Ignore", "Warn", "Strict"):
+        raise ApiError(
+            400,
+            f'fieldValidation: Invalid value: "{directive[:64]}": fieldValidation must be one of "Ignore", '
+            '"Warn", or "Strict"',
+        )
+    if directive == "Ignore":
+        return
+    unknown = fieldmanager.unknown_fields(res, version, obj)
+    if not unknown:
+        return
+    messages = [f'unknown field "{path}"' for path in unknown]
+    if directive == "Strict":
+        raise ApiError(400, "strict decoding error: " + ", ".join(messages))
+    request.setdefault("warnings", []).extend(messages)
+
+
+def _watch_event(request: web.Request, res: Resource, version: str, kind: str, obj: Obj) -> dict[str, Any]:
+    """A watch event; its object a one-row Table when the watch asked for Tables (`kubectl get -w`), the
+    column definitions only in the first one, as the watch encoder sends them (`NoHeaders` after it); a
+    bookmark's Table has only the resourceVersion (and its annotations)."""
+    from . import printers
+
+    table_version = printers.wants_table(request.headers.get("Accept"))
+    if table_version is None:
+        return {"type": kind, "object": obj}
+    if kind == "BOOKMARK":
+        meta = obj.get("metadata") or {}
+        table = {"kind": "Table", "apiVersion": f"meta.k8s.io/{table_version}", "metadata": meta, "rows": []}
+        return {"type": kind, "object": table}
+    include = request.query.get("includeObject") or "Metadata"
+    meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
+    table = printers.table(res, version, [obj], table_version, include, meta)
+    if request.get("table_headers_sent"):
+        del table["columnDefinitions"]
+    request["table_headers_sent"] = True
+    return {"type": kind, "object": table}
+
+
 def _manager(request: web.Request) -> str:
     return fieldmanager.manager_for(request.query.get("fieldManager"), request.headers.get("User-Agent"))
 
@@ -439,6 +488,8 @@ class ApiServer:
         try:
             response = await self.route(request)
             code = response.status
+            for warning in request.get("warnings", ()):  # unprepared responses only (not watches or logs)
+                response.headers.add("Warning", f'299 - "{_escape_warning(warning)}"')
             return response
         except ApiError as e:
             code = e.code
@@ -628,7 +679,7 @@ class ApiServer:
             await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
             return resp
         if initial_events:
-            await self._initial_events(resp, res, version, watch)
+            await self._initial_events(request, resp, res, version, watch)
         deadline = asyncio.get_running_loop().time() + limits.watch_timeout(timeout)
         interval = self.cluster.bookmark_interval
         try:
@@ -645,13 +696,13 @@ class ApiServer:
                             "apiVersion": res.api_version(version),
                             "metadata": {"resourceVersion": str(self.store.resource_version)},
                         }
-                        event = {"type": "BOOKMARK", "object": mark}
+                        event = _watch_event(request, res, version, "BOOKMARK", mark)
                         await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
                     continue
                 if item is None:
                     break
                 kind, obj = item
-                event = {"type": kind, "object": self._out(deep_copy(obj), res, version)}
+                event = _watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version))
                 await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
         except (ConnectionResetError, asyncio.CancelledError, limits.WriteStalled):
             pass
@@ -660,14 +711,14 @@ class ApiServer:
         return resp
 
     async def _initial_events(
-        self, resp: web.StreamResponse, res: Resource, version: str, watch: Any
+        self, request: web.Request, resp: web.StreamResponse, res: Resource, version: str, watch: Any
     ) -> None:
         """A watch-list stream's start (KEP-3157, the cacher's `sendInitialEvents`): an ADDED event per object
         that exists, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the resourceVersion of
         that state; changes follow. (The store queued exactly the existing objects when the watch opened.)"""
         for _ in range(watch.queue.qsize()):
             kind, obj = watch.queue.get_nowait()
-            event = {"type": kind, "object": self._out(deep_copy(obj), res, version)}
+            event = _watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version))
             await resp.write(json.dumps(event).encode() + b"\n")
         mark = {
             "kind": res.kind,
@@ -677,7 +728,7 @@ class ApiServer:
                 "annotations": {"k8s.io/initial-events-end": "true"},
             },
         }
-        await resp.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+        await resp.write(json.dumps(_watch_event(request, res, version, "BOOKMARK", mark)).encode() + b"\n")
 
     async def _create(
         self, request: web.Request, res: Resource, version: str, namespace: str
@@ -697,6 +748,8 @@ class ApiServer:
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise ApiError(400, "metadata must be an object")
+        if not applied:
+            _check_fields(request, res, version, obj)
         if res.namespaced:
             if meta.get("namespace") not in (None, "", namespace):
                 raise ApiError(
@@ -859,6 +912,7 @@ class ApiServer:
             )
         force = _q_bool(request, "force")
         config = _apply_body(await request.read(), res, version)
+        _check_fields(request, res, version, config)
         meta = config["metadata"]
         if meta.get("name") not in (None, name) or (
             res.namespaced and meta.get("namespace") not in (None, "", ns)
@@ -913,6 +967,8 @@ class ApiServer:
             new = self.cluster.admission.on_resize(old, new)
             new["metadata"]["resourceVersion"] = rv
         else:
+            if track:
+                _check_fields(request, res, version, new)
             if "status" in old or "status" in new:  # the main resource ignores status changes
                 if res.subresources and "status" in res.subresources:
                     new["status"] = deep_copy(old.get("status"))

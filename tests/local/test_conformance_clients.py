@@ -176,3 +176,49 @@ def test_watch_list_needs_not_older_than_and_bookmarks(cluster, namespace):
         and "resourceVersionMatch" in status["message"]
         and "allowWatchBookmarks" in status["message"]
     )
+
+
+@pytest.mark.parametrize(
+    ("directive", "code", "warning"),
+    [
+        ("Strict", 400, None),
+        ("Warn", 201, '299 - "unknown field \\"spec.containers[0].imagee\\""'),
+        ("", 201, '299 - "unknown field \\"spec.containers[0].imagee\\""'),  # Warn is the default
+        ("Ignore", 201, None),
+        ("Loose", 400, None),
+    ],
+)
+def test_field_validation(cluster, namespace, directive, code, warning):
+    """`fieldValidation` (kubectl sends Strict once the OpenAPI document says the server takes it)."""
+    pod = pod_body("p", container("c", "sleep 1"))
+    pod["spec"]["containers"][0]["imagee"] = "typo"
+    query = f"?fieldValidation={directive}" if directive else ""
+    got, headers, body = _raw(
+        cluster,
+        f"/api/v1/namespaces/{namespace}/pods{query}",
+        "POST",
+        json.dumps(pod).encode(),
+        **{"Content-Type": "application/json"},
+    )
+    assert got == code
+    assert headers.get("Warning") == warning
+    if directive == "Strict":
+        assert (
+            json.loads(body)["message"] == 'strict decoding error: unknown field "spec.containers[0].imagee"'
+        )
+
+
+def test_strict_replace_of_a_read_object_passes(core, namespace):
+    """The server's own fields (status, defaults, managedFields) are all known to its schema."""
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    wait_for(lambda: core.read_namespaced_pod("p", namespace).status.phase == "Running", what="Running")
+    for _ in range(20):
+        pod = core.read_namespaced_pod("p", namespace)
+        pod.metadata.labels = {"x": "y"}
+        try:
+            core.replace_namespaced_pod("p", namespace, pod, field_validation="Strict")
+            break
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    assert core.read_namespaced_pod("p", namespace).metadata.labels == {"x": "y"}

@@ -158,3 +158,11 @@ def test_get_imagepulljobs_shows_kruises_columns(kubectl):
     rows = wait_for(succeeded, timeout=60, what="the job to succeed")
     assert rows[0][:6] == ["NAME", "TOTAL", "ACTIVE", "SUCCEED", "FAILED", "AGE"]
     assert rows[1][:5] == ["warm", "1", "0", "1", "0"]
+
+
+def test_a_typo_is_refused_by_strict_field_validation(kubectl):
+    typo = _pod("typo", "true").replace("image: busybox:1.36", "image: busybox:1.36\n    imagee: busybox")
+    out = kubectl("apply", "-f", "-", stdin=typo, check=False)
+    assert 'strict decoding error: unknown field "spec.containers[0].imagee"' in out
+    warned = kubectl("apply", "--validate=warn", "-f", "-", stdin=typo, check=False)
+    assert 'Warning: unknown field "spec.containers[0].imagee"' in warned and "pod/typo created" in warned

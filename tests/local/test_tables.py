@@ -197,3 +197,20 @@ def test_image_pull_job_columns_come_from_its_crd(cluster, namespace):
     # the v1beta1 version of the CRD has no MESSAGE column
     beta = _get(cluster, path.replace("v1alpha1", "v1beta1"))
     assert [c["name"] for c in beta["columnDefinitions"]] == columns
+
+
+def test_watch_as_tables_sends_the_headers_once(cluster, core, namespace):
+    """`kubectl get -w`: each event's object is a one-row Table, the column definitions only in the first."""
+    for name in ("a", "b"):
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": name}, "data": {"k": "v"}})
+    req = urllib.request.Request(
+        f"{cluster.url}/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=1",
+        headers={"Accept": TABLE},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+    tables = [e["object"] for e in events if e["type"] == "ADDED"]
+    assert [t["kind"] for t in tables] == ["Table", "Table"]
+    assert [c["name"] for c in tables[0]["columnDefinitions"]] == ["Name", "Data", "Age"]
+    assert "columnDefinitions" not in tables[1]
+    assert [t["rows"][0]["cells"][:2] for t in tables] == [["a", 1], ["b", 1]]
