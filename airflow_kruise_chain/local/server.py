@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import re
@@ -279,6 +280,7 @@ async def _read_body(request: web.Request) -> Any:
         raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
 
 
+_WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("warnings", default=None)
 _OPENAPI_V2_MEDIA = ("application/json",)  # JSON only: the gnostic protobuf form is not produced here
 
 
@@ -389,10 +391,14 @@ def _check_fields(request: web.Request, res: Resource, version: str, obj: Obj) -
     messages = [f'unknown field "{path}"' for path in unknown]
     if directive == "Strict":
         raise ApiError(400, "strict decoding error: " + ", ".join(messages))
-    request.setdefault("warnings", []).extend(messages)
+    warnings = _WARNINGS.get()
+    if warnings is not None:
+        warnings.extend(messages)
 
 
-def _watch_event(request: web.Request, res: Resource, version: str, kind: str, obj: Obj) -> dict[str, Any]:
+def _watch_event(
+    request: web.Request, res: Resource, version: str, kind: str, obj: Obj, state: dict[str, bool]
+) -> dict[str, Any]:
     """A watch event; its object a one-row Table when the watch asked for Tables (`kubectl get -w`), the
     column definitions only in the first one, as the watch encoder sends them (`NoHeaders` after it); a
     bookmark's Table has only the resourceVersion (and its annotations)."""
@@ -408,9 +414,9 @@ def _watch_event(request: web.Request, res: Resource, version: str, kind: str, o
     include = request.query.get("includeObject") or "Metadata"
     meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
     table = printers.table(res, version, [obj], table_version, include, meta)
-    if request.get("table_headers_sent"):
+    if state.get("headers_sent"):
         del table["columnDefinitions"]
-    request["table_headers_sent"] = True
+    state["headers_sent"] = True
     return {"type": kind, "object": table}
 
 
@@ -485,10 +491,12 @@ class ApiServer:
         self.requests += 1
         self.cluster.count_request(request)
         code = 500
+        warnings: list[str] = []
+        _WARNINGS.set(warnings)  # each request runs in its own task, with its own context
         try:
             response = await self.route(request)
             code = response.status
-            for warning in request.get("warnings", ()):  # unprepared responses only (not watches or logs)
+            for warning in warnings:  # unprepared responses only (not watches or logs)
                 response.headers.add("Warning", f'299 - "{_escape_warning(warning)}"')
             return response
         except ApiError as e:
@@ -678,8 +686,9 @@ class ApiServer:
         except ApiError as e:  # the real server answers 200 and sends the error as a watch event
             await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
             return resp
+        state: dict[str, bool] = {}  # whether Table column definitions went out already
         if initial_events:
-            await self._initial_events(request, resp, res, version, watch)
+            await self._initial_events(request, resp, res, version, watch, state)
         deadline = asyncio.get_running_loop().time() + limits.watch_timeout(timeout)
         interval = self.cluster.bookmark_interval
         try:
@@ -696,13 +705,15 @@ class ApiServer:
                             "apiVersion": res.api_version(version),
                             "metadata": {"resourceVersion": str(self.store.resource_version)},
                         }
-                        event = _watch_event(request, res, version, "BOOKMARK", mark)
+                        event = _watch_event(request, res, version, "BOOKMARK", mark, state)
                         await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
                     continue
                 if item is None:
                     break
                 kind, obj = item
-                event = _watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version))
+                event = _watch_event(
+                    request, res, version, kind, self._out(deep_copy(obj), res, version), state
+                )
                 await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
         except (ConnectionResetError, asyncio.CancelledError, limits.WriteStalled):
             pass
@@ -711,14 +722,20 @@ class ApiServer:
         return resp
 
     async def _initial_events(
-        self, request: web.Request, resp: web.StreamResponse, res: Resource, version: str, watch: Any
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        res: Resource,
+        version: str,
+        watch: Any,
+        state: dict[str, bool],
     ) -> None:
         """A watch-list stream's start (KEP-3157, the cacher's `sendInitialEvents`): an ADDED event per object
         that exists, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the resourceVersion of
         that state; changes follow. (The store queued exactly the existing objects when the watch opened.)"""
         for _ in range(watch.queue.qsize()):
             kind, obj = watch.queue.get_nowait()
-            event = _watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version))
+            event = _watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version), state)
             await resp.write(json.dumps(event).encode() + b"\n")
         mark = {
             "kind": res.kind,
@@ -728,7 +745,8 @@ class ApiServer:
                 "annotations": {"k8s.io/initial-events-end": "true"},
             },
         }
-        await resp.write(json.dumps(_watch_event(request, res, version, "BOOKMARK", mark)).encode() + b"\n")
+        event = _watch_event(request, res, version, "BOOKMARK", mark, state)
+        await resp.write(json.dumps(event).encode() + b"\n")
 
     async def _create(
         self, request: web.Request, res: Resource, version: str, namespace: str

@@ -27,9 +27,13 @@ pytestmark = pytest.mark.skipif(
 def kubectl(kubeconfig: Path, namespace: str, tmp_path: Path):
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
 
-    def run(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 120) -> str:
+    def run(
+        *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120, **extra_env: str
+    ) -> str:
         cmd = [KUBECTL, "--namespace", namespace, "--cache-dir", str(tmp_path / "cache"), *args]
-        done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=timeout)
+        done = subprocess.run(
+            cmd, input=stdin, capture_output=True, text=True, env={**env, **extra_env}, timeout=timeout
+        )
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
         return done.stdout if check else done.stdout + done.stderr
@@ -166,3 +170,12 @@ def test_a_typo_is_refused_by_strict_field_validation(kubectl):
     assert 'strict decoding error: unknown field "spec.containers[0].imagee"' in out
     warned = kubectl("apply", "--validate=warn", "-f", "-", stdin=typo, check=False)
     assert 'Warning: unknown field "spec.containers[0].imagee"' in warned and "pod/typo created" in warned
+
+
+def test_edit(kubectl, tmp_path):
+    kubectl("apply", "-f", "-", stdin=_pod("ed", "sleep 3600"))
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/app: ed$/app: edited/' \"$1\"\n")
+    editor.chmod(0o755)
+    assert kubectl("edit", "pod", "ed", KUBE_EDITOR=str(editor)).strip() == "pod/ed edited"
+    assert json.loads(kubectl("get", "pod", "ed", "-o", "json"))["metadata"]["labels"] == {"app": "edited"}
