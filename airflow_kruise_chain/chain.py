@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from airflow.sdk import TaskGroup
+from airflow.sdk import TaskGroup, TriggerRule
 
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.operators.chain import (
@@ -54,9 +54,9 @@ class KruiseChain:
     Creates a task group named after the chain with a `setup` task (creates the pod; an Airflow setup task),
     a `prewarm` task (ImagePullJobs for every stage image on the pod's node) unless `prewarm=False`, one
     `KruiseChainOperator` per stage, and a `teardown` task (an Airflow teardown: deletes the pod even when a
-    stage failed, unless `keep_pod=True`). Any other task declared inside the block (a `HotSwapSensor`, a task
-    using the stages' results) also runs after `setup` and before `teardown`. Definitions are validated when
-    the DAG is parsed.
+    stage or the setup failed, unless `keep_pod=True`). Any other task declared inside the block (a
+    `HotSwapSensor`, a task using the stages' results) also runs after `setup` and before `teardown`.
+    Definitions are validated when the DAG is parsed.
     """
 
     def __init__(
@@ -248,5 +248,7 @@ class KruiseChain:
             leaves = [t for t in members if not (t.downstream_task_ids & ids)]
             leaves >> self.teardown_task  # type: ignore[operator]
             self.teardown_task.as_teardown(setups=self.setup_task)
+            # also after a failed setup (its worker killed before it could clean up): nothing is left behind
+            self.teardown_task.trigger_rule = TriggerRule.ALL_DONE
         finally:
             self._group.__exit__(exc_type, exc, tb)

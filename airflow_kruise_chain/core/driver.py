@@ -10,7 +10,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -50,7 +50,6 @@ __all__ = [
     "StageTimeoutError",
     "Timeouts",
     "current_status",
-    "prepare_pod",
 ]
 
 CRR_PLURAL = "containerrecreaterequests"
@@ -638,51 +637,3 @@ class StageDriver:
         result = self.follow(plan, timeouts)
         self.park_slot(plan, timeouts)
         return result
-
-
-def prepare_pod(
-    api: ChainApi,
-    name: str,
-    namespace: str,
-    labels: Mapping[str, str],
-    *,
-    timeout: float,
-    log: Callable[[str], None] = lambda _line: None,
-) -> Pod | None:
-    """Make way for this run's chain pod `name` before it is created; return the healthy pod to reuse.
-
-    Refuses (ChainError) a pod of that name that belongs to another DAG run or chain (`labels` differ).
-    A lost pod of this run (being deleted, Failed, Succeeded) is deleted and waited for, so that a fresh
-    one can be created: the chain then starts again from its first stage.
-    """
-    pod = api.read_pod(name, namespace)
-    if pod is None:
-        return None
-    own = (pod.get("metadata") or {}).get("labels") or {}
-    wrong = [f"{k}={own.get(k)!r} (this run: {v!r})" for k, v in labels.items() if own.get(k) != v]
-    if wrong:
-        raise ChainError(
-            f"pod {namespace}/{name} already exists but is not this DAG run's chain pod "
-            f"({', '.join(wrong)}): refusing to reuse it; delete it, or give the chain another name"
-        )
-    lost = pod_lost_reason(pod)
-    if lost is None:
-        log(f"chain pod {namespace}/{name} of this DAG run already exists: reusing it")
-        return pod
-    log(f"chain pod {namespace}/{name} of this DAG run is lost ({lost}): deleting it to create a fresh one")
-    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
-        api.delete("Pod", name, namespace)
-    deadline = time.monotonic() + timeout
-    version = (pod.get("metadata") or {}).get("resourceVersion")
-    while time.monotonic() < deadline:
-        for seen in api.watch_pod(
-            name, namespace, int(max(1, min(60, deadline - time.monotonic()))), resource_version=version
-        ):
-            if seen is None:
-                return None
-            version = (seen.get("metadata") or {}).get("resourceVersion") or version
-        current = api.read_pod(name, namespace)
-        if current is None:
-            return None
-        version = (current.get("metadata") or {}).get("resourceVersion")
-    raise ChainError(f"the lost chain pod {namespace}/{name} is still terminating after {timeout:g}s")

@@ -115,13 +115,13 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
                 spec.validate()
 
     def execute(self, context: Context) -> dict[str, str]:
-        from airflow_kruise_chain.core.driver import prepare_pod
         from airflow_kruise_chain.core.manifest import (
             build_chain_pod,
             build_runner_configmap,
             chain_labels,
             pod_name_for,
         )
+        from airflow_kruise_chain.core.podidentity import prepare_pod, spec_hash, stamp
         from airflow_kruise_chain.core.sizing import size_pod
 
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
@@ -130,20 +130,51 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         name = pod_name_for(spec.name, dag_id, run_id)
         labels = chain_labels(dag_id, run_id, spec.name)
-        self.hook.create("ConfigMap", build_runner_configmap(spec, name, labels), spec.namespace)
-        # never another run's pod; a lost pod of this run is replaced by a fresh one
-        prepare_pod(self.hook, name, spec.namespace, labels, timeout=self.startup_timeout, log=self.log.info)
+        configmap = build_runner_configmap(spec, name, labels)
         pod = build_chain_pod(
             spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images
         )
         pod = size_pod(pod, self.sizing(spec))
-        created = self.hook.create("Pod", pod, spec.namespace)
-        self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
-        self.pod_url(context)
-        pod = self.wait_parked(name, spec.namespace)
+        digest = spec_hash(pod, configmap)
+        # never another run's pod; one of this run is reused only if healthy and built from this chain
+        reused = prepare_pod(
+            self.hook,
+            name,
+            spec.namespace,
+            labels,
+            digest,
+            timeout=self.startup_timeout,
+            log=self.log.info,
+        )
+        try:
+            if reused is None:  # a fresh pod gets a fresh runner ConfigMap
+                self.hook.delete("ConfigMap", configmap["metadata"]["name"], spec.namespace)
+            self.hook.create("ConfigMap", configmap, spec.namespace)
+            created = self.hook.create("Pod", stamp(pod, digest), spec.namespace)
+            self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
+            self.pod_url(context)
+            pod = self.wait_parked(name, spec.namespace)
+        except BaseException:
+            self.remove(name, spec.namespace)
+            raise
         node = pod["spec"].get("nodeName", "")
         self.log.info("chain pod %s is running on node %s with both slots parked", name, node)
         return {"pod": name, "namespace": spec.namespace, "node": node}
+
+    def remove(self, name: str, namespace: str) -> None:
+        """A failed setup leaves nothing behind: delete this run's chain pod and runner ConfigMap."""
+        from airflow_kruise_chain.core.manifest import runner_configmap_name
+
+        self.log.warning(
+            "setup failed: deleting chain pod %s/%s and its runner ConfigMap so that nothing is left behind",
+            namespace,
+            name,
+        )
+        try:
+            self.hook.delete("Pod", name, namespace)
+            self.hook.delete("ConfigMap", runner_configmap_name(name), namespace)
+        except Exception:  # the setup's own error is the one to report; teardown deletes them again
+            self.log.exception("could not delete the chain pod %s/%s after the failed setup", namespace, name)
 
     def sizing(self, spec: ChainSpec) -> ChainSizing | None:
         """Per-stage in-place sizing, or None for the static sizing (said once here, in the setup log)."""

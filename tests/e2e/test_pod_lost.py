@@ -15,6 +15,7 @@ from airflow_kruise_chain.core import PodLostError, build_chain_pod, chain_label
 from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
+from tests.helpers import wait_for
 from tests.provider.support import make_context
 
 pytestmark = pytest.mark.slow
@@ -147,3 +148,38 @@ def test_setup_replaces_a_lost_pod_of_its_run_with_a_fresh_one(e2e_cluster):
     # a healthy pod of the same run is reused as it is (a retry of setup)
     setup.execute(make_context("d", "run-1", try_number=3))
     assert setup.hook.read_pod(again["pod"], "default")["metadata"]["uid"] == fresh["metadata"]["uid"]
+
+
+def test_a_failed_setup_leaves_no_pod_or_configmap(e2e_cluster):
+    from airflow_kruise_chain.core import ChainError
+
+    cluster = e2e_cluster
+    stage = {"name": "only", "image": "ghcr.io/airflow-kruise-chain/missing:1.0", "cmds": ["true"]}
+    from airflow_kruise_chain.operators.chain import ChainSetupOperator
+
+    chain = {"name": "c", "namespace": "default", "stages": [stage], **FAST_POD}
+    setup = ChainSetupOperator(task_id="setup", startup_timeout=60, chain=chain)
+    with pytest.raises(ChainError, match=r"cannot start: .*(ErrImagePull|ImagePullBackOff)"):
+        setup.execute(make_context("d", "run-1"))
+    created = [p for m, p, c in cluster.audit if m == "POST" and c == 201]
+    assert [p.rsplit("/", 1)[1] for p in created] == ["configmaps", "pods"]  # it did create both
+    pods = lambda: cluster.call(lambda: list(cluster.store.items(R.PODS, "default")))  # noqa: E731
+    wait_for(lambda: not pods(), 30, what="the pod to be gone")
+    assert cluster.call(lambda: list(cluster.store.items(R.CONFIGMAPS, "default"))) == []
+
+
+def test_setup_replaces_a_pod_built_from_another_definition_of_the_chain(e2e_cluster):
+    from airflow_kruise_chain.core.podidentity import SPEC_HASH_ANNOTATION
+
+    first = setup_operator("d")
+    pod = first.hook.read_pod(first.execute(make_context("d", "run-1"))["pod"], "default")
+    changed = setup_operator("d")  # the DAG file changed: another image for the stage
+    changed.chain = {**changed.chain, "stages": [{**changed.chain["stages"][0], "image": "alpine:3.20"}]}
+
+    changed.execute(make_context("d", "run-1", try_number=2))
+
+    fresh = changed.hook.read_pod(pod["metadata"]["name"], "default")
+    assert fresh["metadata"]["uid"] != pod["metadata"]["uid"]
+    assert "alpine:3.20" in {c["image"] for c in fresh["spec"]["containers"]}
+    hashes = [p["metadata"]["annotations"][SPEC_HASH_ANNOTATION] for p in (pod, fresh)]
+    assert hashes[0] != hashes[1]

@@ -1,0 +1,116 @@
+"""What a chain pod was built from, and whether the setup task may reuse one it finds.
+
+Setup stamps the pod with a hash of everything it built it from (`SPEC_HASH_ANNOTATION`: the pod manifest
+and the runner ConfigMap, as built from the DAG's chain). A later setup try of the same DAG run reuses the
+pod only when it is healthy and built from the same definition; otherwise it deletes it and makes a fresh one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .constants import GENERATION_ANNOTATION, PREFIX, SLOTS
+from .errors import ChainError
+from .podview import Pod, annotations, container_status, int_annotation, pod_lost_reason, waiting_reason
+from .status import FAILED_TO_START_REASONS
+
+SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
+
+
+def spec_hash(*built: Mapping[str, Any]) -> str:
+    """A short, stable hash of the objects setup builds (names and labels included: they are per run)."""
+    text = json.dumps(built, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stamp(pod: dict[str, Any], digest: str) -> dict[str, Any]:
+    """`pod` with its spec hash annotation."""
+    pod.setdefault("metadata", {}).setdefault("annotations", {})[SPEC_HASH_ANNOTATION] = digest
+    return pod
+
+
+def unusable_reason(pod: Pod, digest: str) -> str | None:
+    """Why setup must not reuse this pod of its run, or None if it may.
+
+    Lost (deleted, Failed, Succeeded); built from another definition of the chain (the DAG file changed
+    since); or a slot that never started (its image cannot be pulled, ...) in a pod no stage ran in yet. A pod
+    in which stages ran keeps its scratch data: a stage's image that fails to start there is that stage's
+    failure.
+    """
+    lost = pod_lost_reason(pod)
+    if lost is not None:
+        return lost
+    found = annotations(pod).get(SPEC_HASH_ANNOTATION)
+    if found != digest:
+        return (
+            f"it was built from another definition of the chain (spec hash {found or 'none'}, the DAG's "
+            f"chain now gives {digest})"
+        )
+    if int_annotation(pod, GENERATION_ANNOTATION) == 0:
+        for slot in SLOTS:
+            status = container_status(pod, slot)
+            reason = waiting_reason(status)
+            if reason in FAILED_TO_START_REASONS:
+                message = ((status or {}).get("state") or {}).get("waiting", {}).get("message") or ""
+                return f"{slot} cannot start: {reason}" + (f": {message}" if message else "")
+    return None
+
+
+def prepare_pod(
+    api: Any,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    digest: str,
+    *,
+    timeout: float,
+    log: Callable[[str], None] = lambda _line: None,
+) -> Pod | None:
+    """Make way for this run's chain pod `name` before it is created; return the pod to reuse, if any.
+
+    Refuses (ChainError) a pod of that name that belongs to another DAG run or chain (`labels` differ). A pod
+    of this run that `unusable_reason` rejects is deleted and waited for, so that a fresh one can be created:
+    the chain then starts again from its first stage. `api` is a `driver.ChainApi`.
+    """
+    pod = api.read_pod(name, namespace)
+    if pod is None:
+        return None
+    own = (pod.get("metadata") or {}).get("labels") or {}
+    wrong = [f"{k}={own.get(k)!r} (this run: {v!r})" for k, v in labels.items() if own.get(k) != v]
+    if wrong:
+        raise ChainError(
+            f"pod {namespace}/{name} already exists but is not this DAG run's chain pod "
+            f"({', '.join(wrong)}): refusing to reuse it; delete it, or give the chain another name"
+        )
+    reason = unusable_reason(pod, digest)
+    if reason is None:
+        log(f"chain pod {namespace}/{name} of this DAG run already exists: reusing it")
+        return pod
+    log(f"chain pod {namespace}/{name} of this DAG run cannot be reused ({reason}): replacing it")
+    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        api.delete("Pod", name, namespace)
+    if wait_gone(api, name, namespace, pod, timeout):
+        return None
+    raise ChainError(f"the old chain pod {namespace}/{name} is still terminating after {timeout:g}s")
+
+
+def wait_gone(api: Any, name: str, namespace: str, pod: Pod, timeout: float) -> bool:
+    """Whether the pod (as last read: `pod`) is gone within `timeout` seconds; watch-based."""
+    deadline = time.monotonic() + timeout
+    version = (pod.get("metadata") or {}).get("resourceVersion")
+    while time.monotonic() < deadline:
+        for seen in api.watch_pod(
+            name, namespace, int(max(1, min(60, deadline - time.monotonic()))), resource_version=version
+        ):
+            if seen is None:
+                return True
+            version = (seen.get("metadata") or {}).get("resourceVersion") or version
+        current = api.read_pod(name, namespace)
+        if current is None:
+            return True
+        version = (current.get("metadata") or {}).get("resourceVersion")
+    return False

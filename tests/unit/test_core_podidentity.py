@@ -1,0 +1,74 @@
+"""Which chain pod of its run the setup task may reuse (core/podidentity.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from airflow_kruise_chain.core import (
+    ChainSpec,
+    StageSpec,
+    build_chain_pod,
+    build_runner_configmap,
+    chain_labels,
+)
+from airflow_kruise_chain.core.constants import GENERATION_ANNOTATION
+from airflow_kruise_chain.core.podidentity import SPEC_HASH_ANNOTATION, spec_hash, stamp, unusable_reason
+
+
+def built(image: str = "busybox:1.36") -> tuple[dict[str, Any], dict[str, Any]]:
+    spec = ChainSpec(name="c", namespace="default", stages=[StageSpec("one", image, ["true"])])
+    pod = build_chain_pod(spec, pod_name="c-pod", dag_id="d", run_id="r", first_images=spec.first_images)
+    return pod, build_runner_configmap(spec, "c-pod", chain_labels("d", "r", "c"))
+
+
+def running(pod: dict[str, Any], waiting: str | None = None, generation: int = 0) -> dict[str, Any]:
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["annotations"][GENERATION_ANNOTATION] = str(generation)
+    state = {"waiting": {"reason": waiting, "message": "not found"}} if waiting else {"running": {}}
+    pod["status"] = {
+        "phase": "Pending" if waiting else "Running",
+        "containerStatuses": [{"name": s, "state": state} for s in ("slot-a", "slot-b")],
+    }
+    return pod
+
+
+def test_the_hash_is_stable_and_follows_what_setup_builds() -> None:
+    assert spec_hash(*built()) == spec_hash(*built())
+    assert spec_hash(*built()) != spec_hash(*built("alpine:3.20"))
+
+
+def test_a_healthy_pod_built_from_the_same_chain_is_reused() -> None:
+    pod, cm = built()
+    digest = spec_hash(pod, cm)
+    assert unusable_reason(running(stamp(pod, digest)), digest) is None
+
+
+def test_a_pod_built_from_another_definition_of_the_chain_is_replaced() -> None:
+    old = stamp(*built()[:1], spec_hash(*built()))
+    digest = spec_hash(*built("alpine:3.20"))
+    reason = unusable_reason(running(old), digest)
+    assert reason and "another definition of the chain" in reason and digest in reason
+    unstamped = running(built()[0])  # made before pods carried the hash
+    assert SPEC_HASH_ANNOTATION not in unstamped["metadata"]["annotations"]
+    assert "spec hash none" in (unusable_reason(unstamped, digest) or "")
+
+
+def test_a_pod_whose_slot_never_started_is_replaced_until_a_stage_ran_in_it() -> None:
+    pod, cm = built()
+    digest = spec_hash(pod, cm)
+    reason = unusable_reason(running(stamp(pod, digest), waiting="ImagePullBackOff"), digest)
+    assert reason == "slot-a cannot start: ImagePullBackOff: not found"
+    # once stages ran, the scratch holds their data: a stage's image that fails is that stage's failure
+    used = running(stamp(pod, digest), waiting="ImagePullBackOff", generation=2)
+    assert unusable_reason(used, digest) is None
+    # waiting for an ordinary reason is no reason to replace it
+    assert unusable_reason(running(stamp(pod, digest), waiting="ContainerCreating"), digest) is None
+
+
+def test_a_lost_pod_is_replaced() -> None:
+    pod, cm = built()
+    digest = spec_hash(pod, cm)
+    failed = running(stamp(pod, digest))
+    failed["status"]["phase"] = "Failed"
+    assert unusable_reason(failed, digest) == "the chain pod is Failed"
