@@ -49,6 +49,8 @@ class Admission:
             V.validate_configmap(obj)
         elif res is R.NODE_IMAGES:
             V.admit_node_image(obj)
+        elif res in (R.VALIDATING_ADMISSION_POLICIES, R.VALIDATING_ADMISSION_POLICY_BINDINGS):
+            self.cluster.policies.validate(res, obj)
 
     def on_update(self, res: Resource, old: Obj, new: Obj) -> None:
         """Validate a replacement of `old` by `new` (spec rules and metadata)."""
@@ -64,6 +66,8 @@ class Admission:
             V.validate_image_pull_job_update(old, new)
         elif res is R.CRRS:
             V.validate_crr_update(old, new)
+        elif res in (R.VALIDATING_ADMISSION_POLICIES, R.VALIDATING_ADMISSION_POLICY_BINDINGS):
+            self.cluster.policies.validate(res, new)
 
     def on_status(self, res: Resource, old: Obj, new: Obj) -> None:
         """Check a write to a status subresource: `new` (old with the status sent) must decode."""

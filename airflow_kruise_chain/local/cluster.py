@@ -25,6 +25,7 @@ from aiohttp import web
 from . import limits
 from . import resources as R
 from .admission import Admission
+from .admission_policy import PolicyAdmission
 from .catalogue import Catalogue
 from .errors import ApiError
 from .kruise import Kruise
@@ -88,6 +89,7 @@ class LocalCluster:
         self.root = Path(self.config.root or self._tmp.name)  # type: ignore[union-attr]
         self.store = Store(history=self.config.watch_history)
         self.admission = Admission(self)
+        self.policies = PolicyAdmission(self)
         self.kubelet = Kubelet(self, self.root)
         self.kruise = Kruise(self)
         self.server = ApiServer(self)

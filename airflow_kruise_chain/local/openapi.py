@@ -35,8 +35,8 @@ _CORE_KINDS = {"Pod", "Namespace", "Node", "ConfigMap", "Event"}
 def definition_name(res: Resource, version: str, kind: str | None = None) -> str:
     """The definition name of a served kind (`io.k8s.api.core.v1.Pod`, `io.kruise.apps.v1beta1.NodeImage`)."""
     kind = kind or res.kind
-    if not res.group:
-        return f"io.k8s.api.core.{version}.{kind}"
+    if res.builtin:
+        return f"io.k8s.api.{res.group.split('.')[0] or 'core'}.{version}.{kind}"
     reversed_group = ".".join(reversed(res.group.split(".")))
     return f"{reversed_group}.{version}.{kind}"
 
@@ -178,7 +178,7 @@ def _definitions(served: list[tuple[Resource, str]], ref: str, v2: bool) -> dict
     out: dict[str, Any] = {}
     wanted = {META + n for n in ("Status", "DeleteOptions", "WatchEvent", "Patch", "APIResourceList")}
     for res, version in served:
-        if res.group:
+        if not res.builtin:
             out[definition_name(res, version)] = _crd_schema(res, version, ref, v2)
             out[definition_name(res, version, res.kind + "List")] = _list_schema(res, version, ref)
             wanted |= {META + "ObjectMeta", META + "ListMeta"}

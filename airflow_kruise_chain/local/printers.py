@@ -62,6 +62,33 @@ COLUMNS: dict[str, list[Obj]] = {
     ],
     "Namespace": [_NAME, _col("Status", description="The status of the namespace"), _AGE],
     "ConfigMap": [_NAME, _col("Data", description="Data contains the configuration data."), _AGE],
+    "ValidatingAdmissionPolicy": [
+        _NAME,
+        _col(
+            "Validations",
+            "integer",
+            description="Validations contain CEL expressions which is used to apply the validation.",
+        ),
+        _col(
+            "ParamKind",
+            description="ParamKind specifies the kind of resources used to parameterize this policy",
+        ),
+        _AGE,
+    ],
+    "ValidatingAdmissionPolicyBinding": [
+        _NAME,
+        _col(
+            "PolicyName",
+            description="PolicyName references a ValidatingAdmissionPolicy name which the "
+            "ValidatingAdmissionPolicyBinding binds to.",
+        ),
+        _col(
+            "ParamRef",
+            description="ParamRef specifies the parameter resource used to configure the admission control "
+            "policy.",
+        ),
+        _AGE,
+    ],
     "Node": [
         _NAME,
         _col("Status", description="The status of the node"),
@@ -356,6 +383,28 @@ def _builtin_cells(res: Resource, obj: Obj) -> tuple[list[Any], list[Obj]]:
     if res is R.CONFIGMAPS:
         data = len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
         return [meta.get("name", ""), data, since(meta.get("creationTimestamp"))], []
+    if res is R.VALIDATING_ADMISSION_POLICIES:
+        spec = obj.get("spec") or {}
+        kind = spec.get("paramKind") or {}
+        param_kind = f"{kind.get('apiVersion')}/{kind.get('kind')}" if kind else "<unset>"
+        return [
+            meta.get("name", ""),
+            len(spec.get("validations") or []),
+            param_kind,
+            since(meta.get("creationTimestamp")),
+        ], []
+    if res is R.VALIDATING_ADMISSION_POLICY_BINDINGS:
+        spec = obj.get("spec") or {}
+        ref = spec.get("paramRef") or {}
+        shown = "/".join(x for x in (ref.get("namespace"), ref.get("name")) if x) or (
+            "*" if ref else "<unset>"
+        )
+        return [
+            meta.get("name", ""),
+            spec.get("policyName", ""),
+            shown,
+            since(meta.get("creationTimestamp")),
+        ], []
     raise KeyError(res.kind)
 
 
@@ -454,7 +503,7 @@ def table(
             400,
             f'includeObject: Unsupported value: "{include}": supported values: "None", "Metadata", "Object"',
         )
-    if res.group:
+    if not res.builtin:
         columns = crd_columns(res, version)
         specs = crd_version(res, version).get("additionalPrinterColumns") or [
             {"type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -463,7 +512,7 @@ def table(
         columns = COLUMNS[res.kind]
     rows = []
     for obj in objs:
-        if res.group:
+        if not res.builtin:
             cells = [(obj.get("metadata") or {}).get("name", "")]
             cells += [_crd_cell(s.get("type", "string"), _json_path(obj, s["jsonPath"])) for s in specs]
             conditions: list[Obj] = []

@@ -101,6 +101,25 @@ def allows(rules: list[dict[str, Any]], info: RequestInfo) -> bool:
     return False
 
 
+USER_INFO = web.RequestKey("user_info", dict)
+"""Where an authenticated request keeps its user info (username, groups)."""
+ADMIN_USER: dict[str, Any] = {
+    "username": "kruise-local-admin",
+    "groups": ["system:masters", "system:authenticated"],
+}
+"""Who sends the requests of a cluster without authentication."""
+
+
+def user_info(username: str) -> dict[str, Any]:
+    """The user info a token authenticator gives `username`: a ServiceAccount's groups, as upstream's
+    `serviceaccount.UserInfo` sets them, or only `system:authenticated`."""
+    groups = ["system:authenticated"]
+    parts = username.split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{parts[2]}", *groups]
+    return {"username": username, "groups": groups}
+
+
 class Rbac:
     """Authenticates bearer tokens and authorizes each request against the token's bound rules."""
 
@@ -118,6 +137,7 @@ class Rbac:
         if not bindings:
             raise ApiError(401, "Unauthorized")
         user = bindings[0].user
+        request[USER_INFO] = user_info(user)
         info = request_info(request.method, request.path, dict(request.query))
         if not info.is_resource:
             return  # discovery (/version, /api, /apis, group lists) is open to every authenticated user

@@ -30,6 +30,11 @@ class Resource:
     field_selectors: frozenset[str] = field(default_factory=frozenset)
 
     @property
+    def builtin(self) -> bool:
+        """A Kubernetes type (core or a built-in API group), not a CustomResourceDefinition's."""
+        return self.group in BUILTIN_GROUPS
+
+    @property
     def key(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
@@ -40,6 +45,8 @@ class Resource:
 
 _META = frozenset({"metadata.name", "metadata.namespace"})
 KRUISE = "apps.kruise.io"
+ADMISSION = "admissionregistration.k8s.io"
+BUILTIN_GROUPS = frozenset({"", ADMISSION})
 
 PODS = Resource(
     "",
@@ -122,6 +129,28 @@ POD_METRICS = Resource(
     verbs=("get", "list"),
     field_selectors=_META,
 )
+VALIDATING_ADMISSION_POLICIES = Resource(
+    ADMISSION,
+    ("v1",),
+    "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy",
+    False,
+    "validatingadmissionpolicy",
+    (),
+    ("status",),
+    field_selectors=_META,
+)
+VALIDATING_ADMISSION_POLICY_BINDINGS = Resource(
+    ADMISSION,
+    ("v1",),
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    False,
+    "validatingadmissionpolicybinding",
+    (),
+    (),
+    field_selectors=_META,
+)
 
 STORED: tuple[Resource, ...] = (
     PODS,
@@ -132,6 +161,8 @@ STORED: tuple[Resource, ...] = (
     IMAGE_PULL_JOBS,
     NODE_IMAGES,
     CRRS,
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
 )
 
 

@@ -17,8 +17,10 @@ from aiohttp import web
 
 from . import fieldmanager, limits, paging, protobuf
 from . import resources as R
+from .admission_policy import Attributes
 from .errors import ApiError
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
+from .rbac import ADMIN_USER, USER_INFO
 from .resources import Resource
 from .selectors import FieldSelector, LabelSelector
 from .store import Obj, deep_copy
@@ -790,6 +792,7 @@ class ApiServer:
         self.cluster.admission.on_create(res, obj)
         if not applied:
             fieldmanager.update(res, version, None, obj, _manager(request))
+        self._admit_policies(request, "CREATE", res, version, "", obj, None, dry_run)
         if dry_run:  # checked as a real create is, but not stored
             name = meta.get("name") if isinstance(meta.get("name"), str) else ""
             if self.store.peek(res, namespace, name) is not None:
@@ -838,6 +841,8 @@ class ApiServer:
         chosen = self.store.list(res, namespace, labels, fields)
         for obj in chosen:  # all or nothing: every precondition holds before anything is deleted
             _check_preconditions(pre, obj["metadata"])
+        for obj in chosen:
+            self._admit_policies(request, "DELETE", res, version, "", None, obj, bool(dry_run))
         gone = []
         for obj in chosen:
             meta = obj["metadata"]
@@ -993,6 +998,7 @@ class ApiServer:
             self.cluster.admission.on_update(res, old, new)
             if track:
                 fieldmanager.update(res, version, old, new, _manager(request))
+        self._admit_policies(request, "UPDATE", res, version, sub or "", new, old, dry_run)
         if dry_run:  # checked as a real update is, but not stored
             new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
             return _json(self._out(new, res, version))
@@ -1000,12 +1006,42 @@ class ApiServer:
         stored = self.store.update(res, new)
         return _json(self._out(stored, res, version))
 
+    def _admit_policies(
+        self,
+        request: web.Request,
+        operation: str,
+        res: Resource,
+        version: str,
+        sub: str,
+        obj: Obj | None,
+        old: Obj | None,
+        dry_run: bool,
+        name: str | None = None,
+    ) -> None:
+        """ValidatingAdmissionPolicies, after the built-in admission (`admission_policy`)."""
+        meta = (obj or old or {}).get("metadata") or {}
+        self.cluster.policies.admit(
+            Attributes(
+                operation=operation,
+                resource=res,
+                version=version,
+                subresource=sub,
+                namespace=str(meta.get("namespace") or "") if res.namespaced else "",
+                name=name if name is not None else str(meta.get("name") or ""),
+                obj=obj,
+                old=old,
+                user=request.get(USER_INFO) or ADMIN_USER,
+                dry_run=dry_run,
+            )
+        )
+
     async def _delete(
         self, request: web.Request, res: Resource, version: str, ns: str, name: str
     ) -> web.Response:
         grace, pre, dry_run = await self._read_delete_options(request)
         current = self.store.get(res, ns, name)
         _check_preconditions(pre, current["metadata"])
+        self._admit_policies(request, "DELETE", res, version, "", None, current, dry_run)
         if dry_run:
             return _json(self._out(current, res, version))
         return _json(self._out(self._do_delete(res, ns, name, grace), res, version))
@@ -1055,6 +1091,9 @@ class ApiServer:
         dry_run = _dry_run(request, "DeleteOptions", dry)
         pod = self.store.get(R.PODS, ns, name)
         _check_preconditions(pre, pod["metadata"])
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", **body}
+        eviction["metadata"] = {**(meta or {}), "name": name, "namespace": ns}
+        self._admit_policies(request, "CREATE", R.PODS, "v1", "eviction", eviction, None, dry_run, name=name)
         if dry_run:
             return _json(
                 {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201

@@ -1,0 +1,46 @@
+"""The shipped ValidatingAdmissionPolicy (deploy/admission-policy.yaml) lets the whole example DAG run under
+the chain's identity with exactly deploy/role.yaml, on the local cluster with authorization enforced."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from tests.e2e.conftest import ROOT, load_dag
+
+pytestmark = pytest.mark.slow
+ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
+POLICY, BINDING = yaml.safe_load_all((ROOT / "deploy" / "admission-policy.yaml").read_text())
+CHAIN_USER = "system:serviceaccount:airflow:airflow-kruise-chain"
+
+
+def test_example_dag_runs_under_the_shipped_admission_policy(e2e_cluster, tmp_path):
+    rbac = e2e_cluster.enable_rbac()
+    rbac.grant("admin-token", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
+    rbac.grant("chain-token", CHAIN_USER, ROLE, namespace="default")
+    admin = config.new_client_from_config(
+        str(e2e_cluster.write_kubeconfig(tmp_path / "admin", token="admin-token"))
+    )
+    api = client.AdmissionregistrationV1Api(admin)
+    api.create_validating_admission_policy(POLICY)
+    api.create_validating_admission_policy_binding(BINDING)
+    kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
+    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+    )
+    e2e_cluster.audit.clear()
+    run = load_dag(ROOT / "example_dags" / "example_kruise_chain.py").test()
+    assert str(run.state) == "success"
+    refused = [(m, p, c) for m, p, c in e2e_cluster.audit if c in (401, 403, 422)]
+    assert refused == []
+    # the policy was in force: the same identity is refused a foreign ConfigMap
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_config_map("default", {"metadata": {"name": "foreign"}, "data": {"a": "b"}})
+    chain = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+    with pytest.raises(client.ApiException) as err:
+        chain.delete_namespaced_config_map("foreign", "default")
+    assert err.value.status == 403 and "ValidatingAdmissionPolicy 'airflow-kruise-chain'" in err.value.body
