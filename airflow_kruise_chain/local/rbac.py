@@ -7,6 +7,7 @@ resources exactly as the API server's request-info resolver does, and refusals c
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,8 +102,8 @@ def allows(rules: list[dict[str, Any]], info: RequestInfo) -> bool:
     return False
 
 
-USER_INFO = web.RequestKey("user_info", dict)
-"""Where an authenticated request keeps its user info (username, groups)."""
+USER_INFO: ContextVar[dict[str, Any] | None] = ContextVar("user_info", default=None)
+"""The user info of the request being served (each request runs in a task of its own)."""
 ADMIN_USER: dict[str, Any] = {
     "username": "kruise-local-admin",
     "groups": ["system:masters", "system:authenticated"],
@@ -137,7 +138,7 @@ class Rbac:
         if not bindings:
             raise ApiError(401, "Unauthorized")
         user = bindings[0].user
-        request[USER_INFO] = user_info(user)
+        USER_INFO.set(user_info(user))
         info = request_info(request.method, request.path, dict(request.query))
         if not info.is_resource:
             return  # discovery (/version, /api, /apis, group lists) is open to every authenticated user

@@ -1030,7 +1030,7 @@ class ApiServer:
                 name=name if name is not None else str(meta.get("name") or ""),
                 obj=obj,
                 old=old,
-                user=request.get(USER_INFO) or ADMIN_USER,
+                user=USER_INFO.get() or ADMIN_USER,
                 dry_run=dry_run,
             )
         )
