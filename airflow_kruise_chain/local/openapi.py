@@ -411,6 +411,14 @@ def v2_document() -> bytes:
     return json.dumps(doc).encode()
 
 
+@lru_cache(maxsize=1)
+def v2_protobuf() -> bytes:
+    """`/openapi/v2` as gnostic's protobuf `openapi_v2.Document` (`openapi_pb.py`)."""
+    from .openapi_pb import document
+
+    return document(json.loads(v2_document()))
+
+
 def v3_paths() -> list[str]:
     """The group-version documents `/openapi/v3` lists (`api/v1`, `apis/apps.kruise.io/v1beta1`, ...)."""
     out = {f"apis/{res.group}/{v}" if res.group else f"api/{v}" for res, v in _served()}

@@ -283,7 +283,12 @@ async def _read_body(request: web.Request) -> Any:
 
 
 _WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("warnings", default=None)
-_OPENAPI_V2_MEDIA = ("application/json",)  # JSON only: the gnostic protobuf form is not produced here
+# kube-openapi's offers for /openapi/v2, in its order; both protobuf spellings answer with the second one
+_OPENAPI_V2_MEDIA = (
+    "application/json",
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+)
 
 
 def _accepts(request: web.Request, offered: tuple[str, ...]) -> str | None:
@@ -319,11 +324,16 @@ def _openapi(request: web.Request, rest: list[str]) -> web.Response:
     if request.method not in ("GET", "HEAD"):
         raise ApiError(405, f"{request.method} is not allowed on {request.path}")
     if rest == ["v2"]:
-        if _accepts(request, _OPENAPI_V2_MEDIA) is None:
-            raise ApiError(406, "only application/json is served for /openapi/v2", reason="NotAcceptable")
-        return web.Response(
-            body=openapi.v2_document(), content_type="application/json", headers={"Vary": "Accept"}
-        )
+        media = _accepts(request, _OPENAPI_V2_MEDIA)
+        if media is None:
+            raise ApiError(
+                406, "the requested media type is not offered for /openapi/v2", reason="NotAcceptable"
+            )
+        if media == "application/json":
+            body, ctype = openapi.v2_document(), media
+        else:
+            body, ctype = openapi.v2_protobuf(), _OPENAPI_V2_MEDIA[2]
+        return web.Response(body=body, content_type=ctype, headers={"Vary": "Accept"})
     if rest == ["v3"]:
         paths = {
             gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv)}"}

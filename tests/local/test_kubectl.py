@@ -141,6 +141,9 @@ def test_explain_and_server_side_dry_run(kubectl):
     assert "FIELD: image <string>" in explained
     kruise = kubectl("explain", "imagepulljobs.spec.image")
     assert "GROUP:      apps.kruise.io" in kruise and "FIELD: image <string>" in kruise
+    # from /openapi/v2 in protobuf, decoded by kubectl's gnostic
+    v2 = kubectl("explain", "pod.spec.containers.image", "--output=plaintext-openapiv2")
+    assert "FIELD:    image <string>" in v2 and "Container image name" in v2
     out = kubectl("apply", "--dry-run=server", "-f", "-", stdin=_pod("dry", "true"))
     assert "(server dry run)" in out
     assert "NotFound" in kubectl("get", "pod", "dry", check=False)

@@ -82,21 +82,29 @@ def test_v2_patch_operations_take_field_validation(v2):
     assert ipj["operationId"] == "patchAppsKruiseIoV1beta1NamespacedImagePullJob"
 
 
+V2_PROTOBUF_REPLY = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
 @pytest.mark.parametrize(
-    ("accept", "code"),
+    ("accept", "code", "ctype"),
     [
-        (V2_PROTOBUF, 406),  # not produced here: the real handler's answer to a type it does not offer
-        (f"{V2_PROTOBUF}, application/json", 200),
-        ("*/*", 200),
-        (None, 200),
-        ("text/html", 406),
+        (V2_PROTOBUF, 200, V2_PROTOBUF_REPLY),  # what client-go's OpenAPISchema() asks for
+        (V2_PROTOBUF_REPLY, 200, V2_PROTOBUF_REPLY),
+        (f"application/json;q=0.5, {V2_PROTOBUF}", 200, V2_PROTOBUF_REPLY),
+        (f"{V2_PROTOBUF};q=0.5, application/json", 200, "application/json"),
+        ("*/*", 200, "application/json"),
+        (None, 200, "application/json"),
+        ("text/html", 406, None),
     ],
 )
-def test_v2_negotiation(cluster, accept, code):
-    got, headers, _ = _get(cluster, "/openapi/v2", accept)
+def test_v2_negotiation(cluster, accept, code, ctype):
+    """kube-openapi's handler: the first offer an Accept clause allows, clauses by q; none is a 406."""
+    got, headers, body = _get(cluster, "/openapi/v2", accept)
     assert got == code
     if code == 200:
-        assert headers["Content-Type"] == "application/json"
+        assert headers["Content-Type"] == ctype
+    if ctype == V2_PROTOBUF_REPLY:  # gnostic Document: field 1 (swagger) is "2.0"
+        assert body[:5] == b"\x0a\x032.0"
 
 
 def test_v3_discovery_lists_each_group_version(cluster):
