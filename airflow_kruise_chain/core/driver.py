@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from .constants import other_slot
 from .errors import ChainError, PodLostError, SlotBusyError
 from .image import parse_image_reference
+from .lines import clip
 from .podview import (
     Pod,
     container_spec,
@@ -425,7 +426,7 @@ class StageDriver:
                     self._log_end(result)
                     return result
                 if forwarding:
-                    tail.append(line)
+                    tail.append(clip(line))  # bounded: the tail goes into XCom and error messages
                     self.log(line)
             # the stream ended without our result: the container stopped or was restarted, or the pod is gone
             pod = self.api.read_pod(self.pod_name, self.namespace)

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from .constants import MARKER, SLOTS, slot_annotation
+from .lines import clip
 from .podview import (
     Pod,
     StageRecord,
@@ -230,7 +231,7 @@ class StageResult:
             duration_seconds=(marker.finished_at - marker.started_at).total_seconds(),
             outputs=dict(marker.outputs or {}),
             outputs_status=marker.outputs_status,
-            log_tail=list(log_tail),
+            log_tail=[clip(line) for line in log_tail],
         )
 
     @classmethod

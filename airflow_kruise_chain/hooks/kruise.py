@@ -27,6 +27,7 @@ from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.driver import ConflictError
+from airflow_kruise_chain.core.lines import LineSplitter
 from airflow_kruise_chain.core.sizing import ResizeRefusedError, ResizeUnsupportedError
 
 T = TypeVar("T")
@@ -463,7 +464,8 @@ class KruiseHook(KubernetesHook):
         self, name: str, namespace: str, container: str, *, since_time: str | None = None
     ) -> Iterator[str]:
         """Yield the container's log lines live until the container stops or the stream is cut (a lost
-        connection ends it too: the caller reads the pod to tell which)."""
+        connection ends it too: the caller reads the pod to tell which). Linear in the log's size; a line
+        longer than 64 KiB keeps its start and end with a note of how much was cut (`LineSplitter`)."""
         try:
             resp = self._call(
                 "get",
@@ -483,13 +485,10 @@ class KruiseHook(KubernetesHook):
             if e.status == 400:  # not started yet, or gone
                 return
             raise _explain(e, "get", "pods/log", namespace, name) from e
-        buf = b""
+        lines = LineSplitter()
         try:
-            for chunk in resp.stream(amt=4096, decode_content=False):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    yield line.decode(errors="replace")
+            for chunk in resp.stream(amt=65536, decode_content=False):
+                yield from lines.feed(chunk)
         except CONNECTION_ERRORS as e:
             self.log.warning(
                 "Kubernetes API: log stream of %s/%s %s cut (%s)", namespace, name, container, _describe(e)
@@ -497,8 +496,9 @@ class KruiseHook(KubernetesHook):
             return
         finally:
             resp.release_conn()
-        if buf:
-            yield buf.decode(errors="replace")
+        last = lines.finish()
+        if last is not None:
+            yield last
 
     def pod_metrics(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod's metrics.k8s.io PodMetrics, or None when no metrics server answers."""

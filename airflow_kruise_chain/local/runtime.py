@@ -59,6 +59,9 @@ MAX_LOG_LINE = 16 * 1024  # containerd splits longer lines into P(artial) record
 MAX_TERMINATION_MESSAGE = 4096  # kubelet reads at most this much of the termination-message file
 FALLBACK_LOG_LINES = 80  # FallbackToLogsOnError: kubelet reads the last 80 lines ...
 FALLBACK_LOG_BYTES = 2048  # ... limited to 2048 bytes
+FOLLOW_READ_BYTES = 64 * 1024
+"""A followed log is read this much at a time: the kubelet streams a log record by record (logs.go `ReadLogs`,
+a bufio reader over the file), never the whole backlog at once."""
 MEMORY_POLL_SECONDS = 0.1
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PIPE_DRAIN_SECONDS = 2.0
@@ -362,7 +365,7 @@ async def follow_log(
         buf = b""
         while True:
             running = is_running()
-            chunk = f.read()
+            chunk = f.read(FOLLOW_READ_BYTES)
             if chunk:
                 buf += chunk
                 nl = buf.rfind(b"\n")
