@@ -446,6 +446,35 @@ def _unknown(value: Any, schema: Obj | None, defs: dict[str, Obj], path: str, fo
             _unknown(item, items, defs, f"{path}[{i}]", found)
 
 
+def prune_unknown(res: Resource, version: str, obj: Obj) -> None:
+    """Drop, in place, the fields `unknown_fields` names: decoding into a built-in kind's Go type drops them
+    (`runtime.DefaultUnstructuredConverter` / the JSON serializer in non-strict mode), and a CRD's structural
+    schema prunes them (`apiextensions-apiserver/pkg/apiserver/schema/pruning`), so they are never stored."""
+    root, defs = _schemas(res, version)
+    _prune(obj, root, defs, top=True)
+
+
+def _prune(value: Any, schema: Obj | None, defs: dict[str, Obj], *, top: bool = False) -> None:
+    if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key in list(value):
+            if top and key in ("status", "apiVersion", "kind"):
+                continue
+            if props is not None and key in props:
+                _prune(value[key], _resolve(props[key], defs), defs)
+            elif isinstance(extra, dict):
+                _prune(value[key], _resolve(extra, defs), defs)
+            elif props is not None and extra is None:
+                del value[key]
+    elif isinstance(value, list) and schema.get("type") == "array":
+        items = _resolve(schema.get("items"), defs)
+        for item in value:
+            _prune(item, items, defs)
+
+
 def manager_for(query_manager: str | None, user_agent: str | None) -> str:
     """`managerOrUserAgent`: the fieldManager, else the User-Agent up to its first `/`."""
     if query_manager:

@@ -387,7 +387,8 @@ def _escape_warning(text: str) -> str:
 
 def _check_fields(request: web.Request, res: Resource, version: str, obj: Obj) -> None:
     """`fieldValidation` (apiserver `handlers/rest.go` `fieldValidation`; default Warn): fields the schema
-    does not know are a 400 `strict decoding error` under Strict, a `Warning` header under Warn."""
+    does not know are a 400 `strict decoding error` under Strict, a `Warning` header under Warn; under Warn
+    and Ignore they are then dropped, as decoding (built-in kinds) and pruning (CRDs) drop them."""
     directive = request.query.get("fieldValidation") or "Warn"
     if directive not in ("Ignore", "Warn", "Strict"):
         raise ApiError(
@@ -396,10 +397,12 @@ def _check_fields(request: web.Request, res: Resource, version: str, obj: Obj) -
             '"Warn", or "Strict"',
         )
     if directive == "Ignore":
+        fieldmanager.prune_unknown(res, version, obj)
         return
     unknown = fieldmanager.unknown_fields(res, version, obj)
     if not unknown:
         return
+    fieldmanager.prune_unknown(res, version, obj)
     messages = [f'unknown field "{path}"' for path in unknown]
     if directive == "Strict":
         raise ApiError(400, "strict decoding error: " + ", ".join(messages))

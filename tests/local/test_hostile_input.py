@@ -105,6 +105,30 @@ def test_an_object_larger_than_etcd_accepts_is_not_stored(core, namespace, clust
     assert err.value.status == 404
 
 
+def test_unknown_fields_are_dropped_not_stored(core, custom, namespace, cluster):
+    body = cm("unknown", a="1")
+    body["metadata"]["bogus"] = "x" * 1000
+    body["junk"] = {"deep": ["y" * 1000]}
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    code, created = raw(cluster, "POST", path, json.dumps(body).encode(), "application/json")
+    assert code == 201 and "junk" not in created and "bogus" not in created["metadata"]
+    ops = [{"op": "add", "path": "/junk", "value": "z"}, {"op": "add", "path": "/data/b", "value": "2"}]
+    code, patched = raw(
+        cluster, "PATCH", f"{path}/unknown", json.dumps(ops).encode(), "application/json-patch+json"
+    )
+    assert code == 200 and "junk" not in patched and patched["data"] == {"a": "1", "b": "2"}
+    stored = cluster.call(lambda: cluster.store.get(R.CONFIGMAPS, namespace, "unknown"))
+    assert "junk" not in stored and "bogus" not in stored["metadata"]
+    job = {
+        "apiVersion": "apps.kruise.io/v1beta1",
+        "kind": "ImagePullJob",
+        "metadata": {"name": "pruned"},
+        "spec": {"image": "busybox:1.36", "selector": {"names": ["kruise-local"]}, "extra": {"x": 1}},
+    }
+    out = custom.create_namespaced_custom_object("apps.kruise.io", "v1beta1", namespace, "imagepulljobs", job)
+    assert "extra" not in out["spec"] and out["spec"]["image"] == "busybox:1.36"
+
+
 # -- a trailing newline is not a valid name, label value or annotation key ---------------------------------
 
 
