@@ -29,6 +29,23 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         help="run with OpenKruise's ImagePullJobGate off, as OpenKruise installs by default",
     )
     p.add_argument("--sandbox", choices=["auto", "bwrap", "unshare", "none"], default="auto")
+    p.add_argument(
+        "--max-container-restart-period",
+        type=_restart_period,
+        default=300.0,
+        metavar="SECONDS",
+        help="the nodes' kubelet setting crashLoopBackOff.maxContainerRestartPeriod: the crash-loop "
+        "back-off's maximum, 1-300 s (default 300)",
+    )
+
+
+def _restart_period(text: str) -> float:
+    from .kubelet import check_max_container_restart_period
+
+    try:
+        return check_max_container_restart_period(float(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _state_file(home: Path) -> Path:
@@ -65,6 +82,7 @@ def serve(args: argparse.Namespace) -> int:
             sandbox=args.sandbox,
             image_pull_job_gate=not args.no_image_pull_job_gate,
             root=str(home / "data"),
+            max_container_restart_period=args.max_container_restart_period,
         )
     )
     cluster.start()
@@ -117,6 +135,8 @@ def up(args: argparse.Namespace) -> int:
         str(args.port),
         "--sandbox",
         args.sandbox,
+        "--max-container-restart-period",
+        str(args.max_container_restart_period),
     ]
     if args.catalogue:
         cmd += ["--catalogue", args.catalogue]

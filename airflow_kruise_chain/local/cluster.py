@@ -29,7 +29,7 @@ from .admission_policy import PolicyAdmission
 from .catalogue import Catalogue
 from .errors import ApiError
 from .kruise import Kruise
-from .kubelet import Kubelet
+from .kubelet import Kubelet, check_max_container_restart_period
 from .profiles import Profile, get_profile
 from .rbac import Rbac
 from .scheduling import DEFAULT_ALLOCATABLE
@@ -68,6 +68,11 @@ class ClusterConfig:
     request_timeout: float = limits.REQUEST_TIMEOUT
     idle_timeout: float = limits.IDLE_CONNECTION_TIMEOUT
     max_requests_in_flight: int = limits.MAX_REQUESTS_IN_FLIGHT
+    max_container_restart_period: float = 300.0
+    """every node's kubelet setting crashLoopBackOff.maxContainerRestartPeriod (KEP-5593), 1-300 s"""
+
+    def __post_init__(self) -> None:
+        check_max_container_restart_period(self.max_container_restart_period)
 
 
 class LocalCluster:
@@ -125,15 +130,22 @@ class LocalCluster:
         port = self._runner.addresses[0][1]
         self.url = f"http://{self.config.host}:{port}"
 
-    def add_node(self, name: str, labels: dict[str, str] | None = None) -> None:
-        """Register a node: its Node object, its kubelet state and its NodeImage."""
+    def add_node(
+        self,
+        name: str,
+        labels: dict[str, str] | None = None,
+        max_container_restart_period: float | None = None,
+    ) -> None:
+        """Register a node: its Node object, its kubelet state (`max_container_restart_period`: its kubelet's
+        crashLoopBackOff.maxContainerRestartPeriod, default the cluster's) and its NodeImage."""
         node_labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
             **self.config.node_labels,
             **(labels or {}),
         }
-        self.kubelet.add_node(name, node_labels)
+        period = max_container_restart_period or self.config.max_container_restart_period
+        self.kubelet.add_node(name, node_labels, period)
         allocatable = {**self.config.allocatable, **self.config.node_allocatable.get(name, {})}
         kubelet_version = f"v{self.config.kubernetes_version}"
         self.store.create(
@@ -303,6 +315,15 @@ class LocalCluster:
         self.fault = fault if conflict or error else None
 
     # -- fault injection (tests and demos) ---------------------------------------------------------------
+    def configure_node(self, node: str, max_container_restart_period: float) -> None:
+        """Set a node's kubelet `crashLoopBackOff.maxContainerRestartPeriod` (1-300 s), as a kubelet restarted
+        with that configuration: its crash-loop back-off starts empty."""
+        self.call(lambda: self.kubelet.configure_node(node, max_container_restart_period))
+
+    def advance_node_clock(self, node: str, seconds: float) -> None:
+        """Move a node's kubelet clock forward by `seconds` (tests of the back-off's doubling and expiry)."""
+        self.call(lambda: self.kubelet.advance_clock(node, seconds))
+
     def kill_processes(self, namespace: str, pod: str, container: str, sig: int = 9) -> int:
         """Signal the processes a container's main process started (e.g. a stage under the runner), as `kill`
         inside the container would; returns how many were signalled."""

@@ -16,7 +16,7 @@ import re
 import shutil
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BACKOFF_INITIAL = 10.0
-BACKOFF_MAX = 300.0
+BACKOFF_INITIAL = 10.0  # kubelet.go initialCrashLoopBackOff
+BACKOFF_MAX = 300.0  # kubelet.go MaxContainerBackOff; KEP-5593 lets a node lower it (1-300 s)
+BACKOFF_EXPIRY = 600.0  # kubelet.go crashLoopBackOff.HasExpiredFunc
 IMAGE_BACKOFF_INITIAL = 10.0
 
 
@@ -92,28 +93,59 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _VAR.sub(sub, text)
 
 
+def go_duration(seconds: float) -> str:
+    """`seconds` as Go's `time.Duration.String()` writes it: 10s, 1m20s, 5m0s, 1.5s."""
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:.9f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
+
+
 @dataclass
 class Backoff:
-    """The kubelet's per-container restart back-off (flowcontrol.Backoff): 10 s doubling to 5 min."""
+    """The kubelet's crash-loop back-off: client-go `util/flowcontrol/backoff.go` `Backoff` as `kubelet.go`
+    configures it (`newCrashLoopBackOff`): initial 10 s (`initialCrashLoopBackOff`), doubling, no jitter, up
+    to the node's `crashLoopBackOff.maxContainerRestartPeriod` (default 300 s, `MaxContainerBackOff`; a lower
+    maximum lowers the initial value too), and the kubelet's own expiry (`HasExpiredFunc`): an entry whose
+    last update is more than 600 s before the event time starts over. All times are the node's clock."""
 
+    max: float = BACKOFF_MAX
     entries: dict[str, tuple[float, datetime]] = field(default_factory=dict)
 
-    def wait(self, key: str, finished: datetime) -> float:
-        """Seconds still to wait before restarting a container that exited at `finished` (0 = go)."""
-        entry = self.entries.get(key)
-        if entry is None:
-            return 0.0
-        delay, last = entry
-        if (finished - last).total_seconds() > 2 * BACKOFF_MAX:
-            return 0.0
-        return max(0.0, delay - (datetime.now(UTC) - finished).total_seconds())
+    @property
+    def initial(self) -> float:
+        return min(BACKOFF_INITIAL, self.max)
 
-    def next(self, key: str, finished: datetime) -> None:
+    def get(self, key: str) -> float:
+        """The current back-off of `key` in seconds (0 if none)."""
         entry = self.entries.get(key)
-        if entry is None or (finished - entry[1]).total_seconds() > 2 * BACKOFF_MAX:
-            self.entries[key] = (BACKOFF_INITIAL, finished)
+        return entry[0] if entry else 0.0
+
+    def in_backoff_since(self, key: str, event: datetime, now: datetime) -> float:
+        """`IsInBackOffSince`: seconds left of `key`'s back-off counted from `event` (0 = not in back-off)."""
+        self.gc(now)
+        entry = self.entries.get(key)
+        if entry is None or _expired(event, entry[1]):
+            return 0.0
+        left = entry[0] - (now - event).total_seconds()
+        return left if left > 0 else 0.0
+
+    def next(self, key: str, event: datetime, now: datetime) -> None:
+        """`Next`: a new or expired key starts at the initial back-off, else it doubles up to the maximum."""
+        entry = self.entries.get(key)
+        if entry is None or _expired(event, entry[1]):
+            delay = self.initial
         else:
-            self.entries[key] = (min(entry[0] * 2, BACKOFF_MAX), finished)
+            delay = min(entry[0] * 2, self.max)
+        self.entries[key] = (delay, now)
+
+    def gc(self, now: datetime) -> None:
+        """`GC` (the kubelet's housekeeping): forget keys not updated for longer than the expiry."""
+        for key in [k for k, (_, last) in self.entries.items() if _expired(now, last)]:
+            del self.entries[key]
+
+
+def _expired(event: datetime, last_update: datetime) -> bool:
+    return (event - last_update).total_seconds() > BACKOFF_EXPIRY
 
 
 @dataclass
@@ -128,6 +160,7 @@ class Instance:
     proc: RunningContainer | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    node_finished_at: datetime | None = None  # finished_at on the node's clock when the exit was recorded
     exit_code: int | None = None
     reason: str = ""
     message: str = ""
@@ -369,26 +402,7 @@ class PodWorker:
                         if policy == "Never":
                             await self.end("Failed", "", "")
                             return False
-                        key = f"{self.uid}/{name}/{spec_hash(spec)}"
-                        finished = cur.finished_at or datetime.now(UTC)
-                        delay = self.kubelet.backoff.wait(key, finished)
-                        if delay > 0:
-                            st.waiting_reason = "CrashLoopBackOff"
-                            st.waiting_message = (
-                                f"back-off {int(self.kubelet.backoff.entries[key][0])}s restarting "
-                                f"failed container={name} pod={self.name}_{self.ns}({self.uid})"
-                            )
-                            self.event(
-                                "Warning",
-                                "BackOff",
-                                f"Back-off restarting failed container {name} in pod "
-                                f"{self.name}_{self.ns}({self.uid})",
-                            )
-                            self.mark_dirty()
-                            await asyncio.sleep(delay)
-                            continue
-                        self.kubelet.backoff.next(key, finished)
-                    await self.start(st, spec)
+                    await self.start_unless_backing_off(st, spec, cur)
                     continue
                 assert cur.proc is not None
                 code = await cur.proc.wait()
@@ -396,6 +410,37 @@ class PodWorker:
         self.initialized = True
         self.mark_dirty()
         return True
+
+    async def start_unless_backing_off(
+        self, st: ContainerState, spec: dict[str, Any], exited: Instance | None
+    ) -> None:
+        """Start a container unless its crash-loop back-off holds it (`kuberuntime_manager.go` `doBackOff`).
+
+        `exited` is the container's newest exited instance in the pod status the sync began with: none (a
+        first start, or the restart after a kill of the only instance) -> start, no back-off. Else the key is
+        pod + container name + hash(name, image) of the spec to start (`GetStableKey`), and the start is
+        refused (waiting CrashLoopBackOff, event BackOff) while now - FinishedAt(exited) < back-off(key);
+        a start that passes calls `Next(key)`. A refused start is retried when the back-off runs out or on a
+        pod update, whichever comes first.
+        """
+        if exited is None:
+            await self.start(st, spec)
+            return
+        node = self.kubelet.nodes[self.node]
+        key = f"{self.name}_{self.ns}_{self.uid}_{st.name}_{spec_hash(spec)}"
+        finished = exited.node_finished_at or node.now()
+        left = node.backoff.in_backoff_since(key, finished, node.now())
+        if left > 0:
+            pod = f"{self.name}_{self.ns}({self.uid})"
+            st.waiting_reason = "CrashLoopBackOff"
+            delay = go_duration(node.backoff.get(key))
+            st.waiting_message = f"back-off {delay} restarting failed container={st.name} pod={pod}"
+            self.event("Warning", "BackOff", f"Back-off restarting failed container {st.name} in pod {pod}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, left)
+            return
+        node.backoff.next(key, finished, node.now())
+        await self.start(st, spec)
 
     async def container_loop(self, st: ContainerState) -> None:
         """Reconcile one container: start, restart per policy, restart on spec change, back off."""
@@ -425,11 +470,13 @@ class PodWorker:
                     st.restart_for = ""
                     if not waiter.done() and spec is not None and why:
                         waiter.cancel()
+                        # kill and start in one sync (`SyncPod` steps 3 and 8), whatever the restartPolicy;
+                        # the back-off looks at the pod status taken when the sync began, where the killed
+                        # instance was still running: its newest exited instance is the one before
+                        exited = st.previous
                         self.event("Normal", "Killing", why)
                         await self.kill(st, self.grace(), reason="")
-                        await self.start(
-                            st, spec
-                        )  # a changed container is restarted whatever the restartPolicy
+                        await self.start_unless_backing_off(st, spec, exited)
                         continue
                     if not waiter.done():
                         waiter.cancel()
@@ -442,26 +489,7 @@ class PodWorker:
                     continue
                 # an exited container is restarted only by its restartPolicy, even if its spec changed
                 if self.should_restart(cur):
-                    key = f"{self.uid}/{st.name}/{spec_hash(spec)}"
-                    finished = cur.finished_at or datetime.now(UTC)
-                    delay = self.kubelet.backoff.wait(key, finished)
-                    if delay > 0:
-                        st.waiting_reason = "CrashLoopBackOff"
-                        st.waiting_message = (
-                            f"back-off {int(self.kubelet.backoff.entries[key][0])}s restarting "
-                            f"failed container={st.name} pod={self.name}_{self.ns}({self.uid})"
-                        )
-                        self.event(
-                            "Warning",
-                            "BackOff",
-                            "Back-off restarting failed container "
-                            f"{st.name} in pod {self.name}_{self.ns}({self.uid})",
-                        )
-                        self.mark_dirty()
-                        await self.sleep_or_wake(st, delay)
-                        continue
-                    self.kubelet.backoff.next(key, finished)
-                    await self.start(st, spec)
+                    await self.start_unless_backing_off(st, spec, cur)
                     continue
                 self.update_phase()
                 await self.sleep_or_wake(st, None)
@@ -606,6 +634,7 @@ class PodWorker:
             # runc could not exec the command: the container exists and is terminated at once
             # (containerd reports exit code 128 and a zero start time)
             inst.started_at, inst.finished_at = datetime.fromtimestamp(0, UTC), datetime.now(UTC)
+            inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
             inst.exit_code, inst.reason, inst.message = 128, "StartError", str(e)
             if st.current is not None:
                 st.previous = st.current
@@ -734,6 +763,7 @@ class PodWorker:
             await asyncio.sleep(self.cluster.profile.exit_detection)
         inst.exit_code = code
         inst.finished_at = inst.proc.finished_at or datetime.now(UTC)
+        inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
         spec = self.spec_of(st.name) or {}
         if inst.proc.oom_killed:
             inst.reason = "OOMKilled"
@@ -1035,15 +1065,34 @@ class VolumeError(Exception):
     """A volume could not be set up (the kubelet retries and reports FailedMount)."""
 
 
+def check_max_container_restart_period(seconds: float) -> float:
+    """Validate the node setting `crashLoopBackOff.maxContainerRestartPeriod` (KEP-5593: 1 s to 300 s)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 1 <= seconds <= BACKOFF_MAX:
+        raise ValueError(
+            f"crashLoopBackOff.maxContainerRestartPeriod must be between 1 and 300 seconds, not {seconds!r}"
+        )
+    return float(seconds)
+
+
 @dataclass
 class NodeState:
-    """A node's kubelet-side state: its image store."""
+    """A node's kubelet-side state: its image store and its crash-loop back-off, which runs on the node's
+    clock: real time plus `clock_offset` (tests move it forward instead of sleeping through a back-off)."""
 
     name: str
     ip: str
     images: dict[str, Image] = field(default_factory=dict)
     pulled_at: dict[str, datetime] = field(default_factory=dict)
     pulling: dict[str, asyncio.Future[Image | None]] = field(default_factory=dict)
+    backoff: Backoff = field(default_factory=Backoff)
+    clock_offset: float = 0.0
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset)
+
+    def stamp(self, real: datetime) -> datetime:
+        """A real time (the runtime's) on this node's clock."""
+        return real + timedelta(seconds=self.clock_offset)
 
     def image_for(self, ref: str) -> Image | None:
         """The stored image `ref` names, as the runtime resolves it: by reference, or for a digest reference
@@ -1084,7 +1133,6 @@ class Kubelet:
         self.root = root
         self.nodes: dict[str, NodeState] = {}
         self.workers: dict[str, PodWorker] = {}
-        self.backoff = Backoff()
         self.image_backoff: dict[str, tuple[float, float]] = {}
         self.volume_retry = 1.0
         self.sync_period = 60.0
@@ -1101,9 +1149,30 @@ class Kubelet:
             self._runtime = ContainerRuntime(self.cluster.sandbox)
         return self._runtime
 
-    def add_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+    def add_node(
+        self,
+        name: str,
+        labels: dict[str, str] | None = None,
+        max_container_restart_period: float = BACKOFF_MAX,
+    ) -> None:
         ip = f"172.18.{len(self.nodes) // 250}.{len(self.nodes) % 250 + 2}"
-        self.nodes[name] = NodeState(name, ip)
+        backoff = Backoff(max=check_max_container_restart_period(max_container_restart_period))
+        self.nodes[name] = NodeState(name, ip, backoff=backoff)
+
+    def configure_node(self, name: str, max_container_restart_period: float) -> None:
+        """Change a node's kubelet configuration (`crashLoopBackOff.maxContainerRestartPeriod`). As a real
+        kubelet restarted with a new configuration, it starts with an empty back-off."""
+        self.nodes[name].backoff = Backoff(
+            max=check_max_container_restart_period(max_container_restart_period)
+        )
+
+    def advance_clock(self, name: str, seconds: float) -> None:
+        """Move a node's clock forward (tests: back-off doubling and expiry without waiting for them)."""
+        self.nodes[name].clock_offset += seconds
+        for worker in self.workers.values():
+            if worker.node == name:
+                for st in [*worker.init_containers.values(), *worker.containers.values()]:
+                    st.wake.set()
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
