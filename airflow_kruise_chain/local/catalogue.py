@@ -13,7 +13,8 @@ A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*`
   container's `command` replaces the Entrypoint and drops the Cmd; its `args` replace the Cmd.
 - `env`, `size` (drives the modeled pull time), `digest` (default: derived from the reference).
 
-Images not in the catalogue cannot be pulled.
+Images not in the catalogue cannot be pulled (the pull fails with a message naming the catalogue), unless the
+catalogue is permissive: then any reference runs as a generic image with the host's userland and `cmd [sh]`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 
 DEFAULT_CATALOGUE = "images.yaml"
+NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
 ENTRY_KEYS = frozenset({"ref", "size", "digest", "base", "provides", "links", "entrypoint", "cmd", "env"})
 BASES = ("host", "scratch")
 
@@ -125,7 +127,8 @@ def _check_entry(e: Any, where: str) -> None:
 class Catalogue:
     """Image references -> `Image`, exact entries first, then globs in file order."""
 
-    def __init__(self, entries: list[dict[str, Any]]) -> None:
+    def __init__(self, entries: list[dict[str, Any]], permissive: bool = False) -> None:
+        self.permissive = permissive
         self._entries = []
         for i, e in enumerate(entries):
             _check_entry(e, f"image catalogue entry {i}")
@@ -141,14 +144,15 @@ class Catalogue:
         self._entries = [e for e in self._entries if normalize(e["ref"]) != normalize(ref)]
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> Catalogue:
-        """Load a catalogue file; None loads the one shipped with the package."""
+    def load(cls, path: str | Path | None = None, permissive: bool = False) -> Catalogue:
+        """Load a catalogue file; None loads the one shipped with the package. `permissive`: any reference
+        missing from it runs as a generic image (the host's userland, `cmd [sh]`)."""
         if path is None:
             text = resources.files(__package__).joinpath(DEFAULT_CATALOGUE).read_text()
         else:
             text = Path(path).read_text()
         data = yaml.safe_load(text) or {}
-        return cls(list(data.get("images") or []))
+        return cls(list(data.get("images") or []), permissive=permissive)
 
     def lookup(self, ref: str) -> Image | None:
         """The catalogue's image for `ref`, or None when the image does not exist.
@@ -156,6 +160,15 @@ class Catalogue:
         A digest reference resolves as a registry does: `repo:tag@sha256:D` is the tag's image if its digest
         is D; `repo@sha256:D` is found among the exact (non-glob) entries of that repository.
         """
+        found = self._find(ref)
+        if found is None and self.permissive:
+            full = normalize(ref)
+            digest = full.split("@", 1)[1] if "@" in full else ""
+            digest = digest or "sha256:" + hashlib.sha256(full.encode()).hexdigest()
+            return Image(ref=full, size=5 * 2**20, digest=digest, cmd=("sh",))
+        return found
+
+    def _find(self, ref: str) -> Image | None:
         full = normalize(ref)
         if "@" not in full:
             return self._lookup(full)

@@ -21,6 +21,11 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
     p.add_argument("--catalogue", help="image catalogue YAML (default: the one shipped with the package)")
     p.add_argument(
+        "--permissive-images",
+        action="store_true",
+        help="run any image reference missing from the catalogue as a generic image with the host's tools",
+    )
+    p.add_argument(
         "--port", type=int, default=0, help="API server port on 127.0.0.1 (default: any free port)"
     )
     p.add_argument(
@@ -83,6 +88,7 @@ def serve(args: argparse.Namespace) -> int:
             image_pull_job_gate=not args.no_image_pull_job_gate,
             root=str(home / "data"),
             max_container_restart_period=args.max_container_restart_period,
+            permissive_images=args.permissive_images,
         )
     )
     cluster.start()
@@ -142,6 +148,8 @@ def up(args: argparse.Namespace) -> int:
         cmd += ["--catalogue", args.catalogue]
     if args.no_image_pull_job_gate:
         cmd.append("--no-image-pull-job-gate")
+    if args.permissive_images:
+        cmd.append("--permissive-images")
     _state_file(home).unlink(missing_ok=True)
     log = open(home / "server.log", "ab")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

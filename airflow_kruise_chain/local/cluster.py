@@ -68,6 +68,8 @@ class ClusterConfig:
     request_timeout: float = limits.REQUEST_TIMEOUT
     idle_timeout: float = limits.IDLE_CONNECTION_TIMEOUT
     max_requests_in_flight: int = limits.MAX_REQUESTS_IN_FLIGHT
+    permissive_images: bool = False
+    """any image reference missing from the catalogue runs as a generic image with the host's tools"""
     max_container_restart_period: float = 300.0
     """every node's kubelet setting crashLoopBackOff.maxContainerRestartPeriod (KEP-5593), 1-300 s"""
 
@@ -81,7 +83,7 @@ class LocalCluster:
     def __init__(self, config: ClusterConfig | None = None, **overrides: Any) -> None:
         self.config = config or ClusterConfig(**overrides)
         self.profile: Profile = get_profile(self.config.profile)
-        self.catalogue = Catalogue.load(self.config.catalogue)
+        self.catalogue = Catalogue.load(self.config.catalogue, permissive=self.config.permissive_images)
         self.sandbox = self.config.sandbox
         self.gates = {"ImagePullJobGate": self.config.image_pull_job_gate}
         version = tuple(int(part) for part in self.config.kubernetes_version.split(".")[:2])

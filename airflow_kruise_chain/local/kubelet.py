@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import resources as R
 from .atomicwriter import write_atomically
-from .catalogue import Image, normalize, repository
+from .catalogue import NOT_IN_CATALOGUE, Image, normalize, repository
 from .errors import ApiError
 from .resize import ResizeManager, capacity_freed
 from .runtime import ContainerLaunch, Mount, RunningContainer, StartError, follow_log, read_log
@@ -557,7 +557,7 @@ class PodWorker:
             st.waiting_reason = "ErrImagePull"
             st.waiting_message = (
                 f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
-                f'"{normalize(ref)}": {normalize(ref)}: not found'
+                f'"{normalize(ref)}": {normalize(ref)}: not found ({NOT_IN_CATALOGUE})'
             )
             self.event("Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}')
             self.event("Warning", "Failed", "Error: ErrImagePull")

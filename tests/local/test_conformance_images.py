@@ -129,3 +129,26 @@ def test_runner_image_busybox_is_static(cluster, image):
     (path,) = found.host_paths()
     out = subprocess.run(["file", "-L", path], capture_output=True, text=True, check=True).stdout
     assert "statically linked" in out, out
+
+
+def test_permissive_mode_runs_any_image_with_the_host_tools(tmp_path):
+    """`permissive_images` (CLI --permissive-images): a reference missing from the catalogue runs as a generic
+    image with the host's userland and CMD [sh], instead of failing its pull."""
+    from kubernetes import client, config
+
+    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+
+    c = LocalCluster(ClusterConfig(permissive_images=True, root=str(tmp_path / "root")))
+    c.start()
+    try:
+        api = config.new_client_from_config(config_file=str(c.write_kubeconfig(tmp_path / "kubeconfig")))
+        core = client.CoreV1Api(api)
+        image = "registry.example.org/acme/tool:7"
+        spec = {"name": "c", "image": image, "args": ["sh", "-c", "echo generic"]}
+        core.create_namespaced_pod("default", pod_body("p", spec, restart="Never"))
+        wait_for(
+            lambda: core.read_namespaced_pod("p", "default").status.phase == "Succeeded", what="Succeeded"
+        )
+        assert log_of(core, "default", "p", "c") == "generic\n"
+    finally:
+        c.stop()

@@ -301,8 +301,10 @@ def test_missing_image_goes_err_image_pull_then_backoff(core, namespace):
         return {"ErrImagePull", "ImagePullBackOff"} <= reasons
 
     wait_for(seen, what="ErrImagePull then ImagePullBackOff")
-    events = {e.reason for e in core.list_namespaced_event(namespace).items}
-    assert {"Pulling", "Failed", "BackOff"} <= events
+    events = core.list_namespaced_event(namespace).items
+    assert {"Pulling", "Failed", "BackOff"} <= {e.reason for e in events}
+    hint = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
+    assert any(e.reason == "Failed" and hint in e.message for e in events)
 
 
 def test_if_not_present_skips_a_pull_the_node_already_has(core, namespace):

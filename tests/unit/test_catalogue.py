@@ -91,3 +91,14 @@ def test_bad_entries_are_refused_naming_the_key(entry: dict, message: str) -> No
         Catalogue([entry])
     with pytest.raises(ValueError, match=r"\(x:1\)"):
         Catalogue([]).add(entry)
+
+
+def test_permissive_catalogue_runs_unknown_references_as_generic_images() -> None:
+    strict = Catalogue([{"ref": "busybox:1.36"}])
+    assert strict.lookup("ghcr.io/acme/own:2") is None
+    loose = Catalogue([{"ref": "busybox:1.36"}], permissive=True)
+    image = loose.lookup("ghcr.io/acme/own:2")
+    assert image is not None and image.host_base and image.cmd == ("sh",) and image.entrypoint == ()
+    pinned = loose.lookup(f"ghcr.io/acme/own:2@sha256:{'a' * 64}")
+    assert pinned is not None and pinned.digest == "sha256:" + "a" * 64
+    assert loose.lookup("busybox:1.36") == strict.lookup("busybox:1.36")
