@@ -69,3 +69,29 @@ def log_of(core: Any, ns: str, name: str, cname: str) -> str:
 def read_log(core: Any, ns: str, name: str, cname: str, **kw: Any) -> str:
     """pods/log as text (the client's own str conversion of text/plain bodies yields "b'...'")."""
     return core.read_namespaced_pod_log(name, ns, container=cname, _preload_content=False, **kw).data.decode()
+
+
+def is_static_elf(path: str) -> bool:
+    """Whether `path` is an ELF executable with no program interpreter (statically linked), as `file` says."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF":
+            return False
+        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+        if wide:
+            phoff, phentsize, phnum = (
+                struct.unpack_from(order + "Q", head, 32)[0],
+                *struct.unpack_from(order + "HH", head, 54),
+            )
+        else:
+            phoff, phentsize, phnum = (
+                struct.unpack_from(order + "I", head, 28)[0],
+                *struct.unpack_from(order + "HH", head, 42),
+            )
+        for i in range(phnum):
+            f.seek(phoff + i * phentsize)
+            if struct.unpack(order + "I", f.read(4))[0] == 3:  # PT_INTERP: a dynamic executable
+                return False
+    return True

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from airflow_kruise_chain.local.runtime import (
     follow_log,
     read_log,
 )
+from tests.helpers import is_static_elf
 
 CRI_LINE = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] ")
 
@@ -147,12 +147,8 @@ async def test_scratch_root_has_only_what_the_image_provides(
     """A scratch-based image (distroless) has no /bin/sh; a static binary copied into a volume runs there, and
     the image's links exist."""
     busybox = shutil.which("busybox")
-    if (
-        busybox is None
-        or "statically linked"
-        not in subprocess.run(["file", "-L", busybox], capture_output=True, text=True).stdout
-    ):
-        pytest.skip("needs a static busybox (Debian package busybox-static)")
+    if busybox is None or not is_static_elf(busybox):
+        pytest.fail("needs a static busybox: Debian package busybox-static (./dev.sh installs it)")
     with pytest.raises(StartError, match=r'exec: "sh": executable file not found in \$PATH'):
         await any_runtime.start(make_launch(tmp_path, sh("true"), host_base=False))
     shutil.copy(busybox, tmp_path / "vol" / "busybox")
