@@ -284,9 +284,8 @@ def _paths(served: list[tuple[Resource, str]]) -> dict[str, Any]:
         item = coll + "/{name}"
         one, many = definition_name(res, version), definition_name(res, version, res.kind + "List")
         status = META + "Status"
-        path_params = [
-            {"name": "namespace", "in": "path", "required": True, "type": "string"}
-        ] * res.namespaced
+        namespace_param = {"name": "namespace", "in": "path", "required": True, "type": "string"}
+        path_params = [namespace_param] if res.namespaced else []
         name_param = [{"name": "name", "in": "path", "required": True, "type": "string"}]
         paths[coll] = {
             "get": _operation(res, version, "list", "list", scope + res.kind, _LIST_PARAMS, many),

@@ -9,6 +9,7 @@ without `-o wide`). Kruise kinds get their CRD's `additionalPrinterColumns` eval
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -409,9 +410,6 @@ def _builtin_cells(res: Resource, obj: Obj) -> tuple[list[Any], list[Obj]]:
 
 
 # -- CRD printer columns ------------------------------------------------------------------------------------
-_SIMPLE_PATH = re.compile(r"^\.[A-Za-z0-9_\-.\[\]'\"]*$")
-
-
 def _json_path(obj: Any, path: str) -> Any:
     """A CRD printer column's JSONPath (only simple field paths are allowed by CRD validation)."""
     value = obj
@@ -448,8 +446,6 @@ def _crd_cell(kind: str, value: Any) -> Any:
 
 
 def _go_print(value: Any) -> str:
-    import json
-
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
