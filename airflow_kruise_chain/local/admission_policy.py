@@ -11,8 +11,8 @@ validation. A false validation with a `Deny` action refuses the request with its
 denied request: <msg>`. An expression that fails to evaluate follows `failurePolicy` (Fail by default). The
 CEL variables are `object`, `oldObject` (null on CREATE / DELETE respectively), `request` (an
 AdmissionRequest), `params`, `namespaceObject` and `variables`. Requests for the policy and binding types
-themselves are exempt, as upstream exempts admission configuration. `Warn` and `Audit` actions are accepted
-but only `Deny` refuses.
+themselves are exempt, as upstream exempts admission configuration. `Warn` adds a `Warning` header, `Audit`
+is only logged (there is no audit log).
 
 CEL is evaluated by cel-python (`celpy`), a maintained implementation of the CEL specification; the Kubernetes
 CEL libraries (`authorizer`, quantity, url, regex extensions) are not available.
@@ -57,6 +57,8 @@ class Attributes:
     old: Obj | None
     user: dict[str, Any] = field(default_factory=dict)
     dry_run: bool = False
+    warnings: list[str] | None = None
+    """where `Warn` actions add their message (the response's Warning headers)"""
 
 
 class _EvalError(Exception):
@@ -369,12 +371,17 @@ class PolicyAdmission:
                 )
             for check in pspec.get("validations") or []:
                 message = self._check(check, activation, fail)
-                if message is not None and "Deny" in actions:
+                if message is None:
+                    continue
+                if "Deny" in actions:
                     self._deny(policy, binding, a, message, check.get("reason") or "Invalid")
-                elif message is not None:
-                    log.warning(
-                        "ValidatingAdmissionPolicy %r (%s): %s", policy["metadata"]["name"], actions, message
+                if "Warn" in actions and a.warnings is not None:
+                    a.warnings.append(
+                        f"Validation failed for ValidatingAdmissionPolicy '{policy['metadata']['name']}' "
+                        f"with binding '{binding['metadata']['name']}': {message}"
                     )
+                if "Audit" in actions:
+                    log.info("ValidatingAdmissionPolicy %r audit: %s", policy["metadata"]["name"], message)
 
     def _conditions_hold(self, conditions: list[dict[str, Any]], activation: dict[str, Any]) -> bool:
         """False when a condition is false; an evaluation error (after every false is known) raises."""

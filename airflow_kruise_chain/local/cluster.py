@@ -115,7 +115,14 @@ class LocalCluster:
     async def _setup(self) -> None:
         self.loop = asyncio.get_running_loop()
         for ns in DEFAULT_NAMESPACES:
-            self.store.create(R.NAMESPACES, {"metadata": {"name": ns}, "status": {"phase": "Active"}})
+            self.store.create(
+                R.NAMESPACES,
+                {
+                    # as the namespace strategy labels every namespace, the built-in ones too
+                    "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                    "status": {"phase": "Active"},
+                },
+            )
         for i in range(self.config.nodes):
             self.add_node(f"node-{i}" if self.config.nodes > 1 else "kruise-local")
         self.kubelet.start()

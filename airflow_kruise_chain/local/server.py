@@ -1045,6 +1045,7 @@ class ApiServer:
                 old=old,
                 user=USER_INFO.get() or ADMIN_USER,
                 dry_run=dry_run,
+                warnings=_WARNINGS.get(),
             )
         )
 

@@ -287,3 +287,26 @@ def test_image_pull_jobs_of_the_chain_identity_aim_at_one_node(shipped, selector
     with pytest.raises(ApiException) as err:
         create()
     _forbidden(err, "must name exactly one node in spec.selector.names")
+
+
+def test_a_warn_action_admits_with_a_warning_header(secured):
+    policy, binding = _policy("warned", validations=[{"expression": "false", "message": "think again"}])
+    binding["spec"]["validationActions"] = ["Warn"]
+    binding["spec"]["matchResources"] = {
+        "namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": "default"}
+        }  # a built-in namespace
+    }
+    install(secured["admin"], policy, binding)
+    try:
+        core = client.CoreV1Api(secured["admin"])
+        _, code, headers = core.create_namespaced_config_map_with_http_info("default", cm("warned"))
+        assert code == 201
+        assert (
+            "Validation failed for ValidatingAdmissionPolicy 'warned' with binding 'warned': think again"
+            in (headers.get("Warning") or "")
+        )
+        _, _, headers = core.create_namespaced_config_map_with_http_info(NS, cm("elsewhere"))
+        assert "think again" not in (headers.get("Warning") or "")  # chains is not selected
+    finally:
+        uninstall(secured["admin"], "warned")
