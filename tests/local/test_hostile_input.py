@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import ApiException
 
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+from airflow_kruise_chain.local import ClusterConfig, LocalCluster, limits
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.limits import WATCH_CHANNEL_SIZE
 from tests.helpers import wait_for
@@ -238,6 +238,15 @@ def test_a_watcher_that_does_not_read_is_closed_not_buffered(core, namespace, cl
         )
     finally:
         sock.close()
+
+
+def test_a_watch_without_timeout_seconds_ends_between_30_and_60_minutes(monkeypatch):
+    """`ListResource`: `minRequestTimeout * (rand + 1)`, so idle watches do not all end (and re-list) at once."""
+    for draw in (0.0, 0.5, 0.999):
+        monkeypatch.setattr(limits.random, "random", lambda d=draw: d)
+        assert limits.watch_timeout(None) == 1800 * (1 + draw)
+        assert limits.watch_timeout(0) == 1800 * (1 + draw)
+    assert limits.watch_timeout(7) == 7.0
 
 
 @pytest.fixture
