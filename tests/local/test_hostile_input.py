@@ -241,7 +241,7 @@ def test_a_watcher_that_does_not_read_is_closed_not_buffered(core, namespace, cl
 
 
 def test_a_watch_without_timeout_seconds_ends_between_30_and_60_minutes(monkeypatch):
-    """`ListResource`: `minRequestTimeout * (rand + 1)`, so idle watches do not all end (and re-list) at once."""
+    """`ListResource`: `minRequestTimeout * (rand + 1)`, so idle watches do not all end at once."""
     for draw in (0.0, 0.5, 0.999):
         monkeypatch.setattr(limits.random, "random", lambda d=draw: d)
         assert limits.watch_timeout(None) == 1800 * (1 + draw)
