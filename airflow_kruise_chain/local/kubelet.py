@@ -547,7 +547,10 @@ class PodWorker:
             self.mark_dirty()
             await self.sleep_or_wake(st, wait)
             return None
-        st.waiting_reason, st.waiting_message = "ContainerCreating", ""
+        if st.current is None or not st.waiting_reason:
+            # a container whose last start failed keeps showing that failure (the kubelet's reasonCache,
+            # `convertToAPIContainerStatuses`) until a start succeeds or fails otherwise
+            st.waiting_reason, st.waiting_message = "ContainerCreating", ""
         self.mark_dirty()
         self.event("Normal", "Pulling", f'Pulling image "{ref}"')
         t0 = asyncio.get_running_loop().time()
