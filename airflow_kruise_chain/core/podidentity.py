@@ -1,4 +1,4 @@
-"""What a chain pod was built from, and whether the setup task may reuse one it finds.
+"""What a chain pod was built from, whether the setup task may reuse one, and what a stage's try finds in it.
 
 Setup stamps the pod with a hash of everything it built it from (`SPEC_HASH_ANNOTATION`: the pod manifest
 and the runner ConfigMap, as built from the DAG's chain). A later setup try of the same DAG run reuses the
@@ -10,12 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .constants import GENERATION_ANNOTATION, PREFIX, SLOTS
+from .constants import GENERATION_ANNOTATION, PREFIX, SLOTS, stage_annotation
 from .errors import ChainError
-from .podview import Pod, annotations, container_status, int_annotation, pod_lost_reason, waiting_reason
+from .podview import (
+    Pod,
+    annotations,
+    container_status,
+    int_annotation,
+    pod_lost_reason,
+    stage_record,
+    waiting_reason,
+)
 from .status import FAILED_TO_START_REASONS
 
 SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
@@ -114,3 +122,28 @@ def wait_gone(api: Any, name: str, namespace: str, pod: Pod, timeout: float) -> 
             return True
         version = (current.get("metadata") or {}).get("resourceVersion")
     return False
+
+
+def missing_inputs(pod: Pod, predecessors: Iterable[str]) -> list[str]:
+    """The predecessor stages that never ran in this pod (no record): their outputs are not in its scratch."""
+    return [name for name in predecessors if stage_record(pod, name) is None]
+
+
+def generation_identity(pod: Pod, generation: int) -> dict[str, Any]:
+    """What identifies one generation across tries and pods: the pod's uid and the generation number."""
+    return {"pod_uid": (pod.get("metadata") or {}).get("uid") or "", "generation": generation}
+
+
+def retire_patch(pod: Pod, stage: str) -> dict[str, Any]:
+    """A conditional patch removing `stage`'s record, so that its next swap runs it as a new generation.
+
+    For a stage that was cleared after it had succeeded (its result delivered): the driver would otherwise
+    adopt the result of that generation. The generation's own records in scratch and its slot are untouched.
+    """
+    metadata = pod.get("metadata") or {}
+    return {
+        "metadata": {
+            "resourceVersion": metadata.get("resourceVersion"),
+            "annotations": {stage_annotation(stage): None},
+        }
+    }

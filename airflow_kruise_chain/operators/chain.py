@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context, literal
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kruise_chain.config import memory_sample_interval
 from airflow_kruise_chain.core.constants import SLOTS
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.kruise import KruiseHook
 
 XCOM_POD = "chain_pod"
+DELIVERED_KEY = "delivered_generation"
+"""task_state_store key: the pod uid and generation whose success a try of this stage task delivered"""
 
 
 class ChainTaskMixin:
@@ -528,6 +531,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         stage = self.stage_spec()
         driver = self.driver(context)
         self.pod_url(context)
+        pod_uid = self.prepare_try(context, driver)
         self._running = (driver, stage.name)
         plan = driver.swap(stage, context["ti"].try_number, self.timeouts())
         if self.deferrable and plan.action != "adopt":
@@ -543,9 +547,88 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                     **self.connection_kwargs(),
                 ),
                 method_name="execute_complete",
-                kwargs={"slot": plan.slot, "generation": plan.generation},
+                kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
             )
-        return self.finish(context, self.follow(context, driver, plan))
+        return self.finish(context, self.follow(context, driver, plan), pod_uid)
+
+    def prepare_try(self, context: Context, driver: StageDriver) -> str:
+        """Check what this try finds in the chain pod before any swap; return the pod's uid.
+
+        Fails at once (no retry) when a predecessor stage never ran in this pod: its outputs are not in the
+        scratch volume (a fresh pod). When this stage's latest generation in the pod is one whose success an
+        earlier try delivered to Airflow (the task was cleared after it succeeded), that generation's record
+        is retired so the stage runs again as a new generation instead of adopting it.
+        """
+        from airflow_kruise_chain.core.podidentity import generation_identity, missing_inputs
+        from airflow_kruise_chain.core.podview import stage_record
+
+        pod = driver.read_pod()
+        missing = missing_inputs(pod, self.chain_predecessors())
+        if missing:
+            raise AirflowFailException(self.missing_inputs_message(driver, missing))
+        store = context.get("task_state_store")
+        record = stage_record(pod, self.stage_name)
+        if store is not None and record is not None:
+            if store.get(DELIVERED_KEY) == generation_identity(pod, record.generation):
+                self.log.info(
+                    "::kruise-chain:: generation %s of stage %s already succeeded for an earlier try of this "
+                    "task, which has been cleared since: running the stage again as a new generation in "
+                    "the same pod (scratch as the earlier stages left it)",
+                    record.generation,
+                    self.stage_name,
+                )
+                pod = self.retire(driver, pod, record.generation)
+        return (pod.get("metadata") or {}).get("uid") or ""
+
+    def retire(self, driver: StageDriver, pod: dict[str, Any], generation: int) -> dict[str, Any]:
+        """Remove the stage's record of `generation` (conditional patch, re-read on a conflict)."""
+        from airflow_kruise_chain.core.driver import ConflictError
+        from airflow_kruise_chain.core.podidentity import retire_patch
+        from airflow_kruise_chain.core.podview import stage_record
+
+        for _ in range(10):
+            record = stage_record(pod, self.stage_name)
+            if record is None or record.generation != generation:
+                return pod
+            try:
+                patch = retire_patch(pod, self.stage_name)
+                return self.hook.patch_pod(driver.pod_name, self.namespace, patch)
+            except ConflictError:
+                pod = driver.read_pod()
+        raise ChainError(
+            f"could not retire generation {generation} of stage {self.stage_name!r}: the pod "
+            "kept changing (10 conflicting updates in a row)"
+        )
+
+    def chain_predecessors(self) -> list[str]:
+        """The stages of this chain that this stage directly depends on (none outside a DAG)."""
+        if not self.has_dag():
+            return []
+        return sorted(
+            task.stage_name
+            for task in self.upstream_list
+            if isinstance(task, KruiseChainOperator) and task.chain_name == self.chain_name
+        )
+
+    def missing_inputs_message(self, driver: StageDriver, missing: list[str]) -> str:
+        setup = next(
+            (
+                task.task_id
+                for task in self.get_flat_relatives(upstream=True)
+                if isinstance(task, ChainSetupOperator) and task.chain_name == self.chain_name
+            ),
+            "",
+        )
+        names = ", ".join(repr(name) for name in missing)
+        return (
+            f"stage {self.stage_name!r} cannot run: it needs the output of stage(s) {names}, which did not "
+            f"run in chain pod {self.namespace}/{driver.pod_name}: this is a fresh pod with an empty scratch "
+            "volume (clearing a stage also clears the chain's setup and teardown; teardown had deleted the "
+            "pod the earlier stages ran in). Clear from "
+            + (f"`{setup}`" if setup else "the chain's setup task")
+            + " with downstream to run the chain again from its first stage (or use keep_pod=True to re-run "
+            "single stages in the kept pod)"
+        )
 
     def on_kill(self) -> None:
         """Airflow kills the task (marked failed or cleared, execution_timeout): stop the running stage."""
@@ -562,7 +645,12 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         }
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any], slot: str = "", generation: int = 0
+        self,
+        context: Context,
+        event: dict[str, Any],
+        slot: str = "",
+        generation: int = 0,
+        pod_uid: str = "",
     ) -> dict[str, Any]:
         """Resume after the trigger: read the stage's output and result from the slot's log."""
         if event.get("status") != "finished":
@@ -572,7 +660,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             self.stage_spec(), context["ti"].try_number, self.timeouts()
         )  # reattach: no new swap
         # the stage ran while the task was deferred: no memory to sample now
-        return self.finish(context, self.follow(context, driver, plan, sample_memory=False))
+        return self.finish(context, self.follow(context, driver, plan, sample_memory=False), pod_uid)
 
     def follow(
         self, context: Context, driver: StageDriver, plan: SwapPlan, *, sample_memory: bool = True
@@ -615,7 +703,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         driver.park_slot(plan, self.timeouts())
         return result
 
-    def finish(self, context: Context, result: Any) -> dict[str, Any]:
+    def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:
         data = result.to_xcom()
         context["ti"].xcom_push(key="return_value", value=data)
         self.log.info(
@@ -632,6 +720,9 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                 f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
                 f"{_exit_detail(result.exit_code, result.reason)}; last lines:\n{tail}"
             )
+        store = context.get("task_state_store")
+        if store is not None and pod_uid:  # delivered: a later try of this task is a clear, not a retry
+            store.set(DELIVERED_KEY, {"pod_uid": pod_uid, "generation": result.generation})
         return data
 
 

@@ -54,6 +54,7 @@ class AirflowStack:
         self.home = work / "airflow"
         self.dags = work / "dags"
         self.cluster = cluster
+        self.kubeconfig = kubeconfig
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -252,6 +253,15 @@ class AirflowStack:
 
     def pods(self, namespace: str = "default") -> list[dict[str, Any]]:
         return self.objects(R.PODS, namespace)
+
+    def delete_pod(self, name: str, namespace: str = "default") -> None:
+        """Delete a pod as a user would (kubectl delete pod), and wait until it is gone."""
+        from kubernetes import client, config
+
+        api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
+        api.delete_namespaced_pod(name, namespace)
+        gone = lambda: all(p["metadata"]["name"] != name for p in self.pods(namespace))  # noqa: E731
+        self.wait(gone, 60, f"pod {name} to be gone")
 
     def pods_created(self) -> int:
         return sum(1 for m, p, c in self.cluster.audit if m == "POST" and p.endswith("/pods") and c == 201)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_kruise_chain.core.manifest import pod_name_for, runner_configmap_name
 from airflow_kruise_chain.local import resources as R
 from tests.airflow.conftest import AirflowStack
 
@@ -27,7 +28,7 @@ def test_example_dag_succeeds_with_one_pod(airflow_stack: AirflowStack) -> None:
     assert airflow_stack.pods_created() - before == 1
     log = airflow_stack.task_log(EXAMPLE, run_id, "etl.report", 1)
     assert "top region:" in log
-    assert airflow_stack.pods() == [] and airflow_stack.objects(R.CONFIGMAPS) == []
+    assert nothing_left(airflow_stack, EXAMPLE, run_id)
 
 
 CHAIN_DAG = """
@@ -50,8 +51,11 @@ def chain_dag(dag_id: str, *, image: str = "busybox:1.36", keep_pod: bool = Fals
     return CHAIN_DAG.format(dag_id=dag_id, image=image, keep_pod=keep_pod, first=FIRST, second=SECOND)
 
 
-def nothing_left(stack: AirflowStack) -> bool:
-    return not stack.pods() and not stack.objects(R.CONFIGMAPS)
+def nothing_left(stack: AirflowStack, dag_id: str, run_id: str) -> bool:
+    """No pod or runner ConfigMap of this DAG run's chain `c` is left in the cluster."""
+    pod = pod_name_for("c", dag_id, run_id)
+    names = {o["metadata"]["name"] for o in stack.pods() + stack.objects(R.CONFIGMAPS)}
+    return not names & {pod, runner_configmap_name(pod)}
 
 
 def test_a_failed_setup_leaves_nothing_and_clearing_it_after_the_fix_runs_in_a_new_pod(
@@ -67,7 +71,7 @@ def test_a_failed_setup_leaves_nothing_and_clearing_it_after_the_fix_runs_in_a_n
     assert states["c.first"] == states["c.second"] == "upstream_failed"
     assert "cannot start" in stack.task_log(dag_id, run_id, "c.setup", 1)
     assert stack.pods_created() - before == 1
-    stack.wait(lambda: nothing_left(stack), 60, "the failed setup's pod and ConfigMap to be gone")
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the failed setup's pod and ConfigMap to go")
 
     stack.add_dag(f"{dag_id}.py", chain_dag(dag_id))  # the fix: an image that exists
     cleared = stack.clear(dag_id, run_id, ["c.setup"], downstream=True)
@@ -75,4 +79,59 @@ def test_a_failed_setup_leaves_nothing_and_clearing_it_after_the_fix_runs_in_a_n
     assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
     assert "second read data" in stack.task_log(dag_id, run_id, "c.second", 1)
     assert stack.pods_created() - before == 2  # a new pod, not the broken one
-    stack.wait(lambda: nothing_left(stack), 60, "the run's pod to be gone")
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
+
+
+def test_clearing_one_stage_without_keep_pod_fails_it_for_its_missing_inputs(
+    airflow_stack: AirflowStack,
+) -> None:
+    stack, dag_id = airflow_stack, "chain_clear_stage"
+    stack.add_dag(f"{dag_id}.py", chain_dag(dag_id))
+    run_id = stack.trigger(dag_id)
+    assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
+
+    # Airflow clears the stage's setup and teardown with it: setup makes a fresh, empty pod
+    assert stack.clear(dag_id, run_id, ["c.second"]) == ["c.second", "c.setup", "c.teardown"]
+    assert stack.wait_run(dag_id, run_id) == "failed"  # never a silent success
+    states = stack.states(dag_id, run_id)
+    assert states == {
+        "c.setup": "success",
+        "c.first": "success",
+        "c.second": "failed",
+        "c.teardown": "success",
+    }
+    log = stack.task_log(dag_id, run_id, "c.second", 2)
+    assert "needs the output of stage(s) 'first', which did not run in chain pod" in log
+    assert "Clear from `c.setup` with downstream" in log
+    assert "second read data" not in log  # it failed before any swap
+    assert stack.task_instances(dag_id, run_id)["c.second"]["try_number"] == 2
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the fresh pod to be gone")
+
+
+def test_keep_pod_reruns_a_cleared_stage_in_the_kept_pod_and_clear_from_setup_reruns_every_stage(
+    airflow_stack: AirflowStack,
+) -> None:
+    stack, dag_id = airflow_stack, "chain_clear_kept"
+    stack.add_dag(f"{dag_id}.py", chain_dag(dag_id, keep_pod=True))
+    run_id = stack.trigger(dag_id)
+    assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+    name = pod_name_for("c", dag_id, run_id)
+    (pod,) = [p for p in stack.pods() if p["metadata"]["name"] == name]
+    try:
+        # one stage: it runs again as a new generation in the kept pod, on the scratch the earlier stages left
+        stack.clear(dag_id, run_id, ["c.second"])
+        assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+        log = stack.task_log(dag_id, run_id, "c.second", 2)
+        assert "already succeeded for an earlier try of this task" in log
+        assert "second read data" in log
+        assert "adopting result" not in log
+        # from setup with downstream: every stage runs again, in the same (healthy, unchanged) pod
+        stack.clear(dag_id, run_id, ["c.setup"], downstream=True)
+        assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+        assert "first wrote data" in stack.task_log(dag_id, run_id, "c.first", 2)
+        assert "second read data" in stack.task_log(dag_id, run_id, "c.second", 3)
+        (kept,) = [p for p in stack.pods() if p["metadata"]["name"] == name]
+        assert kept["metadata"]["uid"] == pod["metadata"]["uid"]
+    finally:
+        stack.delete_pod(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from airflow_kruise_chain.core import (
@@ -72,3 +73,26 @@ def test_a_lost_pod_is_replaced() -> None:
     failed = running(stamp(pod, digest))
     failed["status"]["phase"] = "Failed"
     assert unusable_reason(failed, digest) == "the chain pod is Failed"
+
+
+def test_inputs_are_missing_for_predecessors_that_never_ran_in_the_pod() -> None:
+    from airflow_kruise_chain.core.constants import stage_annotation
+    from airflow_kruise_chain.core.podidentity import missing_inputs
+
+    pod = running(built()[0])
+    assert missing_inputs(pod, ["one", "two"]) == ["one", "two"]
+    record = {"generation": 1, "slot": "slot-a", "image": "busybox:1.36", "try": 1}
+    pod["metadata"]["annotations"][stage_annotation("one")] = json.dumps(record)
+    assert missing_inputs(pod, ["one", "two"]) == ["two"]
+
+
+def test_retiring_a_record_is_a_conditional_patch_of_that_annotation_only() -> None:
+    from airflow_kruise_chain.core.constants import stage_annotation
+    from airflow_kruise_chain.core.podidentity import generation_identity, retire_patch
+
+    pod = running(built()[0])
+    pod["metadata"].update(uid="u-1", resourceVersion="42")
+    assert retire_patch(pod, "one") == {
+        "metadata": {"resourceVersion": "42", "annotations": {stage_annotation("one"): None}}
+    }
+    assert generation_identity(pod, 3) == {"pod_uid": "u-1", "generation": 3}
