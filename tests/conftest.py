@@ -16,12 +16,17 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis  # noqa: F401  (see below)
 import pytest
 from kubernetes import client, config
 
 from airflow_kruise_chain.local import ClusterConfig, LocalCluster
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# hypothesis is imported above, while only this thread runs: its pytest plugin otherwise imports it lazily at
+# the end of a run, while the local clusters' threads may still be working, and CPython 3.11.7 can then fail
+# with "SystemError: AST constructor recursion depth mismatch" after every test passed.
 
 if "airflow" not in __import__("sys").modules:
     _home = tempfile.mkdtemp(prefix="kruise-chain-airflow-")
