@@ -22,6 +22,16 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "example": "https://k8s-dashboard.example.com",
         "default": DEFAULT_DASHBOARD_URL,
     },
+    "ui_kubernetes_conn_id": {
+        "description": "Kubernetes connection the API server uses to show a running chain's live pod (its "
+        "slots and memory now) on the chain page; it needs get on pods and pods.metrics.k8s.io in the "
+        "chains' namespaces. Empty (the default): the page shows only what the stage tasks recorded. Never a "
+        "connection named by a DAG: DAG code does not choose the API server's credentials.",
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": "kubernetes_ui_readonly",
+        "default": "",
+    },
     "memory_sample_interval": {
         "description": "Seconds between two reads of the chain pod's metrics.k8s.io PodMetrics while a stage "
         "runs, for the stage's peak memory (needs a metrics server and `get` on pods.metrics.k8s.io). "
@@ -39,6 +49,13 @@ def dashboard_url() -> str:
     from airflow.providers.common.compat.sdk import conf
 
     return conf.get(SECTION, "dashboard_url", fallback=DEFAULT_DASHBOARD_URL) or DEFAULT_DASHBOARD_URL
+
+
+def ui_kubernetes_conn_id() -> str:
+    """``[kruise_chain] ui_kubernetes_conn_id`` ("" when the chain page reads no live pod)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return conf.get(SECTION, "ui_kubernetes_conn_id", fallback="") or ""
 
 
 def memory_sample_interval() -> float:

@@ -79,8 +79,6 @@ class StageTrack:
     pod_memory_peak_bytes: int | None = None
     memory_samples: int = 0
     error: str = ""
-    connection: dict[str, Any] = field(default_factory=dict)
-    """how the operator reached the cluster (connection id, kubeconfig path; never secrets)"""
     updated_at: str | None = None
 
     def to_xcom(self) -> dict[str, Any]:

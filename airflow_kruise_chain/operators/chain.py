@@ -683,7 +683,6 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                 action=plan.record.action,
                 # a swap made now is timed by the monitor; an earlier one keeps its record's (whole seconds)
                 swapped_at=None if plan.action in ("patch", "recreate") else plan.record.swapped_at,
-                connection=self.connection_kwargs(),
             ),
             publish=lambda state: ti.xcom_push(key=XCOM_CHAIN_STATE, value=state),
             read_pod=lambda: self.hook.read_pod(driver.pod_name, self.namespace),

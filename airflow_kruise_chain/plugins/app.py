@@ -1,21 +1,27 @@
 """The chain monitoring pages, a FastAPI app mounted on Airflow's API server (under `URL_PREFIX`).
 
 Reads what the stage tasks recorded (XCom ``chain_state``, task instances) from the Airflow database, and,
-while the DAG run is still running, the live chain pod and its metrics through `KruiseHook`. The views
-themselves are built by `airflow_kruise_chain.core.chainstate.chain_view`.
+while the DAG run is still running and only if an Airflow operator configured ``[kruise_chain]
+ui_kubernetes_conn_id``, the live chain pod and its metrics through that connection. Nothing a DAG wrote
+(an XCom) chooses the credentials, kubeconfig or cluster the API server uses: in Airflow's security model DAG
+authors run code on workers, never on the API server. Every route needs an authenticated user; the data
+routes check access to the DAG. The views themselves are built by
+`airflow_kruise_chain.core.chainstate.chain_view`.
 """
 
 from __future__ import annotations
 
+import html
 import logging
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.common.db.common import SessionDep
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
 from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
@@ -23,7 +29,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
+from airflow_kruise_chain.config import ui_kubernetes_conn_id
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
+from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
 
 URL_PREFIX = "/kruise-chain"
 STAGE_OPERATOR = "KruiseChainOperator"
@@ -33,25 +41,44 @@ PAGE = (Path(__file__).parent / "page.html").read_text()
 log = logging.getLogger(__name__)
 app = FastAPI(title="Kruise chains", docs_url=None, redoc_url=None, openapi_url=None)
 can_read_run = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+authenticated = Depends(requires_authenticated())
 
 
-def _live_pod(track: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The chain pod and its PodMetrics, through the connection the stage used (None, None if unreadable)."""
+def _live_pod(
+    track: dict[str, Any], dag_id: str, run_id: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The chain pod and its PodMetrics through the operator-configured ``ui_kubernetes_conn_id`` (never a
+    connection an XCom names), and only if the pod is this DAG run's; (None, None) otherwise."""
+    conn_id = ui_kubernetes_conn_id()
+    if not conn_id:
+        return None, None
     from airflow_kruise_chain.hooks.kruise import KruiseHook
 
-    connection = track.get("connection") or {}
     try:
-        hook = KruiseHook(
-            conn_id=connection.get("kubernetes_conn_id"),
-            config_file=connection.get("config_file"),
-            cluster_context=connection.get("cluster_context"),
-            in_cluster=connection.get("in_cluster"),
-        )
-        pod = hook.read_pod(track["pod"], track["namespace"])
-        return pod, hook.pod_metrics(track["pod"], track["namespace"]) if pod else None
+        hook = KruiseHook(conn_id=conn_id)
+        pod = hook.read_pod(str(track["pod"]), str(track["namespace"]))
+        if pod is None:
+            return None, None
+        notes = (pod.get("metadata") or {}).get("annotations") or {}
+        if notes.get(DAG_ID_ANNOTATION) != dag_id or notes.get(RUN_ID_ANNOTATION) != run_id:
+            log.warning("%s/%s is not a chain pod of %s %s", track["namespace"], track["pod"], dag_id, run_id)
+            return None, None
+        return pod, hook.pod_metrics(str(track["pod"]), str(track["namespace"]))
     except Exception:
         log.warning("cannot read chain pod %s/%s", track.get("namespace"), track.get("pod"), exc_info=True)
         return None, None
+
+
+def _page(api: str, index: str) -> str:
+    """The page with its data URL and index URL, each HTML-escaped for its attribute."""
+    return PAGE.replace("__API_URL__", html.escape(api, quote=True)).replace(
+        "__INDEX_URL__", html.escape(index, quote=True)
+    )
+
+
+def _segment(value: str) -> str:
+    """`value` as one URL path segment: every reserved character percent-encoded ('/', '?', '#', ...)."""
+    return quote(value, safe="")
 
 
 def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
@@ -76,7 +103,7 @@ def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
     ended = dag_run.end_date.isoformat() if dag_run.end_date else None
     chains = []
     for name, chain_tracks in sorted(tracks.items()):
-        pod, metrics = _live_pod(chain_tracks[-1]) if running else (None, None)
+        pod, metrics = _live_pod(chain_tracks[-1], dag_id, run_id) if running else (None, None)
         view = chain_view(chain_tracks, pod=pod, metrics=metrics, ended_at=ended)
         for stage in view["stages"]:
             task_id = task_of[(name, stage["stage"])]
@@ -102,18 +129,18 @@ def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
     }
 
 
-@app.get("/api/runs/{dag_id}/{run_id}", dependencies=[can_read_run])
+@app.get("/api/runs/{dag_id}/{run_id:path}", dependencies=[can_read_run])
 def run_json(dag_id: str, run_id: str, session: SessionDep) -> dict[str, Any]:
     """The run page's data as JSON (polled by the page while the run is active)."""
     return run_state(dag_id, run_id, session)
 
 
-@app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=[can_read_run])
+@app.get("/runs/{dag_id}/{run_id:path}", response_class=HTMLResponse, dependencies=[can_read_run])
 def run_page(dag_id: str, run_id: str, request: Request, session: SessionDep) -> str:
     """One DAG run's chains: pod, slots, stage timeline, exit codes and memory, refreshed while it runs."""
     run_state(dag_id, run_id, session)  # 404 for an unknown run
-    api = request.url_for("run_json", dag_id=dag_id, run_id=run_id).path
-    return PAGE.replace("__API_URL__", api).replace("__INDEX_URL__", request.url_for("index").path)
+    index = request.url_for("index").path
+    return _page(f"{index}api/runs/{_segment(dag_id)}/{_segment(run_id)}", index)
 
 
 @app.get("/api/runs")
@@ -138,9 +165,7 @@ def runs_json(user: GetUserDep, session: SessionDep, limit: int = 50) -> list[di
     ]
 
 
-@app.get("/", response_class=HTMLResponse)
+@app.get("/", response_class=HTMLResponse, dependencies=[authenticated])
 def index(request: Request) -> str:
     """The list of runs with chains, each linking to its run page."""
-    return PAGE.replace("__API_URL__", request.url_for("runs_json").path).replace(
-        "__INDEX_URL__", request.url_for("index").path
-    )
+    return _page(request.url_for("runs_json").path, request.url_for("index").path)
