@@ -59,6 +59,8 @@ REPO = HERE.parent
 RESULTS = HERE / "results"
 IMAGE = "ghcr.io/airflow-kruise-chain/bench-stage:{k}"
 SAME_IMAGE_ENV = "KRUISE_CHAIN_BENCH_SAME_IMAGE"  # set by --same-image, inherited by the DAG processes
+SIZES_ENV = "KRUISE_CHAIN_BENCH_SIZES"  # set by --sizes, inherited by the DAG processes
+SIZES = ("none", "uniform", "skewed")
 RECORDS = 20000
 PAUSE = 0.2
 MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
@@ -98,6 +100,20 @@ def image(k: int) -> str:
     return IMAGE.format(k=1 if os.environ.get(SAME_IMAGE_ENV) else k)
 
 
+def stage_request(k: int, n: int) -> str | None:
+    """Stage k's memory request (--sizes): none; uniform, 64Mi each; skewed, 1Gi for the middle stage and
+    64Mi for the others."""
+    sizes = os.environ.get(SIZES_ENV, "none")
+    if sizes == "none":
+        return None
+    return "1Gi" if sizes == "skewed" and k == (n + 1) // 2 else "64Mi"
+
+
+def stage_resources(k: int, n: int) -> dict[str, dict[str, str]]:
+    request = stage_request(k, n)
+    return {"requests": {"memory": request}} if request else {}
+
+
 def stage_args(k: int, data: str, pipeline: str) -> list[str]:
     return ["stage", str(k), data, str(MEMORY_MB[k % 3]), str(RECORDS), str(PAUSE), pipeline]
 
@@ -120,6 +136,7 @@ def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = 
                         f"s{k:02d}",
                         image=image(k),
                         cmds=["/bin/sh", "-c", STAGE_SCRIPT, *stage_args(k, "/scratch", pipeline)],
+                        resources=stage_resources(k, n),
                     )
                     if previous is not None:
                         previous >> task
@@ -143,6 +160,7 @@ def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = 
                     arguments=[STAGE_SCRIPT, *stage_args(k, "/data", pipeline)],
                     volumes=[volume],
                     volume_mounts=[mount],
+                    container_resources=k8s.V1ResourceRequirements(**stage_resources(k, n)),
                 )
                 if previous is not None:
                     previous >> task
@@ -158,7 +176,11 @@ def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = 
             ]
             containers = [
                 k8s.V1Container(
-                    name=f"stage-{k:02d}", image=image(k), command=argv[k - 1], volume_mounts=[mount]
+                    name=f"stage-{k:02d}",
+                    image=image(k),
+                    command=argv[k - 1],
+                    volume_mounts=[mount],
+                    resources=k8s.V1ResourceRequirements(**stage_resources(k, n)),
                 )
                 for k in range(1, n + 1)
             ]
@@ -380,6 +402,8 @@ class Sampler(threading.Thread):
         host, port = url.removeprefix("http://").split(":")
         self.conn = http.client.HTTPConnection(host, int(port), timeout=10)
         self.samples: list[tuple[float, dict[tuple[str, str, str], int]]] = []
+        self.reserved: list[tuple[float, dict[str, int]]] = []
+        """(time, namespace -> memory the namespace's pods reserve): requests, as the scheduler counts them"""
         self.list_404 = 0
         self.stop = threading.Event()
 
@@ -414,11 +438,25 @@ class Sampler(threading.Thread):
                 )
         return out
 
+    def reserve(self) -> dict[str, int]:
+        """Memory requested by the bound pods still holding their node (not Succeeded/Failed), per namespace,
+        from the pod specs and statuses as the scheduler counts them (a pending resize: the largest of the
+        desired, allocated and actual requests)."""
+        from airflow_kruise_chain.local.scheduling import active, pod_requests
+
+        _, pods = self.get("/api/v1/pods")
+        out: dict[str, int] = defaultdict(int)
+        for pod in (pods or {}).get("items", []):
+            if (pod.get("spec") or {}).get("nodeName") and active(pod):
+                out[pod["metadata"].get("namespace") or ""] += pod_requests(pod).get("memory", 0)
+        return dict(out)
+
     def run(self) -> None:
         while not self.stop.is_set():
             t = time.time()
             try:
                 self.samples.append((t, self.tick()))
+                self.reserved.append((time.time(), self.reserve()))
             except (OSError, http.client.HTTPException, ValueError):
                 self.conn.close()
             self.stop.wait(max(0.0, SAMPLE - (time.time() - t)))
@@ -681,6 +719,15 @@ def analyse(
         default=0,
     )
     unsampled = sum(1 for p in stage_peaks.values() for v in p if v == 0)
+    # reserved memory: requests integrated over time, per pipeline (GiB·s), and the peak of the sum
+    reserved_gib_s = []
+    for r in results:
+        ns = r["namespace"]
+        total = 0.0
+        for (t0, a), (t1, _) in itertools.pairwise(sampler.reserved):
+            total += (t1 - t0) * a.get(ns, 0) / 2**30
+        reserved_gib_s.append(total)
+    reserved_peak = max((sum(a.values()) for _, a in sampler.reserved), default=0)
     # API requests
     kinds = Counter(classify(m, p, q) for _, m, p, q in requests)
     paths = Counter(
@@ -710,6 +757,9 @@ def analyse(
         "overhead_to_request_median_s": statistics.median(split_client) if split_client else None,
         "overhead_request_to_start_median_s": statistics.median(split_cluster) if split_cluster else None,
         "peak_memory_mib": peak_total / 2**20,
+        "sizes": os.environ.get(SIZES_ENV, "none"),
+        "reserved_gib_s": statistics.fmean(reserved_gib_s) if reserved_gib_s else None,
+        "reserved_peak_mib": reserved_peak / 2**20,
         "peak_memory_per_pipeline_mib": max(per_ns_peak.values(), default=0) / 2**20,
         "two_largest_consecutive_stages_mib": pair / 2**20,
         "stage_peaks_mib": {k: [round(v / 2**20, 2) for v in p] for k, p in stage_peaks.items()},
@@ -740,7 +790,8 @@ def fmt(value: Any, digits: int = 2) -> str:
 COLUMNS = (
     "profile", "mode", "N", "at once", "wall s", "1st stage after s", "overhead/stage s median (p95)",
     "gaps ≥25 s: count, median (p95) without", "split s: end→request / request→start", "peak MiB",
-    "2 largest consec. stages MiB", "API req/stage", "get / list / watch / log / write per stage",
+    "2 largest consec. stages MiB", "reserved GiB·s per pipeline (peak MiB)", "API req/stage",
+    "get / list / watch / log / write per stage",
     "pods", "ok",
 )  # fmt: skip
 
@@ -773,6 +824,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{fmt(r['overhead_request_to_start_median_s'], 3)}",
             peak,
             fmt(r["two_largest_consecutive_stages_mib"], 1),
+            f"{fmt(r['reserved_gib_s'], 2)} ({fmt(r['reserved_peak_mib'], 0)})",
             fmt(r["api_requests_per_stage"], 1),
             " / ".join(fmt(kinds.get(k, 0.0), 1) for k in ("get", "list", "watch", "log", "write")),
             str(r["pods_created"]),
@@ -856,7 +908,25 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
                 + f": all-at-once peak memory grows with N ({profile}): "
                 + ", ".join(f"N={n}: {v:.1f} MiB" for n, v in alls)
             )
-    # 5. API requests per stage bounded, watch-based
+    # 5. reserved memory (requests x time) of the chain <= KPO's, when the stages request memory
+    pairs = [
+        (r, find(r["profile"], "kpo", r["stages"], r["copies"]))
+        for r in rows
+        if r["mode"] == "chain" and r.get("sizes", "none") != "none"
+    ]
+    pairs = [(c, k) for c, k in pairs if k and c["reserved_gib_s"] is not None and k["reserved_gib_s"]]
+    if pairs:
+        ok = all(c["reserved_gib_s"] <= k["reserved_gib_s"] for c, k in pairs)
+        out.append(
+            ("MET" if ok else "MISSED")
+            + f": chain reserved memory <= KPO's ({pairs[0][0]['sizes']} stage sizes, GiB·s per pipeline): "
+            + "; ".join(
+                f"{c['profile']} N={c['stages']} x{c['copies']}: chain {c['reserved_gib_s']:.2f} vs KPO "
+                f"{k['reserved_gib_s']:.2f}"
+                for c, k in pairs
+            )
+        )
+    # 6. API requests per stage bounded, watch-based
     chains = [r for r in rows if r["mode"] == "chain"]
     if chains:
         per = [r["api_requests_per_stage"] for r in chains]
@@ -922,6 +992,12 @@ def main() -> int:
     ap.add_argument(
         "--same-image", action="store_true", help="every stage uses the same image (the chain swaps by CRR)"
     )
+    ap.add_argument(
+        "--sizes",
+        choices=SIZES,
+        default="none",
+        help="stage memory requests: none; uniform (64Mi each); skewed (1Gi middle stage, 64Mi others)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, Airflow homes)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -934,9 +1010,10 @@ def main() -> int:
     args.copies_stages = args.copies_stages or (3 if args.quick else 10)
     stem = args.out or ("pipelines-quick" if args.quick else "pipelines") + (
         "-same-image" if args.same_image else ""
-    )
+    ) + ("" if args.sizes == "none" else f"-{args.sizes}")
     if args.same_image:
         os.environ[SAME_IMAGE_ENV] = "1"
+    os.environ[SIZES_ENV] = args.sizes
 
     info = machine()
     print(

@@ -27,7 +27,7 @@ from .podview import (
     stage_record,
     waiting_reason,
 )
-from .sizing import SlotSizer
+from .sizing import ChainSizing, SlotSizer
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -145,6 +145,7 @@ class Timeouts:
 
 
 _END = object()
+_UNKNOWN = object()
 
 
 def _lost_detail(pod: Pod | None) -> str:
@@ -196,6 +197,10 @@ class StageDriver:
         self.pod_name = pod_name
         self.namespace = namespace
         self.log = log
+        self._sizing: ChainSizing | object | None = _UNKNOWN
+        """how the pod is sized (`core.sizing`), learnt at the swap"""
+        self._resized: Pod | None = None
+        """the pod as the swap's resizes left it: the next planning pass starts from it"""
 
     def lost(self, pod: Pod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
@@ -224,7 +229,7 @@ class StageDriver:
         conflicts = 0
         followed: StageResult | None = None  # the result of an earlier try's generation, followed to its end
         while True:
-            pod = self.read_pod()
+            pod, self._resized = self._resized or self.read_pod(), None
             earlier = earlier_generation(pod, stage.name, try_number)
             result = followed or (
                 self.recorded_result(pod, earlier.slot, earlier.generation, earlier.image)
@@ -297,17 +302,22 @@ class StageDriver:
         other = other_slot(plan.slot)
         other_idle = slot_status(pod, other).state not in (StageState.SWAPPING, StageState.RUNNING)
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
-        return sizer.size(pod, stage.name, plan.slot, other, other_idle, deadline)
+        self._sizing = ChainSizing.from_pod(pod)
+        resized = sizer.size(pod, stage.name, plan.slot, other, other_idle, deadline)
+        self._resized = sizer.last
+        return resized
 
     def park_slot(self, plan: SwapPlan, timeouts: Timeouts) -> None:
         """The stage in `plan` has ended: shrink its slot to the parked minimum (in-place sizing only). A
         resize that fails here is logged: the next swap parks the slot again once it shows idle."""
-        pod = self.api.read_pod(self.pod_name, self.namespace)
-        if pod is None:
+        if self._sizing is _UNKNOWN:  # not swapped by this driver: the pod says how it is sized
+            pod = self.api.read_pod(self.pod_name, self.namespace)
+            self._sizing = ChainSizing.from_pod(pod) if pod is not None else None
+        if not isinstance(self._sizing, ChainSizing):
             return
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         try:
-            sizer.park(pod, plan.stage, plan.slot, time.monotonic() + timeouts.swap)
+            sizer.park(self._sizing, plan.stage, plan.slot, time.monotonic() + timeouts.swap)
         except ChainError as err:
             self.log(f"could not park {plan.slot} after stage {plan.stage!r}: {err}")
 

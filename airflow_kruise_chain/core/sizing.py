@@ -269,6 +269,8 @@ class SlotSizer:
         self.pod_name = pod_name
         self.namespace = namespace
         self.log = log
+        self.last: Pod | None = None
+        """the latest version of the pod seen while resizing"""
 
     def size(self, pod: Pod, stage: str, slot: str, other: str, other_idle: bool, deadline: float) -> bool:
         """Size `slot` for `stage` (shrinking the idle `other` slot first); False if nothing needed resizing
@@ -284,70 +286,57 @@ class SlotSizer:
                 f"::kruise-chain:: resize {which} to {_describe(resources)} "
                 f"({'parked: its stage is done' if shrinking else 'for stage ' + repr(stage)})"
             )
-            self._apply(pod, stage, which, resources, sizing, shrinking, deadline)
+            current = dict((container_spec(pod, which) or {}).get("resources") or {})
+            self._apply(stage, which, current, resources, sizing, shrinking, deadline)
         return bool(steps)
 
-    def park(self, pod: Pod, stage: str, slot: str, deadline: float) -> bool:
-        """Shrink `slot`, whose stage `stage` has ended, to the parked minimum; False if nothing to do."""
-        sizing = ChainSizing.from_pod(pod)
-        current = dict((container_spec(pod, slot) or {}).get("resources") or {})
-        if sizing is None or same_resources(current, sizing.parked):
-            return False
+    def park(self, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
+        """Shrink `slot`, whose stage `stage` has ended (so it holds that stage's size), to the parked
+        minimum."""
         self.log(
             f"::kruise-chain:: resize {slot} to {_describe(sizing.parked)} (parked: stage {stage!r} ended)"
         )
-        self._apply(pod, stage, slot, sizing.parked, sizing, True, deadline)
-        return True
+        self._apply(stage, slot, sizing.for_stage(stage), sizing.parked, sizing, True, deadline)
 
     def _apply(
         self,
-        pod: Pod,
         stage: str,
         slot: str,
+        current: Mapping[str, Mapping[str, str]],
         target: Resources,
         sizing: ChainSizing,
         shrinking: bool,
         deadline: float,
     ) -> None:
-        current = dict((container_spec(pod, slot) or {}).get("resources") or {})
+        """Resize `slot` from `current` to `target` and wait until the kubelet applied it."""
         try:
-            self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
         except ResizeRefusedError as refused:
             if "memory limits cannot be decreased" not in str(refused):
                 raise
             # before 1.34 the API server refuses any in-place memory limit decrease: keep the limit
-            kept = _keep_memory_limit(target, current)
+            target = _keep_memory_limit(target, current)
             self.log(
                 f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
                 f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
             )
-            target = kept
-            self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
         said: set[str] = set()
-        while True:
-            pod = self._read()
-            pending = _condition(pod, "PodResizePending")
-            progress = _condition(pod, "PodResizeInProgress")
+        for seen in self._versions(pod, deadline):
+            self.last = seen
+            pending = _condition(seen, "PodResizePending")
+            progress = _condition(seen, "PodResizeInProgress")
+            applied = _requests_applied(seen, slot, target)
             if pending is not None and pending.get("reason") == "Infeasible":
+                node = (seen.get("spec") or {}).get("nodeName", "")
                 raise ResizeInfeasibleError(
-                    infeasible_message(
-                        stage,
-                        slot,
-                        target,
-                        (pod.get("spec") or {}).get("nodeName", ""),
-                        pending.get("message", ""),
-                    )
+                    infeasible_message(stage, slot, target, node, pending.get("message", ""))
                 )
             if pending is not None:
-                note = f"waiting: the kubelet deferred resizing {slot}: {pending.get('message', '')}"
-                if note not in said:
-                    said.add(note)
-                    self.log(note)
-            elif (
-                progress is not None
-                and progress.get("reason") == "Error"
-                and _requests_applied(pod, slot, target)
-            ):
+                self._say(
+                    said, f"waiting: the kubelet deferred resizing {slot}: {pending.get('message', '')}"
+                )
+            elif progress is not None and progress.get("reason") == "Error" and applied:
                 message = progress.get("message", "")
                 if shrinking and sizing.qos != "Guaranteed" and "memory limit" in message:
                     # the kubelet will not lower the limit below the usage: park the requests, keep the limit
@@ -359,34 +348,45 @@ class SlotSizer:
                     self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
                     shrinking = False
                     continue
-                note = f"waiting: the kubelet could not apply the resize of {slot} yet: {message}"
-                if note not in said:
-                    said.add(note)
-                    self.log(note)
-            elif _requests_applied(pod, slot, target) and progress is None:
+                self._say(said, f"waiting: the kubelet could not apply the resize of {slot} yet: {message}")
+            elif applied and progress is None:
                 return
-            if time.monotonic() > deadline:
-                last = (pending or progress or {}).get("message") or "not applied yet"
-                raise ResizeTimeoutError(
-                    f"swap timeout: resizing {slot} for stage {stage!r} to {_describe(target)} did not "
-                    f"complete: {last}"
-                )
-            self._wait_change(pod, deadline)
+        raise ResizeTimeoutError(
+            f"swap timeout: resizing {slot} for stage {stage!r} to {_describe(target)} did not complete: "
+            + "; ".join(sorted(said) or ["not applied yet"])
+        )
 
-    def _read(self) -> Pod:
-        pod = self.api.read_pod(self.pod_name, self.namespace)
-        if pod is None:
-            raise ChainError(f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot")
-        return pod
+    def _say(self, said: set[str], note: str) -> None:
+        if note not in said:
+            said.add(note)
+            self.log(note)
 
-    def _wait_change(self, pod: Pod, deadline: float) -> None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        rv = (pod.get("metadata") or {}).get("resourceVersion")
-        for new in self.api.watch_pod(self.pod_name, self.namespace, max(1, int(min(remaining, 60)))):
-            if new is None or (new.get("metadata") or {}).get("resourceVersion") != rv:
-                return
+    def _versions(self, pod: Pod, deadline: float) -> Iterator[Pod]:
+        """`pod`, then every later version of it the API server sends on a watch, until `deadline`."""
+        yield pod
+        while (remaining := deadline - time.monotonic()) > 0:
+            version = (pod.get("metadata") or {}).get("resourceVersion")
+            seen = False
+            for new in self.api.watch_pod(
+                self.pod_name, self.namespace, max(1, int(min(remaining, 60))), resource_version=version
+            ):
+                if new is None:
+                    raise ChainError(
+                        f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot"
+                    )
+                seen = True
+                pod = new
+                yield pod
+                if time.monotonic() > deadline:
+                    return
+            if not seen:  # the watch ended (timeout, or a version too old): read the pod again
+                fresh = self.api.read_pod(self.pod_name, self.namespace)
+                if fresh is None:
+                    raise ChainError(
+                        f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot"
+                    )
+                pod = fresh
+                yield pod
 
 
 class ResizeTimeoutError(ChainError):

@@ -96,14 +96,20 @@ class PodSampler:
 
 
 def chain_dag(
-    dag_id: str, hog: str | None = None, hog_bits: int = 0, failures: Failures | None = None
+    dag_id: str,
+    hog: str | None = None,
+    hog_bits: int = 0,
+    failures: Failures | None = None,
+    swap_timeout: float = 60,
 ) -> Any:
     from airflow.sdk import DAG
 
     from airflow_kruise_chain.chain import KruiseChain
 
     with DAG(dag_id, schedule=None, start_date=START) as dag:
-        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+        with KruiseChain(
+            "c", namespace="default", prewarm=False, swap_timeout=swap_timeout, **FAST_POD
+        ) as chain:
             tasks = []
             for name, mib in SIZES.items():
                 script = HOG.format(bits=hog_bits) if name == hog else f"echo {name} sized {mib}Mi; sleep 0.3"
@@ -192,3 +198,78 @@ def test_a_node_too_small_for_a_stage_fails_it_naming_infeasible(node_300mi, cap
     assert "Infeasible" in error and "stage 'large'" in error, error
     assert "memory 512Mi" in error and "300Mi allocatable" in error, error
     assert "Infeasible" in out
+
+
+@pytest.fixture
+def node_1gi(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
+    yield from cluster_with(tmp_path, "1Gi")
+
+
+def blocker(cluster: LocalCluster, memory: str) -> client.CoreV1Api:
+    """A pod holding `memory` of the node's allocatable."""
+    core = client.CoreV1Api(config.new_client_from_config_dict(cluster.kubeconfig()))
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "blocker"},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox:1.36",
+                        "command": ["sleep", "600"],
+                        "resources": {"requests": {"memory": memory}},
+                    }
+                ],
+            },
+        },
+    )
+    return core
+
+
+def deferred(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodResizePending" and c.get("reason") == "Deferred"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def test_a_deferred_resize_waits_until_the_node_has_room(node_1gi, capfd):
+    """The 512Mi stage does not fit next to a 500Mi pod: its resize is Deferred, the task waits (and says
+    why) until that pod is deleted, then runs the stage."""
+    core = blocker(node_1gi, "500Mi")
+    with PodSampler(node_1gi) as sampler:
+        freed = threading.Event()
+
+        def free_when_deferred() -> None:
+            while not freed.is_set():
+                if any(deferred(pod) for _, pod in list(sampler.samples)):
+                    core.delete_namespaced_pod("blocker", "default", grace_period_seconds=0)
+                    freed.set()
+                    return
+                freed.wait(0.05)
+
+        helper = threading.Thread(target=free_when_deferred, daemon=True)
+        helper.start()
+        run = run_inline(chain_dag("sizing_deferred"))
+        freed.set()
+        helper.join()
+    out = capfd.readouterr().out
+    assert str(run.state) == "success", out
+    assert "waiting: the kubelet deferred resizing slot-" in out
+    assert "Node didn't have enough resource: memory" in out
+
+
+def test_a_resize_deferred_past_the_swap_timeout_fails_the_stage(node_1gi, capfd):
+    blocker(node_1gi, "500Mi")
+    failures = Failures()
+    run = run_inline(chain_dag("sizing_deferred_timeout", failures=failures, swap_timeout=5))
+    assert str(run.state) == "failed"
+    states = task_states(run)
+    assert states["c.small"][0] == "success"
+    assert states["c.large"][0] == "failed"
+    error = str(failures.errors["c.large"])
+    assert "swap timeout" in error and "deferred" in error and "Node didn't have enough resource" in error, (
+        error
+    )
