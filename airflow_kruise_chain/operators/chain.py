@@ -534,6 +534,8 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         pod_uid = self.prepare_try(context, driver)
         self._running = (driver, stage.name)
         plan = driver.swap(stage, context["ti"].try_number, self.timeouts())
+        if plan.action == "adopt":
+            self.replay(driver, plan)
         if self.deferrable and plan.action != "adopt":
             from airflow_kruise_chain.triggers.chain import StageTrigger
 
@@ -599,6 +601,28 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             f"could not retire generation {generation} of stage {self.stage_name!r}: the pod "
             "kept changing (10 conflicting updates in a row)"
         )
+
+    def replay(self, driver: StageDriver, plan: SwapPlan) -> None:
+        """Print an adopted generation's whole output: no task log showed it after its worker died."""
+        from airflow_kruise_chain.core.replay import read_generation_output
+
+        pod = driver.read_pod()
+        lines = read_generation_output(self.hook, pod, self.namespace, plan.slot, plan.generation)
+        if not lines:
+            self.log.info(
+                "::kruise-chain:: the output of generation %s is no longer in %s's log (the slot restarted "
+                "since); its last lines are in the result's log_tail",
+                plan.generation,
+                plan.slot,
+            )
+            return
+        self.log.info(
+            "::kruise-chain:: output of generation %s of stage %s from its start, as the runner printed it:",
+            plan.generation,
+            plan.stage,
+        )
+        for line in lines:
+            self.log.info("%s", line)
 
     def chain_predecessors(self) -> list[str]:
         """The stages of this chain that this stage directly depends on (none outside a DAG)."""

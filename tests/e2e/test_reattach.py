@@ -190,6 +190,9 @@ def test_next_try_after_a_worker_death_follows_adopts_or_reruns(e2e_cluster, tmp
         if after_death == "still-running":
             assert "following generation 2 of stage 'work' from try 1 in slot-b" in out
         assert "adopting result of generation 2 from try 1, not re-running" in out
+        # try 2's log holds the generation's whole output, the part before the worker died included
+        assert "work generation 2 waiting for the gate" in out
+        assert "work generation 2 done with 100 numbers" in out
         assert starts == [(1, "prepare"), (2, "work")]  # the stage process started exactly once
         assert swaps == []  # try 2 swapped nothing in
         assert result["generation"] == 2 and result["exit_code"] == 0
