@@ -11,7 +11,8 @@ Reproduces the kubelet's allocation manager and resize actuation:
   deleted or shrinks (`RetryPendingResizes` triggers). An admitted resize becomes the allocation
   (`status.containerStatuses[].allocatedResources`), the pending condition is cleared and
   `PodResizeInProgress` is set until every running container runs with it
-  (`status.containerStatuses[].resources`); a container not running gets it at its next start.
+  (`status.containerStatuses[].resources`, seen at the kubelet's next PLEG relist: the profile's
+  exit-detection delay); a container not running gets it at its next start.
 - `pkg/kubelet/kuberuntime` `doPodResizeAction` / `validateMemoryResizeAction` (1.34+, memory limit decreases
   allowed): before lowering a running container's memory limit, its usage is read; at or above the new limit
   the memory resize is not applied, `PodResizeInProgress` gets reason `Error` and the message
@@ -102,9 +103,19 @@ class ResizeManager:
             self._set(state, "pending", None)
             self._set(state, "in_progress", ("", ""))
             worker.event("Normal", "ResizeStarted", "Pod resize started")
-        elif state.pending is not None:
+            worker.mark_dirty()  # the allocation and PodResizeInProgress are reported first
+            self.kubelet.spawn(self._actuate_after_relist(worker))
+            return
+        if state.pending is not None:
             self._set(state, "pending", None)
         self.actuate(worker)
+
+    async def _actuate_after_relist(self, worker: PodWorker) -> None:
+        """The runtime applies the new limits and the kubelet sees them at its next PLEG relist (the
+        profile's exit-detection delay): until then the pod shows PodResizeInProgress."""
+        await asyncio.sleep(self.kubelet.cluster.profile.exit_detection)
+        if not worker.terminating and self.pods.get(worker.uid) is not None:
+            self.actuate(worker)
 
     def _can_admit(self, worker: PodWorker, pod: Obj) -> tuple[str, str] | None:
         node = self.kubelet.cluster.store.peek(R.NODES, "", worker.node) or {}

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client import ApiException
 
 from airflow_kruise_chain.local import ClusterConfig, LocalCluster
@@ -162,6 +162,34 @@ def test_a_resize_that_does_not_fit_now_is_deferred_then_applied(score, ns):
     wait_for(lambda: condition(score, ns, "p", "PodResizePending") is None, what="pending cleared")
     wait_for(lambda: condition(score, ns, "p", "PodResizeInProgress") is None, what="in progress cleared")
     assert cs.restart_count == 0
+
+
+def test_an_admitted_resize_is_in_progress_until_the_container_runs_with_it(score, ns):
+    """Seen through a watch: first the new allocation with PodResizeInProgress and the old actual resources,
+    then the new actual resources and no resize condition, the container never restarted."""
+    score.create_namespaced_pod(ns, pod_body("p", container("c", "sleep 120", resources=memory("64Mi"))))
+    first = wait_for(lambda: running(score, ns, "p", "c"), what="running")
+    version = score.read_namespaced_pod("p", ns).metadata.resource_version
+    resize(score, ns, "p", "c", memory("128Mi"))
+    seen = []
+    for event in watch.Watch().stream(
+        score.list_namespaced_pod,
+        ns,
+        field_selector="metadata.name=p",
+        resource_version=version,
+        timeout_seconds=30,
+    ):
+        pod = event["raw_object"]
+        cs = pod["status"]["containerStatuses"][0]
+        conditions = {c["type"] for c in pod["status"].get("conditions") or []}
+        seen.append((cs.get("allocatedResources"), cs["resources"]["limits"]["memory"], conditions))
+        if cs["resources"]["limits"]["memory"] == "128Mi" and "PodResizeInProgress" not in conditions:
+            break
+    in_progress = [s for s in seen if "PodResizeInProgress" in s[2]]
+    assert in_progress, seen
+    assert in_progress[0][0] == {"memory": "128Mi"} and in_progress[0][1] == "64Mi"
+    assert seen[-1][0] == {"memory": "128Mi"} and "PodResizePending" not in seen[-1][2]
+    assert running(score, ns, "p", "c").container_id == first.container_id
 
 
 def test_lowering_a_memory_limit_below_the_usage_is_refused_and_retried(score, ns):
