@@ -11,6 +11,7 @@ from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,
+    ChainTaskMixin,
     ChainTeardownOperator,
     KruiseChainOperator,
     unwrap_literals,
@@ -126,6 +127,14 @@ class KruiseChain:
         self.prewarm_task: ChainPrewarmOperator | None = None
         self.teardown_task: ChainTeardownOperator | None = None
 
+    @property
+    def path(self) -> str:
+        """The chain's full task-group path (``outer.etl``): what tells two chains of one name apart (their
+        pods, labels and records); its name for a chain outside any task group."""
+        if self._group is None:
+            raise ChainConfigError("path", "is known inside `with KruiseChain(...) as chain:` only")
+        return self._group.group_id or self.name
+
     def spec(self) -> ChainSpec:
         return ChainSpec(
             name=self.name,
@@ -138,22 +147,27 @@ class KruiseChain:
     def __enter__(self) -> KruiseChain:
         self._group = TaskGroup(group_id=self.name, tooltip=f"chain {self.name}: one persistent pod")
         self._group.__enter__()
-        self.setup_task = ChainSetupOperator(
-            task_id="setup",
-            chain={"name": self.name, "namespace": self.namespace, "stages": []},
-            startup_timeout=self.startup_timeout,
-            **self.connection,
-        )
-        if self.prewarm:
-            self.prewarm_task = ChainPrewarmOperator(
-                task_id="prewarm",
-                chain_name=self.name,
-                namespace=self.namespace,
-                on_unavailable=self.on_prewarm_unavailable,
-                pull_timeout=self.pull_timeout,
+        try:
+            self.setup_task = ChainSetupOperator(
+                task_id="setup",
+                chain={"name": self.name, "namespace": self.namespace, "stages": []},
+                startup_timeout=self.startup_timeout,
+                chain_path=self.path,
                 **self.connection,
             )
-            self.setup_task >> self.prewarm_task
+            if self.prewarm:
+                self.prewarm_task = ChainPrewarmOperator(
+                    task_id="prewarm",
+                    chain_name=self.name,
+                    namespace=self.namespace,
+                    on_unavailable=self.on_prewarm_unavailable,
+                    pull_timeout=self.pull_timeout,
+                    **self.connection,
+                )
+                self.setup_task >> self.prewarm_task
+        except BaseException as err:  # leave no task group open behind a refused chain
+            self._group.__exit__(type(err), err, err.__traceback__)
+            raise
         return self
 
     def stage(
@@ -247,6 +261,9 @@ class KruiseChain:
                     self.setup_task >> task
             leaves = [t for t in members if not (t.downstream_task_ids & ids)]
             leaves >> self.teardown_task  # type: ignore[operator]
+            for task in [*members, self.teardown_task]:  # stages, prewarm, teardown, sensors of this chain
+                if isinstance(task, ChainTaskMixin) and task.chain_name == self.name and not task.chain_path:
+                    task.chain_path = self.path
             self.teardown_task.as_teardown(setups=self.setup_task)
             # also after a failed setup (its worker killed before it could clean up): nothing is left behind
             self.teardown_task.trigger_rule = TriggerRule.ALL_DONE

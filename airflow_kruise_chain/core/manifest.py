@@ -51,9 +51,12 @@ def _short_hash(*parts: str, length: int = 10) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
 
 
-def pod_name_for(chain_name: str, dag_id: str, run_id: str) -> str:
-    """Deterministic pod name: one pod per (DAG, run, chain); a retry or reattach finds the same one."""
-    return f"{chain_name}-{_short_hash(dag_id, run_id, chain_name)}"
+def pod_name_for(chain_name: str, dag_id: str, run_id: str, chain_path: str | None = None) -> str:
+    """Deterministic pod name: one pod per (DAG, run, chain); a retry or reattach finds the same one.
+
+    `chain_path` is the chain's full task-group path (``group.etl``; the name for a top-level chain): two
+    chains of one name in different task groups get different pods."""
+    return f"{chain_name}-{_short_hash(dag_id, run_id, chain_path or chain_name)}"
 
 
 def runner_configmap_name(pod_name: str) -> str:
@@ -70,11 +73,11 @@ def label_value(raw: str, *, always_hash: bool = False) -> str:
 
 
 def chain_labels(dag_id: str, run_id: str, chain: str) -> dict[str, str]:
-    """Labels identifying the objects of one chain in one DAG run."""
+    """Labels identifying the objects of one chain (its full task-group path) in one DAG run."""
     return {
         DAG_ID_LABEL: label_value(dag_id),
         RUN_ID_LABEL: label_value(run_id, always_hash=True),
-        CHAIN_LABEL: chain,
+        CHAIN_LABEL: label_value(chain),
         MANAGED_BY_LABEL: MANAGED_BY,
     }
 
@@ -193,13 +196,20 @@ def _named(items: list[Any]) -> bool:
 
 
 def build_chain_pod(
-    chain: ChainSpec, *, pod_name: str, dag_id: str, run_id: str, first_images: tuple[str, str]
+    chain: ChainSpec,
+    *,
+    pod_name: str,
+    dag_id: str,
+    run_id: str,
+    first_images: tuple[str, str],
+    chain_path: str | None = None,
 ) -> dict[str, Any]:
     """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
 
     `chain` must have passed `validate()`. The runner ConfigMap (`build_runner_configmap`) must exist first.
+    `chain_path` (the chain's full task-group path, default its name) goes into the chain label.
     """
-    labels = {**chain.labels, **chain_labels(dag_id, run_id, chain.name)}
+    labels = {**chain.labels, **chain_labels(dag_id, run_id, chain_path or chain.name)}
     annotations = {
         **chain.annotations,
         GENERATION_ANNOTATION: "0",

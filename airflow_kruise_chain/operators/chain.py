@@ -37,6 +37,8 @@ class ChainTaskMixin:
     """Connection settings and chain identity shared by every chain task."""
 
     chain_name: str
+    chain_path: str | None = None
+    """the chain's full task-group path (``group.etl``), set by `KruiseChain`; None: the chain's name"""
     namespace: str
     kubernetes_conn_id: str | None
     config_file: str | None
@@ -54,10 +56,15 @@ class ChainTaskMixin:
             in_cluster=self.in_cluster,
         )
 
+    @property
+    def chain_id(self) -> str:
+        """What identifies the chain in its DAG: its full task-group path, or its name."""
+        return self.chain_path or self.chain_name
+
     def pod_name(self, context: Context) -> str:
         from airflow_kruise_chain.core.manifest import pod_name_for
 
-        return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"])
+        return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"], self.chain_path)
 
     def pod_url(self, context: Context) -> None:
         ChainPodLink.persist(context, self.namespace, self.pod_name(context))  # type: ignore[arg-type]
@@ -96,6 +103,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         cluster_context: str | None = None,
         in_cluster: bool | None = None,
         startup_timeout: float = 300,
+        chain_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(chain, dict):
@@ -107,9 +115,12 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         super().__init__(**kwargs)
         self.chain = chain
         self.chain_name = chain["name"]
+        self.chain_path = chain_path
         self.namespace = chain["namespace"]
         self.startup_timeout = startup_timeout
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
+        if self.has_dag():
+            _check_one_pod_per_chain(self)
         if chain.get(
             "stages"
         ):  # KruiseChain fills the stages in when its block ends, and validates them then
@@ -131,11 +142,16 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
         spec.validate()
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
-        name = pod_name_for(spec.name, dag_id, run_id)
-        labels = chain_labels(dag_id, run_id, spec.name)
+        name = pod_name_for(spec.name, dag_id, run_id, self.chain_path)
+        labels = chain_labels(dag_id, run_id, self.chain_id)
         configmap = build_runner_configmap(spec, name, labels)
         pod = build_chain_pod(
-            spec, pod_name=name, dag_id=dag_id, run_id=run_id, first_images=spec.first_images
+            spec,
+            pod_name=name,
+            dag_id=dag_id,
+            run_id=run_id,
+            first_images=spec.first_images,
+            chain_path=self.chain_path,
         )
         pod = size_pod(pod, self.sizing(spec))
         digest = spec_hash(pod, configmap)
@@ -391,7 +407,7 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
                 "the chain's setup task"
             )
         node = pod["spec"]["nodeName"]
-        labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_name)
+        labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_id)
         jobs: dict[str, str] = {}
         for image in dict.fromkeys(self.images):
             job = build_image_pull_job(
@@ -631,7 +647,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         return sorted(
             task.stage_name
             for task in self.upstream_list
-            if isinstance(task, KruiseChainOperator) and task.chain_name == self.chain_name
+            if isinstance(task, KruiseChainOperator) and task.chain_id == self.chain_id
         )
 
     def missing_inputs_message(self, driver: StageDriver, missing: list[str]) -> str:
@@ -639,7 +655,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             (
                 task.task_id
                 for task in self.get_flat_relatives(upstream=True)
-                if isinstance(task, ChainSetupOperator) and task.chain_name == self.chain_name
+                if isinstance(task, ChainSetupOperator) and task.chain_id == self.chain_id
             ),
             "",
         )
@@ -696,7 +712,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         ti = context["ti"]
         monitor = StageMonitor(
             StageTrack(
-                chain=self.chain_name,
+                chain=self.chain_id,
                 namespace=self.namespace,
                 pod=driver.pod_name,
                 stage=plan.stage,
@@ -798,6 +814,19 @@ def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
             raise ChainConfigError(key, "is required")
     rest = {k: v for k, v in data.items() if k != "stages"}
     return ChainSpec(stages=stages, **rest)
+
+
+def _check_one_pod_per_chain(setup: ChainSetupOperator) -> None:
+    """Refuse a second setup task of the same chain (name and task-group path) in a DAG: both would create,
+    and their stages would share, one pod."""
+    for task in setup.dag.tasks:
+        if isinstance(task, ChainSetupOperator) and task is not setup and task.chain_id == setup.chain_id:
+            raise ChainConfigError(
+                "name",
+                f"chain {setup.chain_id!r} already has a setup task ({task.task_id}) in DAG "
+                f"{setup.dag.dag_id!r}: two chains of one name share one pod unless they are in different "
+                "task groups; rename one",
+            )
 
 
 _LITERAL = type(literal(""))
