@@ -1,44 +1,49 @@
-"""Benchmark: the same N-stage pipeline run three ways on the local cluster, side by side.
+"""Benchmark: the same N-stage pipeline run every way on the local cluster, side by side (issue 16).
 
-    python bench/pipelines.py            # full run: both profiles, N = 3, 10, 50, and 10 pipelines at once
-    python bench/pipelines.py --quick    # fast profile, N = 3 and 10, and 10 pipelines of N = 3 at once
+    python bench/pipelines.py            # full run: both profiles, every mode, every workload (see --help)
+    python bench/pipelines.py --quick    # fast profile, N = 3 and 10, distinct images, 10 pipelines of N = 3
+    python bench/pipelines.py --quick --profiles fast,realistic --workloads distinct,one --copies 1
 
-Modes (same stage program, same data, same stage images `ghcr.io/airflow-kruise-chain/bench-stage:<k>`):
+Modes (same stage program, same data, stage images `ghcr.io/airflow-kruise-chain/bench-stage:<k>`):
 
-- `chain`: a `KruiseChain` (one persistent pod, in-place image swaps, ImagePullJob prewarm); data in the
-  chain's scratch `emptyDir`.
-- `kpo`: one `KubernetesPodOperator` (apache-airflow-providers-cncf-kubernetes, default settings) per stage,
-  one pod per stage. KPO users hand data over through a shared ReadWriteMany PVC; the local cluster has no
-  PVCs (and no pods/exec, so no XCom sidecar), so a `hostPath` folder mounted by every pod of the run
-  stands in for that PVC.
-- `all`: the seed design's baseline: ONE pod whose N containers (one per stage) all start at once and
-  share an `emptyDir`; container k polls (every 0.1 s) for stage k-1's done-file, then runs the stage.
-  Run as a single `KubernetesPodOperator` task with an N-container `full_pod_spec`.
+- `noop`: Airflow's floor: the same DAG shape of Python tasks that only sleep the stage program's pause.
+- `chain`: a `KruiseChain` (provider defaults, prewarm); plus one mode per option the provider offers
+  (detected from KruiseChain's signature: the prepared next slot flipped, `chain-deferrable`,
+  start_from_trigger); `--list-modes` shows them. Data in the chain's scratch `emptyDir`.
+- `kpo` / `kpo1`: one `KubernetesPodOperator` per stage (apache-airflow-providers-cncf-kubernetes), default
+  settings / `startup_check_interval_seconds=1` (tuned). Data through a `hostPath` folder standing in for a
+  ReadWriteMany PVC (the local cluster has none).
+- `all`: ONE pod whose N containers all start at once and share an `emptyDir`; container k polls (every
+  0.1 s) for stage k-1's done-file, then runs the stage. One `KubernetesPodOperator` task, N-container spec.
 
-Every pipeline is an Airflow DAG run with `dag.test()` (the same Airflow overhead in every mode) in a DAG
-process of its own (own AIRFLOW_HOME/SQLite, warmed up with one throw-away DAG run, reused across scenarios);
-a fresh local cluster per scenario runs in this process and serves them over HTTP. "10 at once" runs 10 DAG
-processes against one cluster, released together. API requests are recorded through the cluster's request
-hook (`cluster.fault`), which only observes (it answers None).
+Workloads (`--workloads`): `distinct` images per stage, `one` image for all, `alternating` between two,
+`skewed` resources (the middle stage requests 1Gi, the others 64Mi; uniform: 64Mi each), `long` (5 s stages
+instead of 0.2 s).
 
-What is measured, the same way in every mode:
-- wall: the `dag.test()` call (setup, prewarm and teardown included; Python start-up and DAG parsing not).
-- overhead per stage: stage k+1's program start minus stage k's program end, from the timestamps the stage
-  program prints (`date +%s.%N`) at its start and end, read afterwards from the containers' CRI log files
-  on the node (as a node log collector reads /var/log/pods): no API requests.
-- peak memory: the metrics API (`/apis/metrics.k8s.io/v1beta1/pods`, real RSS of the containers'
-  processes) sampled every 0.1 s; the peak of the sum over every container of every pod of the run. Per
-  stage: the peak of the stage's own container while the stage ran.
-- API requests: every request the DAG runs made (the benchmark's own sampling is excluded), by kind.
-- pods created: 201 answers to pod creations.
-Results go to bench/results/pipelines.{md,json} (quick: pipelines-quick.{md,json}).
+Every pipeline is an Airflow DAG run with `dag.test()` in a DAG process of its own (own AIRFLOW_HOME/SQLite,
+warmed up with one throw-away DAG run, reused across scenarios); a fresh local cluster per scenario runs in
+this process and serves them over HTTP. "10 at once" runs 10 DAG processes against one cluster, released
+together. Everything is measured from what the cluster and Airflow record, never from provider internals:
+- wall: the `dag.test()` call (setup, prewarm and teardown included; Python start-up and parsing not).
+- overhead per stage: stage k+1's program start minus stage k's end, from the timestamps the stage program
+  prints, read from the containers' CRI log files on the node. Split at the first API request (request log
+  of the API server) at or after both stage k's end and task k+1's start_date (Airflow's task instance):
+  Airflow's part before it, the chain's part (or KPO's) after it. Also Airflow's own task gap (task k+1
+  start_date - task k end_date).
+- back-off: container-seconds waiting in CrashLoopBackOff (pod statuses sampled every 0.1 s) and BackOff
+  events at the end.
+- peak RSS: the metrics API sampled every 0.1 s, peak of the sum over every container of every pod.
+- reserved memory: GiB·s of memory requests of the pods that exist (not Succeeded/Failed), from the pod
+  specs, or the allocated requests in the container statuses after an in-place resize, sampled every 0.1 s.
+- API requests per stage by verb (the benchmark's own sampling excluded); pods created (201 answers).
+Results go to bench/results/<out>.{md,json}; MET/MISSED lines against issue 16's targets (bench/figures.py).
+The run under the real scheduler is bench/scheduler.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
-import itertools
 import json
 import os
 import platform
@@ -54,22 +59,42 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # run as a script: the repository on the path, for `bench.figures`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import figures
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results"
 IMAGE = "ghcr.io/airflow-kruise-chain/bench-stage:{k}"
-SAME_IMAGE_ENV = "KRUISE_CHAIN_BENCH_SAME_IMAGE"  # set by --same-image, inherited by the DAG processes
-SIZES_ENV = "KRUISE_CHAIN_BENCH_SIZES"  # set by --sizes, inherited by the DAG processes
-SIZES = ("none", "uniform", "skewed")
 RECORDS = 20000
 PAUSE = 0.2
 MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
 POLL = 0.1  # all-at-once: how often a waiting container looks for its predecessor's done-file
-SAMPLE = 0.1  # metrics API sampling period
+SAMPLE = 0.1  # metrics API and pod list sampling period
 GRACE_WAIT = 25.0  # a gap this long is a kill that waited out the 30 s termination grace period (see README)
 UA = "kruise-chain-bench"
-MODES = ("chain", "kpo", "all")
-MODE_NAMES = {"chain": "chain", "kpo": "KPO, pod per task", "all": "all at once"}
+LIGHT, HEAVY = (
+    "64Mi",
+    "1Gi",
+)  # stage memory requests: uniform = LIGHT everywhere, skewed = HEAVY in the middle
+BASE_MODES = ("noop", "chain", "kpo", "kpo1", "all")
+MODE_NAMES = {
+    "noop": "no-op tasks (floor)",
+    "chain": "chain",
+    "kpo": "KPO, pod per task",
+    "kpo1": "KPO, startup check 1 s",
+    "all": "all at once",
+}
+# named workloads: (images, resources, pause); "distinct" is the base the others vary one thing of
+WORKLOADS = {
+    "distinct": ("distinct", "uniform", PAUSE),
+    "one": ("one", "uniform", PAUSE),
+    "alternating": ("alternating", "uniform", PAUSE),
+    "skewed": ("distinct", "skewed", PAUSE),
+    "long": ("distinct", "uniform", 5.0),
+}
+PREPARE_OPTIONS = ("prepare_next", "prepare_next_slot", "prepared_slot", "prepare_next_stage", "next_slot")
 
 # The stage program (POSIX sh + awk), identical in every mode. Arguments: stage number, data folder, MiB
 # to hold, records, seconds to pause, pipeline id. Stage 1 generates the records; stage k reads stage k-1's
@@ -95,53 +120,109 @@ WAIT_SCRIPT = (
 )
 
 
-def image(k: int) -> str:
-    """Stage k's image: its own (every swap changes the image), or stage 1's for all with --same-image."""
-    return IMAGE.format(k=1 if os.environ.get(SAME_IMAGE_ENV) else k)
+def workload_label(images: str, resources: str, pause: float) -> str:
+    return f"{images}/{resources}/{pause:g}s"
 
 
-def stage_request(k: int, n: int) -> str | None:
-    """Stage k's memory request (--sizes): none; uniform, 64Mi each; skewed, 1Gi for the middle stage and
-    64Mi for the others."""
-    sizes = os.environ.get(SIZES_ENV, "none")
-    if sizes == "none":
-        return None
-    return "1Gi" if sizes == "skewed" and k == (n + 1) // 2 else "64Mi"
+def image(k: int, images: str = "distinct") -> str:
+    """Stage k's image: its own (distinct), stage 1's (one), or stage 1's and 2's in turn (alternating)."""
+    if images == "one":
+        return IMAGE.format(k=1)
+    if images == "alternating":
+        return IMAGE.format(k=2 - k % 2)
+    if images == "distinct":
+        return IMAGE.format(k=k)
+    raise ValueError(f"images must be distinct, one or alternating, not {images!r}")
 
 
-def stage_resources(k: int, n: int) -> dict[str, dict[str, str]]:
-    request = stage_request(k, n)
-    return {"requests": {"memory": request}} if request else {}
+def memory_request(k: int, n: int, resources: str) -> str:
+    """Stage k's memory request: LIGHT for every stage (uniform), HEAVY for the middle stage (skewed)."""
+    if resources not in ("uniform", "skewed"):
+        raise ValueError(f"resources must be uniform or skewed, not {resources!r}")
+    return HEAVY if resources == "skewed" and k == (n + 1) // 2 else LIGHT
 
 
-def stage_args(k: int, data: str, pipeline: str) -> list[str]:
-    return ["stage", str(k), data, str(MEMORY_MB[k % 3]), str(RECORDS), str(PAUSE), pipeline]
+def stage_args(k: int, data: str, pipeline: str, pause: float = PAUSE) -> list[str]:
+    return ["stage", str(k), data, str(MEMORY_MB[k % 3]), str(RECORDS), str(pause), pipeline]
+
+
+def chain_variants() -> dict[str, dict[str, Any]]:
+    """The chain's modes: `chain` (provider defaults) and, for each option the provider offers (detected
+    from KruiseChain's signature, never assumed), the chain with it flipped: the prepared next slot on/off,
+    deferrable, start_from_trigger."""
+    import inspect
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    params = inspect.signature(KruiseChain.__init__).parameters
+    variants: dict[str, dict[str, Any]] = {"chain": {}}
+    for name in PREPARE_OPTIONS:
+        if name in params and isinstance(params[name].default, bool):
+            default = params[name].default
+            variants[f"chain-{name}-{'off' if default else 'on'}"] = {name: not default}
+    if "deferrable" in params:
+        variants["chain-deferrable"] = {"deferrable": True}
+        if "start_from_trigger" in params:
+            variants["chain-start-from-trigger"] = {"deferrable": True, "start_from_trigger": True}
+    return variants
 
 
 # -- the DAGs ------------------------------------------------------------------------------------------
-def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = "") -> Any:
+def noop_stage(k: int, data: str, pipeline: str, pause: float) -> None:
+    """Airflow's floor: a Python task that only marks its start and end (in the run's data folder, in the
+    stage program's BENCH format) around a sleep as long as the stage program's pause."""
+    with open(os.path.join(data, f"noop-{k:03d}.log"), "a") as out:
+        out.write(f"BENCH start id={pipeline} stage={k} pod= t={time.time():.6f}\n")
+        time.sleep(pause)
+        out.write(f"BENCH end id={pipeline} stage={k} t={time.time():.6f} cksum=-\n")
+
+
+def build_dag(
+    mode: str,
+    n: int,
+    pipeline: str,
+    namespace: str,
+    data_dir: str = "",
+    workload: tuple[str, str, float] = WORKLOADS["distinct"],
+    chain_options: dict[str, Any] | None = None,
+) -> Any:
     """The benchmark pipeline as an Airflow DAG (imported by the generated DAG file of each run)."""
     import pendulum
     from airflow.sdk import DAG
 
+    images, resources, pause = workload
     dag_id = "bench_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline)
+
+    def requests(k: int) -> dict[str, str]:
+        return {"memory": memory_request(k, n, resources)}
+
     with DAG(dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False) as dag:
-        if mode == "chain":
+        if mode == "noop":
+            from airflow.sdk import task
+
+            previous = None
+            for k in range(1, n + 1):
+                t = task(task_id=f"s{k:02d}")(noop_stage)(k, data_dir, pipeline, pause)
+                if previous is not None:
+                    previous >> t
+                previous = t
+        elif mode.startswith("chain"):
             from airflow_kruise_chain.chain import KruiseChain
 
-            with KruiseChain("bench", namespace=namespace, prewarm=True) as chain:
+            options = {"prewarm": True, **(chain_options or {})}
+            with KruiseChain("bench", namespace=namespace, **options) as chain:
                 previous = None
                 for k in range(1, n + 1):
                     task = chain.stage(
                         f"s{k:02d}",
-                        image=image(k),
-                        cmds=["/bin/sh", "-c", STAGE_SCRIPT, *stage_args(k, "/scratch", pipeline)],
-                        resources=stage_resources(k, n),
+                        image=image(k, images),
+                        cmds=["/bin/sh", "-c", STAGE_SCRIPT, *stage_args(k, "/scratch", pipeline, pause)],
+                        resources={"requests": requests(k)},
                     )
                     if previous is not None:
                         previous >> task
                     previous = task
-        elif mode == "kpo":
+        elif mode in ("kpo", "kpo1"):
             from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
             from kubernetes.client import models as k8s
 
@@ -149,18 +230,20 @@ def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = 
                 name="data", host_path=k8s.V1HostPathVolumeSource(path=data_dir, type="Directory")
             )
             mount = k8s.V1VolumeMount(name="data", mount_path="/data")
+            tuned = {"startup_check_interval_seconds": 1} if mode == "kpo1" else {}
             previous = None
             for k in range(1, n + 1):
                 task = KubernetesPodOperator(
                     task_id=f"s{k:02d}",
                     name=f"s{k:02d}",
                     namespace=namespace,
-                    image=image(k),
+                    image=image(k, images),
                     cmds=["/bin/sh", "-c"],
-                    arguments=[STAGE_SCRIPT, *stage_args(k, "/data", pipeline)],
+                    arguments=[STAGE_SCRIPT, *stage_args(k, "/data", pipeline, pause)],
                     volumes=[volume],
                     volume_mounts=[mount],
-                    container_resources=k8s.V1ResourceRequirements(**stage_resources(k, n)),
+                    container_resources=k8s.V1ResourceRequirements(requests=requests(k)),
+                    **tuned,
                 )
                 if previous is not None:
                     previous >> task
@@ -171,16 +254,16 @@ def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = 
 
             mount = k8s.V1VolumeMount(name="data", mount_path="/data")
             argv = [
-                ["/bin/sh", "-c", WAIT_SCRIPT + STAGE_SCRIPT, *stage_args(k, "/data", pipeline)]
+                ["/bin/sh", "-c", WAIT_SCRIPT + STAGE_SCRIPT, *stage_args(k, "/data", pipeline, pause)]
                 for k in range(1, n + 1)
             ]
             containers = [
                 k8s.V1Container(
                     name=f"stage-{k:02d}",
-                    image=image(k),
+                    image=image(k, images),
                     command=argv[k - 1],
                     volume_mounts=[mount],
-                    resources=k8s.V1ResourceRequirements(**stage_resources(k, n)),
+                    resources=k8s.V1ResourceRequirements(requests=requests(k)),
                 )
                 for k in range(1, n + 1)
             ]
@@ -196,7 +279,7 @@ def build_dag(mode: str, n: int, pipeline: str, namespace: str, data_dir: str = 
                 task_id="all",
                 name="all-at-once",
                 namespace=namespace,
-                image=image(1),
+                image=image(1, images),
                 cmds=argv[0],
                 base_container_name="stage-01",
                 container_logs=True,
@@ -274,10 +357,17 @@ def worker(folder: str) -> None:
         try:
             run = dag.test()
             t1 = time.time()
-            states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-            result = {"start": t0, "end": t1, "state": str(run.state), "tasks": states}
+            tis = run.get_task_instances()
+            states = {ti.task_id: str(ti.state) for ti in tis}
+            times = {  # Airflow's record of each task instance's start and end, by id without task group
+                ti.task_id.rsplit(".", 1)[-1]: [
+                    d.timestamp() if d else None for d in (ti.start_date, ti.end_date)
+                ]
+                for ti in tis
+            }
+            result = {"start": t0, "end": t1, "state": str(run.state), "tasks": states, "ti": times}
         except Exception as e:  # reported by the benchmark; the worker lives on
-            result = {"start": t0, "end": time.time(), "state": f"error: {e!r}", "tasks": {}}
+            result = {"start": t0, "end": time.time(), "state": f"error: {e!r}", "tasks": {}, "ti": {}}
         dag_file.unlink()
         Path(job["result"]).write_text(json.dumps(result))
         seq += 1
@@ -395,7 +485,8 @@ def classify(method: str, path: str, query: str) -> str:
 
 
 class Sampler(threading.Thread):
-    """Samples the metrics API every SAMPLE seconds: {(namespace, pod, container): bytes} per tick."""
+    """Samples every SAMPLE seconds the metrics API ({(namespace, pod, container): bytes} per tick) and the
+    pods of the benchmark's namespaces: the memory they reserve and their containers waiting in back-off."""
 
     def __init__(self, url: str) -> None:
         super().__init__(name="metrics-sampler", daemon=True)
@@ -403,7 +494,11 @@ class Sampler(threading.Thread):
         self.conn = http.client.HTTPConnection(host, int(port), timeout=10)
         self.samples: list[tuple[float, dict[tuple[str, str, str], int]]] = []
         self.reserved: list[tuple[float, dict[str, int]]] = []
-        """(time, namespace -> memory the namespace's pods reserve): requests, as the scheduler counts them"""
+        """(time, namespace -> memory its pods reserve): the requests of the bound pods still holding their
+        node (not Succeeded/Failed), as the scheduler counts them (during a resize the largest of desired,
+        allocated and actual requests: the local cluster's `scheduling.pod_requests`)"""
+        self.backoff: list[tuple[float, dict[str, int]]] = []
+        """(time, namespace -> containers waiting in CrashLoopBackOff)"""
         self.list_404 = 0
         self.stop = threading.Event()
 
@@ -414,15 +509,21 @@ class Sampler(threading.Thread):
         return resp.status, json.loads(body) if body else None
 
     def tick(self) -> dict[tuple[str, str, str], int]:
+        t = time.time()
+        _, pods = self.get("/api/v1/pods")
+        pod_items = [
+            p for p in (pods or {}).get("items", []) if p["metadata"]["namespace"].startswith("bench-")
+        ]
+        self.reserved.append((t, reserved(pod_items)))
+        self.backoff.append((t, figures.waiting_in_backoff(pod_items)))
         status, body = self.get("/apis/metrics.k8s.io/v1beta1/pods")
         items = body.get("items", []) if status == 200 else []
         if status == 404:
             # the emulator answers the whole list 404 when one pod has no kubelet worker (yet/any more);
             # ask pod by pod instead
             self.list_404 += 1
-            _, pods = self.get("/api/v1/pods")
             items = []
-            for pod in (pods or {}).get("items", []):
+            for pod in pod_items:
                 meta = pod["metadata"]
                 code, one = self.get(
                     f"/apis/metrics.k8s.io/v1beta1/namespaces/{meta['namespace']}/pods/{meta['name']}"
@@ -438,28 +539,35 @@ class Sampler(threading.Thread):
                 )
         return out
 
-    def reserve(self) -> dict[str, int]:
-        """Memory requested by the bound pods still holding their node (not Succeeded/Failed), per namespace,
-        from the pod specs and statuses as the scheduler counts them (a pending resize: the largest of the
-        desired, allocated and actual requests)."""
-        from airflow_kruise_chain.local.scheduling import active, pod_requests
-
-        _, pods = self.get("/api/v1/pods")
-        out: dict[str, int] = defaultdict(int)
-        for pod in (pods or {}).get("items", []):
-            if (pod.get("spec") or {}).get("nodeName") and active(pod):
-                out[pod["metadata"].get("namespace") or ""] += pod_requests(pod).get("memory", 0)
-        return dict(out)
+    def backoff_events(self) -> int:
+        """BackOff events (the kubelet refused a start in back-off) in the benchmark's namespaces."""
+        status, body = self.get("/api/v1/events")
+        items = body.get("items", []) if status == 200 else []
+        return sum(
+            int(e.get("count") or 1)
+            for e in items
+            if e.get("reason") == "BackOff" and (e["metadata"].get("namespace") or "").startswith("bench-")
+        )
 
     def run(self) -> None:
         while not self.stop.is_set():
             t = time.time()
             try:
                 self.samples.append((t, self.tick()))
-                self.reserved.append((time.time(), self.reserve()))
             except (OSError, http.client.HTTPException, ValueError):
                 self.conn.close()
             self.stop.wait(max(0.0, SAMPLE - (time.time() - t)))
+
+
+def reserved(pods: list[dict[str, Any]]) -> dict[str, int]:
+    """Memory reserved per namespace by the bound, active pods (the local cluster's scheduler accounting)."""
+    from airflow_kruise_chain.local.scheduling import active, pod_requests
+
+    out: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        if (pod.get("spec") or {}).get("nodeName") and active(pod):
+            out[pod["metadata"].get("namespace") or ""] += pod_requests(pod).get("memory", 0)
+    return dict(out)
 
 
 def parse_memory(text: str) -> int:
@@ -484,6 +592,17 @@ def read_timeline(cluster_root: Path) -> list[dict[str, Any]]:
                 continue
             fields = dict(kv.split("=", 1) for kv in m.group(4).split() if "=" in kv)
             events.append({"kind": m.group(3), "container": container, "uid": log.parents[3].name, **fields})
+    return events
+
+
+def read_noop_timeline(shared: Path) -> list[dict[str, Any]]:
+    """The no-op tasks' BENCH lines, from the runs' data folders."""
+    events = []
+    for log in shared.glob("*/noop-*.log"):
+        for raw in log.read_text(errors="replace").splitlines():
+            kind, rest = raw.removeprefix("BENCH ").split(" ", 1)
+            fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+            events.append({"kind": kind, "container": "", "uid": "", **fields})
     return events
 
 
@@ -525,12 +644,21 @@ def create_namespace(url: str, name: str) -> None:
 
 
 def run_scenario(
-    profile: str, mode: str, n: int, copies: int, workers: Workers, work: Path, timeout: float
+    profile: str,
+    mode: str,
+    n: int,
+    copies: int,
+    workers: Workers,
+    work: Path,
+    timeout: float,
+    workload: tuple[str, str, float] = WORKLOADS["distinct"],
+    chain_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from airflow_kruise_chain.local import ClusterConfig, LocalCluster
 
     procs = workers.ensure(copies)
-    root = work / f"{profile}-{mode}-n{n}-x{copies}"
+    label = workload_label(*workload)
+    root = work / f"{profile}-{mode}-{label.replace('/', '-')}-n{n}-x{copies}"
     root.mkdir(parents=True)
     with LocalCluster(ClusterConfig(profile=profile, root=str(root / "cluster"))) as cluster:
         cluster.write_kubeconfig(workers.kubeconfig)
@@ -538,7 +666,7 @@ def run_scenario(
         cluster.fault = tap  # the request hook: records, never answers
         jobs = []
         for i, w in enumerate(procs):
-            pipeline = f"{profile}-{mode}-n{n}-{i}"
+            pipeline = f"{profile}-{mode}-{label.replace('/', '-')}-n{n}-{i}"
             namespace = f"bench-{i}"
             create_namespace(cluster.url, namespace)
             data = root / "shared" / pipeline
@@ -546,7 +674,8 @@ def run_scenario(
             data.chmod(0o777)
             job = {
                 "dag_source": DAG_HEADER
-                + f"dag = build_dag({mode!r}, {n}, {pipeline!r}, {namespace!r}, {str(data)!r})\n",
+                + f"dag = build_dag({mode!r}, {n}, {pipeline!r}, {namespace!r}, {str(data)!r}, "
+                f"{tuple(workload)!r}, {chain_options or {}!r})\n",
                 "ready": str(root / f"ready-{i}"),
                 "go": str(root / "go"),
                 "result": str(root / f"result-{i}.json"),
@@ -576,6 +705,7 @@ def run_scenario(
         time.sleep(0.3)
         sampler.stop.set()
         sampler.join()
+        backoff_events = sampler.backoff_events()
         results = [
             {
                 **json.loads(Path(j["result"]).read_text()),
@@ -584,14 +714,17 @@ def run_scenario(
             }
             for j in jobs
         ]
-        timeline = read_timeline(root / "cluster")
+        timeline = read_timeline(root / "cluster") + read_noop_timeline(root / "shared")
         pods_created = sum(
             1 for m, p, code in cluster.audit if m == "POST" and p.endswith("/pods") and code == 201
         )
         requests = [(t, m, p, q) for t, m, p, q, ua in tap.records if not ua.startswith(UA)]
         (root / "requests.log").write_text("".join(f"{t:.6f} {m} {p}?{q}\n" for t, m, p, q in requests))
         cluster.fault = None
-    return analyse(profile, mode, n, copies, results, timeline, sampler, requests, pods_created)
+    row = analyse(profile, mode, n, copies, results, timeline, sampler, requests, pods_created)
+    row["workload"] = label
+    row["backoff_events"] = backoff_events
+    return row
 
 
 def tail(path: Path, lines: int = 30) -> str:
@@ -602,23 +735,6 @@ def tail(path: Path, lines: int = 30) -> str:
 
 
 # -- analysis --------------------------------------------------------------------------------------------
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(rank) - 1]
-
-
-def starts_stage(mode: str, method: str, path: str, namespace: str) -> bool:
-    """Whether a request is the one that starts the next stage: the chain's pod patch, KPO's pod creation."""
-    if mode == "chain":
-        return method == "PATCH" and path.startswith(f"/api/v1/namespaces/{namespace}/pods/")
-    if mode == "kpo":
-        return method == "POST" and path == f"/api/v1/namespaces/{namespace}/pods"
-    return False
-
-
 def analyse(
     profile: str,
     mode: str,
@@ -662,25 +778,29 @@ def analyse(
         reruns = sum(starts[(r["pipeline"], k)] - 1 for k in range(1, n + 1))
         if reruns:
             problems.append(f"{r['pipeline']}: {reruns} stage re-runs")
-        if stages[n].get("cksum") != expected:
+        if mode != "noop" and stages[n].get("cksum") != expected:
             problems.append(
                 f"{r['pipeline']}: final checksum {stages[n].get('cksum')} != expected {expected}"
             )
         pgaps = [stages[k + 1]["start"] - stages[k]["end"] for k in range(1, n)]
         gaps += pgaps
+        # the pipeline's requests: its namespace's, plus cluster-scoped ones (discovery) when it ran alone
+        mine = [
+            t
+            for t, _, p, _ in requests
+            if f"/namespaces/{r['namespace']}/" in p + "/" or (copies == 1 and "/namespaces/" not in p)
+        ]
+        ti = r.get("ti") or {}
         for k in range(1, n):
-            trigger = next(
-                (
-                    t
-                    for t, m, p, _ in requests
-                    if stages[k]["end"] < t < stages[k + 1]["start"]
-                    and starts_stage(mode, m, p, r["namespace"])
-                ),
-                None,
-            )
-            if trigger is not None:
-                split_client.append(trigger - stages[k]["end"])
-                split_cluster.append(stages[k + 1]["start"] - trigger)
+            if mode == "all":
+                break  # one task: no switch between stages for Airflow or a request to make
+            task_start = (ti.get(f"s{k + 1:02d}") or [None])[0]
+            split = figures.split_gap(stages[k]["end"], stages[k + 1]["start"], task_start, mine)
+            if split is not None:
+                split_client.append(split[0])
+                split_cluster.append(split[1])
+            elif mode == "noop":
+                split_client.append(stages[k + 1]["start"] - stages[k]["end"])
         startup.append(stages[1]["start"] - r["start"])
         per_pipeline.append(
             {
@@ -719,17 +839,17 @@ def analyse(
         default=0,
     )
     unsampled = sum(1 for p in stage_peaks.values() for v in p if v == 0)
-    # reserved memory: requests integrated over time, per pipeline (GiB·s), and the peak of the sum
-    reserved_gib_s = []
-    for r in results:
-        ns = r["namespace"]
-        total = 0.0
-        for (t0, a), (t1, _) in itertools.pairwise(sampler.reserved):
-            total += (t1 - t0) * a.get(ns, 0) / 2**30
-        reserved_gib_s.append(total)
-    reserved_peak = max((sum(a.values()) for _, a in sampler.reserved), default=0)
     # API requests
     kinds = Counter(classify(m, p, q) for _, m, p, q in requests)
+    verbs = Counter(figures.verb(m, p, q) for _, m, p, q in requests)
+    end = max((r["end"] for r in results), default=None)
+    ti_gaps = []  # Airflow's record: task k+1 start - task k end
+    for r in results:
+        ti = r.get("ti") or {}
+        for k in range(1, n):
+            a, b = ti.get(f"s{k:02d}"), ti.get(f"s{k + 1:02d}")
+            if a and b and a[1] is not None and b[0] is not None:
+                ti_gaps.append(b[0] - a[1])
     paths = Counter(
         f"{m} {re.sub(r'/namespaces/[^/]+', '/namespaces/NS', p)}"
         + (" (watch)" if classify(m, p, q) == "watch" else "")
@@ -746,20 +866,30 @@ def analyse(
         "wall_mean_s": statistics.fmean(walls) if walls else None,
         "first_stage_after_s": statistics.fmean(startup) if startup else None,
         "overhead_median_s": statistics.median(gaps) if gaps else None,
-        "overhead_p95_s": percentile(gaps, 95) if gaps else None,
+        "overhead_p95_s": figures.percentile(gaps, 95) if gaps else None,
         "overhead_max_s": max(gaps) if gaps else None,
         "overhead_grace_waits": sum(1 for g in gaps if g >= GRACE_WAIT),
         "overhead_median_without_grace_waits_s": statistics.median([g for g in gaps if g < GRACE_WAIT])
         if any(g < GRACE_WAIT for g in gaps)
         else None,
-        "overhead_p95_without_grace_waits_s": percentile([g for g in gaps if g < GRACE_WAIT], 95),
+        "overhead_p95_without_grace_waits_s": figures.percentile([g for g in gaps if g < GRACE_WAIT], 95),
         "teardown_grace_waits": sum(1 for p in per_pipeline if p["after_last_stage_s"] >= GRACE_WAIT),
-        "overhead_to_request_median_s": statistics.median(split_client) if split_client else None,
-        "overhead_request_to_start_median_s": statistics.median(split_cluster) if split_cluster else None,
+        "overhead_to_request_median_s": figures.median(split_client),
+        "overhead_to_request_p95_s": figures.percentile(split_client, 95) if split_client else None,
+        "overhead_request_to_start_median_s": figures.median(split_cluster),
+        "overhead_request_to_start_p95_s": figures.percentile(split_cluster, 95) if split_cluster else None,
+        "chain_part_median_s": figures.median(split_cluster) if mode != "noop" else 0.0,
+        "task_gap_median_s": figures.median(ti_gaps),
+        "backoff_container_s": figures.integrate([(t, sum(b.values())) for t, b in sampler.backoff], end),
+        "reserved_gib_s": statistics.fmean(
+            figures.integrate([(t, a.get(r["namespace"], 0) / figures.GIB) for t, a in sampler.reserved], end)
+            for r in results
+        )
+        if results
+        else None,
+        "reserved_peak_mib": max((sum(a.values()) for _, a in sampler.reserved), default=0) / 2**20,
+        "pod_samples": len(sampler.reserved),
         "peak_memory_mib": peak_total / 2**20,
-        "sizes": os.environ.get(SIZES_ENV, "none"),
-        "reserved_gib_s": statistics.fmean(reserved_gib_s) if reserved_gib_s else None,
-        "reserved_peak_mib": reserved_peak / 2**20,
         "peak_memory_per_pipeline_mib": max(per_ns_peak.values(), default=0) / 2**20,
         "two_largest_consecutive_stages_mib": pair / 2**20,
         "stage_peaks_mib": {k: [round(v / 2**20, 2) for v in p] for k, p in stage_peaks.items()},
@@ -769,6 +899,7 @@ def analyse(
         "api_requests": len(requests),
         "api_requests_per_stage": len(requests) / stages_total,
         "api_by_kind_per_stage": {k: v / stages_total for k, v in sorted(kinds.items())},
+        "api_by_verb_per_stage": {k: v / stages_total for k, v in sorted(verbs.items())},
         "api_by_path": dict(paths.most_common()),
         "pods_created": pods_created,
         "expected_checksum": expected,
@@ -788,157 +919,46 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 
 COLUMNS = (
-    "profile", "mode", "N", "at once", "wall s", "1st stage after s", "overhead/stage s median (p95)",
-    "gaps ≥25 s: count, median (p95) without", "split s: end→request / request→start", "peak MiB",
-    "2 largest consec. stages MiB", "reserved GiB·s per pipeline (peak MiB)", "API req/stage",
-    "get / list / watch / log / write per stage",
-    "pods", "ok",
+    "profile", "workload", "mode", "N", "at once", "wall s", "overhead/stage s median (p95)",
+    "Airflow part s median (p95)", "chain part s median (p95)", "task gap s (Airflow record)",
+    "back-off container·s / events", "peak RSS MiB", "reserved GiB·s per pipeline (peak MiB)",
+    "API req/stage",
+    "get / list / watch / create / patch / update / delete per stage", "pods", "ok",
 )  # fmt: skip
+VERBS = ("get", "list", "watch", "create", "patch", "update", "delete")
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
-        kinds = r["api_by_kind_per_stage"]
+        verbs = r["api_by_verb_per_stage"]
         wall = fmt(r["wall_s"], 1)
         peak = fmt(r["peak_memory_mib"], 1)
         if r["copies"] > 1:
             wall += f" ({fmt(r['wall_mean_s'], 1)} each)"
             peak += f" ({fmt(r['peak_memory_per_pipeline_mib'], 1)} each)"
-        waits = str(r["overhead_grace_waits"])
-        if r["overhead_grace_waits"]:
-            waits += (
-                f", {fmt(r['overhead_median_without_grace_waits_s'], 3)}"
-                f" ({fmt(r['overhead_p95_without_grace_waits_s'], 3)})"
-            )
         cells = [
             r["profile"],
-            MODE_NAMES[r["mode"]],
+            r["workload"],
+            MODE_NAMES.get(r["mode"], r["mode"]),
             str(r["stages"]),
             str(r["copies"]),
             wall,
-            fmt(r["first_stage_after_s"], 2),
             f"{fmt(r['overhead_median_s'], 3)} ({fmt(r['overhead_p95_s'], 3)})",
-            waits,
-            f"{fmt(r['overhead_to_request_median_s'], 3)} / "
-            f"{fmt(r['overhead_request_to_start_median_s'], 3)}",
+            f"{fmt(r['overhead_to_request_median_s'], 3)} ({fmt(r['overhead_to_request_p95_s'], 3)})",
+            f"{fmt(r['overhead_request_to_start_median_s'], 3)} "
+            f"({fmt(r['overhead_request_to_start_p95_s'], 3)})",
+            fmt(r["task_gap_median_s"], 3),
+            f"{fmt(r['backoff_container_s'], 1)} / {r['backoff_events']}",
             peak,
-            fmt(r["two_largest_consecutive_stages_mib"], 1),
             f"{fmt(r['reserved_gib_s'], 2)} ({fmt(r['reserved_peak_mib'], 0)})",
             fmt(r["api_requests_per_stage"], 1),
-            " / ".join(fmt(kinds.get(k, 0.0), 1) for k in ("get", "list", "watch", "log", "write")),
+            " / ".join(fmt(verbs.get(k, 0.0), 1) for k in VERBS),
             str(r["pods_created"]),
             "yes" if not r["problems"] else "NO",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def targets(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per target: met or missed, with the measured figures."""
-    out = []
-
-    def find(profile: str, mode: str, n: int, copies: int = 1) -> dict[str, Any] | None:
-        return next(
-            (
-                r
-                for r in rows
-                if (r["profile"], r["mode"], r["stages"], r["copies"]) == (profile, mode, n, copies)
-            ),
-            None,
-        )
-
-    ns = sorted({r["stages"] for r in rows if r["copies"] == 1})
-
-    def without(r: dict[str, Any]) -> str:
-        if not r["overhead_grace_waits"]:
-            return ""
-        return (
-            f" [{r['overhead_grace_waits']} gap(s) waited out the 30 s grace period; without them "
-            f"{fmt(r['overhead_median_without_grace_waits_s'], 3)} s]"
-        )
-
-    # 1. chain overhead <= 1/3 of KPO's, fast profile
-    pairs = [(n, find("fast", "chain", n), find("fast", "kpo", n)) for n in ns]
-    pairs = [(n, c, k) for n, c, k in pairs if c and k and c["overhead_median_s"] and k["overhead_median_s"]]
-    if pairs:
-        ok = all(c["overhead_median_s"] <= k["overhead_median_s"] / 3 for _, c, k in pairs)
-        out.append(
-            ("MET" if ok else "MISSED")
-            + ": chain overhead per stage <= 1/3 of KPO's (fast, medians): "
-            + "; ".join(
-                f"N={n}: chain {c['overhead_median_s']:.3f} s vs KPO {k['overhead_median_s']:.3f} s "
-                f"({c['overhead_median_s'] / k['overhead_median_s']:.0%}){without(c)}"
-                for n, c, k in pairs
-            )
-        )
-    # 2. flat from N=3 to N=50
-    chain = [r for r in (find("fast", "chain", n) for n in ns) if r and r["overhead_median_s"] is not None]
-    if len(chain) >= 2:
-        lo = min(r["overhead_median_s"] for r in chain)
-        ok = max(r["overhead_median_s"] for r in chain) <= lo * 1.25 + 0.02
-        out.append(
-            ("MET" if ok else "MISSED") + " (flat: every median within 25 % + 20 ms of the smallest): "
-            "chain overhead per stage flat in N (fast): "
-            + ", ".join(f"N={r['stages']}: {r['overhead_median_s']:.3f} s{without(r)}" for r in chain)
-        )
-    # 3. peak memory of the chain <= two largest consecutive stages + 10 MB
-    mem = [r for r in rows if r["mode"] == "chain" and r["copies"] == 1]
-    if mem:
-        ok = all(
-            r["peak_memory_mib"] <= r["two_largest_consecutive_stages_mib"] + 10 * 10**6 / 2**20 for r in mem
-        )
-        out.append(
-            ("MET" if ok else "MISSED")
-            + ": chain peak memory <= two largest consecutive stages + 10 MB: "
-            + "; ".join(
-                f"{r['profile']} N={r['stages']}: {r['peak_memory_mib']:.1f} MiB vs "
-                f"{r['two_largest_consecutive_stages_mib']:.1f} + 9.5 MiB"
-                for r in mem
-            )
-        )
-    # 4. all-at-once grows with N
-    for profile in sorted({r["profile"] for r in rows}):
-        alls = [(n, find(profile, "all", n)) for n in ns]
-        alls = [(n, r["peak_memory_mib"]) for n, r in alls if r]
-        if len(alls) >= 2:
-            ok = all(b[1] > a[1] for a, b in itertools.pairwise(alls))
-            out.append(
-                ("MET" if ok else "MISSED")
-                + f": all-at-once peak memory grows with N ({profile}): "
-                + ", ".join(f"N={n}: {v:.1f} MiB" for n, v in alls)
-            )
-    # 5. reserved memory (requests x time) of the chain <= KPO's, when the stages request memory
-    pairs = [
-        (r, find(r["profile"], "kpo", r["stages"], r["copies"]))
-        for r in rows
-        if r["mode"] == "chain" and r.get("sizes", "none") != "none"
-    ]
-    pairs = [(c, k) for c, k in pairs if k and c["reserved_gib_s"] is not None and k["reserved_gib_s"]]
-    if pairs:
-        ok = all(c["reserved_gib_s"] <= k["reserved_gib_s"] for c, k in pairs)
-        out.append(
-            ("MET" if ok else "MISSED")
-            + f": chain reserved memory <= KPO's ({pairs[0][0]['sizes']} stage sizes, GiB·s per pipeline): "
-            + "; ".join(
-                f"{c['profile']} N={c['stages']} x{c['copies']}: chain {c['reserved_gib_s']:.2f} vs KPO "
-                f"{k['reserved_gib_s']:.2f}"
-                for c, k in pairs
-            )
-        )
-    # 6. API requests per stage bounded, watch-based
-    chains = [r for r in rows if r["mode"] == "chain"]
-    if chains:
-        per = [r["api_requests_per_stage"] for r in chains]
-        gets = [r["api_by_kind_per_stage"].get("get", 0) for r in chains]
-        watches = [r["api_by_kind_per_stage"].get("watch", 0) for r in chains]
-        ok = max(per) <= 15
-        out.append(
-            ("MET" if ok else "MISSED") + " (bound: 15 requests per stage): chain API requests per stage "
-            f"{min(per):.1f}-{max(per):.1f} (gets {min(gets):.1f}-{max(gets):.1f}, watches "
-            f"{min(watches):.1f}-{max(watches):.1f}), across every profile, N and 10 at once"
-        )
-    return out
 
 
 def machine() -> dict[str, Any]:
@@ -963,15 +983,21 @@ def machine() -> dict[str, Any]:
     }
 
 
-def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
+def plan(args: argparse.Namespace) -> list[tuple[str, str, str, int, int]]:
+    """(profile, mode, workload, N, pipelines at once) of every scenario, in order. Without --stages the
+    workloads other than `distinct` run at N = 10 only (N = 3 with --quick), to keep the full run short."""
     runs = []
     for profile in args.profiles:
-        for n in args.stages:
-            for mode in args.modes:
-                runs.append((profile, mode, n, 1))
+        for workload in args.workloads:
+            stages = args.stages
+            if not args.stages_given and workload != "distinct":
+                stages = [3] if args.quick else [10]
+            for n in stages:
+                for mode in args.modes:
+                    runs.append((profile, mode, workload, n, 1))
         if args.copies > 1:
             for mode in args.modes:
-                runs.append((profile, mode, args.copies_stages, args.copies))
+                runs.append((profile, mode, args.workloads[0], args.copies_stages, args.copies))
     return runs
 
 
@@ -980,7 +1006,18 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fast profile, N = 3 and 10, 10 pipelines of N = 3")
     ap.add_argument("--profiles", help="comma-separated (default fast,realistic; quick: fast)")
     ap.add_argument("--stages", help="comma-separated N (default 3,10,50; quick: 3,10)")
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, from chain,kpo,all")
+    ap.add_argument(
+        "--modes",
+        help="comma-separated, from noop, kpo, kpo1 (startup_check_interval_seconds=1), all, chain and the "
+        "chain variants the provider offers (default: all of them; --list-modes shows them)",
+    )
+    ap.add_argument("--list-modes", action="store_true", help="print the modes this provider offers")
+    ap.add_argument(
+        "--workloads",
+        help="comma-separated, from "
+        + ", ".join(f"{k} ({workload_label(*v)})" for k, v in WORKLOADS.items())
+        + " (default: all; quick: distinct)",
+    )
     ap.add_argument(
         "--copies", type=int, default=10, help="pipelines at once in the concurrency rows (1: none)"
     )
@@ -989,15 +1026,6 @@ def main() -> int:
     ap.add_argument(
         "--out", help="file name stem under bench/results (default pipelines; quick: pipelines-quick)"
     )
-    ap.add_argument(
-        "--same-image", action="store_true", help="every stage uses the same image (the chain swaps by CRR)"
-    )
-    ap.add_argument(
-        "--sizes",
-        choices=SIZES,
-        default="none",
-        help="stage memory requests: none; uniform (64Mi each); skewed (1Gi middle stage, 64Mi others)",
-    )
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, Airflow homes)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1005,15 +1033,23 @@ def main() -> int:
         worker(args.worker)
         return 0
     args.profiles = (args.profiles or ("fast" if args.quick else "fast,realistic")).split(",")
+    args.stages_given = bool(args.stages)
     args.stages = [int(s) for s in (args.stages or ("3,10" if args.quick else "3,10,50")).split(",")]
-    args.modes = args.modes.split(",")
+    variants = chain_variants()
+    modes = {**{m: {} for m in BASE_MODES}, **variants}
+    if args.list_modes:
+        print("\n".join(f"{m}: {MODE_NAMES.get(m, m)} {o or ''}" for m, o in modes.items()))
+        return 0
+    args.modes = args.modes.split(",") if args.modes else list(modes)
+    args.workloads = (args.workloads or ("distinct" if args.quick else ",".join(WORKLOADS))).split(",")
+    for m in args.modes:
+        if m not in modes:
+            ap.error(f"--modes: unknown mode {m!r}; this provider offers {', '.join(modes)}")
+    for w in args.workloads:
+        if w not in WORKLOADS:
+            ap.error(f"--workloads: unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
     args.copies_stages = args.copies_stages or (3 if args.quick else 10)
-    stem = args.out or ("pipelines-quick" if args.quick else "pipelines") + (
-        "-same-image" if args.same_image else ""
-    ) + ("" if args.sizes == "none" else f"-{args.sizes}")
-    if args.same_image:
-        os.environ[SAME_IMAGE_ENV] = "1"
-    os.environ[SIZES_ENV] = args.sizes
+    stem = args.out or ("pipelines-quick" if args.quick else "pipelines")
 
     info = machine()
     print(
@@ -1029,19 +1065,24 @@ def main() -> int:
     try:
         workers = Workers(work)
         print(f"airflow db migrate: {time.perf_counter() - t0:.1f} s", flush=True)
-        for profile, mode, n, copies in plan(args):
+        for profile, mode, workload, n, copies in plan(args):
             t = time.perf_counter()
-            print(f"{profile:9s} {MODE_NAMES[mode]:18s} N={n:<3d} x{copies:<3d} ...", end=" ", flush=True)
+            print(f"{profile:9s} {workload:11s} {mode:24s} N={n:<3d} x{copies:<3d} ...", end=" ", flush=True)
             try:
-                row = run_scenario(profile, mode, n, copies, workers, work, args.timeout)
+                row = run_scenario(
+                    profile, mode, n, copies, workers, work, args.timeout, WORKLOADS[workload], modes[mode]
+                )
             except Exception as e:  # one broken scenario must not lose the others
                 print(f"FAILED: {e}", flush=True)
-                failures.append(f"{profile} {mode} N={n} x{copies}: {e}")
+                failures.append(f"{profile} {workload} {mode} N={n} x{copies}: {e}")
                 continue
             rows.append(row)
             print(
                 f"{time.perf_counter() - t:5.1f} s: wall {fmt(row['wall_s'], 1)} s, overhead/stage "
-                f"{fmt(row['overhead_median_s'], 3)} s, peak {fmt(row['peak_memory_mib'], 1)} MiB, "
+                f"{fmt(row['overhead_median_s'], 3)} s (Airflow {fmt(row['overhead_to_request_median_s'], 3)}"
+                f" + chain {fmt(row['overhead_request_to_start_median_s'], 3)}), peak "
+                f"{fmt(row['peak_memory_mib'], 1)} MiB, {fmt(row['reserved_gib_s'], 2)} GiB·s, back-off "
+                f"{fmt(row['backoff_container_s'], 1)} s, "
                 f"{fmt(row['api_requests_per_stage'], 1)} req/stage, {row['pods_created']} pods"
                 + (f"; PROBLEMS: {row['problems']}" if row["problems"] else ""),
                 flush=True,
@@ -1056,14 +1097,15 @@ def main() -> int:
     total = time.perf_counter() - t0
     command = "python bench/pipelines.py" + "".join(f" {a}" for a in sys.argv[1:])
     md = table(rows)
-    lines = targets(rows)
+    lines = figures.targets(rows, [m for m in args.modes if m.startswith("chain")])
     header = (
         f"Pipelines benchmark: `{command}` on {info['cpus']} CPUs ({info['cpu_model']}), {info['memory']} "
         f"RAM, Python {info['python']}, Airflow {info['airflow']}, "
         f"cncf.kubernetes {info['cncf_kubernetes']}, {time.strftime('%Y-%m-%d')}; total {total:.0f} s.\n\n"
     )
     notes = (
-        f"\nStage program: {RECORDS} records, {PAUSE} s pause, holds {'/'.join(map(str, MEMORY_MB))} MiB "
+        f"\nStage program: {RECORDS} records, the workload's pause (0.2 s, long: 5 s), holds "
+        f"{'/'.join(map(str, MEMORY_MB))} MiB "
         f"(stage k: {MEMORY_MB[0]} if k%3=0, ...). Overhead per stage = stage k+1 start - stage k end "
         "(stage program timestamps). 'at once' > 1: wall = first start to last end (mean per pipeline), "
         "peak = all pods of all pipelines (largest single pipeline). ok = every DAG run succeeded, every "

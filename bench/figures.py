@@ -1,0 +1,269 @@
+"""The pipelines benchmark's arithmetic, apart from any cluster or Airflow: percentiles, the split of a stage
+switch into Airflow's part and the chain's part, time integrals of sampled figures (reserved memory in
+GiB·s, container-seconds in back-off), the Kubernetes verb of a request, and the MET/MISSED verdicts against
+issue 16's targets. Pure functions of recorded data (tests/unit/test_bench_figures.py)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+GIB = 2**30
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (the smallest value with at least q % of the values at or below it); NaN
+    for no values."""
+    if not values:
+        return float("nan")
+    if not 0 < q <= 100:
+        raise ValueError(f"percentile q must be in (0, 100], got {q}")
+    ordered = sorted(values)
+    rank = math.ceil(len(ordered) * q / 100)
+    return ordered[max(rank, 1) - 1]
+
+
+def integrate(samples: Sequence[tuple[float, float]], end: float | None = None) -> float:
+    """The time integral of a step function sampled at (time, value): each value holds until the next
+    sample (the last one until `end`, or contributes nothing without it)."""
+    ordered = sorted(samples)
+    total = 0.0
+    for (t0, v), (t1, _) in itertools.pairwise(ordered):
+        total += v * (t1 - t0)
+    if ordered and end is not None and end > ordered[-1][0]:
+        total += ordered[-1][1] * (end - ordered[-1][0])
+    return total
+
+
+def waiting_in_backoff(pods: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Containers waiting in CrashLoopBackOff, per namespace, from pod statuses."""
+    out: dict[str, int] = {}
+    for p in pods:
+        ns = (p.get("metadata") or {}).get("namespace") or ""
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            if ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff":
+                out[ns] = out.get(ns, 0) + 1
+    return out
+
+
+def verb(method: str, path: str, query: str) -> str:
+    """The Kubernetes API verb of a request (apiserver `RequestInfoFactory`): get, list, watch, create,
+    update, patch, delete, deletecollection; `discovery` for non-resource paths."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    else:
+        return "discovery"
+    if not rest:
+        return "discovery"
+    watch = bool(re.search(r"(^|&)watch=(true|1)(&|$)", query, re.IGNORECASE))
+    if rest[0] == "watch":
+        watch, rest = True, rest[1:]
+    if rest and rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    named = len(rest) >= 2
+    if method == "GET":
+        if watch:
+            return "watch"
+        return "get" if named else "list"
+    return {
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if named else "deletecollection",
+    }.get(method, method.lower())
+
+
+def split_gap(
+    stage_end: float, next_start: float, next_task_start: float | None, request_times: Sequence[float]
+) -> tuple[float, float] | None:
+    """Split the gap between a stage's end and the next stage's start at the first API request the next
+    stage's task makes: (Airflow's part: stage end -> that request, the chain's part: request -> stage
+    start). The request is the first at or after both the stage's end and the next task's start (Airflow's
+    task instance start_date; None: the stage's end alone), before the next stage starts. None when no
+    request falls in the gap (a no-op task makes none: the whole gap is Airflow's)."""
+    after = max(stage_end, next_task_start) if next_task_start is not None else stage_end
+    ordered = sorted(request_times)
+    i = bisect.bisect_left(ordered, after)
+    if i == len(ordered) or ordered[i] > next_start:
+        return None
+    return ordered[i] - stage_end, next_start - ordered[i]
+
+
+def median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+# -- targets ---------------------------------------------------------------------------------------------
+def verdict(ok: bool | None, text: str) -> str:
+    """`MET: text`, `MISSED: text`, or `NOT MEASURED: text` when the figures are missing (ok is None)."""
+    return ("NOT MEASURED" if ok is None else "MET" if ok else "MISSED") + ": " + text
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["profile"], r["workload"], r["stages"], r["copies"])
+
+
+def _find(rows: Sequence[dict[str, Any]], mode: str, key: tuple[Any, ...]) -> dict[str, Any] | None:
+    return next((r for r in rows if r["mode"] == mode and _key(r) == key), None)
+
+
+def _f(v: float | None, unit: str = " s") -> str:
+    return "-" if v is None or v != v else f"{v:.3f}{unit}"
+
+
+def targets(rows: Sequence[dict[str, Any]], chain_modes: Sequence[str] = ("chain",)) -> list[str]:
+    """One line per target of issue 16 and chain variant: MET / MISSED / NOT MEASURED with the figures.
+
+    Rows carry profile, mode, workload, stages, copies and the figures overhead_median_s,
+    chain_part_median_s, backoff_container_s, backoff_events, reserved_gib_s, api_requests_per_stage,
+    api_by_verb_per_stage."""
+    out = []
+    for cm in chain_modes:
+        chains = [r for r in rows if r["mode"] == cm]
+        if not chains:
+            continue
+        # 1. realistic profile, every workload
+        real = [r for r in chains if r["profile"] == "realistic"]
+        parts = []
+        ok: bool | None = True
+        if not real:
+            ok = None
+        for r in real:
+            kpo = _find(rows, "kpo1", _key(r))
+            noop = _find(rows, "noop", _key(r))
+            c = r.get("overhead_median_s")
+            own = r.get("chain_part_median_s")
+            k = kpo.get("overhead_median_s") if kpo else None
+            floor = noop.get("overhead_median_s") if noop else None
+            checks = [
+                c is not None and k is not None and c <= 0.1 * k,
+                own is not None and own <= 0.1,
+                c is not None and floor is not None and c - floor <= 0.1,
+                not r.get("backoff_container_s") and not r.get("backoff_events"),
+            ]
+            if c is None or k is None or own is None or floor is None:
+                ok = None if ok is not False else False
+            elif not all(checks):
+                ok = False
+            parts.append(
+                f"{r['workload']} N={r['stages']} x{r['copies']}: {_f(c)} vs KPO tuned {_f(k)}"
+                + (f" ({c / k:.0%})" if c is not None and k else "")
+                + f", own part {_f(own)}, floor {_f(floor)}, back-off "
+                f"{r.get('backoff_container_s') or 0:.1f} s/{r.get('backoff_events') or 0} events"
+            )
+        out.append(
+            verdict(
+                ok,
+                f"{cm}, realistic, every workload: overhead/stage <= 10 % of KPO tuned, own part <= 0.1 s "
+                "median, within 0.1 s of the no-op floor, no back-off: " + ("; ".join(parts) or "no rows"),
+            )
+        )
+        # 2. reserved memory
+        parts, ok = [], None
+        for r in chains:
+            if "skewed" not in r["workload"]:
+                continue
+            kpos = [x for x in (_find(rows, m, _key(r)) for m in ("kpo", "kpo1")) if x]
+            if not kpos:
+                continue
+            best = min(x["reserved_gib_s"] for x in kpos)
+            good = r["reserved_gib_s"] <= best
+            ok = good if ok is None else ok and good
+            parts.append(
+                f"{r['profile']} {r['workload']} N={r['stages']}: {r['reserved_gib_s']:.2f} vs KPO "
+                f"{best:.2f} GiB·s"
+            )
+        out.append(
+            verdict(ok, f"{cm} reserved memory <= KPO's on skewed stages: " + ("; ".join(parts) or "no rows"))
+        )
+        parts, ok = [], None
+        for r in chains:
+            if r["stages"] != 10:
+                continue
+            alls = _find(rows, "all", _key(r))
+            if not alls:
+                continue
+            good = r["reserved_gib_s"] <= alls["reserved_gib_s"] / 10
+            ok = good if ok is None else ok and good
+            parts.append(
+                f"{r['profile']} {r['workload']} x{r['copies']}: {r['reserved_gib_s']:.2f} vs all-at-once "
+                f"{alls['reserved_gib_s']:.2f} / 10 = {alls['reserved_gib_s'] / 10:.2f} GiB·s"
+            )
+        out.append(
+            verdict(
+                ok,
+                f"{cm} reserved memory <= 1/N of all-at-once's at N = 10: " + ("; ".join(parts) or "no rows"),
+            )
+        )
+        # 3. flat in N
+        parts, ok = [], None
+        for r in chains:
+            if r["stages"] != 50:
+                continue
+            small = next(
+                (x for x in chains if _key(x) == (r["profile"], r["workload"], 3, r["copies"])), None
+            )
+            if not small or small.get("overhead_median_s") is None or r.get("overhead_median_s") is None:
+                continue
+            good = r["overhead_median_s"] <= 1.2 * small["overhead_median_s"]
+            ok = good if ok is None else ok and good
+            parts.append(
+                f"{r['profile']} {r['workload']}: N=50 {_f(r['overhead_median_s'])} vs N=3 "
+                f"{_f(small['overhead_median_s'])} "
+                f"({r['overhead_median_s'] / small['overhead_median_s'] - 1:+.0%})"
+            )
+        out.append(
+            verdict(
+                ok, f"{cm} overhead/stage at N = 50 within 20 % of N = 3: " + ("; ".join(parts) or "no rows")
+            )
+        )
+        # API requests per stage bounded, and watch-based: no more requests per stage for 5 s stages than for
+        # 0.2 s ones (a poller's count grows with the stage's duration)
+        per = [r["api_requests_per_stage"] for r in chains]
+        watches = [r["api_by_verb_per_stage"].get("watch", 0.0) for r in chains]
+        bounded = max(per) <= 15
+        pairs = []
+        for r in chains:
+            if not r["workload"].endswith("/0.2s"):
+                continue
+            long_key = (r["profile"], r["workload"][: -len("/0.2s")] + "/5s", r["stages"], r["copies"])
+            other = next((x for x in chains if _key(x) == long_key), None)
+            if other:
+                pairs.append((r, other))
+        if pairs:
+            flat = all(b["api_requests_per_stage"] <= a["api_requests_per_stage"] + 1 for a, b in pairs)
+            ok = bounded and flat and min(watches) > 0
+            how = "; ".join(
+                f"{a['profile']} N={a['stages']}: {a['api_requests_per_stage']:.1f} (0.2 s) vs "
+                f"{b['api_requests_per_stage']:.1f} (5 s)"
+                for a, b in pairs
+            )
+        else:
+            ok = None if bounded else False
+            how = "needs 0.2 s and 5 s stages of one workload to tell watching from polling"
+        out.append(
+            verdict(
+                ok,
+                f"{cm} API requests per stage bounded (<= 15) and watch-based: {min(per):.1f}-{max(per):.1f} "
+                f"per stage, watches {min(watches):.1f}-{max(watches):.1f}; {how}",
+            )
+        )
+    out.append(
+        verdict(
+            None,
+            "under the real scheduler: chain start-to-start within 10 % of the no-op DAG's "
+            "(measured by bench/scheduler.py, not in this run)",
+        )
+    )
+    return out

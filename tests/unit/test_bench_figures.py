@@ -1,0 +1,206 @@
+"""The pipelines benchmark's arithmetic (bench/figures.py): percentile, GiB·s integration, the split of a
+stage switch, the verb of a request, MET/MISSED. Pure functions on made-up records: nothing timed."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from bench import figures
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    assert figures.percentile(values, 50) == 50
+    assert figures.percentile(values, 95) == 95
+    assert figures.percentile(values, 100) == 100
+    assert figures.percentile([3.0, 1.0, 2.0], 95) == 3.0  # ceil(2.85) = 3rd of the sorted values
+    assert figures.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert figures.percentile([7.0], 1) == 7.0
+    assert math.isnan(figures.percentile([], 95))
+    with pytest.raises(ValueError, match="percentile q"):
+        figures.percentile([1.0], 0)
+
+
+def test_median_of_even_and_odd_counts() -> None:
+    assert figures.median([3.0, 1.0, 2.0]) == 2.0
+    assert figures.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    assert figures.median([]) is None
+
+
+def test_integrate_holds_each_value_until_the_next_sample() -> None:
+    assert figures.integrate([(0.0, 2.0), (1.0, 4.0), (3.0, 0.0)]) == 2.0 + 8.0
+    assert figures.integrate([(3.0, 0.0), (0.0, 2.0), (1.0, 4.0)]) == 10.0  # order does not matter
+    assert figures.integrate([(0.0, 2.0), (1.0, 4.0)], end=1.5) == 2.0 + 2.0
+    assert figures.integrate([(0.0, 2.0)]) == 0.0
+    assert figures.integrate([]) == 0.0
+
+
+def test_reserved_gib_s_integrates_bytes_over_time() -> None:
+    gib = figures.GIB
+    samples = [(0.0, 1 * gib), (2.0, 1.5 * gib), (3.0, 0.0), (4.0, 2 * gib)]
+    assert figures.integrate([(t, v / gib) for t, v in samples], end=5.0) == pytest.approx(
+        2.0 + 1.5 + 0 + 2.0
+    )
+
+
+def test_waiting_in_backoff_per_namespace() -> None:
+    def pod(ns: str, *reasons: str) -> dict[str, Any]:
+        statuses = [{"name": f"c{i}", "state": {"waiting": {"reason": r}}} for i, r in enumerate(reasons)]
+        statuses.append({"name": "running", "state": {"running": {}}})
+        return {"metadata": {"namespace": ns}, "status": {"containerStatuses": statuses}}
+
+    pods = [
+        pod("a", "CrashLoopBackOff", "ContainerCreating"),
+        pod("a", "CrashLoopBackOff"),
+        pod("b", "ImagePullBackOff"),
+        {"metadata": {"namespace": "c"}, "status": {}},
+    ]
+    assert figures.waiting_in_backoff(pods) == {"a": 2}
+    # container-seconds: two containers waiting for 1 s, then none
+    assert figures.integrate([(0.0, 2.0), (1.0, 0.0)], end=3.0) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "verb"),
+    [
+        ("GET", "/api/v1/namespaces/ns/pods/p", "", "get"),
+        ("GET", "/api/v1/namespaces/ns/pods", "", "list"),
+        ("GET", "/api/v1/namespaces/ns/pods", "watch=true&fieldSelector=x", "watch"),
+        ("GET", "/api/v1/watch/namespaces/ns/pods", "", "watch"),
+        ("GET", "/api/v1/pods", "", "list"),
+        ("GET", "/api/v1/namespaces/ns/pods/p/log", "follow=true", "get"),
+        ("POST", "/api/v1/namespaces/ns/pods", "", "create"),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p", "", "patch"),
+        ("PUT", "/apis/apps.kruise.io/v1alpha1/namespaces/ns/containerrecreaterequests/c", "", "update"),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", "", "delete"),
+        ("DELETE", "/api/v1/namespaces/ns/pods", "", "deletecollection"),
+        ("GET", "/api", "", "discovery"),
+        ("GET", "/apis/apps.kruise.io/v1alpha1", "", "discovery"),
+        ("GET", "/version", "", "discovery"),
+    ],
+)
+def test_verb(method: str, path: str, query: str, verb: str) -> None:
+    assert figures.verb(method, path, query) == verb
+
+
+def test_split_gap_at_the_next_tasks_first_request() -> None:
+    # stage ends at 10, the next task starts at 10.3 (Airflow's record), requests at 9 (before the end),
+    # 10.1 (the previous task's clean-up, before the next task started), 10.4 and 10.6; next stage at 11
+    requests = [10.6, 9.0, 10.1, 10.4]
+    airflow, chain = figures.split_gap(10.0, 11.0, 10.3, requests)  # type: ignore[misc]
+    assert airflow == pytest.approx(0.4)
+    assert chain == pytest.approx(0.6)
+    assert airflow + chain == pytest.approx(11.0 - 10.0)
+    # without Airflow's record: the first request after the stage's end
+    assert figures.split_gap(10.0, 11.0, None, requests) == pytest.approx((0.1, 0.9))
+    # a task start recorded before the stage end (clock skew) does not move the split before the end
+    assert figures.split_gap(10.0, 11.0, 9.5, requests) == pytest.approx((0.1, 0.9))
+    # no request in the gap (a no-op task)
+    assert figures.split_gap(10.0, 11.0, 10.3, [9.0, 12.0]) is None
+    assert figures.split_gap(10.0, 11.0, None, []) is None
+
+
+def row(
+    mode: str, profile: str = "realistic", workload: str = "distinct/uniform/0.2s", n: int = 10, **kw: Any
+):
+    base = {
+        "profile": profile,
+        "mode": mode,
+        "workload": workload,
+        "stages": n,
+        "copies": 1,
+        "overhead_median_s": 1.0,
+        "chain_part_median_s": 0.5,
+        "backoff_container_s": 0.0,
+        "backoff_events": 0,
+        "reserved_gib_s": 10.0,
+        "api_requests_per_stage": 10.0,
+        "api_by_verb_per_stage": {"watch": 1.0},
+    }
+    return {**base, **kw}
+
+
+def lines_for(rows: list[dict[str, Any]], what: str) -> list[str]:
+    return [line for line in figures.targets(rows) if what in line]
+
+
+def test_verdict_words() -> None:
+    assert figures.verdict(True, "x") == "MET: x"
+    assert figures.verdict(False, "x") == "MISSED: x"
+    assert figures.verdict(None, "x") == "NOT MEASURED: x"
+
+
+def test_target_overhead_met_and_missed() -> None:
+    good = [
+        row("chain", overhead_median_s=0.25, chain_part_median_s=0.05),
+        row("kpo1", overhead_median_s=3.0),
+        row("noop", overhead_median_s=0.2),
+    ]
+    (line,) = lines_for(good, "every workload")
+    assert line.startswith("MET: ") and "0.250 s vs KPO tuned 3.000 s (8%)" in line
+    # chain above 10 % of KPO's
+    slow = [dict(good[0], overhead_median_s=0.35), good[1], dict(good[2], overhead_median_s=0.3)]
+    assert lines_for(slow, "every workload")[0].startswith("MISSED: ")
+    # own part above 0.1 s
+    own = [dict(good[0], chain_part_median_s=0.2), *good[1:]]
+    assert lines_for(own, "every workload")[0].startswith("MISSED: ")
+    # more than 0.1 s above the floor
+    floor = [*good[:2], dict(good[2], overhead_median_s=0.1)]
+    assert lines_for(floor, "every workload")[0].startswith("MISSED: ")
+    # a stage start in back-off
+    backoff = [dict(good[0], backoff_events=1), *good[1:]]
+    assert lines_for(backoff, "every workload")[0].startswith("MISSED: ")
+    # no KPO row to compare with: not measured, and only realistic rows count
+    assert lines_for([good[0], good[2]], "every workload")[0].startswith("NOT MEASURED: ")
+    assert lines_for([dict(r, profile="fast") for r in good], "every workload")[0].startswith(
+        "NOT MEASURED: "
+    )
+
+
+def test_target_reserved_memory() -> None:
+    rows = [
+        row("chain", workload="distinct/skewed/0.2s", reserved_gib_s=5.0),
+        row("kpo", workload="distinct/skewed/0.2s", reserved_gib_s=9.0),
+        row("kpo1", workload="distinct/skewed/0.2s", reserved_gib_s=6.0),
+        row("all", workload="distinct/skewed/0.2s", reserved_gib_s=49.0),
+    ]
+    assert lines_for(rows, "on skewed")[0].startswith("MET: ")
+    assert lines_for(rows, "1/N of all-at-once")[0].startswith("MISSED: ")  # 5.0 > 4.9
+    rows[3]["reserved_gib_s"] = 50.0
+    assert lines_for(rows, "1/N of all-at-once")[0].startswith("MET: ")  # 5.0 <= 5.0
+    rows[2]["reserved_gib_s"] = 4.0  # the tuned KPO reserves less
+    assert lines_for(rows, "on skewed")[0].startswith("MISSED: ")
+    # no skewed workload measured
+    assert lines_for([row("chain"), row("kpo")], "on skewed")[0].startswith("NOT MEASURED: ")
+
+
+def test_target_flat_in_n() -> None:
+    rows = [row("chain", n=3, overhead_median_s=1.0), row("chain", n=50, overhead_median_s=1.2)]
+    assert lines_for(rows, "N = 50 within 20 %")[0].startswith("MET: ")
+    rows[1]["overhead_median_s"] = 1.25
+    assert lines_for(rows, "N = 50 within 20 %")[0].startswith("MISSED: ")
+    assert lines_for(rows[:1], "N = 50 within 20 %")[0].startswith("NOT MEASURED: ")
+
+
+def test_target_requests_bounded_and_watch_based() -> None:
+    short = row("chain", api_requests_per_stage=9.0)
+    long = row("chain", workload="distinct/uniform/5s", api_requests_per_stage=9.5)
+    assert lines_for([short, long], "watch-based")[0].startswith("MET: ")
+    # a poller makes more requests the longer a stage runs
+    polling = dict(long, api_requests_per_stage=14.0)
+    assert lines_for([short, polling], "watch-based")[0].startswith("MISSED: ")
+    # too many requests per stage whatever the durations
+    assert lines_for([dict(short, api_requests_per_stage=16.0)], "watch-based")[0].startswith("MISSED: ")
+    # bounded, but without both durations polling cannot be told from watching
+    assert lines_for([short], "watch-based")[0].startswith("NOT MEASURED: ")
+
+
+def test_targets_per_chain_variant_and_scheduler_line() -> None:
+    rows = [row("chain"), row("chain-deferrable")]
+    lines = figures.targets(rows, ["chain", "chain-deferrable"])
+    assert sum("chain-deferrable" in line for line in lines) == 5
+    assert sum(line.split(": ", 1)[1].startswith("chain ") for line in lines) == 4
+    assert lines[-1].startswith("NOT MEASURED: under the real scheduler")
