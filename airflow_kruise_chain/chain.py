@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import TaskGroup, TriggerRule
 
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
+from airflow_kruise_chain.core.manifest import check_annotations_size
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,
@@ -234,6 +235,7 @@ class KruiseChain:
                 return
             spec = self.spec()
             spec.validate()
+            check_annotations_size(spec)  # the pod's annotations at their largest, naming the stages
             self.setup_task.chain = _json_safe(
                 {
                     "name": self.name,

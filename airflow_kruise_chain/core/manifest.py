@@ -28,7 +28,10 @@ from .constants import (
     SLOTS,
     TERMINATION_LOG,
     slot_annotation,
+    stage_annotation,
 )
+from .errors import ChainConfigError
+from .podview import StageRecord
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value, parse_quantity
 
 READINESS_COMMAND: tuple[str, ...] = (
@@ -193,6 +196,81 @@ def deep_merge(base: Any, override: Any) -> Any:
 
 def _named(items: list[Any]) -> bool:
     return all(isinstance(item, Mapping) and "name" in item for item in items)
+
+
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+"""The API server's limit on the total size of an object's annotations (keys plus values; apimachinery
+`ValidateAnnotationsSize`, `TotalAnnotationSizeLimitB`)."""
+RUNTIME_ANNOTATIONS_ROOM = 4 * 1024
+"""Room kept for annotations the provider adds while the chain runs besides those checked here."""
+_LONGEST_ID = 250
+"""Longest DAG id and run id Airflow accepts (`ID_LEN`)."""
+
+
+def slot_annotations(slot: str, stage: StageSpec, generation: int) -> dict[str, str]:
+    """The annotations that hand `stage`'s generation `generation` to `slot`'s runner (set by a swap)."""
+    return {
+        slot_annotation(slot, "generation"): str(generation),
+        slot_annotation(slot, "stage"): stage.name,
+        slot_annotation(slot, "command"): stage.shell_command(),
+        slot_annotation(slot, "env"): stage.shell_env(),
+        slot_annotation(slot, "outputs-max"): str(stage.max_outputs_bytes),
+    }
+
+
+def _annotations_bytes(annotations: Mapping[str, str]) -> int:
+    return sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
+
+
+def check_annotations_size(chain: ChainSpec) -> None:
+    """Refuse a chain whose pod could outgrow `MAX_ANNOTATIONS_BYTES` while it runs, naming the stages.
+
+    The worst case: the chain's own and the pod's annotations (longest DAG and run ids), a record for every
+    stage, and the two stages with the largest command and env in the two slots at once. `chain` must have
+    passed `validate()`.
+    """
+    pod = build_chain_pod(
+        chain,
+        pod_name="p" * 63,
+        dag_id="d" * _LONGEST_ID,
+        run_id="r" * _LONGEST_ID,
+        first_images=chain.first_images,
+    )
+    fixed = dict(pod["metadata"].get("annotations") or {})
+    for slot in SLOTS:  # replaced by the stages' own
+        for key in SLOT_FIELDS:
+            fixed.pop(slot_annotation(slot, key), None)
+    for stage in chain.stages:
+        record = StageRecord(
+            generation=10**9,
+            slot=SLOTS[0],
+            image=stage.image,
+            try_number=10**4,
+            previous_container_id="containerd://" + "f" * 64,
+            swapped_at="2026-01-01T00:00:00Z",
+            action="recreate",
+            previous_reason="CreateContainerConfigError",
+        )
+        fixed[stage_annotation(stage.name)] = record.to_annotation()
+    sized = sorted(
+        ((_annotations_bytes(slot_annotations(SLOTS[0], s, 10**9)), i) for i, s in enumerate(chain.stages)),
+        reverse=True,
+    )
+    largest = sized[:2]
+    total = _annotations_bytes(fixed) + sum(size for size, _ in largest) + RUNTIME_ANNOTATIONS_ROOM
+    if len(largest) == 1:
+        total += largest[0][0]  # both slots may hold the stage's generations (the slot it left keeps them)
+    if total > MAX_ANNOTATIONS_BYTES:
+        size, index = largest[0]
+        stage = chain.stages[index]
+        other = f" and stage {chain.stages[largest[1][1]].name!r}" if len(largest) > 1 else " twice"
+        raise ChainConfigError(
+            f"stages[{index}].cmds",
+            f"stage {stage.name!r} ({size} bytes of command and env){other} in the two slots, with the "
+            f"chain's annotations and stage records, would take the pod's annotations to {total} bytes, "
+            f"over the API server's {MAX_ANNOTATIONS_BYTES}-byte limit: pass large data through the scratch "
+            "volume or a ConfigMap, or shorten the chain's annotations",
+        )
 
 
 def build_chain_pod(

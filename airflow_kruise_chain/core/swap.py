@@ -16,11 +16,11 @@ from .constants import (
     RUN_ID_LABEL,
     SLOTS,
     other_slot,
-    slot_annotation,
     stage_annotation,
 )
 from .errors import ChainError, PodLostError, SlotBusyError
 from .image import alternate_reference, same_image
+from .manifest import slot_annotations
 from .podview import (
     Pod,
     StageRecord,
@@ -281,11 +281,7 @@ def plan_swap(
     metadata: dict[str, Any] = {
         "annotations": {
             GENERATION_ANNOTATION: str(generation),
-            slot_annotation(slot, "generation"): str(generation),
-            slot_annotation(slot, "stage"): stage.name,
-            slot_annotation(slot, "command"): stage.shell_command(),
-            slot_annotation(slot, "env"): stage.shell_env(),
-            slot_annotation(slot, "outputs-max"): str(stage.max_outputs_bytes),
+            **slot_annotations(slot, stage, generation),
             stage_annotation(stage.name): new_record.to_annotation(),
         }
     }

@@ -133,6 +133,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
             build_chain_pod,
             build_runner_configmap,
             chain_labels,
+            check_annotations_size,
             pod_name_for,
         )
         from airflow_kruise_chain.core.podidentity import prepare_pod, spec_hash, stamp
@@ -141,6 +142,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
         spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
         spec.validate()
+        check_annotations_size(spec)
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         name = pod_name_for(spec.name, dag_id, run_id, self.chain_path)
         labels = chain_labels(dag_id, run_id, self.chain_id)
