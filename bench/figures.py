@@ -9,7 +9,8 @@ import bisect
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 GIB = 2**30
@@ -94,6 +95,21 @@ def split_gap(
     if i == len(ordered) or ordered[i] > next_start:
         return None
     return ordered[i] - stage_end, next_start - ordered[i]
+
+
+def start_to_start(tis: Mapping[str, Mapping[str, Any]], n: int) -> list[float]:
+    """Stage task k+1's start minus task k's (k = 1..n-1), from task instances as Airflow's REST API lists
+    them (task id -> {"start_date": ISO 8601}); a task id's task-group prefix is ignored (`chain.s01`)."""
+    by_stage = {task_id.rsplit(".", 1)[-1]: ti for task_id, ti in tis.items()}
+    missing = [
+        f"s{k:02d}" for k in range(1, n + 1) if not (by_stage.get(f"s{k:02d}") or {}).get("start_date")
+    ]
+    if missing:
+        raise ValueError(f"no start_date recorded for stage task(s) {', '.join(missing)}")
+    starts = [
+        datetime.fromisoformat(by_stage[f"s{k:02d}"]["start_date"]).timestamp() for k in range(1, n + 1)
+    ]
+    return [b - a for a, b in itertools.pairwise(starts)]
 
 
 def median(values: Sequence[float]) -> float | None:

@@ -103,6 +103,21 @@ def test_split_gap_at_the_next_tasks_first_request() -> None:
     assert figures.split_gap(10.0, 11.0, None, []) is None
 
 
+def test_start_to_start_from_task_instances() -> None:
+    tis = {
+        "bench.setup": {"start_date": "2026-12-03T10:00:00+00:00"},
+        "bench.s01": {"start_date": "2026-12-03T10:00:01.000000Z"},
+        "bench.s02": {"start_date": "2026-12-03T10:00:03.500000+00:00"},
+        "bench.s03": {"start_date": "2026-12-03T10:00:04.000000+00:00"},
+    }
+    assert figures.start_to_start(tis, 3) == pytest.approx([2.5, 0.5])
+    assert figures.start_to_start({"s01": tis["bench.s01"], "s02": tis["bench.s02"]}, 2) == pytest.approx(
+        [2.5]
+    )
+    with pytest.raises(ValueError, match="s03"):
+        figures.start_to_start({**tis, "bench.s03": {"start_date": None}}, 3)
+
+
 def row(
     mode: str, profile: str = "realistic", workload: str = "distinct/uniform/0.2s", n: int = 10, **kw: Any
 ):
