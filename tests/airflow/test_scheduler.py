@@ -7,6 +7,10 @@ See conftest.py for the stack (scheduler, dag-processor, triggerer, api-server, 
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 import pytest
 
 from airflow_kruise_chain.core.manifest import pod_name_for, runner_configmap_name
@@ -135,3 +139,60 @@ def test_keep_pod_reruns_a_cleared_stage_in_the_kept_pod_and_clear_from_setup_re
         assert kept["metadata"]["uid"] == pod["metadata"]["uid"]
     finally:
         stack.delete_pod(name)
+
+
+KILLED_DAG = '''
+from datetime import timedelta
+import pendulum
+from airflow.sdk import DAG
+from airflow_kruise_chain.chain import KruiseChain
+
+WORK = """
+echo "before the kill"
+while [ ! -f "$CHAIN_SCRATCH/gate" ]; do sleep 0.2; done
+for i in 1 2 3; do echo "after the kill $i"; done
+"""
+
+with DAG("chain_killed_worker", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    with KruiseChain("c", namespace="default", prewarm=False,
+                     pod_template={"spec": {"terminationGracePeriodSeconds": 2}}) as chain:
+        chain.stage("work", image="busybox:1.36", cmds=["/bin/sh", "-c", WORK],
+                    retries=1, retry_delay=timedelta(0))
+'''
+
+
+def container_logs_contain(stack: AirflowStack, uid: str, text: str) -> bool:
+    folder = stack.cluster.root / "pods" / uid / "containers"
+    return any(text in log.read_text(errors="replace") for log in folder.rglob("*.log"))
+
+
+def test_a_killed_workers_stage_output_is_complete_in_the_next_tries_log(airflow_stack: AirflowStack) -> None:
+    stack, dag_id = airflow_stack, "chain_killed_worker"
+    stack.add_dag(f"{dag_id}.py", KILLED_DAG)
+    before = stack.pods_created()
+    run_id = stack.trigger(dag_id)
+    name = pod_name_for("c", dag_id, run_id)
+    pod = stack.wait(
+        lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None), 180, "the chain pod"
+    )
+    uid = pod["metadata"]["uid"]
+    stack.wait(lambda: container_logs_contain(stack, uid, "before the kill"), 180, "the stage to start")
+    task = stack.wait(
+        lambda: (ti := stack.task_instances(dag_id, run_id)["c.work"])["pid"] and ti, 60, "the task's pid"
+    )
+    # the worker dies: the LocalExecutor's worker process (the supervisor) and its task process
+    supervisor = int(Path(f"/proc/{task['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    for pid in (supervisor, task["pid"]):
+        os.kill(pid, signal.SIGKILL)
+    # the stage goes on without a worker following it and ends before the scheduler notices
+    (stack.cluster.root / "pods" / uid / "volumes" / "scratch" / "gate").write_text("go\n")
+    stack.wait(lambda: container_logs_contain(stack, uid, "after the kill 3"), 60, "the stage to end")
+
+    assert stack.wait_run(dag_id, run_id, timeout=420) == "success", stack.states(dag_id, run_id)
+    assert stack.task_instances(dag_id, run_id)["c.work"]["try_number"] == 2
+    log = stack.task_log(dag_id, run_id, "c.work", 2)
+    assert "adopting result of generation 1 from try 1, not re-running" in log
+    for line in ("before the kill", "after the kill 1", "after the kill 2", "after the kill 3"):
+        assert line in log
+    assert stack.pods_created() - before == 1
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
