@@ -25,7 +25,16 @@ from .atomicwriter import write_atomically
 from .catalogue import NOT_IN_CATALOGUE, Image, normalize, repository
 from .errors import ApiError
 from .resize import ResizeManager, capacity_freed
-from .runtime import ContainerLaunch, Mount, RunningContainer, StartError, follow_log, read_log
+from .runtime import (
+    ContainerLaunch,
+    Mount,
+    PodSandbox,
+    RunningContainer,
+    RuntimeUnavailable,
+    StartError,
+    follow_log,
+    read_log,
+)
 from .scheduling import Scheduler
 from .store import Obj, deep_copy, now_iso
 from .validation import parse_quantity
@@ -91,6 +100,18 @@ def expand(text: str, env: dict[str, str]) -> str:
         return env.get(m.group(1), m.group(0))
 
     return _VAR.sub(sub, text)
+
+
+def probe_port(spec: dict[str, Any], port: Any) -> int | None:
+    """A probe's port: a number, or the name of one of the container's ports (`ResolveContainerPort`)."""
+    if isinstance(port, int):
+        return port
+    if isinstance(port, str) and port.isdigit():
+        return int(port)
+    for p in spec.get("ports") or []:
+        if p.get("name") == port and p.get("containerPort") is not None:
+            return int(p["containerPort"])
+    return None
 
 
 def go_duration(seconds: float) -> str:
@@ -182,6 +203,7 @@ class ContainerState:
     kill_reason: str = ""
     allocated: dict[str, Any] = field(default_factory=dict)
     restart_for: str = ""
+    liveness_failed: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     probe_task: asyncio.Task[None] | None = None
@@ -205,6 +227,7 @@ class PodWorker:
         self.remount_pending = False
         self.volumes: dict[str, Path] = {}
         self.sandbox_ready = False
+        self.pod_sandbox: PodSandbox | None = None
         self.start_time: datetime | None = None
         self.terminating = False
         self.final_phase: str | None = None
@@ -244,6 +267,12 @@ class PodWorker:
         self.start_time = datetime.now(UTC)
         self.mark_dirty()
         await asyncio.sleep(profile.sandbox + profile.network)
+        while not self.terminating and self.pod_sandbox is None:
+            try:
+                self.pod_sandbox = await self.kubelet.runtime.create_sandbox()
+            except (RuntimeUnavailable, OSError) as e:
+                self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
+                await asyncio.sleep(self.kubelet.volume_retry)
         while not self.terminating:
             try:
                 self.setup_volumes()
@@ -467,7 +496,20 @@ class PodWorker:
                         why = f"Container {st.name} definition changed, will be restarted"
                     elif st.restart_for:
                         why = st.restart_for
+                    elif st.liveness_failed:
+                        # `computePodActions`: kill a container whose liveness probe failed; start it again
+                        # in the same sync unless the restartPolicy is Never
+                        why = f"Container {st.name} failed liveness probe"
+                        if ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always") == "Never":
+                            st.liveness_failed = False
+                            waiter.cancel()
+                            self.event("Normal", "Killing", why)
+                            await self.kill(st, self.probe_grace(spec, "livenessProbe"), reason="")
+                            continue
+                        why += ", will be restarted"
                     st.restart_for = ""
+                    grace = self.probe_grace(spec, "livenessProbe") if st.liveness_failed else self.grace()
+                    st.liveness_failed = False
                     if not waiter.done() and spec is not None and why:
                         waiter.cancel()
                         # kill and start in one sync (`SyncPod` steps 3 and 8), whatever the restartPolicy;
@@ -475,7 +517,7 @@ class PodWorker:
                         # instance was still running: its newest exited instance is the one before
                         exited = st.previous
                         self.event("Normal", "Killing", why)
-                        await self.kill(st, self.grace(), reason="")
+                        await self.kill(st, grace, reason="")
                         await self.start_unless_backing_off(st, spec, exited)
                         continue
                     if not waiter.done():
@@ -519,6 +561,12 @@ class PodWorker:
         if deleting is not None:
             return float(deleting)
         return float(pod.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+
+    def probe_grace(self, spec: dict[str, Any] | None, kind: str) -> float:
+        """Grace period of a kill for a failed probe: the probe's terminationGracePeriodSeconds if set, else
+        the pod's (`kuberuntime_container.go` `killContainer`)."""
+        tgps = ((spec or {}).get(kind) or {}).get("terminationGracePeriodSeconds")
+        return float(tgps) if tgps is not None else self.grace()
 
     async def pull(self, st: ContainerState, spec: dict[str, Any]) -> Image | None:
         """Pull per imagePullPolicy; None (with waiting reason set) when the image cannot be had."""
@@ -630,6 +678,7 @@ class PodWorker:
             memory_limit_bytes=int(parse_quantity(str(limit))) if limit else None,
             host_base=image.host_base,
             links=list(image.links),
+            pod_sandbox=self.pod_sandbox,
         )
         try:
             inst.proc = await self.kubelet.runtime.start(launch)
@@ -726,36 +775,89 @@ class PodWorker:
         return out
 
     async def probe_loop(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> None:
-        probe = spec.get("readinessProbe")
-        if not probe:
+        """Run the container's readiness and liveness probes (one worker each, `prober/worker.go`)."""
+        if not spec.get("readinessProbe"):
             st.ready = True
             self.mark_dirty()
-            return
+        kinds = [k for k in ("readinessProbe", "livenessProbe") if spec.get(k)]
+        await asyncio.gather(*(self.probe_worker(st, inst, spec, k) for k in kinds))
+
+    async def probe_worker(self, st: ContainerState, inst: Instance, spec: dict[str, Any], kind: str) -> None:
+        """One probe worker (`prober/worker.go` `doProbe`): a result changes only after successThreshold
+        successes / failureThreshold failures in a row; readiness starts as failure. Every failure records an
+        Unhealthy event (`prober.go` `probe`). A liveness failure asks the container loop to kill (and
+        restart) the container, and the worker stops for that instance (`onHold`)."""
+        probe = spec[kind]
         await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
         period = float(probe.get("periodSeconds", 10))
-        timeout = float(probe.get("timeoutSeconds", 1))
         ok_needed, fail_needed = int(probe.get("successThreshold", 1)), int(probe.get("failureThreshold", 3))
+        label = "Readiness" if kind == "readinessProbe" else "Liveness"
         oks = fails = 0
         while inst.exit_code is None and st.current is inst and not self.terminating:
-            if "exec" in probe:
-                assert inst.proc is not None
-                code, _ = await self.kubelet.runtime.exec(
-                    inst.proc, list(probe["exec"].get("command") or []), timeout=timeout
-                )
-                good = code == 0
-            else:
-                good = True  # tcpSocket/httpGet: the local cluster has no pod network; count as ready
+            good, msg = await self.run_probe(inst, spec, probe)
+            if inst.exit_code is not None or st.current is not inst or self.terminating:
+                return
             if good:
                 oks, fails = oks + 1, 0
-                if not st.ready and oks >= ok_needed:
+                if kind == "readinessProbe" and not st.ready and oks >= ok_needed:
                     st.ready = True
                     self.mark_dirty()
             else:
                 fails, oks = fails + 1, 0
-                if st.ready and fails >= fail_needed:
+                self.event("Warning", "Unhealthy", f"{label} probe failed: {msg}")
+                if kind == "readinessProbe" and st.ready and fails >= fail_needed:
                     st.ready = False
                     self.mark_dirty()
+                if kind == "livenessProbe" and fails >= fail_needed:
+                    st.liveness_failed = True
+                    st.wake.set()
+                    return
             await asyncio.sleep(period)
+
+    async def run_probe(
+        self, inst: Instance, spec: dict[str, Any], probe: dict[str, Any]
+    ) -> tuple[bool, str]:
+        """One probe (`prober.go` `runProbe`): exec in the container; tcpSocket and httpGet from inside the
+        pod's network namespace, to 127.0.0.1 for the pod's IP (the default host) or the given host."""
+        timeout = float(probe.get("timeoutSeconds", 1))
+        if "exec" in probe:
+            assert inst.proc is not None
+            code, out = await self.kubelet.runtime.exec(
+                inst.proc, list(probe["exec"].get("command") or []), timeout=timeout
+            )
+            if code == -1 and out == "timeout":
+                return False, f"command timed out after {go_duration(timeout)}"
+            return code == 0, out
+        handler = probe.get("tcpSocket") or probe.get("httpGet")
+        if handler is None or self.pod_sandbox is None:
+            return False, "no supported probe handler (grpc probes are not modelled)"
+        port = probe_port(spec, handler.get("port"))
+        if port is None:
+            return False, f"couldn't find port: {handler.get('port')} in container {spec.get('name')}"
+        host = handler.get("host") or ""
+        target = "127.0.0.1" if host in ("", self.pod_ip) else host
+        if "tcpSocket" in probe:
+            return await self.pod_sandbox.probe_tcp(port, timeout, host=target)
+        version = ".".join(self.cluster.config.kubernetes_version.split(".")[:2])
+        headers = {
+            "Host": f"{host or self.pod_ip}:{port}",
+            "User-Agent": f"kube-probe/{version}",
+            "Accept": "*/*",
+        }
+        for h in (
+            handler.get("httpHeaders") or []
+        ):  # user headers replace the defaults (`http.go` `NewProbeRequest`)
+            for k in [k for k in headers if k.lower() == str(h.get("name", "")).lower()]:
+                del headers[k]
+            headers[str(h.get("name", ""))] = str(h.get("value", ""))
+        return await self.pod_sandbox.probe_http(
+            port,
+            handler.get("path") or "/",
+            timeout,
+            scheme=handler.get("scheme") or "HTTP",
+            headers=headers,
+            host=target,
+        )
 
     async def exited(self, st: ContainerState, code: int, *, relist: bool = True) -> None:
         """Record the instance's exit. `relist`: the kubelet learns of it through its PLEG relist (the
@@ -815,7 +917,14 @@ class PodWorker:
     async def end(self, phase: str, reason: str, message: str) -> None:
         self.final_phase, self.final_reason, self.final_message = phase, reason, message
         await self.stop_all(self.grace())
+        await self.close_sandbox()
         self.mark_dirty()
+
+    async def close_sandbox(self) -> None:
+        """Stop the pod sandbox once no container runs (`killPodWithSyncResult`: StopPodSandbox)."""
+        sandbox, self.pod_sandbox = self.pod_sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
 
     async def stop_all(self, grace: float) -> None:
         waits = []
@@ -838,6 +947,7 @@ class PodWorker:
         await self.stop_all(grace)
         if self.task and self.task is not asyncio.current_task():
             self.task.cancel()
+        await self.close_sandbox()
         if remove:
             self.cluster.store.remove(R.PODS, self.ns, self.name)
         self.kubelet.forget(self)

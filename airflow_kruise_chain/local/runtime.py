@@ -19,6 +19,15 @@ available there.
 Deviation from a real container: the main process is pid 2, not pid 1, so a signal it has no handler for gets
 its default action (a real pid 1 ignores e.g. SIGTERM without a handler and waits for SIGKILL).
 
+Network: each pod has a sandbox (`PodSandbox`, `ContainerRuntime.create_sandbox`), a small holder process in a
+new network namespace whose loopback is up, as a CRI pod sandbox (the pause container) holds the pod's network
+namespace. Every container of the pod joins that namespace (`nsenter --net=/proc/<holder>/ns/net` before
+bwrap/unshare), so the containers of one pod reach each other on localhost, and pods are isolated from each
+other and from the host: two pods can listen on one port. The namespace has nothing but `lo` (no route out, no
+pod-to-pod traffic; the pod IP the kubelet reports is informative). The holder also runs the kubelet's
+tcpSocket/httpGet probes from inside the namespace (`PodSandbox.probe_tcp`, `probe_http`). With
+`sandbox="none"` the holder stays in the host's network namespace: pods share the host's network (and ports).
+
 Containers are killed if the thread that started them exits (`--die-with-parent`): start them from a
 long-lived event loop thread.
 
@@ -32,10 +41,12 @@ import asyncio
 import atexit
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal as _signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -48,6 +59,7 @@ __all__ = [
     "ContainerLaunch",
     "ContainerRuntime",
     "Mount",
+    "PodSandbox",
     "RunningContainer",
     "RuntimeUnavailable",
     "StartError",
@@ -103,6 +115,7 @@ class ContainerLaunch:
     memory_limit_bytes: int | None = None
     host_base: bool = True  # the root starts from the host's userland; False: empty (scratch)
     links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) symlinks of the image
+    pod_sandbox: PodSandbox | None = None  # the pod's network namespace to join (None: the runtime's own)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -600,6 +613,161 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top + "/") or top == ""
 
 
+# The pod sandbox's holder process (`python -I -c`): brings `lo` up in its new network namespace (argv[1]
+# "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS, as `ip link set lo up`), says "ready", then runs the probes the runtime
+# sends it, one JSON line each, from inside the namespace, and answers one JSON line each. It exits at EOF on
+# stdin (the runtime closed the sandbox or died).
+_HOLDER_SCRIPT = r"""
+import fcntl, http.client, json, socket, ssl, struct, sys, threading
+from urllib.parse import urlsplit
+if sys.argv[1] == "lo":
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))
+    s.close()
+lock = threading.Lock()
+def reply(rid, ok, msg):
+    with lock:
+        sys.stdout.write(json.dumps([rid, ok, msg]) + "\n")
+        sys.stdout.flush()
+def tcp(host, port, timeout):
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return True, ""
+    except OSError as e:
+        return False, f"dial tcp {host}:{port}: connect: {str(e.strerror or e).lower()}"
+def http_get(host, port, timeout, path, scheme, headers):
+    url = f"{scheme.lower()}://{host}:{port}{path}"
+    for _ in range(11):
+        u = urlsplit(url)
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout,
+                                               context=ssl._create_unverified_context())
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+        try:
+            target = (u.path or "/") + ("?" + u.query if u.query else "")
+            conn.putrequest("GET", target, skip_host="Host" in headers, skip_accept_encoding=True)
+            for k, v in headers.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            res = conn.getresponse()
+            body = res.read(10 * 1024).decode(errors="replace")
+        except OSError as e:
+            why = str(e.strerror or e).lower()
+            return False, f'Get "{url}": dial tcp {u.hostname}:{u.port}: connect: {why}'
+        except http.client.HTTPException as e:
+            return False, f'Get "{url}": {type(e).__name__}: {e}'
+        finally:
+            conn.close()
+        loc = res.getheader("Location")
+        if res.status in (301, 302, 303, 307, 308) and loc:
+            nxt = urlsplit(loc)
+            if nxt.hostname in (None, u.hostname):
+                url = f"{nxt.scheme or u.scheme}://{u.hostname}:{nxt.port or u.port}{nxt.path or '/'}"
+                url += "?" + nxt.query if nxt.query else ""
+                continue
+        if 200 <= res.status < 400:
+            return True, body if res.status < 300 else f"Probe terminated redirects, Response body: {body}"
+        return False, f"HTTP probe failed with statuscode: {res.status}"
+    return False, f'Get "{url}": stopped after 10 redirects'
+def run(req):
+    rid, kind, host, port, timeout = req[:5]
+    try:
+        ok, msg = tcp(host, port, timeout) if kind == "tcp" else http_get(host, port, timeout, *req[5:])
+    except Exception as e:
+        ok, msg = False, f"{type(e).__name__}: {e}"
+    reply(rid, ok, msg)
+print("ready", flush=True)
+for line in sys.stdin:
+    threading.Thread(target=run, args=(json.loads(line),), daemon=True).start()
+"""
+SANDBOX_WAIT_SECONDS = 20.0
+
+
+class PodSandbox:
+    """A pod's network namespace, held by a small process for the pod's lifetime (the CRI pod sandbox):
+    every container of the pod joins it, and probes connect from inside it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, isolated: bool) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+        self.isolated = isolated  # False: the host's network namespace (sandbox="none")
+        self._next = 0
+        self._waiting: dict[int, asyncio.Future[tuple[bool, str]]] = {}
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    @property
+    def net_ns(self) -> str:
+        return f"/proc/{self.pid}/ns/net"
+
+    def other_userns(self) -> bool:
+        """Whether the namespace belongs to a user namespace other than ours (a rootless sandbox)."""
+        try:
+            return os.stat(f"/proc/{self.pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
+        except OSError:
+            return False
+
+    async def _read(self) -> None:
+        assert self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            with contextlib.suppress(ValueError, TypeError):
+                rid, ok, msg = json.loads(line)
+                fut = self._waiting.pop(rid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result((bool(ok), str(msg)))
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_result((False, "pod sandbox is gone"))
+        self._waiting.clear()
+
+    async def _ask(self, request: list[object], timeout: float) -> tuple[bool, str]:
+        if self._proc.returncode is not None or self._proc.stdin is None or self._reader.done():
+            return False, "pod sandbox is gone"
+        self._next += 1
+        rid = self._next
+        fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = fut
+        try:
+            self._proc.stdin.write(json.dumps([rid, *request]).encode() + b"\n")
+            await self._proc.stdin.drain()
+            return await asyncio.wait_for(fut, timeout + 5.0)  # the holder enforces `timeout` itself
+        except (OSError, TimeoutError):
+            return False, f"probe timed out after {timeout}s"
+        finally:
+            self._waiting.pop(rid, None)
+
+    async def probe_tcp(self, port: int, timeout: float, host: str = "127.0.0.1") -> tuple[bool, str]:
+        """A tcpSocket probe from inside the namespace (`pkg/probe/tcp/tcp.go` `DoTCPProbe`: success iff a
+        connection opens within `timeout`). Returns (success, message)."""
+        return await self._ask(["tcp", host, port, timeout], timeout)
+
+    async def probe_http(
+        self,
+        port: int,
+        path: str,
+        timeout: float,
+        *,
+        scheme: str = "HTTP",
+        headers: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> tuple[bool, str]:
+        """An httpGet probe from inside the namespace (`pkg/probe/http/http.go` `DoHTTPProbe`): GET, redirects
+        to the same host followed (at most 10), at most 10 KiB of body read; status 200-399 passes (a 3xx
+        left unfollowed passes with "Probe terminated redirects"), anything else or no answer fails.
+        Certificates are not verified (the kubelet's InsecureSkipVerify). Returns (success, message)."""
+        return await self._ask(["http", host, port, timeout, path or "/", scheme, headers or {}], timeout)
+
+    async def close(self) -> None:
+        """Kill the holder; the namespace goes once the last container in it has exited."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            self._proc.kill()
+        await self._proc.wait()
+        self._reader.cancel()
+
+
 class ContainerRuntime:
     """Starts containers as sandboxed local processes.
 
@@ -702,6 +870,54 @@ class ContainerRuntime:
 
     # -- API --
 
+    async def create_sandbox(self) -> PodSandbox:
+        """Start a pod sandbox: a new network namespace with `lo` up (`unshare --net`, plus `--user
+        --map-root-user` when not root), or the host's network with `sandbox="none"`."""
+        argv = [sys.executable, "-I", "-c", _HOLDER_SCRIPT]
+        isolated = self.sandbox != "none"
+        if isolated:
+            if not self._unshare or not self._nsenter:
+                raise RuntimeUnavailable(
+                    "util-linux `unshare` and `nsenter` are needed for pod network namespaces"
+                )
+            prefix = (
+                [self._unshare, "--net"]
+                if self._root
+                else [self._unshare, "--user", "--map-root-user", "--net"]
+            )
+            argv = [*prefix, "--", *argv, "lo"]
+        else:
+            argv.append("host")
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), SANDBOX_WAIT_SECONDS)
+        except TimeoutError:
+            line = b""
+        if line.strip() != b"ready":
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            err = (await proc.stderr.read()).decode(errors="replace").strip()
+            await proc.wait()
+            raise RuntimeUnavailable(f"could not create the pod's network namespace: {err or 'no answer'}")
+        return PodSandbox(proc, isolated)
+
+    def _join(self, sandbox: PodSandbox | None) -> list[str]:
+        """The `nsenter` prefix that puts a container into its pod's network namespace."""
+        if sandbox is None or not sandbox.isolated or self.sandbox == "none":
+            return []
+        assert self._nsenter
+        cmd = [self._nsenter, f"--net={sandbox.net_ns}"]
+        if sandbox.other_userns():
+            cmd[1:1] = [f"--user=/proc/{sandbox.pid}/ns/user", "--preserve-credentials"]
+        return [*cmd, "--"]
+
     async def start(self, launch: ContainerLaunch) -> RunningContainer:
         """Start the container; returns once its process is spawned (output is logged as it arrives)."""
         if not launch.argv:
@@ -734,6 +950,7 @@ class ContainerRuntime:
                 cmd = self._bwrap_cmd(binds, wd, launch.argv, links)
             else:
                 cmd = self._unshare_cmd(binds, wd, launch.argv, links)
+            cmd = [*self._join(launch.pod_sandbox), *cmd]
         container = RunningContainer(self, launch, env, cwd)
         await container._spawn(cmd)
         return container
