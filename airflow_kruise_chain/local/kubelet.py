@@ -203,7 +203,8 @@ class ContainerState:
     kill_reason: str = ""
     allocated: dict[str, Any] = field(default_factory=dict)
     restart_for: str = ""
-    liveness_failed: bool = False
+    probe_failed: str = ""  # "livenessProbe" / "startupProbe" whose failure asks for a kill
+    started: bool = False  # the startup probe passed (or there is none)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     probe_task: asyncio.Task[None] | None = None
@@ -496,20 +497,20 @@ class PodWorker:
                         why = f"Container {st.name} definition changed, will be restarted"
                     elif st.restart_for:
                         why = st.restart_for
-                    elif st.liveness_failed:
-                        # `computePodActions`: kill a container whose liveness probe failed; start it again
-                        # in the same sync unless the restartPolicy is Never
-                        why = f"Container {st.name} failed liveness probe"
+                    elif st.probe_failed:
+                        # `computePodActions`: kill a container whose liveness or startup probe failed; start
+                        # it again in the same sync unless the restartPolicy is Never
+                        why = f"Container {st.name} failed {st.probe_failed.removesuffix('Probe')} probe"
                         if ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always") == "Never":
-                            st.liveness_failed = False
                             waiter.cancel()
                             self.event("Normal", "Killing", why)
-                            await self.kill(st, self.probe_grace(spec, "livenessProbe"), reason="")
+                            await self.kill(st, self.probe_grace(spec, st.probe_failed), reason="")
+                            st.probe_failed = ""
                             continue
                         why += ", will be restarted"
                     st.restart_for = ""
-                    grace = self.probe_grace(spec, "livenessProbe") if st.liveness_failed else self.grace()
-                    st.liveness_failed = False
+                    grace = self.probe_grace(spec, st.probe_failed) if st.probe_failed else self.grace()
+                    st.probe_failed = ""
                     if not waiter.done() and spec is not None and why:
                         waiter.cancel()
                         # kill and start in one sync (`SyncPod` steps 3 and 8), whatever the restartPolicy;
@@ -711,6 +712,7 @@ class PodWorker:
             st.restart_count += 1
         st.current = inst
         st.ready = False
+        st.started = not spec.get("startupProbe")
         st.waiting_reason = st.waiting_message = ""
         self.event("Normal", "Started", f"Started container {st.name}")
         if st.probe_task:
@@ -775,29 +777,36 @@ class PodWorker:
         return out
 
     async def probe_loop(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> None:
-        """Run the container's readiness and liveness probes (one worker each, `prober/worker.go`)."""
+        """Run the container's probes (one worker each, `prober/worker.go`): the startup probe first, then
+        readiness and liveness once it passed (`prober_manager.go`: they are skipped until started)."""
+        if spec.get("startupProbe") and not await self.probe_worker(st, inst, spec, "startupProbe"):
+            return
+        st.started = True
         if not spec.get("readinessProbe"):
             st.ready = True
-            self.mark_dirty()
+        self.mark_dirty()
         kinds = [k for k in ("readinessProbe", "livenessProbe") if spec.get(k)]
         await asyncio.gather(*(self.probe_worker(st, inst, spec, k) for k in kinds))
 
-    async def probe_worker(self, st: ContainerState, inst: Instance, spec: dict[str, Any], kind: str) -> None:
+    async def probe_worker(self, st: ContainerState, inst: Instance, spec: dict[str, Any], kind: str) -> bool:
         """One probe worker (`prober/worker.go` `doProbe`): a result changes only after successThreshold
         successes / failureThreshold failures in a row; readiness starts as failure. Every failure records an
-        Unhealthy event (`prober.go` `probe`). A liveness failure asks the container loop to kill (and
-        restart) the container, and the worker stops for that instance (`onHold`)."""
+        Unhealthy event (`prober.go` `probe`). A liveness or startup failure asks the container loop to kill
+        (and restart) the container, and the worker stops for that instance (`onHold`). A startup worker
+        returns True once its probe passed (it then stops); False when the instance is gone or failed."""
         probe = spec[kind]
         await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
         period = float(probe.get("periodSeconds", 10))
         ok_needed, fail_needed = int(probe.get("successThreshold", 1)), int(probe.get("failureThreshold", 3))
-        label = "Readiness" if kind == "readinessProbe" else "Liveness"
+        label = kind.removesuffix("Probe").capitalize()
         oks = fails = 0
         while inst.exit_code is None and st.current is inst and not self.terminating:
             good, msg = await self.run_probe(inst, spec, probe)
             if inst.exit_code is not None or st.current is not inst or self.terminating:
-                return
+                return False
             if good:
+                if kind == "startupProbe":
+                    return True
                 oks, fails = oks + 1, 0
                 if kind == "readinessProbe" and not st.ready and oks >= ok_needed:
                     st.ready = True
@@ -808,11 +817,12 @@ class PodWorker:
                 if kind == "readinessProbe" and st.ready and fails >= fail_needed:
                     st.ready = False
                     self.mark_dirty()
-                if kind == "livenessProbe" and fails >= fail_needed:
-                    st.liveness_failed = True
+                if kind != "readinessProbe" and fails >= fail_needed:
+                    st.probe_failed = kind
                     st.wake.set()
-                    return
+                    return False
             await asyncio.sleep(period)
+        return False
 
     async def run_probe(
         self, inst: Instance, spec: dict[str, Any], probe: dict[str, Any]
@@ -1037,7 +1047,7 @@ class PodWorker:
             "imageID": "",
             "ready": bool(st.ready and cur and cur.exit_code is None),
             "restartCount": st.restart_count,
-            "started": bool(cur and cur.exit_code is None),
+            "started": bool(cur and cur.exit_code is None and st.started),
         }
         if cur is not None:
             out["containerID"] = cur.container_id

@@ -175,3 +175,21 @@ def test_http_liveness_success_keeps_the_container(core, namespace):
         what="ready",
     )
     assert status_of(core, namespace, "p", "web").restart_count == 0
+
+
+def test_startup_probe_gates_liveness_and_its_failure_restarts(core, namespace):
+    """Liveness is not probed before the startup probe passes; a failed startup probe kills and restarts."""
+    startup = {"tcpSocket": {"port": 9001}, "periodSeconds": 1, "failureThreshold": 2}
+    liveness = {"tcpSocket": {"port": 9002}, "periodSeconds": 1, "failureThreshold": 1}
+    spec = py("c", "import time; time.sleep(3600)", startupProbe=startup, livenessProbe=liveness)
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    wait_for(
+        lambda: (cs := status_of(core, namespace, "p", "c")) is not None and cs.restart_count >= 1,
+        timeout=90,
+        what="restart after startup failures",
+    )
+    seen = [(e.reason, e.message) for e in events(core, namespace, "p")]
+    assert ("Killing", "Container c failed startup probe, will be restarted") in seen
+    assert ("Unhealthy", "Startup probe failed: dial tcp 127.0.0.1:9001: connect: connection refused") in seen
+    assert not any(m.startswith("Liveness") for _, m in seen)
+    assert status_of(core, namespace, "p", "c").started is False
