@@ -500,3 +500,74 @@ async def test_container_starts_with_default_signals_even_if_the_host_ignores_so
     c.signal(signal.SIGINT)
     assert await asyncio.wait_for(c.wait(), 10) == 5
     assert texts(c) == ["ready", "got-int"]
+
+
+LISTEN = (
+    "import socket, sys, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', 8765)); s.listen(); print('listening', flush=True)\n"
+    "time.sleep(3600)\n"
+)
+
+
+async def _until(pred, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_pod_sandboxes_isolate_ports_and_share_localhost(
+    any_runtime: ContainerRuntime, tmp_path: Path
+) -> None:
+    """Two pod sandboxes each take port 8765; a second container of the first pod reaches it on localhost;
+    the probes connect inside their own pod only."""
+    pods = [await any_runtime.create_sandbox() for _ in range(2)]
+    try:
+        servers = [
+            await any_runtime.start(make_launch(tmp_path, ["python3", "-c", LISTEN], f"s{i}", pod_sandbox=sb))
+            for i, sb in enumerate(pods)
+        ]
+        for srv in servers:
+            await _until(lambda srv=srv: "listening" in "".join(texts(srv)), "both servers listening")
+        dial = "import socket; socket.create_connection(('127.0.0.1', 8765), timeout=5); print('reached')"
+        client = await any_runtime.start(
+            make_launch(tmp_path, ["python3", "-c", dial], "cl", pod_sandbox=pods[0])
+        )
+        assert await client.wait() == 0 and texts(client)[-1].endswith("reached")
+        assert await pods[1].probe_tcp(8765, 2.0) == (True, "")
+        ok, msg = await pods[1].probe_tcp(8766, 2.0)
+        assert not ok and msg == "dial tcp 127.0.0.1:8766: connect: connection refused"
+        for srv in servers:
+            await srv.stop(0)
+    finally:
+        for sb in pods:
+            await sb.close()
+    assert await pods[0].probe_tcp(8765, 1.0) == (False, "pod sandbox is gone")
+
+
+async def test_pod_sandbox_http_probe_status_codes(runtime: ContainerRuntime, tmp_path: Path) -> None:
+    serve = (
+        "import http.server\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        code = {'/ok': 200, '/moved': 302, '/bad': 500}.get(self.path, 404)\n"
+        "        self.send_response(code)\n"
+        "        if code == 302: self.send_header('Location', '/bad')\n"
+        "        self.end_headers(); self.wfile.write(self.headers.get('User-Agent', '').encode())\n"
+        "    def log_message(self, *a): pass\n"
+        "print('up', flush=True)\n"
+        "http.server.HTTPServer(('127.0.0.1', 8080), H).serve_forever()\n"
+    )
+    sb = await runtime.create_sandbox()
+    try:
+        srv = await runtime.start(make_launch(tmp_path, ["python3", "-c", serve], pod_sandbox=sb))
+        await _until(lambda: "up" in "".join(texts(srv)), "server up")
+        headers = {"User-Agent": "kube-probe/1.35"}
+        assert await sb.probe_http(8080, "/ok", 2.0, headers=headers) == (True, "kube-probe/1.35")
+        assert await sb.probe_http(8080, "/bad", 2.0) == (False, "HTTP probe failed with statuscode: 500")
+        assert await sb.probe_http(8080, "/moved", 2.0) == (False, "HTTP probe failed with statuscode: 500")
+        ok, msg = await sb.probe_http(8081, "/", 2.0)
+        assert not ok and "connection refused" in msg
+        await srv.stop(0)
+    finally:
+        await sb.close()
