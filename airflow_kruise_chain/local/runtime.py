@@ -613,13 +613,12 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top + "/") or top == ""
 
 
-# The pod sandbox's holder process (`python -I -c`): brings `lo` up in its new network namespace (argv[1]
+# The pod sandbox's holder process (`python -I -S -c`): brings `lo` up in its new network namespace (argv[1]
 # "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS, as `ip link set lo up`), says "ready", then runs the probes the runtime
 # sends it, one JSON line each, from inside the namespace, and answers one JSON line each. It exits at EOF on
 # stdin (the runtime closed the sandbox or died).
 _HOLDER_SCRIPT = r"""
-import fcntl, http.client, json, socket, ssl, struct, sys, threading
-from urllib.parse import urlsplit
+import fcntl, json, socket, struct, sys, threading
 if sys.argv[1] == "lo":
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]
@@ -637,6 +636,8 @@ def tcp(host, port, timeout):
     except OSError as e:
         return False, f"dial tcp {host}:{port}: connect: {str(e.strerror or e).lower()}"
 def http_get(host, port, timeout, path, scheme, headers):
+    import http.client, ssl  # only when needed: the holder of a pod without HTTP probes stays small
+    from urllib.parse import urlsplit
     url = f"{scheme.lower()}://{host}:{port}{path}"
     for _ in range(11):
         u = urlsplit(url)
@@ -873,7 +874,7 @@ class ContainerRuntime:
     async def create_sandbox(self) -> PodSandbox:
         """Start a pod sandbox: a new network namespace with `lo` up (`unshare --net`, plus `--user
         --map-root-user` when not root), or the host's network with `sandbox="none"`."""
-        argv = [sys.executable, "-I", "-c", _HOLDER_SCRIPT]
+        argv = [sys.executable, "-I", "-S", "-c", _HOLDER_SCRIPT]
         isolated = self.sandbox != "none"
         if isolated:
             if not self._unshare or not self._nsenter:
