@@ -270,7 +270,8 @@ class PodWorker:
         await asyncio.sleep(profile.sandbox + profile.network)
         while not self.terminating and self.pod_sandbox is None:
             try:
-                self.pod_sandbox = await self.kubelet.runtime.create_sandbox()
+                host_network = bool(((self.pod() or {}).get("spec") or {}).get("hostNetwork"))
+                self.pod_sandbox = await self.kubelet.runtime.create_sandbox(host_network)
             except (RuntimeUnavailable, OSError) as e:
                 self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
                 await asyncio.sleep(self.kubelet.volume_retry)

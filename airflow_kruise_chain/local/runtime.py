@@ -871,11 +871,11 @@ class ContainerRuntime:
 
     # -- API --
 
-    async def create_sandbox(self) -> PodSandbox:
+    async def create_sandbox(self, host_network: bool = False) -> PodSandbox:
         """Start a pod sandbox: a new network namespace with `lo` up (`unshare --net`, plus `--user
-        --map-root-user` when not root), or the host's network with `sandbox="none"`."""
+        --map-root-user` when not root), or the host's network with `host_network` or `sandbox="none"`."""
         argv = [sys.executable, "-I", "-S", "-c", _HOLDER_SCRIPT]
-        isolated = self.sandbox != "none"
+        isolated = self.sandbox != "none" and not host_network
         if isolated:
             if not self._unshare or not self._nsenter:
                 raise RuntimeUnavailable(

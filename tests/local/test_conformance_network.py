@@ -193,3 +193,22 @@ def test_startup_probe_gates_liveness_and_its_failure_restarts(core, namespace):
     assert ("Unhealthy", "Startup probe failed: dial tcp 127.0.0.1:9001: connect: connection refused") in seen
     assert not any(m.startswith("Liveness") for _, m in seen)
     assert status_of(core, namespace, "p", "c").started is False
+
+
+def test_host_network_pod_shares_the_hosts_ports(core, namespace):
+    """hostNetwork: true keeps the pod in the host's network namespace: its listener is reachable here."""
+    import socket
+
+    with socket.socket() as probe_port:
+        probe_port.bind(("127.0.0.1", 0))
+        port = probe_port.getsockname()[1]
+    core.create_namespaced_pod(namespace, pod_body("p", server("web", port=port), hostNetwork=True))
+
+    def reachable() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for(reachable, timeout=60, what="the host-network pod's listener on the host")
