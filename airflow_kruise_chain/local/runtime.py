@@ -969,7 +969,7 @@ class ContainerRuntime:
     async def exec(
         self, target: RunningContainer, argv: list[str], timeout: float, env: dict[str, str] | None = None
     ) -> tuple[int, str]:
-        """Run `argv` inside `target`'s namespaces (root, cwd, pid); returns (exit code, stdout+stderr).
+        """Run `argv` inside `target`'s namespaces (root, cwd, pid, network); returns (exit code, output).
 
         `env` is added to the container's environment. On timeout the command's process group is killed and
         (-1, "timeout") returned; (-1, "container is not running") when the target has no live process.
@@ -992,7 +992,7 @@ class ContainerRuntime:
             with contextlib.suppress(OSError):
                 if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
                     cmd += ["-U", "--preserve-credentials"]
-            cmd += ["-m", "-p", "-r", "-w", "--", *argv]
+            cmd += ["-m", "-n", "-p", "-r", "-w", "--", *argv]  # -n: the pod's network namespace
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd,

@@ -534,6 +534,8 @@ async def test_pod_sandboxes_isolate_ports_and_share_localhost(
             make_launch(tmp_path, ["python3", "-c", dial], "cl", pod_sandbox=pods[0])
         )
         assert await client.wait() == 0 and texts(client)[-1].endswith("reached")
+        code, out = await any_runtime.exec(servers[1], ["python3", "-c", dial], timeout=30)
+        assert (code, out.strip()) == (0, "reached")  # an exec (probe) runs in the pod's network namespace
         assert await pods[1].probe_tcp(8765, 2.0) == (True, "")
         ok, msg = await pods[1].probe_tcp(8766, 2.0)
         assert not ok and msg == "dial tcp 127.0.0.1:8766: connect: connection refused"
