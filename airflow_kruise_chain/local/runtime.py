@@ -901,6 +901,10 @@ class ContainerRuntime:
             line = await asyncio.wait_for(proc.stdout.readline(), SANDBOX_WAIT_SECONDS)
         except TimeoutError:
             line = b""
+        except asyncio.CancelledError:  # the pod went away meanwhile: leave no holder behind
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            raise
         if line.strip() != b"ready":
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
