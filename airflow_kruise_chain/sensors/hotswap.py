@@ -17,6 +17,9 @@ from airflow_kruise_chain.triggers.chain import FAILED, TARGETS, StageTrigger, r
 class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
     """Wait until `stage` of the chain `chain_name` is `target_state` ("running" or "finished").
 
+    Declared inside the chain's `KruiseChain` block, it follows that chain; elsewhere, a chain inside a task
+    group is named by its full path too: `chain_path="group.etl"`.
+
     Poke mode reads the chain pod once per poke; `deferrable=True` hands the wait to `StageTrigger`, which
     watches the pod in the triggerer. Fails at once when the stage cannot start or the pod is lost.
     """
@@ -35,6 +38,7 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
         config_file: str | None = None,
         cluster_context: str | None = None,
         in_cluster: bool | None = None,
+        chain_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         if target_state not in TARGETS:
@@ -43,6 +47,7 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
             raise ChainConfigError("stage", "is required: the name of the chain stage to wait for")
         super().__init__(**kwargs)
         self.chain_name = chain_name
+        self.chain_path = chain_path
         self.namespace = namespace
         self.stage = stage
         self.target_state = target_state

@@ -37,6 +37,10 @@ def test_same_named_chains_in_two_task_groups_get_their_own_pods_and_results(e2e
                     task_id="seen", chain_name="etl", namespace="default", stage="s", poke_interval=1
                 )
                 stage >> seen
+        outside = HotSwapSensor(
+            task_id="outside", chain_name="etl", chain_path="g2.etl", namespace="default", stage="s"
+        )
+        stage >> outside >> chain.teardown_task  # g2's chain: its pod is there until `outside` is done
     run = run_inline(dag)
 
     states = task_states(run)
@@ -47,6 +51,7 @@ def test_same_named_chains_in_two_task_groups_get_their_own_pods_and_results(e2e
         # its own stage ran (not a "reattach" to the other chain's generation): its image and its output
         assert (result["image"], result["outputs"], result["generation"]) == (image, {"group": group}, 1)
         assert states[f"{group}.etl.seen"][0] == "success"  # the sensor watched its own chain's pod
+    assert states["outside"][0] == "success"  # a sensor outside the groups names the chain by its path
     created = [o for kind, r, o in history if r is R.PODS and kind == "ADDED"]
     assert len({p["metadata"]["name"] for p in created}) == 2  # one pod per chain
     assert sorted(p["metadata"]["labels"][CHAIN_LABEL] for p in created) == ["g1.etl", "g2.etl"]
