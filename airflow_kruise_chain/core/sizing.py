@@ -273,8 +273,8 @@ class SlotSizer:
         """the latest version of the pod seen while resizing"""
 
     def size(self, pod: Pod, stage: str, slot: str, other: str, other_idle: bool, deadline: float) -> bool:
-        """Size `slot` for `stage` (shrinking the idle `other` slot first); False if nothing needed resizing
-        (a static chain pod, or the slots are sized already)."""
+        """Size `slot` for `stage` (shrinking the idle `other` slot first); True if that changed the pod
+        (False: a static chain pod, the slots were sized already, or a resize could not change them)."""
         sizing = ChainSizing.from_pod(pod)
         if sizing is None:
             return False
@@ -288,7 +288,10 @@ class SlotSizer:
             )
             current = dict((container_spec(pod, which) or {}).get("resources") or {})
             self._apply(stage, which, current, resources, sizing, shrinking, deadline)
-        return bool(steps)
+        # a resize the API server or the kubelet would not make as asked (a limit kept) leaves the pod as it
+        # was: nothing changed, so the caller goes on instead of planning again
+        before = (pod.get("metadata") or {}).get("resourceVersion")
+        return self.last is not None and (self.last.get("metadata") or {}).get("resourceVersion") != before
 
     def park(self, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
         """Shrink `slot`, whose stage `stage` has ended (so it holds that stage's size), to the parked
