@@ -30,29 +30,12 @@ from typing import Any
 
 import yaml
 
+from .imageref import normalize, repository, split_reference
+
 DEFAULT_CATALOGUE = "images.yaml"
 NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
 ENTRY_KEYS = frozenset({"ref", "size", "digest", "base", "provides", "links", "entrypoint", "cmd", "env"})
 BASES = ("host", "scratch")
-
-
-def normalize(ref: str) -> str:
-    """`busybox` -> `docker.io/library/busybox:latest`, as the container runtime names images."""
-    name, digest = [*ref.split("@", 1), ""][:2]
-    first = name.split("/", 1)[0]
-    if "/" not in name or ("." not in first and ":" not in first and first != "localhost"):
-        name = f"docker.io/{name}" if "/" in name else f"docker.io/library/{name}"
-    last = name.rsplit("/", 1)[1]
-    if ":" not in last and not digest:
-        name += ":latest"
-    return f"{name}@{digest}" if digest else name
-
-
-def repository(ref: str) -> str:
-    """A normalized reference without tag and digest (`localhost:5000/x:1` -> `localhost:5000/x`)."""
-    name = ref.split("@", 1)[0]
-    head, _, last = name.rpartition("/")
-    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -163,23 +146,22 @@ class Catalogue:
         found = self._find(ref)
         if found is None and self.permissive:
             full = normalize(ref)
-            digest = full.split("@", 1)[1] if "@" in full else ""
-            digest = digest or "sha256:" + hashlib.sha256(full.encode()).hexdigest()
+            digest = split_reference(full)[2] or "sha256:" + hashlib.sha256(full.encode()).hexdigest()
             return Image(ref=full, size=5 * 2**20, digest=digest, cmd=("sh",))
         return found
 
     def _find(self, ref: str) -> Image | None:
         full = normalize(ref)
-        if "@" not in full:
+        name, tag, digest = split_reference(full)
+        if not digest:
             return self._lookup(full)
-        name, digest = full.split("@", 1)
-        if name != repository(name):  # repo:tag@digest: the tag's image, if the digest matches
-            candidates: Iterable[Image | None] = [self._lookup(name)]
+        if tag:  # repo:tag@digest: the tag's image, if the digest matches
+            candidates: Iterable[Image | None] = [self._lookup(f"{name}:{tag}")]
         else:
             candidates = (
                 self._lookup(normalize(e["ref"]))
                 for e in self._entries
-                if not any(c in e["ref"] for c in "*?[") and repository(normalize(e["ref"])) == name
+                if not any(c in e["ref"] for c in "*?[") and repository(e["ref"]) == name
             )
         image = next((i for i in candidates if i is not None and i.digest == digest), None)
         return replace(image, ref=full) if image is not None else None

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
-from .catalogue import normalize
+from .imageref import normalize, split_image
 from .selectors import LabelSelector
 from .store import Obj, deep_copy, now_iso
 
@@ -29,18 +29,6 @@ log = logging.getLogger(__name__)
 
 TERMINAL = ("Succeeded", "Failed")
 PROTECTION = "apps.kruise.io/deletion-protection"
-
-
-def split_image(image: str) -> tuple[str, str]:
-    """`repo:tag` -> (repo, tag) as NodeImage keys them (tag `latest` when absent; a digest stays the tag)."""
-    if "@" in image:
-        name, digest = image.split("@", 1)
-        return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name, digest
-    last = image.rsplit("/", 1)[-1]
-    if ":" in last:
-        name, tag = image.rsplit(":", 1)
-        return name, tag
-    return image, "latest"
 
 
 def _parse_time(text: str | None) -> datetime | None:

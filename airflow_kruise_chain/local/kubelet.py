@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import resources as R
 from .atomicwriter import write_atomically
-from .catalogue import NOT_IN_CATALOGUE, Image, normalize, repository
+from .catalogue import NOT_IN_CATALOGUE, Image
 from .errors import ApiError
+from .imageref import normalize, repository, split_reference
 from .resize import ResizeManager, capacity_freed
 from .runtime import (
     ContainerLaunch,
@@ -1225,9 +1226,9 @@ class NodeState:
         full = normalize(ref)
         if full in self.images:
             return self.images[full]
-        if "@" in full:
-            name, digest = full.split("@", 1)
-            repo = repository(name)
+        digest = split_reference(full)[2]
+        if digest:
+            repo = repository(full)
             for image in self.images.values():
                 if image.digest == digest and repository(image.ref) == repo:
                     return replace(image, ref=full)

@@ -8,8 +8,8 @@ from datetime import datetime
 import pytest
 
 from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.catalogue import normalize
 from airflow_kruise_chain.local.crdschema import validate_against_crd
+from airflow_kruise_chain.local.imageref import normalize
 from tests.conftest import CRDS
 from tests.e2e.conftest import ROOT, load_dag, xcoms
 

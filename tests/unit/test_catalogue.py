@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kruise_chain.local.catalogue import Catalogue, normalize, repository
+from airflow_kruise_chain.local.catalogue import Catalogue
+from airflow_kruise_chain.local.imageref import normalize, repository
 
 CAT = Catalogue(
     [

@@ -18,6 +18,8 @@ default and then validate work on a copy and write it back only when the object 
 
 from __future__ import annotations
 
+from airflow_kruise_chain.local.imageref import ImageReference, parse_image_reference
+
 from .decode import check_decodable
 from .fields import (
     MAX_INT32,
@@ -30,7 +32,6 @@ from .fields import (
     required,
     too_long,
 )
-from .image import ImageReference, parse_image_reference
 from .kruise import (
     CRR_ACTIVE_LABEL,
     CRR_NODE_NAME_LABEL,

@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_kruise_chain.local.errors import ApiError
+from airflow_kruise_chain.local.imageref import parse_image_reference
 from airflow_kruise_chain.local.selectors import LabelSelector
 
 from .decode import _CRR_SHAPE, _IMAGE_PULL_JOB_SHAPE, _decode_problem, _unmarshal_error
 from .fields import MAX_INT32
-from .image import parse_image_reference
 from .pod_update import _normalize
 
 IMAGE_PULL_JOB_WEBHOOK = "vimagepulljob-v1beta1.kb.io"

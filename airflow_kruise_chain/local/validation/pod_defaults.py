@@ -7,14 +7,26 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from airflow_kruise_chain.local.imageref import parse_image_reference
+
 from .decode import _CONTAINER_LISTS, _check_decodable
-from .image import _image_tag_for_pull_policy
 from .quantity import parse_quantity
 
 _NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 _UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 DEFAULT_TOLERATION_SECONDS = 300
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+def _image_tag_for_pull_policy(image: str) -> str:
+    """The tag `SetDefaults_Container` sees: `latest` when neither tag nor digest is given."""
+    try:
+        parsed = parse_image_reference(image)
+    except ValueError:
+        return ""
+    if not parsed.tag and not parsed.digest:
+        return "latest"
+    return parsed.tag
 
 
 def _default_handler(handler: Any) -> None:

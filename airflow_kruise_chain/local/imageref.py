@@ -1,4 +1,12 @@
-"""Image references (github.com/docker/distribution/reference v2.8.2, as Kruise v1.9.0 uses it)."""
+"""Image references, the one grammar of the local cluster (github.com/docker/distribution/reference v2.8.2, as
+Kruise v1.9.0 and containerd use it).
+
+`parse_image_reference` validates like `ParseNormalizedNamed` (the API server's and Kruise's webhooks'
+checks); `split_reference`, `normalize`, `repository` and `split_image` name images as the runtime and the
+NodeImage controller do, on the same delimiters and the same docker.io defaulting, without validating
+(catalogue globs such as `acme/etl:*` go through them too). Kept apart from the provider's `core/image.py`:
+the local cluster is an independent oracle.
+"""
 
 from __future__ import annotations
 
@@ -125,12 +133,40 @@ def parse_image_reference(ref: str) -> ImageReference:
     return _parse_reference(f"{domain}/{remainder}")
 
 
-def _image_tag_for_pull_policy(image: str) -> str:
-    """The tag `SetDefaults_Container` sees: `latest` when neither tag nor digest is given."""
-    try:
-        parsed = parse_image_reference(image)
-    except ValueError:
-        return ""
-    if not parsed.tag and not parsed.digest:
-        return "latest"
-    return parsed.tag
+def split_reference(ref: str) -> tuple[str, str, str]:
+    """(name, tag, digest) of a reference as written, by the grammar's delimiters and without validating it
+    (catalogue globs such as `acme/etl:*` split too): the digest follows the first `@`, the tag the last `:`
+    after the last `/`."""
+    name, _, digest = ref.partition("@")
+    slash, colon = name.rfind("/"), name.rfind(":")
+    if colon > slash:
+        return name[:colon], name[colon + 1 :], digest
+    return name, "", digest
+
+
+def normalize(ref: str) -> str:
+    """The name the container runtime gives an image (`ParseNormalizedNamed` + `TagNameOnly`, unvalidated).
+
+    `busybox` -> `docker.io/library/busybox:latest`; a digest reference keeps its tag if it has one, and gets
+    none otherwise.
+    """
+    name, tag, digest = split_reference(ref)
+    domain, remainder = _split_docker_domain(name)
+    full = f"{domain}/{remainder}"
+    if tag or not digest:
+        full += f":{tag or 'latest'}"
+    return f"{full}@{digest}" if digest else full
+
+
+def repository(ref: str) -> str:
+    """A reference's normalized name without tag and digest (`localhost:5000/x:1` -> `localhost:5000/x`)."""
+    domain, remainder = _split_docker_domain(split_reference(ref)[0])
+    return f"{domain}/{remainder}"
+
+
+def split_image(image: str) -> tuple[str, str]:
+    """`repo:tag` -> (repo, tag) as NodeImage keys them (tag `latest` when absent; a digest stays the tag)."""
+    name, tag, digest = split_reference(image)
+    if "@" in image:
+        return name, digest
+    return name, tag if ":" in image.rpartition("/")[2] else "latest"
