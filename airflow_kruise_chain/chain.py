@@ -34,6 +34,7 @@ _POD_OPTIONS = (
     "annotations",
     "sizing",
     "parked_resources",
+    "runner_image",
 )
 
 

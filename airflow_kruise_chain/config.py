@@ -10,6 +10,7 @@ DEFAULT_DASHBOARD_URL = (
     "http://localhost:8001/api/v1/namespaces/kubernetes-dashboard/services/https:kubernetes-dashboard:/proxy"
 )
 DEFAULT_MEMORY_SAMPLE_INTERVAL = 1.0
+DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
 
 OPTIONS: dict[str, dict[str, str | None]] = {
     "dashboard_url": {
@@ -41,7 +42,23 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "example": "0.5",
         "default": str(DEFAULT_MEMORY_SAMPLE_INTERVAL),
     },
+    "runner_image": {
+        "description": "Image of the chain pod's init container that installs the stage runner: it must "
+        "hold a statically linked /bin/busybox (the runner uses nothing of the stage images). A chain's "
+        "own `runner_image` option wins. Mirror it if your nodes cannot pull from Docker Hub.",
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": "registry.example.com/mirror/busybox:1.37.0-musl",
+        "default": DEFAULT_RUNNER_IMAGE,
+    },
 }
+
+
+def runner_image() -> str:
+    """``[kruise_chain] runner_image`` (env ``AIRFLOW__KRUISE_CHAIN__RUNNER_IMAGE``)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return conf.get(SECTION, "runner_image", fallback=DEFAULT_RUNNER_IMAGE) or DEFAULT_RUNNER_IMAGE
 
 
 def dashboard_url() -> str:

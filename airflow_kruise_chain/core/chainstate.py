@@ -301,6 +301,12 @@ def chain_view(
     if live:
         assert pod is not None
         slots = slot_views(pod, metrics)
+        # after an annotations-only swap the slot keeps its container, whose readiness lags its runner by a
+        # probe period: the stage task's own record of the generation (running) decides
+        running = {(t.slot, t.generation) for t in runs if t.state == "running"}
+        for view in slots:
+            if view["state"] == "parked" and (view["slot"], view["generation"]) in running:
+                view["state"] = "running"
         pod_state = (pod.get("status") or {}).get("phase") or "Unknown"
     else:
         slots = []

@@ -9,10 +9,7 @@ SLOTS: tuple[str, str] = ("slot-a", "slot-b")
 
 SCRATCH_VOLUME = "scratch"
 SCRATCH_MOUNT = "/scratch"
-RUNNER_VOLUME = "runner"
-RUNNER_MOUNT = "/kruise-chain"
-RUNNER_KEY = "runner.sh"
-RUNNER_COMMAND: tuple[str, str] = ("/bin/sh", f"{RUNNER_MOUNT}/{RUNNER_KEY}")
+RUNNER_VOLUME = "kruise-chain"
 TERMINATION_LOG = "/dev/termination-log"
 
 MARKER = "::kruise-chain::"
@@ -31,8 +28,9 @@ CHAIN_LABEL = PREFIX + "chain"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-kruise-chain"
 
-SLOT_FIELDS: tuple[str, ...] = ("generation", "stage", "command", "env", "outputs-max")
-"""Per-slot annotations ``airflow-kruise-chain/<slot>.<field>``, read by the runner at container start."""
+SLOT_FIELDS: tuple[str, ...] = ("generation", "stage", "run")
+"""Per-slot annotations ``airflow-kruise-chain/<slot>.<field>``: the slot's generation and stage, and the
+runner's run spec (see wire.py)."""
 
 
 def slot_annotation(slot: str, field: str) -> str:

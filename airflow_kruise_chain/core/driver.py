@@ -6,17 +6,18 @@ Kubernetes and OpenKruise but nothing of Airflow.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .constants import other_slot
+from .constants import SLOTS, other_slot
 from .errors import ChainError, PodLostError, SlotBusyError
-from .image import parse_image_reference
 from .lines import clip
 from .podview import (
     Pod,
@@ -35,12 +36,12 @@ from .status import (
     StageState,
     StageStatus,
     StartMarker,
-    crr_outcome,
     current_status,
+    matches,
     parse_marker,
     slot_status,
 )
-from .swap import SwapPlan, build_stop_crr, crr_name, earlier_generation, plan_swap
+from .swap import SwapPlan, build_stop_crr, earlier_generation, plan_swap
 
 __all__ = [
     "CRR_PLURAL",
@@ -119,7 +120,9 @@ class ChainApi(Protocol):
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
     ) -> Iterator[dict[str, Any] | None]: ...
 
-    def follow_log(self, name: str, namespace: str, container: str) -> Iterator[str]: ...
+    def follow_log(
+        self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
+    ) -> Iterator[str]: ...
 
     def read_log(
         self,
@@ -160,7 +163,10 @@ def _killed_by_kubelet(pod: Pod, plan: SwapPlan) -> str:
     The runner then records the generation as exit 137 `interrupted` when it restarts: this is the cause.
     """
     last = ((container_status(pod, plan.slot) or {}).get("lastState") or {}).get("terminated") or {}
-    if last.get("reason") != "OOMKilled" or last.get("containerID") == plan.record.previous_container_id:
+    # an image patch's own kill stops the container the slot had before; after an annotations-only swap that
+    # container is the one that ran the stage
+    swapped_out = plan.record.action != "go" and last.get("containerID") == plan.record.previous_container_id
+    if last.get("reason") != "OOMKilled" or swapped_out:
         return ""
     resources = (container_spec(pod, plan.slot) or {}).get("resources") or {}
     limit = (resources.get("limits") or {}).get("memory")
@@ -174,17 +180,23 @@ def _with_kill_reason(result: StageResult, killed: str) -> StageResult:
     return replace(result, reason="OOMKilled") if killed and result.reason == "interrupted" else result
 
 
-def _swap_how(plan: SwapPlan, stage: StageSpec) -> str:
-    """How the swap restarts the slot, for the log."""
-    if plan.action == "recreate":
-        return "ContainerRecreateRequest (same image, no other spelling of it known)"
-    if not plan.same_image:
-        return "image patch"
-    if plan.image is None:
-        return "annotations patch (same image; the kubelet starts the waiting slot)"
-    if parse_image_reference(stage.image).floating:
-        return f"image patch (same image, respelled: now {plan.image})"
-    return f"image patch (same image, by digest: now spelled {plan.image})"
+def _swap_how(plan: SwapPlan) -> str:
+    """How the swap starts the stage, for the log."""
+    if plan.action == "go":
+        return "annotations only (the slot already holds the image: its runner starts the stage, no restart)"
+    if plan.backoff_wait > 0:
+        return f"image patch; {plan.backoff_why}"
+    return "image patch (the kubelet restarts the slot with the stage's image)"
+
+
+def _since(swapped_at: str) -> int | None:
+    """Seconds from one second before `swapped_at` (whole seconds) until now, as a log sinceSeconds: the
+    stream skips the output of the slot's earlier generations but not the start of this one."""
+    try:
+        when = datetime.strptime(swapped_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return max(1, math.ceil((datetime.now(UTC) - when).total_seconds()) + 1)
 
 
 class StageDriver:
@@ -232,17 +244,21 @@ class StageDriver:
             pod, self._resized = self._resized or self.read_pod(), None
             earlier = earlier_generation(pod, stage.name, try_number)
             result = followed or (
-                self.recorded_result(pod, earlier.slot, earlier.generation, earlier.image)
+                self.recorded_result(
+                    pod, earlier.slot, earlier.generation, earlier.image, token=earlier.token
+                )
                 if earlier is not None
                 else None
             )
+            finished = self.finished_slots(pod)
             try:
-                plan = plan_swap(pod, stage, try_number=try_number, earlier_result=result)
+                plan = plan_swap(pod, stage, try_number=try_number, earlier_result=result, finished=finished)
             except SlotBusyError as busy:
                 if time.monotonic() > deadline:
                     raise StageTimeoutError(f"swap timeout ({timeouts.swap:g}s): {busy}") from None
                 self.log(f"waiting: {busy}")
-                self.wait_pod_change(pod, deadline)
+                # a result line changes nothing in the pod: look at the logs again soon
+                self.wait_pod_change(pod, min(deadline, time.monotonic() + 0.5))
                 continue
             if plan.action == "adopt":
                 assert plan.result is not None
@@ -253,8 +269,6 @@ class StageDriver:
                 )
                 return plan
             if plan.action == "reattach":
-                if plan.needs_crr and current_status(pod, stage.name).state is StageState.SWAPPING:
-                    self.ensure_crr(plan)
                 if plan.from_try == try_number:
                     self.log(
                         f"reattaching to stage {stage.name!r} generation {plan.generation} in {plan.slot} "
@@ -287,13 +301,15 @@ class StageDriver:
                         f"swap timeout ({timeouts.swap:g}s): {conflicts} conflicting updates in a row"
                     ) from None
                 continue
-            how = _swap_how(plan, stage)
             self.log(
                 f"::kruise-chain:: swap stage={stage.name} slot={plan.slot} generation={plan.generation} "
-                f"image={stage.image} via {how}"
+                f"image={stage.image} via {_swap_how(plan)}"
             )
-            if plan.needs_crr:
-                self.ensure_crr(plan)
+            if plan.backoff_wait > 0:
+                self.log(
+                    f"::kruise-chain:: {plan.slot} will start about {plan.backoff_wait:g}s late: neither "
+                    "slot could take the stage without a restart the kubelet holds back"
+                )
             return plan
 
     def size_slot(self, pod: Pod, stage: StageSpec, plan: SwapPlan, deadline: float) -> bool:
@@ -321,11 +337,28 @@ class StageDriver:
         except ChainError as err:
             self.log(f"could not park {plan.slot} after stage {plan.stage!r}: {err}")
 
-    def ensure_crr(self, plan: SwapPlan) -> None:
-        crr = self.api.create_kruise(CRR_PLURAL, plan.build_crr(), self.namespace)
-        outcome = crr_outcome(crr)
-        if outcome == "failed":
-            raise ChainError(f"ContainerRecreateRequest {plan.crr_name} failed: {outcome.message}")
+    def finished_slots(self, pod: Pod) -> set[str]:
+        """Slots whose current generation's result line (its generation and token) is in their log.
+
+        Read only for slots whose pod status cannot tell: still not Ready (the readiness probe runs every
+        second), or Ready from before an annotations-only swap (see `StageStatus.confirmed`)."""
+        out: set[str] = set()
+        for slot in SLOTS:
+            status = slot_status(pod, slot)
+            ambiguous = status.state is StageState.RUNNING or (
+                status.state is StageState.FINISHED and not status.confirmed
+            )
+            if not status.generation or not status.stage or not ambiguous:
+                continue
+            record = stage_record(pod, status.stage)
+            token = record.token if record is not None else ""
+            text = self.api.read_log(self.pod_name, self.namespace, slot, tail_lines=TAIL_LINES + 5)
+            if any(
+                isinstance(m := parse_marker(line), ResultMarker) and matches(m, status.generation, token)
+                for line in text.splitlines()
+            ):
+                out.add(slot)
+        return out
 
     def wait_pod_change(self, pod: Pod, deadline: float) -> Pod | None:
         """Block until the pod changes (the new pod, None if deleted) or `deadline` passes (None)."""
@@ -394,18 +427,15 @@ class StageDriver:
             assert plan.result is not None
             return plan.result
         started = self.wait_started(plan, timeouts, time.monotonic())
-        if plan.needs_crr and started.state is StageState.RUNNING:
-            # The CRR has done its part (the stage's container runs). Left alone it would stay active until
-            # the stage ends (the slot turns Ready only then) and, as kruise-daemon runs one CRR per pod at a
-            # time, hold back the other slot's swap or a stop until then.
-            self.api.delete_kruise(CRR_PLURAL, plan.crr_name, self.namespace)
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         streamed = started.container_id  # the container whose log is followed
         while True:
             forwarding = False
+            blank = 0  # empty lines held back: the runner ends a stage's open line before its result
             failure: Exception | None = None
-            lines = self._pump(plan.slot)
+            since = _since(plan.record.swapped_at) if plan.record.action == "go" else None
+            lines = self._pump(plan.slot, since)
             while True:
                 item = self._next(lines, deadline, plan, timeouts)
                 if item is _END:
@@ -415,12 +445,14 @@ class StageDriver:
                     break
                 line = str(item)
                 marker = parse_marker(line)
-                if isinstance(marker, StartMarker) and marker.generation == plan.generation:
+                ours = matches(marker, plan.generation, plan.token)
+                if ours and isinstance(marker, StartMarker):
                     forwarding = True
                     tail.clear()
+                    blank = 0
                     self.log(line)
                     continue
-                if isinstance(marker, ResultMarker) and marker.generation == plan.generation:
+                if ours and isinstance(marker, ResultMarker):
                     result = StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
                     if result.reason != "completed":  # stopped by a signal: the pod going away, or a kill?
                         pod = self.api.read_pod(self.pod_name, self.namespace)
@@ -436,6 +468,13 @@ class StageDriver:
                     self._log_end(result)
                     return result
                 if forwarding:
+                    if line == "":
+                        blank += 1
+                        continue
+                    for _ in range(blank):
+                        tail.append("")
+                        self.log("")
+                    blank = 0
                     tail.append(clip(line))  # bounded: the tail goes into XCom and error messages
                     self.log(line)
             # the stream ended without our result: the container stopped or was restarted, or the pod is gone
@@ -503,13 +542,14 @@ class StageDriver:
                 return container  # deleted, or the wait ran out: the caller reads the pod and decides
             pod = new
 
-    def _pump(self, slot: str) -> queue.Queue[object]:
+    def _pump(self, slot: str, since_seconds: int | None = None) -> queue.Queue[object]:
         """Follow `slot`'s log in a thread: lines, then an exception if the stream broke, then `_END`."""
         lines: queue.Queue[object] = queue.Queue()
 
         def pump() -> None:
             try:
-                for line in self.api.follow_log(self.pod_name, self.namespace, slot):
+                stream = self.api.follow_log(self.pod_name, self.namespace, slot, since_seconds=since_seconds)
+                for line in stream:
                     lines.put(line)
             except Exception as e:  # handed to the reader, which decides
                 lines.put(e)
@@ -557,7 +597,13 @@ class StageDriver:
 
     # -- results -------------------------------------------------------------------------------------
     def recorded_result(
-        self, pod: Pod, slot: str, generation: int, image: str, tail: deque[str] | None = None
+        self,
+        pod: Pod,
+        slot: str,
+        generation: int,
+        image: str,
+        tail: deque[str] | None = None,
+        token: str = "",
     ) -> StageResult | None:
         """`generation`'s result, from `slot`'s log, previous log or last termination message.
 
@@ -568,12 +614,12 @@ class StageDriver:
             if not previous and slot_generation(pod, slot) != generation:
                 continue
             text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
-            result = StageResult.from_log(text.splitlines(), generation=generation, image=image)
+            result = StageResult.from_log(text.splitlines(), generation=generation, image=image, token=token)
             if result is not None:
                 return result
         last = ((container_status(pod, slot) or {}).get("lastState") or {}).get("terminated") or {}
         marker = parse_marker(last.get("message") or "")
-        if isinstance(marker, ResultMarker) and marker.generation == generation:
+        if isinstance(marker, ResultMarker) and matches(marker, generation, token):
             return StageResult.from_marker(marker, image=image, log_tail=list(tail or ()))
         return None
 
@@ -581,7 +627,7 @@ class StageDriver:
         self, plan: SwapPlan, pod: Pod, tail: deque[str], required: bool = True
     ) -> StageResult | None:
         """The plan's result once its stream has ended (after a restart, or once the slot moved on)."""
-        result = self.recorded_result(pod, plan.slot, plan.generation, plan.record.image, tail)
+        result = self.recorded_result(pod, plan.slot, plan.generation, plan.record.image, tail, plan.token)
         if result is None and required:
             raise ChainError(
                 f"the result of stage {plan.stage!r} generation {plan.generation} is no longer "
@@ -618,12 +664,6 @@ class StageDriver:
             status = current_status(pod, stage)
         if status.state is not StageState.RUNNING or status.generation != record.generation:
             return None
-        if record.action == "recreate":
-            # kruise-daemon runs one CRR per pod at a time, and the swap's own CRR stays active until the
-            # stage ends (the slot turns Ready only then): it would hold the stop request back
-            self.api.delete_kruise(
-                CRR_PLURAL, crr_name(self.pod_name, record.slot, record.generation), self.namespace
-            )
         crr = build_stop_crr(pod, record)
         self.api.create_kruise(CRR_PLURAL, crr, self.namespace)
         self.log(
@@ -631,7 +671,9 @@ class StageDriver:
             f"(ContainerRecreateRequest {crr['metadata']['name']})"
         )
         while True:
-            result = self.recorded_result(pod, record.slot, record.generation, record.image)
+            result = self.recorded_result(
+                pod, record.slot, record.generation, record.image, token=record.token
+            )
             if result is not None:
                 self._log_end(result)
                 return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 DEFAULT_REGISTRY = "docker.io"
 
@@ -115,37 +115,3 @@ def same_image(a: str, b: str) -> bool:
     if ra.digest and rb.digest:
         return ra.digest == rb.digest
     return _tag(ra) is not None and _tag(ra) == _tag(rb)
-
-
-def image_id_digest(image: str, image_id: str) -> str | None:
-    """The digest in a container's ``imageID`` (``repo@sha256:D``, maybe ``docker-pullable://``-prefixed)
-    when it is one of `image`'s repository, else None (empty, a bare image id, another repository)."""
-    ref, found = _parsed(image), _parsed(image_id.split("://", 1)[-1])
-    if ref is None or found is None or not found.digest or found.repository != ref.repository:
-        return None
-    return found.digest
-
-
-def alternate_reference(image: str, current: str, image_id: str) -> str | None:
-    """A spelling of `image` other than `current` (the slot's image now, the same image) that names the image
-    the slot already runs, so that patching it in is a spec change with no pull; None when there is none.
-
-    - ``repo:tag`` <-> ``repo:tag@D``, D from the slot's `image_id` (``repo@D``) when its repository matches;
-    - ``repo:tag@D`` <-> ``repo@D``;
-    - ``repo`` <-> ``repo:latest`` (a floating tag stays floating: no digest is pinned);
-    - ``repo@D`` alone: None (no tag known).
-    """
-    ref = _parsed(image)
-    if ref is None:
-        return None
-    spellings = [image]
-    if ref.digest:
-        if ref.tag:
-            spellings.append(str(replace(ref, tag=None)))
-    elif ref.floating:
-        spellings.append(str(replace(ref, tag=None if ref.tag else "latest")))
-    else:
-        digest = image_id_digest(image, image_id)
-        if digest:
-            spellings.append(f"{image}@{digest}")
-    return next((s for s in spellings if s != current), None)

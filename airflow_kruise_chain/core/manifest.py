@@ -1,7 +1,8 @@
-"""The chain pod, its runner ConfigMap, names and selectors."""
+"""The chain pod (two slots, the runner's init container and volumes), names and selectors."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import re
@@ -18,9 +19,6 @@ from .constants import (
     MANAGED_BY_LABEL,
     RUN_ID_ANNOTATION,
     RUN_ID_LABEL,
-    RUNNER_COMMAND,
-    RUNNER_KEY,
-    RUNNER_MOUNT,
     RUNNER_VOLUME,
     SCRATCH_MOUNT,
     SCRATCH_VOLUME,
@@ -33,14 +31,34 @@ from .constants import (
 from .errors import ChainConfigError
 from .podview import StageRecord
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value, parse_quantity
-
-READINESS_COMMAND: tuple[str, ...] = (
-    "/bin/sh",
-    "-c",
-    'test -z "$KC_GENERATION" || test "$KC_GENERATION" = 0 || '
-    f"test -f {SCRATCH_MOUNT}/.chain/gen-$KC_GENERATION/exit_code",
+from .wire import (
+    DEFAULT_RUNNER_IMAGE,
+    META_MOUNT,
+    RUN_FIELD,
+    RUNNER_BIN,
+    RUNNER_COMMAND,
+    RUNNER_MOUNT,
+    RUNNER_STATE,
 )
-"""Slot readiness: idle, or parked with its generation finished."""
+
+META_VOLUME = "kruise-chain-meta"
+INIT_CONTAINER = "kruise-chain-runner"
+READINESS_COMMAND: tuple[str, ...] = (
+    f"{RUNNER_BIN}/busybox",
+    "sh",
+    "-c",
+    f'read g <"{RUNNER_STATE}/$KC_SLOT.parked" && [ "$g" -ge "${{KC_GENERATION:-0}}" ]',
+)
+"""Slot readiness: its runner parked on the generation the container started with, or a later one."""
+INIT_SCRIPT = (
+    "set -e; b=/bin/busybox; "
+    f"$b mkdir -p {RUNNER_BIN} {RUNNER_STATE}; $b chmod 1777 {RUNNER_STATE}; "
+    f"$b cp $b {RUNNER_BIN}/busybox.new; $b mv -f {RUNNER_BIN}/busybox.new {RUNNER_BIN}/busybox; "
+    f'printf %s "$KC_RUNNER_SCRIPT" | $b base64 -d >{RUNNER_BIN}/runner.sh.new; '
+    f"$b mv -f {RUNNER_BIN}/runner.sh.new {RUNNER_BIN}/runner.sh"
+)
+"""The init container's job: copy the runner image's static busybox and the runner script (base64 in env:
+no `$(` for the kubelet's env expansion to touch) into the runner's emptyDir."""
 
 _PULL_POLICY_RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
 
@@ -60,11 +78,6 @@ def pod_name_for(chain_name: str, dag_id: str, run_id: str, chain_path: str | No
     `chain_path` is the chain's full task-group path (``group.etl``; the name for a top-level chain): two
     chains of one name in different task groups get different pods."""
     return f"{chain_name}-{_short_hash(dag_id, run_id, chain_path or chain_name)}"
-
-
-def runner_configmap_name(pod_name: str) -> str:
-    """Name of the ConfigMap holding the runner script of `pod_name`."""
-    return f"{pod_name}-runner"
 
 
 def label_value(raw: str, *, always_hash: bool = False) -> str:
@@ -88,20 +101,6 @@ def chain_labels(dag_id: str, run_id: str, chain: str) -> dict[str, str]:
 def chain_selector(dag_id: str, run_id: str, chain: str) -> str:
     """Label selector matching the objects of one chain in one DAG run."""
     return ",".join(f"{key}={value}" for key, value in chain_labels(dag_id, run_id, chain).items())
-
-
-def build_runner_configmap(chain: ChainSpec, pod_name: str, labels: Mapping[str, str]) -> dict[str, Any]:
-    """The ConfigMap the pod mounts at ``/kruise-chain``; create it before the pod."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": runner_configmap_name(pod_name),
-            "namespace": chain.namespace,
-            "labels": dict(labels),
-        },
-        "data": {RUNNER_KEY: runner_script()},
-    }
 
 
 def slot_resources(stages: Sequence[StageSpec]) -> dict[str, dict[str, str]]:
@@ -141,21 +140,28 @@ def slot_pull_policy(stages: Sequence[StageSpec]) -> str:
 
 
 def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str, Any]) -> dict[str, Any]:
-    env: list[dict[str, Any]] = [{"name": "KC_SLOT", "value": slot}]
-    for key in SLOT_FIELDS:  # KC_GENERATION, KC_STAGE, ...: resolved from the annotations at container start
-        path = f"metadata.annotations['{slot_annotation(slot, key)}']"
-        name = "KC_" + key.upper().replace("-", "_")
-        env.append({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}})
-    env.append({"name": "KC_SCRATCH", "value": SCRATCH_MOUNT})
+    def annotation(field: str) -> dict[str, Any]:
+        path = f"metadata.annotations['{slot_annotation(slot, field)}']"
+        return {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}
+
     container: dict[str, Any] = {
         "name": slot,
         "image": image,
         "imagePullPolicy": pull_policy,
         "command": list(RUNNER_COMMAND),
-        "env": env,
+        "env": [
+            {"name": "KC_SLOT", "value": slot},
+            # resolved when the container starts; the runner then follows the downwardAPI volume
+            {"name": "KC_GENERATION", "valueFrom": annotation("generation")},
+            {"name": "KC_RUN", "valueFrom": annotation(RUN_FIELD)},
+            {"name": "KC_SCRATCH", "value": SCRATCH_MOUNT},
+            {"name": "KC_STATE", "value": RUNNER_STATE},
+            {"name": "KC_META", "value": META_MOUNT},
+        ],
         "volumeMounts": [
             {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
-            {"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT, "readOnly": True},
+            {"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT},
+            {"name": META_VOLUME, "mountPath": META_MOUNT, "readOnly": True},
         ],
         "readinessProbe": {
             "exec": {"command": list(READINESS_COMMAND)},
@@ -170,6 +176,18 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
     if resources:
         container["resources"] = copy.deepcopy(resources)
     return container
+
+
+def _init_container(runner_image: str) -> dict[str, Any]:
+    script = base64.b64encode(runner_script().encode()).decode()
+    return {
+        "name": INIT_CONTAINER,
+        "image": runner_image,
+        "imagePullPolicy": effective_pull_policy(runner_image, None),
+        "command": ["/bin/busybox", "sh", "-c", INIT_SCRIPT],
+        "env": [{"name": "KC_RUNNER_SCRIPT", "value": script}],
+        "volumeMounts": [{"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT}],
+    }
 
 
 def deep_merge(base: Any, override: Any) -> Any:
@@ -207,14 +225,15 @@ _LONGEST_ID = 250
 """Longest DAG id and run id Airflow accepts (`ID_LEN`)."""
 
 
-def slot_annotations(slot: str, stage: StageSpec, generation: int) -> dict[str, str]:
-    """The annotations that hand `stage`'s generation `generation` to `slot`'s runner (set by a swap)."""
+def slot_annotations(
+    slot: str, stage: StageSpec, generation: int, token: str = "0" * 16, *, restart: bool = False
+) -> dict[str, str]:
+    """The annotations that hand `stage`'s generation `generation` to `slot`'s runner (set by a swap): its
+    generation, stage and run spec (`wire.run_spec`; `restart`: the swap also patches the slot's image)."""
     return {
         slot_annotation(slot, "generation"): str(generation),
         slot_annotation(slot, "stage"): stage.name,
-        slot_annotation(slot, "command"): stage.shell_command(),
-        slot_annotation(slot, "env"): stage.shell_env(),
-        slot_annotation(slot, "outputs-max"): str(stage.max_outputs_bytes),
+        slot_annotation(slot, RUN_FIELD): stage.run_spec(generation, token, restart=restart),
     }
 
 
@@ -248,8 +267,9 @@ def check_annotations_size(chain: ChainSpec) -> None:
             try_number=10**4,
             previous_container_id="containerd://" + "f" * 64,
             swapped_at="2026-01-01T00:00:00Z",
-            action="recreate",
+            action="patch",
             previous_reason="CreateContainerConfigError",
+            token="f" * 16,
         )
         fixed[stage_annotation(stage.name)] = record.to_annotation()
     sized = sorted(
@@ -284,7 +304,8 @@ def build_chain_pod(
 ) -> dict[str, Any]:
     """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
 
-    `chain` must have passed `validate()`. The runner ConfigMap (`build_runner_configmap`) must exist first.
+    `chain` must have passed `validate()`. An init container copies the static busybox of
+    `chain.runner_image` and the runner script into the runner's emptyDir; both slots run them.
     `chain_path` (the chain's full task-group path, default its name) goes into the chain label.
     """
     labels = {**chain.labels, **chain_labels(dag_id, run_id, chain_path or chain.name)}
@@ -307,13 +328,22 @@ def build_chain_pod(
             _slot_container(slot, image, pull_policy, resources)
             for slot, image in zip(SLOTS, first_images, strict=True)
         ],
+        "initContainers": [_init_container(chain.runner_image or DEFAULT_RUNNER_IMAGE)],
         "volumes": [
             {"name": SCRATCH_VOLUME, "emptyDir": scratch},
+            {"name": RUNNER_VOLUME, "emptyDir": {}},
             {
-                "name": RUNNER_VOLUME,
-                "configMap": {
-                    "name": runner_configmap_name(pod_name),
-                    "items": [{"key": RUNNER_KEY, "path": RUNNER_KEY}],
+                "name": META_VOLUME,
+                "downwardAPI": {
+                    "items": [
+                        {
+                            "path": slot,
+                            "fieldRef": {
+                                "fieldPath": f"metadata.annotations['{slot_annotation(slot, RUN_FIELD)}']"
+                            },
+                        }
+                        for slot in SLOTS
+                    ],
                     "defaultMode": 0o444,
                 },
             },

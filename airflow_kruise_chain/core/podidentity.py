@@ -1,7 +1,7 @@
 """What a chain pod was built from, whether the setup task may reuse one, and what a stage's try finds in it.
 
 Setup stamps the pod with a hash of everything it built it from (`SPEC_HASH_ANNOTATION`: the pod manifest
-and the runner ConfigMap, as built from the DAG's chain). A later setup try of the same DAG run reuses the
+as built from the DAG's chain). A later setup try of the same DAG run reuses the
 pod only when it is healthy and built from the same definition; otherwise it deletes it and makes a fresh one.
 """
 

@@ -27,13 +27,16 @@ class StageRecord:
     swapped_at: str
     action: str
     previous_reason: str = ""
+    token: str = ""
+    """the generation's token: the runner's markers for it carry it (see wire.py)"""
 
     def to_annotation(self) -> str:
         """Compact JSON; ``try_number`` is stored as ``try``."""
         data = asdict(self)
         data["try"] = data.pop("try_number")
-        if not data["previous_reason"]:
-            del data["previous_reason"]
+        for optional in ("previous_reason", "token"):
+            if not data[optional]:
+                del data[optional]
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -50,6 +53,7 @@ class StageRecord:
                 swapped_at=str(data.get("swapped_at") or ""),
                 action=str(data.get("action") or "patch"),
                 previous_reason=str(data.get("previous_reason") or ""),
+                token=str(data.get("token") or ""),
             )
         except (TypeError, ValueError, KeyError):
             return None
@@ -75,6 +79,16 @@ def stage_record(pod: Pod, stage: str) -> StageRecord | None:
     """The record of `stage`'s latest swap, if any."""
     text = annotations(pod).get(stage_annotation(stage))
     return StageRecord.from_annotation(text) if text else None
+
+
+def all_stage_records(pod: Pod) -> list[StageRecord]:
+    """The records of every stage swapped into the pod (each stage's latest swap)."""
+    prefix = stage_annotation("")
+    return [
+        record
+        for key, text in annotations(pod).items()
+        if key.startswith(prefix) and (record := StageRecord.from_annotation(text)) is not None
+    ]
 
 
 def container_status(pod: Pod, name: str) -> Mapping[str, Any] | None:

@@ -1,165 +1,278 @@
-#!/bin/sh
-# airflow-kruise-chain stage runner: the fixed command of both slot containers of a chain pod.
+# airflow-kruise-chain stage runner (v2): the main process of both slot containers of a chain pod, run by
+# the static busybox the chain's init container copied next to it: `busybox sh runner.sh`. It uses only
+# that busybox (its shell builtins and `$kc_bb APPLET`), never the stage image's tools, so stage images
+# need nothing (distroless and scratch images work).
 #
-# Runs the stage of generation $KC_GENERATION once, streams its output to the container log, records the
-# outcome under $KC_SCRATCH/.chain/gen-N/ and announces it (a result line on stdout and in the termination
-# message), then parks until the next swap. A generation that already finished is never run again; one
-# that was killed mid-way is recorded as exit 137 (reason "interrupted"), and Airflow's retry decides.
+# Long-lived: it parks, and runs each generation its slot is given once, without a container restart.
+# The slot's run spec (the pod annotation airflow-kruise-chain/<slot>.run, see core/wire.py) reaches it
+# as env KC_RUN when the container starts and as the file $KC_META/<slot> of a downwardAPI volume, which
+# the kubelet rewrites when the annotation changes; it polls that file every 0.1 s with a builtin read
+# (no process is started while it waits). Records live in $KC_STATE (an emptyDir of their own, never under
+# $CHAIN_SCRATCH): gen-N/started, gen-N/result, gen-N/exit_code (written last: the generation is done).
+# A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
+# (interrupted); one whose records are gone is not run again (exit 70, reason lost-record).
 #
-# Stage images need /bin/sh (POSIX) and the usual coreutils/busybox tools: date, mkdir, chmod, mv, cat,
-# wc, base64, tr, sleep.
-#
-# Inputs (downward-API env resolved at container start): KC_SLOT, KC_GENERATION, KC_STAGE, KC_COMMAND (one
-# sh command line), KC_ENV (`export NAME='value'` lines), KC_OUTPUTS_MAX, KC_SCRATCH (default /scratch),
-# KC_TERMINATION_LOG (default /dev/termination-log). The stage sees CHAIN_SCRATCH, CHAIN_OUTPUT (a file it
-# may write its outputs to, as a JSON object) and CHAIN_GENERATION.
+# The stage gets exactly its argv (exec -a: argv[0] as given, resolved on the stage's PATH as a runtime
+# does) and exactly the container's env as the runtime gave it (read from /proc/self/environ, without the
+# runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION; the
+# generation's token is never in it. Results are announced as a line starting with the marker, carrying
+# the generation and its token (and in the termination message); the slot's readiness probe reads
+# $KC_STATE/<slot>.parked, the generation it parked on.
 
-marker='::kruise-chain::'
-scratch=${KC_SCRATCH:-/scratch}
-termination_log=${KC_TERMINATION_LOG:-/dev/termination-log}
-generation=${KC_GENERATION:-0}
-limit=${KC_OUTPUTS_MAX:-16384}
-case $limit in '' | *[!0-9]*) limit=16384 ;; esac
-[ "$limit" -le 16384 ] || limit=16384
-
-# UTC timestamps, with nanoseconds where date supports %N (GNU, busybox), else whole seconds.
-now() {
-	stamp=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ 2>/dev/null)
-	case $stamp in
-	*.[0-9]*Z) printf '%s\n' "$stamp" ;;
-	*) date -u +%Y-%m-%dT%H:%M:%SZ ;;
-	esac
-}
-
-# put FILE VALUE: write atomically (readers never see a partial file).
-put() {
-	printf '%s\n' "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"
-}
+kc_bb=${0%/*}/busybox
+kc_marker='::kruise-chain::'
+kc_slot=${KC_SLOT:-slot}
+kc_state=${KC_STATE:-/kruise-chain/state}
+kc_meta=${KC_META:-/kruise-chain-meta}/$kc_slot
+kc_scratch=${KC_SCRATCH:-/scratch}
+kc_term=${KC_TERMINATION_LOG:-/dev/termination-log}
+kc_parked=$kc_state/$kc_slot.parked
 
 # One handler for the stop signals, set before anything else (as PID 1 the runner would otherwise ignore
-# them; QUIT covers images whose STOPSIGNAL it is). While a stage runs, the signal is passed on to it as TERM
-# (sh starts background jobs with INT and QUIT ignored); while its result is recorded, it is only counted
-# (the runner leaves once the result is safe); otherwise the runner exits 0 at once.
-phase=idle
-signals=0
-child=
-on_stop() {
-	signals=$((signals + 1))
-	case $phase in
-	stage) if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi ;;
+# them). While a stage runs, the signal is passed on to it as TERM (sh starts background jobs with INT and
+# QUIT ignored); while its result is recorded, it is only counted (the runner leaves once the result is
+# safe); otherwise the runner exits 0 at once.
+kc_phase=idle
+kc_signals=0
+kc_child=
+kc_on_stop() {
+	kc_signals=$((kc_signals + 1))
+	case $kc_phase in
+	stage) if [ -n "$kc_child" ]; then kill -TERM "$kc_child" 2>/dev/null; fi ;;
 	recording) ;;
-	parked)
-		kill "$!" 2>/dev/null # the current sleep: $! is set even if the signal came right after the fork
-		exit 0
-		;;
 	*) exit 0 ;;
 	esac
 }
-trap on_stop TERM INT QUIT
+trap kc_on_stop TERM INT QUIT
 
-# Sleep until stopped: a runner must never end on its own (under restartPolicy Always it would run again).
-park() {
-	phase=parked
+# kc_q VALUE: kc_q is set to VALUE single-quoted for sh (builtins only).
+kc_quote() {
+	kc_r=$1
+	kc_q=
 	while :; do
-		sleep 3600 &
-		wait $!
+		case $kc_r in
+		*\'*)
+			kc_q="$kc_q${kc_r%%\'*}'\\''"
+			kc_r=${kc_r#*\'}
+			;;
+		*) break ;;
+		esac
 	done
+	kc_q="'$kc_q$kc_r'"
 }
 
-# record EXIT_CODE REASON: write the result; exit_code is written last, it is what marks the generation done.
-record() {
-	started=$(cat "$dir/started")
-	finished=$(now)
-	outputs_file=$dir/outputs.json
-	encoded=-
-	if [ ! -s "$outputs_file" ]; then
-		outputs_status=absent
-	elif [ "$(($(wc -c <"$outputs_file")))" -gt "$limit" ]; then
-		outputs_status=too-big
-	elif ! command -v base64 >/dev/null 2>&1; then
-		outputs_status=no-base64
+# UTC timestamps with a fraction: date's %N where busybox has it, else the kernel clock as adjtimex reads it
+# (no privilege needed to read it), else whole seconds.
+kc_now() {
+	kc_stamp=$("$kc_bb" date -u +%Y-%m-%dT%H:%M:%S.%NZ 2>/dev/null)
+	case $kc_stamp in *.[0-9]*Z) return ;; esac
+	kc_adj=$("$kc_bb" adjtimex 2>/dev/null)
+	kc_ts=${kc_adj#*tv_sec:}
+	kc_ts=${kc_ts%%time.tv_usec*}
+	kc_tu=${kc_adj#*tv_usec:}
+	kc_tu=${kc_tu%%return*}
+	set -- $kc_ts $kc_tu
+	case "$#:$1:$2" in
+	2:[0-9]*:[0-9]*)
+		kc_stamp=$("$kc_bb" date -u -d "@$1" +%Y-%m-%dT%H:%M:%S)
+		kc_stamp=$kc_stamp.$(printf '%06d' "$2")Z
+		;;
+	*) kc_stamp=$("$kc_bb" date -u +%Y-%m-%dT%H:%M:%SZ) ;;
+	esac
+}
+
+# The container's env exactly as the runtime gave it, as sh: first unset every name the shell exports (the
+# runtime's and those sh adds itself), then export the runtime's values again, KC_* left out. xargs splits
+# /proc/self/environ on its NULs and hands the entries to `runner.sh --capture-env`.
+kc_capture_env() {
+	{
+		printf 'unset SHLVL PWD OLDPWD PATH\n'
+		"$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env <"/proc/$$/environ"
+	} >"$kc_env.tmp" && "$kc_bb" mv -f "$kc_env.tmp" "$kc_env"
+}
+if [ "$1" = --capture-env ]; then
+	shift
+	kc_names=
+	kc_body=
+	for kc_kv; do
+		kc_n=${kc_kv%%=*}
+		case $kc_n in "" | [0-9]* | *[!A-Za-z0-9_]*) continue ;; esac
+		kc_names="$kc_names $kc_n"
+		case $kc_n in KC_*) continue ;; esac
+		kc_quote "${kc_kv#*=}"
+		kc_body="$kc_body
+export $kc_n=$kc_q"
+	done
+	[ -z "$kc_names" ] || printf 'unset%s%s\n' "$kc_names" "$kc_body"
+	exit 0
+fi
+
+# kc_exec ARGV...: exec the stage as a runtime would: argv[0] as given, found on $PATH unless it has a '/'.
+kc_exec() {
+	kc_a0=$1
+	shift
+	case $kc_a0 in
+	*/*) kc_p=$kc_a0 ;;
+	*)
+		kc_p=
+		kc_rest=${PATH-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
+		while :; do
+			kc_d=${kc_rest%%:*}
+			if [ -f "${kc_d:-.}/$kc_a0" ] && [ -x "${kc_d:-.}/$kc_a0" ]; then
+				kc_p=${kc_d:-.}/$kc_a0
+				break
+			fi
+			case $kc_rest in *:*) kc_rest=${kc_rest#*:} ;; *) break ;; esac
+		done
+		if [ -z "$kc_p" ]; then
+			printf '%s error: exec: "%s": executable file not found in $PATH\n' "$kc_marker" "$kc_a0" >&2
+			exit 127
+		fi
+		;;
+	esac
+	exec -a "$kc_a0" "$kc_p" "$@"
+}
+
+# The newest run spec: the one in env at container start, or the volume's file once it is newer. A spec
+# defines kc_g (generation), kc_t (token), kc_s (stage), kc_m (outputs limit), kc_stage_env, kc_stage_argv.
+kc_g=0
+kc_t=
+kc_s=
+kc_m=16384
+kc_r=0
+kc_skip=0
+if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; fi
+# A spec read from the volume with kc_r=1 came with an image patch: this container is about to be stopped
+# for the new image, whose runner gets the spec in env. It is left alone (kc_skip).
+kc_poll() {
+	kc_line=
+	{ read -r kc_line <"$kc_meta"; } 2>/dev/null
+	kc_f=${kc_line#kc_g=}
+	case $kc_f in '' | *[!0-9]*) return ;; esac
+	if [ "$kc_f" -gt "$kc_g" ]; then
+		kc_r=0
+		. "$kc_meta"
+		[ "$kc_r" = 1 ] && kc_skip=$kc_g
+	fi
+}
+
+# kc_record EXIT_CODE REASON: write the result; exit_code is written last, it marks the generation done.
+kc_record() {
+	{ read -r kc_started <"$kc_dir/started"; } 2>/dev/null || kc_started=$kc_stamp
+	kc_now
+	kc_out=$kc_dir/outputs.json
+	kc_enc=-
+	case $kc_m in '' | *[!0-9]*) kc_m=16384 ;; esac
+	[ "$kc_m" -le 16384 ] || kc_m=16384
+	if [ ! -s "$kc_out" ]; then
+		kc_os=absent
+	elif [ "$("$kc_bb" wc -c <"$kc_out")" -gt "$kc_m" ]; then
+		kc_os=too-big
 	else
-		encoded=$(base64 <"$outputs_file" | tr -d '\n')
-		outputs_status=ok
+		kc_enc=$("$kc_bb" base64 <"$kc_out" | "$kc_bb" tr -d '\n')
+		kc_os=ok
 	fi
-	put "$dir/finished" "$finished"
-	put "$dir/result" "$marker result gen=$generation stage=$KC_STAGE slot=$KC_SLOT exit=$1 reason=$2 started=$started finished=$finished outputs=$encoded outputs_status=$outputs_status"
-	put "$dir/exit_code" "$1"
+	printf '%s result gen=%s token=%s stage=%s slot=%s exit=%s reason=%s started=%s finished=%s outputs=%s outputs_status=%s\n' \
+		"$kc_marker" "$kc_g" "$kc_t" "$kc_s" "$kc_slot" "$1" "$2" "$kc_started" "$kc_stamp" "$kc_enc" \
+		"$kc_os" >"$kc_dir/result"
+	printf '%s\n' "$1" >"$kc_dir/exit_code"
 }
 
-# Write the result as the termination message (the kubelet keeps at most 4096 bytes of it: large outputs
-# are left to the log line), then print the result line.
-announce() {
-	line=$(cat "$dir/result")
-	message=$line
-	if [ "${#line}" -gt 4000 ]; then
-		message="${line%% outputs=*} outputs=- outputs_status=truncated"
-	fi
-	{ printf '%s' "$message" >"$termination_log"; } 2>/dev/null || :
-	printf '%s\n' "$line"
+# Announce the result: the termination message (the kubelet keeps at most 4096 bytes: large outputs are
+# left to the log line) and the result line, on a line of its own (the stage may have left one unended).
+kc_announce() {
+	{ read -r kc_res <"$kc_dir/result"; } 2>/dev/null || kc_res=
+	kc_msg=$kc_res
+	if [ "${#kc_res}" -gt 4000 ]; then kc_msg="${kc_res%% outputs=*} outputs=- outputs_status=truncated"; fi
+	{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null
+	printf '\n%s\n' "$kc_res"
+	printf '%s\n' "$kc_g" >"$kc_parked"
 }
 
-case $generation in
-'' | 0) park ;;
-*[!0-9]*)
-	echo "$marker error: KC_GENERATION='$generation' is not a number; parking" >&2
-	park
-	;;
-esac
+kc_run() {
+	kc_dir=$kc_state/gen-$kc_g
+	if [ -f "$kc_dir/exit_code" ]; then
+		kc_announce
+		return
+	fi
+	if [ -f "$kc_dir/started" ]; then
+		kc_record 137 interrupted
+		kc_announce
+		return
+	fi
+	kc_hwm=0
+	{ read -r kc_hwm <"$kc_state/$kc_slot.started"; } 2>/dev/null
+	case $kc_hwm in '' | *[!0-9]*) kc_hwm=0 ;; esac
+	if [ "$kc_g" -le "$kc_hwm" ]; then
+		# started before in this slot, and its records are gone: never run it again
+		"$kc_bb" mkdir -p "$kc_dir"
+		kc_now
+		printf '%s\n' "$kc_stamp" >"$kc_dir/started"
+		echo "$kc_marker error: the records of generation $kc_g are gone; not running it again" >&2
+		kc_record 70 lost-record
+		kc_announce
+		return
+	fi
+	: >"$kc_parked"
+	if ! "$kc_bb" mkdir -p "$kc_dir"; then
+		echo "$kc_marker error: cannot create $kc_dir" >&2
+		exit 70
+	fi
+	printf '%s\n' "$kc_g" >"$kc_state/$kc_slot.started"
+	kc_now
+	printf '%s\n' "$kc_stamp" >"$kc_dir/started"
+	kc_phase=stage
+	printf '%s start gen=%s token=%s stage=%s slot=%s at=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" \
+		"$kc_slot" "$kc_stamp"
+	(
+		. "$kc_env"
+		kc_stage_env
+		CHAIN_SCRATCH=$kc_scratch CHAIN_OUTPUT=$kc_dir/outputs.json CHAIN_GENERATION=$kc_g
+		export CHAIN_SCRATCH CHAIN_OUTPUT CHAIN_GENERATION
+		kc_stage_argv
+	) &
+	kc_child=$!
+	if [ "$kc_signals" -gt 0 ]; then kill -TERM "$kc_child" 2>/dev/null; fi # stopped before the fork
+	while :; do
+		kc_seen=$kc_signals
+		wait "$kc_child"
+		kc_code=$?
+		[ "$kc_seen" = "$kc_signals" ] && break # no signal during this wait: the stage's own status
+		kill -0 "$kc_child" 2>/dev/null && continue # interrupted by a signal, the stage still runs
+		# The stage ended as the signal came: ask again for its recorded status (127: already collected).
+		wait "$kc_child" 2>/dev/null
+		kc_again=$?
+		[ "$kc_again" -ne 127 ] && kc_code=$kc_again
+		break
+	done
+	kc_phase=recording
+	kc_reason=completed
+	[ "$kc_signals" -gt 0 ] && kc_reason=terminated
+	kc_record "$kc_code" "$kc_reason"
+	kc_announce
+	kc_phase=idle
+	[ "$kc_signals" -gt 0 ] && exit 0 # stopped meanwhile: leave now rather than park until the kill
+}
 
-dir=$scratch/.chain/gen-$generation
-if ! mkdir -p "$dir"; then
-	echo "$marker error: cannot create $dir" >&2
+kc_env=$kc_state/$kc_slot.env
+if ! "$kc_bb" mkdir -p "$kc_state" || ! kc_capture_env; then
+	echo "$kc_marker error: cannot write the runner's state under $kc_state" >&2
 	exit 70
 fi
-# Stages may run as different users: let every one of them record its generations.
-chmod 1777 "$scratch/.chain" 2>/dev/null
+kc_tick=$kc_state/$kc_slot.tick
+[ -p "$kc_tick" ] || "$kc_bb" mkfifo "$kc_tick"
+exec 3<>"$kc_tick"
 
-if [ -f "$dir/exit_code" ]; then
-	announce
-	park
-fi
-if [ -f "$dir/started" ]; then
-	record 137 interrupted
-	announce
-	park
-fi
-
-phase=stage
-started=$(now)
-put "$dir/started" "$started"
-printf '%s start gen=%s stage=%s slot=%s at=%s\n' "$marker" "$generation" "$KC_STAGE" "$KC_SLOT" "$started"
-(
-	if [ -z "$KC_COMMAND" ]; then
-		echo "$marker error: KC_COMMAND is empty" >&2
-		exit 127
-	fi
-	eval "$KC_ENV" || exit 126
-	CHAIN_SCRATCH=$scratch CHAIN_OUTPUT=$dir/outputs.json CHAIN_GENERATION=$generation
-	export CHAIN_SCRATCH CHAIN_OUTPUT CHAIN_GENERATION
-	exec /bin/sh -c "$KC_COMMAND"
-) &
-child=$!
-if [ "$signals" -gt 0 ]; then kill -TERM "$child" 2>/dev/null; fi # stopped before the fork: pass it on
-
+kc_done=0
+[ -f "$kc_parked" ] || printf '0\n' >"$kc_parked"
 while :; do
-	seen=$signals
-	wait "$child"
-	code=$?
-	[ "$seen" = "$signals" ] && break # no signal during this wait: $code is the stage's own
-	kill -0 "$child" 2>/dev/null && continue # interrupted by a signal, the stage still runs
-	# The stage ended as the signal came: ask again for its recorded status (127: already collected).
-	wait "$child" 2>/dev/null
-	again=$?
-	[ "$again" -ne 127 ] && code=$again
-	break
+	kc_poll
+	if [ "$kc_g" -gt "$kc_done" ] && [ "$kc_g" != "$kc_skip" ]; then
+		kc_run
+		kc_done=$kc_g
+		continue
+	fi
+	kc_phase=parked
+	read -t 0.1 kc_x <&3
+	kc_phase=idle
 done
-
-phase=recording
-reason=completed
-[ "$signals" -gt 0 ] && reason=terminated
-record "$code" "$reason"
-announce
-phase=idle
-[ "$signals" -gt 0 ] && exit 0 # stopped meanwhile: leave now rather than park until the kill
-park

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -12,6 +11,7 @@ from typing import Any
 from .constants import MAX_OUTPUTS_BYTES, PREFIX, SLOTS
 from .errors import ChainConfigError
 from .image import parse_image_reference
+from .wire import run_spec
 
 MAX_NAME_LENGTH = 40
 """Longest chain or stage name: leaves room for the derived pod, ConfigMap and CRR names."""
@@ -91,13 +91,17 @@ class StageSpec:
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "resources", {k: dict(v) for k, v in self.resources.items()})
 
-    def shell_command(self) -> str:
-        """The stage's command line for ``sh -c``: ``exec`` plus each word POSIX-quoted."""
-        return "exec " + shlex.join([*self.cmds, *self.arguments])
-
-    def shell_env(self) -> str:
-        """The stage's env as newline-separated ``export NAME='value'`` lines."""
-        return "\n".join(f"export {name}={shlex.quote(value)}" for name, value in self.env.items())
+    def run_spec(self, generation: int = 0, token: str = "", restart: bool = False) -> str:
+        """The runner's run spec for this stage (see `wire.run_spec`): its exact argv and env."""
+        return run_spec(
+            restart=restart,
+            generation=generation,
+            token=token,
+            stage=self.name,
+            argv=[*self.cmds, *self.arguments],
+            env=self.env,
+            outputs_max=self.max_outputs_bytes,
+        )
 
     def validate(self, where: str = "stage") -> None:
         """Raise ChainConfigError naming the first invalid field."""
@@ -137,7 +141,7 @@ class StageSpec:
                     f"{where}.env[{name!r}]", "value must be a string without NUL characters"
                 )
             _check_utf8(f"{where}.env[{name!r}]", value)
-        if len((self.shell_command() + self.shell_env()).encode()) > MAX_STAGE_PAYLOAD:
+        if len(self.run_spec().encode()) > MAX_STAGE_PAYLOAD:
             raise ChainConfigError(
                 f"{where}.cmds",
                 f"command, arguments and env exceed {MAX_STAGE_PAYLOAD} bytes once quoted: "
@@ -182,6 +186,9 @@ class ChainSpec:
     "static" (both slots for the largest stage), "auto" (in-place where the cluster serves pods/resize)"""
     parked_resources: Mapping[str, Mapping[str, str]] | None = None
     """what an idle slot keeps under in-place sizing (default: `core.sizing` PARKED_REQUESTS/LIMITS)"""
+    runner_image: str | None = None
+    """image of the init container that installs the stage runner: it must hold a statically linked
+    /bin/busybox (None: `wire.DEFAULT_RUNNER_IMAGE`, or ``[kruise_chain] runner_image``)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -223,6 +230,13 @@ class ChainSpec:
             seen.add(stage.name)
         if self.scratch_size_limit is not None:
             _check_quantity("scratch_size_limit", self.scratch_size_limit)
+        if self.runner_image is not None:
+            try:
+                parse_image_reference(self.runner_image)
+            except (TypeError, ValueError) as err:
+                raise ChainConfigError(
+                    "runner_image", f"{err}; it must hold a static /bin/busybox, e.g. busybox:1.37.0-musl"
+                ) from None
         _check_string_map("node_selector", self.node_selector)
         for i, toleration in enumerate(self.tolerations):
             if not isinstance(toleration, Mapping):

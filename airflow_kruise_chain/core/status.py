@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from .constants import MARKER, SLOTS, slot_annotation
+from .constants import SLOTS, slot_annotation
 from .lines import clip
 from .podview import (
     Pod,
@@ -24,6 +19,15 @@ from .podview import (
     slot_generation,
     stage_record,
     waiting_reason,
+)
+from .wire import (  # noqa: F401 (re-exported: the runner's wire format lives in wire.py)
+    MAX_OUTPUTS_DEPTH,
+    Marker,
+    ResultMarker,
+    StartMarker,
+    load_outputs,
+    matches,
+    parse_marker,
 )
 
 FAILED_TO_START_REASONS = frozenset(
@@ -44,9 +48,6 @@ FAILED_TO_START_REASONS = frozenset(
     }
 )
 """Waiting reasons meaning the container cannot start as things stand."""
-
-_MARKER_LINE = re.compile(re.escape(MARKER) + r" (start|result)((?: [a-z_]+=\S*)+)\s*$")
-_FRACTION = re.compile(r"\.(\d+)Z$")
 
 
 class StageState(StrEnum):
@@ -72,128 +73,11 @@ class StageStatus:
     container_id: str = ""
     reason: str = ""
     message: str = ""
-
-
-@dataclass(frozen=True)
-class StartMarker:
-    """``::kruise-chain:: start gen=N stage=NAME slot=S at=TS``."""
-
-    generation: int
-    stage: str
-    slot: str
-    at: datetime
-
-
-@dataclass(frozen=True)
-class ResultMarker:
-    """``::kruise-chain:: result gen=N ... outputs=B64|- outputs_status=S``.
-
-    `outputs_status` is the runner's (``ok``, ``absent``, ``too-big``, ``no-base64``; ``truncated`` in a
-    termination message, where the outputs are left to the log line) or ``invalid`` when the outputs are not
-    a base64-encoded JSON object.
-    """
-
-    generation: int
-    stage: str
-    slot: str
-    exit_code: int
-    reason: str
-    started_at: datetime
-    finished_at: datetime
-    outputs: dict[str, Any] | None
-    outputs_status: str
-
-
-Marker = StartMarker | ResultMarker
-
-
-def _timestamp(text: str) -> datetime:
-    """An RFC 3339 UTC time as the runner writes it, whole seconds or with up to nanoseconds."""
-    fraction = _FRACTION.search(text)
-    whole = text[: fraction.start()] if fraction else text.rstrip("Z")
-    parsed = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
-    if fraction:
-        parsed = parsed.replace(microsecond=int(fraction.group(1)[:6].ljust(6, "0")))
-    return parsed
-
-
-MAX_OUTPUTS_DEPTH = 32
-"""Deepest nesting of arrays and objects accepted in a stage's outputs (the object itself is level 1)."""
-
-
-def _decode_outputs(encoded: str, status: str) -> tuple[dict[str, Any] | None, str]:
-    if encoded == "-":
-        return None, status or "absent"
-    try:
-        value = load_outputs(base64.b64decode(encoded, validate=True))
-    except binascii.Error:
-        value = None
-    return (value, "ok") if value is not None else (None, "invalid")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} overflows a float")
-    return value
-
-
-def load_outputs(data: bytes) -> dict[str, Any] | None:
-    """A stage's outputs as a JSON object XCom can carry, or None (outputs_status ``invalid``): not UTF-8
-    JSON, not an object, NaN/Infinity (or a number that overflows to it), nested deeper than
-    `MAX_OUTPUTS_DEPTH`, or a string holding a lone surrogate. Never raises for any input."""
-    try:
-        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(value, dict):
-        return None
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return None
-        elif isinstance(item, (dict, list)):
-            if depth > MAX_OUTPUTS_DEPTH:
-                return None
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return value
-
-
-def parse_marker(line: str) -> Marker | None:
-    """The runner marker in `line` (it may follow a log timestamp or unterminated stage output), else None."""
-    match = _MARKER_LINE.search(line)
-    if match is None:
-        return None
-    fields = dict(item.split("=", 1) for item in match.group(2).split())
-    try:
-        generation = int(fields["gen"])
-        if match.group(1) == "start":
-            return StartMarker(generation, fields["stage"], fields["slot"], _timestamp(fields["at"]))
-        outputs, outputs_status = _decode_outputs(
-            fields.get("outputs", "-"), fields.get("outputs_status", "")
-        )
-        return ResultMarker(
-            generation=generation,
-            stage=fields["stage"],
-            slot=fields["slot"],
-            exit_code=int(fields["exit"]),
-            reason=fields.get("reason", ""),
-            started_at=_timestamp(fields["started"]),
-            finished_at=_timestamp(fields["finished"]),
-            outputs=outputs,
-            outputs_status=outputs_status,
-        )
-    except (KeyError, ValueError):
-        return None
+    confirmed: bool = True
+    """False for a FINISHED read from a readiness that may predate the generation: after an
+    annotations-only (``go``) swap the slot keeps its container, which stays Ready from its previous
+    generation until its runner reads the new one from the downwardAPI volume (the kubelet's propagation
+    delay) and its probe runs. Only the runner's result line for the generation (and its token) settles it."""
 
 
 @dataclass(frozen=True)
@@ -236,9 +120,10 @@ class StageResult:
 
     @classmethod
     def from_log(
-        cls, lines: Iterable[str], *, generation: int, image: str, tail: int = 20
+        cls, lines: Iterable[str], *, generation: int, image: str, token: str = "", tail: int = 20
     ) -> StageResult | None:
-        """The result of `generation` in a slot's log, with up to `tail` lines of the stage's own output.
+        """The result of `generation` (swapped in with `token`) in a slot's log, with up to `tail` lines of
+        the stage's own output. Marker-like lines of other generations or tokens count as output.
 
         None when the log holds no result line for `generation` (the stage has not finished, or the log was
         rotated: fall back to the termination message via `parse_marker`).
@@ -247,16 +132,17 @@ class StageResult:
         result: ResultMarker | None = None
         for line in lines:
             marker = parse_marker(line)
-            if marker is None:
+            if not matches(marker, generation, token):
                 output.append(line.rstrip("\n"))
-            elif marker.generation == generation:
-                if isinstance(marker, StartMarker):
-                    output.clear()
-                else:
-                    result = marker
-                    break
+            elif isinstance(marker, StartMarker):
+                output.clear()
+            elif isinstance(marker, ResultMarker):
+                result = marker
+                break
         if result is None:
             return None
+        if output and output[-1] == "":
+            output.pop()  # the runner ends a line the stage may have left open before its result
         return cls.from_marker(result, image=image, log_tail=output[-tail:] if tail > 0 else [])
 
     def to_xcom(self) -> dict[str, Any]:
@@ -303,7 +189,8 @@ def _container_state(
         if reason in FAILED_TO_START_REASONS and not stale:
             return StageStatus(StageState.FAILED_TO_START, *context, reason, message)
         return StageStatus(StageState.SWAPPING, *context, reason, message)
-    if record is not None and container_id == previous_id:
+    same_container = record is not None and container_id == previous_id
+    if same_container and record is not None and record.action != "go":
         return StageStatus(
             StageState.SWAPPING,
             *context,
@@ -311,7 +198,9 @@ def _container_state(
             f"{slot} still shows the container it had before the swap",
         )
     if "running" in state:
-        return StageStatus(StageState.FINISHED if status.get("ready") else StageState.RUNNING, *context)
+        if status.get("ready"):
+            return StageStatus(StageState.FINISHED, *context, confirmed=not same_container)
+        return StageStatus(StageState.RUNNING, *context)
     terminated = state.get("terminated") or {}
     return StageStatus(
         StageState.RUNNING,
@@ -387,6 +276,31 @@ def current_status(pod: Pod | None, stage: str) -> StageStatus:
             "it starts again by itself)",
         )
     return status
+
+
+def needs_log(status: StageStatus) -> bool:
+    """Whether `status` is a FINISHED the pod alone cannot vouch for (see `StageStatus.confirmed`): read the
+    slot's log and pass it to `confirm_from_log`."""
+    return status.state is StageState.FINISHED and not status.confirmed
+
+
+def confirm_from_log(pod: Pod | None, status: StageStatus, lines: Iterable[str]) -> StageStatus:
+    """`status` confirmed by the runner's result line for its generation (and token) among `lines` of the
+    slot's log, else RUNNING: the runner has not reported the end of that generation yet."""
+    if not needs_log(status) or pod is None or not status.stage:
+        return status
+    record = stage_record(pod, status.stage)
+    token = record.token if record is not None else ""
+    for line in lines:
+        marker = parse_marker(line)
+        if isinstance(marker, ResultMarker) and matches(marker, status.generation, token):
+            return replace(status, confirmed=True)
+    return replace(
+        status,
+        state=StageState.RUNNING,
+        reason="AwaitingResult",
+        message=f"{status.slot} shows Ready, but its runner has not reported generation {status.generation}",
+    )
 
 
 def stage_state(pod: Pod | None, stage: str) -> StageState:

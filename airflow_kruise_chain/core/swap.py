@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,11 +19,11 @@ from .constants import (
     stage_annotation,
 )
 from .errors import ChainError, PodLostError, SlotBusyError
-from .image import alternate_reference, same_image
 from .manifest import slot_annotations
 from .podview import (
     Pod,
     StageRecord,
+    all_stage_records,
     container_spec,
     container_status,
     int_annotation,
@@ -33,14 +33,21 @@ from .podview import (
     waiting_reason,
 )
 from .spec import StageSpec
-from .status import StageResult, StageState, current_status, slot_status
+from .status import StageResult, StageState, current_status, needs_log, slot_status
+from .wire import new_token
 
 KRUISE_API_VERSION = "apps.kruise.io/v1alpha1"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
 _ON = (StageState.SWAPPING, StageState.RUNNING)
 _IDENTITY_LABELS = (DAG_ID_LABEL, RUN_ID_LABEL, CHAIN_LABEL, MANAGED_BY_LABEL)
 
-SwapAction = Literal["patch", "recreate", "reattach", "adopt"]
+SwapAction = Literal["go", "patch", "reattach", "adopt"]
+
+BACKOFF_INITIAL = 10.0
+BACKOFF_MAX = 300.0
+"""The kubelet's restart back-off (`kuberuntime_manager.go` `doBackOff`, client-go `flowcontrol.Backoff`):
+10 s, doubling per restart of the same (pod, container, image) within 2 x max of the previous one, at most
+300 s."""
 
 
 class ResultUnavailableError(ChainError):
@@ -51,16 +58,13 @@ class ResultUnavailableError(ChainError):
 class SwapPlan:
     """What to do to run a stage.
 
-    - ``patch``: apply `patch` (strategic merge); the kubelet restarts the slot if its image changed (to
-      the stage's image, or to its other spelling when the slot already runs it: see `image`), or starts it
-      with the new annotations when it was not running.
-    - ``recreate``: apply `patch` (annotations only), then create `build_crr()`: the slot runs the stage's
-      image and no other spelling of it is known (no digest in its imageID, or a bare ``repo@sha256:D``),
-      so only a ContainerRecreateRequest restarts the slot.
+    - ``go``: apply `patch` (annotations only): the slot already holds the stage's image and its runner,
+      which outlives its stages, picks the new generation up from its downwardAPI volume; no restart.
+    - ``patch``: apply `patch` (the slot's new image + annotations, guarded by resourceVersion): the kubelet
+      restarts the slot with the stage's image; `backoff_wait` says how long its restart back-off will hold
+      that start (0 when the planner found a slot it does not hold).
     - ``reattach``: no new swap (`patch` is None): follow generation `generation` in `slot`, which this try
       swapped in, or which an earlier try (`from_try`, its worker gone) swapped in and is still running.
-      `needs_crr` tells whether that swap was a recreate (create the CRR again, idempotently by name, only if
-      the stage is still SWAPPING on the previous container).
     - ``adopt``: an earlier try's generation finished with exit 0: `result` is the stage's result; nothing
       runs again.
     """
@@ -74,41 +78,17 @@ class SwapPlan:
     namespace: str
     labels: Mapping[str, str]
     patch: dict[str, Any] | None
-    needs_crr: bool
     from_try: int = 0
     """the try that swapped this generation in"""
     result: StageResult | None = None
     """the adopted result (``adopt`` only)"""
-    image: str | None = None
-    """the slot image the patch sets (None: unchanged); when the slot already held the stage's image
-    (`same_image`), its other spelling (``repo:tag`` <-> ``repo:tag@sha256:D``): a spec change, so the
-    kubelet restarts the slot at once, and no pull. Records and results keep the stage's own reference."""
-    same_image: bool = False
-    """the slot held the stage's image (under either spelling) before the swap"""
+    backoff_wait: float = 0.0
+    """seconds the kubelet's restart back-off is expected to hold the slot's restart (``patch`` only)"""
+    backoff_why: str = ""
 
     @property
-    def crr_name(self) -> str:
-        return crr_name(self.pod_name, self.slot, self.generation)
-
-    def build_crr(
-        self, *, active_deadline_seconds: int = 300, ttl_seconds_after_finished: int = 600
-    ) -> dict[str, Any]:
-        """The ContainerRecreateRequest restarting this plan's slot (a deterministic name per generation).
-
-        Its deadline only bounds the kill: the CRR stays Recreating while the new stage runs (the slot is not
-        Ready until it finishes), so the stage's state, not this CRR, tells when the stage is done.
-        """
-        if not self.needs_crr:
-            raise ValueError(f"a {self.action!r} swap of {self.slot} needs no ContainerRecreateRequest")
-        return build_crr(
-            self.crr_name,
-            self.namespace,
-            self.pod_name,
-            self.slot,
-            self.labels,
-            active_deadline_seconds=active_deadline_seconds,
-            ttl_seconds_after_finished=ttl_seconds_after_finished,
-        )
+    def token(self) -> str:
+        return self.record.token
 
 
 def crr_name(pod_name: str, slot: str, generation: int, purpose: str = "") -> str:
@@ -179,12 +159,51 @@ def earlier_generation(pod: Pod, stage: str, try_number: int) -> StageRecord | N
     """The record of an earlier try's generation of `stage` that is no longer running, else None.
 
     Its result (the slot's log, previous log or termination message, all written by the runner from its
-    records in scratch) decides between adopting it and running a new generation: pass it to `plan_swap`.
+    records) decides between adopting it and running a new generation: pass it to `plan_swap`.
     """
     record = stage_record(pod, stage)
     if record is None or record.try_number == try_number:
         return None
     return None if current_status(pod, stage).state in _ON else record
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except (TypeError, ValueError):
+        return None
+
+
+def restart_hold(pod: Pod, slot: str, image: str, now: datetime) -> tuple[float, str]:
+    """Seconds the kubelet's restart back-off will hold `slot`'s next start on `image`, and why.
+
+    Models `doBackOff`: the key is (pod, container, hash of name and image); every start after an exit
+    that passes counts (`Next`): the first one for a key starts at once and arms 10 s, each later one within
+    2 x 300 s doubles it. The restarts a slot made are read from the chain's own records (each image patch
+    swap: slot, image, time); the hold is measured from the exit the swap causes, i.e. from now.
+    """
+    restarts = sorted(
+        (when, rec.image)
+        for rec in all_stage_records(pod)
+        if rec.slot == slot and rec.action == "patch" and (when := _parse_time(rec.swapped_at)) is not None
+    )
+    delay: float | None = None
+    last: datetime | None = None
+    for when, ran in restarts:
+        if ran != image:
+            continue
+        if delay is None or last is None or (when - last).total_seconds() > 2 * BACKOFF_MAX:
+            delay = BACKOFF_INITIAL
+        else:
+            delay = min(delay * 2, BACKOFF_MAX)
+        last = when
+    if delay is None or last is None or (now - last).total_seconds() > 2 * BACKOFF_MAX:
+        return 0.0, ""
+    ago = max(0, int((now - last).total_seconds()))
+    return delay, (
+        f"the kubelet's restart back-off: {slot} was last restarted on {image} {ago}s ago, so its next "
+        f"restart on that image waits {delay:g}s (10 s, doubling per restart within 10 minutes)"
+    )
 
 
 def plan_swap(
@@ -194,6 +213,8 @@ def plan_swap(
     try_number: int,
     earlier_result: StageResult | None = None,
     now: datetime | None = None,
+    token: str | None = None,
+    finished: Collection[str] | None = None,
 ) -> SwapPlan:
     """Plan running `stage` (already validated) for Airflow try `try_number` in the chain pod `pod`.
 
@@ -203,10 +224,16 @@ def plan_swap(
     or never started -> a new generation. A finished stage is never run again: when an earlier try's
     generation ended but `earlier_result` is missing, raises ResultUnavailableError.
 
-    Raises PodLostError if the pod cannot run stages, and SlotBusyError when the slot to use (the one the
-    latest generation did not use) still runs or is still swapping. The patch carries
-    ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and plan
-    again.
+    The slot: one that already holds the stage's image -> ``go`` (annotations only, no restart); else the
+    slot whose restart on the stage's image the kubelet's back-off holds least (`restart_hold`), the
+    slot the latest generation did not use on a tie -> ``patch``. A slot is usable once its generation has
+    finished. `finished` (from the driver, which reads the slots' logs) names the slots whose generation's
+    result line is in their log: usable even before their readiness probe says so; given, a Ready that may
+    predate the slot's generation (`StageStatus.confirmed` False) no longer counts by itself.
+
+    Raises PodLostError if the pod cannot run stages, and SlotBusyError when no slot is free. The patch
+    carries ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and
+    plan again.
     """
     lost = pod_lost_reason(pod)
     if lost is not None:
@@ -214,7 +241,10 @@ def plan_swap(
     pod_name, namespace, labels = _identity(pod)
     record = stage_record(pod, stage.name)
     if record is not None:
-        state = current_status(pod, stage.name).state
+        status = current_status(pod, stage.name)
+        state = status.state
+        if needs_log(status) and (finished is None or record.slot not in finished):
+            state = StageState.RUNNING  # Ready from before an annotations-only swap: no result seen yet
         kept: dict[str, Any] = {
             "stage": stage.name,
             "slot": record.slot,
@@ -224,7 +254,6 @@ def plan_swap(
             "namespace": namespace,
             "labels": labels,
             "patch": None,
-            "needs_crr": record.action == "recreate",
             "from_try": record.try_number,
         }
         if record.try_number == try_number:
@@ -242,12 +271,25 @@ def plan_swap(
                 "running the stage again in case it succeeded. Clear the DAG run from the chain's setup "
                 "task to run the chain again from its first stage"
             )
+    now = now or datetime.now(UTC)
     last = int_annotation(pod, GENERATION_ANNOTATION)
     last_slot = _slot_of(pod, last)
-    slot = other_slot(last_slot) if last_slot else SLOTS[0]
-    current = slot_status(pod, slot)
-    if current.state not in _AVAILABLE:
+    order = [other_slot(last_slot), last_slot] if last_slot else list(SLOTS)
+    statuses = {slot: slot_status(pod, slot) for slot in SLOTS}
+
+    def usable(slot: str) -> bool:
+        status = statuses[slot]
+        if finished is not None and slot in finished:
+            return True
+        return status.state in _AVAILABLE and (status.confirmed or finished is None)
+
+    free = [slot for slot in order if usable(slot)]
+    if not free:
+        slot = order[0]
+        current = statuses[slot]
         detail = f" ({current.reason}: {current.message})" if current.reason else ""
+        if current.state in _AVAILABLE:
+            detail = " (its runner has not reported the end of that generation yet)"
         raise SlotBusyError(
             slot,
             current.generation,
@@ -255,18 +297,17 @@ def plan_swap(
             f"{slot} is {current.state} with generation {current.generation}{detail}: "
             f"stage {stage.name!r} must wait for it to finish",
         )
+    holding = [slot for slot in free if (container_spec(pod, slot) or {}).get("image") == stage.image]
+    wait, why = 0.0, ""
+    if holding:
+        action: SwapAction = "go"
+        slot = holding[0]
+    else:
+        action = "patch"
+        waits = {slot: restart_hold(pod, slot, stage.image, now) for slot in free}
+        slot = min(free, key=lambda s: waits[s][0])  # stable: the other slot first on a tie
+        wait, why = waits[slot]
     status = container_status(pod, slot) or {}
-    slot_image = (container_spec(pod, slot) or {}).get("image") or ""
-    image: str | None = stage.image  # what the patch sets; None: the slot keeps its image
-    action: SwapAction = "patch"
-    if slot_image == stage.image:
-        # The same image: patch in its other spelling, a spec change, so the kubelet restarts the slot at
-        # once. A CRR restart would wait out the kubelet's crash-loop back-off (a container it finds exited);
-        # it is left for a running slot whose image has no other known spelling. A waiting slot with none
-        # (never started) keeps its image: the kubelet starts it with the new annotations.
-        image = alternate_reference(stage.image, slot_image, status.get("imageID") or "")
-        if image is None and "running" in (status.get("state") or {}):
-            action = "recreate"
     generation = last + 1
     new_record = StageRecord(
         generation=generation,
@@ -274,14 +315,15 @@ def plan_swap(
         image=stage.image,
         try_number=try_number,
         previous_container_id=status.get("containerID") or "",
-        swapped_at=(now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        swapped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         action=action,
         previous_reason=waiting_reason(status),
+        token=token or new_token(),
     )
     metadata: dict[str, Any] = {
         "annotations": {
             GENERATION_ANNOTATION: str(generation),
-            **slot_annotations(slot, stage, generation),
+            **slot_annotations(slot, stage, generation, new_record.token, restart=action == "patch"),
             stage_annotation(stage.name): new_record.to_annotation(),
         }
     }
@@ -289,8 +331,8 @@ def plan_swap(
     if resource_version:
         metadata["resourceVersion"] = resource_version
     patch: dict[str, Any] = {"metadata": metadata}
-    if image is not None:
-        patch["spec"] = {"containers": [{"name": slot, "image": image}]}
+    if action == "patch":
+        patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
     return SwapPlan(
         action=action,
         stage=stage.name,
@@ -301,10 +343,9 @@ def plan_swap(
         namespace=namespace,
         labels=labels,
         patch=patch,
-        needs_crr=action == "recreate",
         from_try=try_number,
-        image=image,
-        same_image=same_image(slot_image, stage.image),
+        backoff_wait=wait,
+        backoff_why=why,
     )
 
 

@@ -461,7 +461,7 @@ class KruiseHook(KubernetesHook):
             raise _explain(e, "get", "pods/log", namespace, name) from e
 
     def follow_log(
-        self, name: str, namespace: str, container: str, *, since_time: str | None = None
+        self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
     ) -> Iterator[str]:
         """Yield the container's log lines live until the container stops or the stream is cut (a lost
         connection ends it too: the caller reads the pod to tell which). Linear in the log's size; a line
@@ -478,7 +478,7 @@ class KruiseHook(KubernetesHook):
                     container=container,
                     follow=True,
                     _preload_content=False,
-                    **({"since_time": since_time} if since_time else {}),
+                    **({"since_seconds": since_seconds} if since_seconds else {}),
                 ),
             )
         except ApiException as e:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context, literal
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kruise_chain.config import memory_sample_interval
+from airflow_kruise_chain.config import memory_sample_interval, runner_image
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
 from airflow_kruise_chain.core.image import parse_image_reference
@@ -84,7 +84,8 @@ def _init_connection(
 
 
 class ChainSetupOperator(ChainTaskMixin, BaseOperator):
-    """Create the chain's persistent pod (and its runner ConfigMap) and wait until both slots are parked.
+    """Create the chain's persistent pod and wait until both slots are parked (its init container installs
+    the stage runner first).
 
     Idempotent: a retry, or a second try after a worker crash, finds the pod it created by name.
     Returns `{"pod": name, "namespace": ns, "node": node}` (XCom).
@@ -131,7 +132,6 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, str]:
         from airflow_kruise_chain.core.manifest import (
             build_chain_pod,
-            build_runner_configmap,
             chain_labels,
             check_annotations_size,
             pod_name_for,
@@ -141,12 +141,13 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
 
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
         spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
+        if spec.runner_image is None:
+            spec = replace(spec, runner_image=runner_image())
         spec.validate()
         check_annotations_size(spec)
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         name = pod_name_for(spec.name, dag_id, run_id, self.chain_path)
         labels = chain_labels(dag_id, run_id, self.chain_id)
-        configmap = build_runner_configmap(spec, name, labels)
         pod = build_chain_pod(
             spec,
             pod_name=name,
@@ -156,9 +157,9 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
             chain_path=self.chain_path,
         )
         pod = size_pod(pod, self.sizing(spec))
-        digest = spec_hash(pod, configmap)
+        digest = spec_hash(pod)
         # never another run's pod; one of this run is reused only if healthy and built from this chain
-        reused = prepare_pod(
+        prepare_pod(
             self.hook,
             name,
             spec.namespace,
@@ -168,9 +169,6 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
             log=self.log.info,
         )
         try:
-            if reused is None:  # a fresh pod gets a fresh runner ConfigMap
-                self.hook.delete("ConfigMap", configmap["metadata"]["name"], spec.namespace)
-            self.hook.create("ConfigMap", configmap, spec.namespace)
             created = self.hook.create("Pod", stamp(pod, digest), spec.namespace)
             self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
             self.pod_url(context)
@@ -183,17 +181,14 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         return {"pod": name, "namespace": spec.namespace, "node": node}
 
     def remove(self, name: str, namespace: str) -> None:
-        """A failed setup leaves nothing behind: delete this run's chain pod and runner ConfigMap."""
-        from airflow_kruise_chain.core.manifest import runner_configmap_name
-
+        """A failed setup leaves nothing behind: delete this run's chain pod."""
         self.log.warning(
-            "setup failed: deleting chain pod %s/%s and its runner ConfigMap so that nothing is left behind",
+            "setup failed: deleting chain pod %s/%s so that nothing is left behind",
             namespace,
             name,
         )
         try:
             self.hook.delete("Pod", name, namespace)
-            self.hook.delete("ConfigMap", runner_configmap_name(name), namespace)
         except Exception:  # the setup's own error is the one to report; teardown deletes them again
             self.log.exception("could not delete the chain pod %s/%s after the failed setup", namespace, name)
 
@@ -279,7 +274,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
 
 
 class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
-    """Delete the chain pod and its runner ConfigMap (Airflow teardown: runs even when a stage failed)."""
+    """Delete the chain pod (Airflow teardown: runs even when a stage failed)."""
 
     template_fields: Sequence[str] = ("namespace", "config_file")
     ui_color = "#ffe4d4"
@@ -306,15 +301,12 @@ class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> None:
-        from airflow_kruise_chain.core.manifest import runner_configmap_name
-
         name = self.pod_name(context)
         if self.keep_pod:
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
             return
         pod = self.hook.read_pod(name, self.namespace)
         found = self.hook.delete("Pod", name, self.namespace)
-        self.hook.delete("ConfigMap", runner_configmap_name(name), self.namespace)
         if not found:
             self.log.info("chain pod %s/%s was already gone", self.namespace, name)
             return
@@ -724,7 +716,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                 try_number=ti.try_number,
                 action=plan.record.action,
                 # a swap made now is timed by the monitor; an earlier one keeps its record's (whole seconds)
-                swapped_at=None if plan.action in ("patch", "recreate") else plan.record.swapped_at,
+                swapped_at=None if plan.action in ("patch", "go") else plan.record.swapped_at,
             ),
             publish=lambda state: ti.xcom_push(key=XCOM_CHAIN_STATE, value=state),
             read_pod=lambda: self.hook.read_pod(driver.pod_name, self.namespace),

@@ -9,9 +9,9 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
-from airflow_kruise_chain.core.status import current_status
+from airflow_kruise_chain.core.status import confirm_from_log, current_status, needs_log
 from airflow_kruise_chain.operators.chain import ChainTaskMixin, _init_connection
-from airflow_kruise_chain.triggers.chain import FAILED, TARGETS, StageTrigger, reached
+from airflow_kruise_chain.triggers.chain import FAILED, LOG_TAIL, TARGETS, StageTrigger, reached
 
 
 class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
@@ -77,7 +77,12 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
         return None
 
     def poke(self, context: Context) -> bool:
-        status = current_status(self.hook.read_pod(self.pod_name(context), self.namespace), self.stage)
+        name = self.pod_name(context)
+        pod = self.hook.read_pod(name, self.namespace)
+        status = current_status(pod, self.stage)
+        if needs_log(status) and status.slot:
+            text = self.hook.read_log(name, self.namespace, status.slot, tail_lines=LOG_TAIL)
+            status = confirm_from_log(pod, status, text.splitlines())
         if status.state in FAILED:
             raise ChainError(f"stage {self.stage!r} {status.state}: {status.reason} {status.message}".strip())
         self.log.info("stage %s is %s (waiting for %s)", self.stage, status.state, self.target_state)

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kruise_chain.core.status import StageState, current_status
+from airflow_kruise_chain.core.podview import pod_lost_reason
+from airflow_kruise_chain.core.status import (
+    StageState,
+    StageStatus,
+    confirm_from_log,
+    current_status,
+    needs_log,
+)
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
@@ -18,6 +25,8 @@ TARGETS = {
     "finished": (StageState.FINISHED, StageState.SUPERSEDED),
 }
 FAILED = (StageState.FAILED_TO_START, StageState.POD_LOST)
+LOG_TAIL = 50
+"""log lines read to confirm a Ready slot's result (the runner prints nothing after it)"""
 
 
 def reached(state: StageState, target: str) -> bool:
@@ -90,15 +99,16 @@ class StageTrigger(BaseTrigger):
         while loop.time() < deadline:
             # read first: a watch of a pod that is already gone would wait out its window without an event
             pod = await hook.read_pod(self.pod_name, self.namespace)
-            event = self.event_for(pod)
+            event, pending = await self.check(hook, pod)
             if event is not None:
                 yield event
                 return
             assert pod is not None
             version = (pod.get("metadata") or {}).get("resourceVersion")
-            window = int(max(1, min(60, deadline - loop.time())))
+            # a result line changes nothing in the pod: while one is awaited, look at the log again soon
+            window = int(max(1, min(2 if pending else 60, deadline - loop.time())))
             async for pod in hook.watch_pod(self.pod_name, self.namespace, window, resource_version=version):
-                event = self.event_for(pod)
+                event, pending = await self.check(hook, pod)
                 if event is not None:
                     yield event
                     return
@@ -109,9 +119,27 @@ class StageTrigger(BaseTrigger):
             }
         )
 
-    def event_for(self, pod: dict[str, Any] | None) -> TriggerEvent | None:
-        """The event to fire for the pod as it is now, or None to keep waiting."""
+    async def check(
+        self, hook: AsyncKruiseHook, pod: dict[str, Any] | None
+    ) -> tuple[TriggerEvent | None, bool]:
+        """The event for `pod` (None: keep waiting), and whether a result line is awaited in the log."""
         status = current_status(pod, self.stage)
+        if needs_log(status) and status.slot:
+            lines = await hook.read_logs(self.pod_name, self.namespace, status.slot, since_seconds=None)
+            # read_logs asks for timestamps: drop them, a marker starts its line
+            tail = [line.split(" ", 1)[-1] for line in lines[-LOG_TAIL:]]
+            status = confirm_from_log(pod, status, tail)
+            if status.state is StageState.FINISHED:
+                # the result may be the stage stopped with the pod (deleted meanwhile): look once more
+                now = await hook.read_pod(self.pod_name, self.namespace)
+                if pod_lost_reason(now) is not None:
+                    return self.event_for(now), False
+            return self.event_for(pod, status), status.state is StageState.RUNNING
+        return self.event_for(pod, status), False
+
+    def event_for(self, pod: dict[str, Any] | None, status: StageStatus | None = None) -> TriggerEvent | None:
+        """The event to fire for the pod as it is now (`status`: already read), or None to keep waiting."""
+        status = status or current_status(pod, self.stage)
         if reached(status.state, self.target):
             return TriggerEvent(
                 {

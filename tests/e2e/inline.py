@@ -7,6 +7,7 @@ bundle. Import Airflow only inside tests: the `airflow_home` fixture must set AI
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -79,16 +80,15 @@ def pod_events(cluster: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     return history
 
 
+START_IN_CRI_LOG = re.compile(
+    r"^\S+ stdout [FP] ::kruise-chain:: start gen=(\d+) token=\S* stage=(\S+) slot=(\S+) at=", re.M
+)
+"""A runner's start marker in a CRI log file (``<time> <stream> <F|P> <line>``): at the start of its line."""
+
+
 def start_markers(cluster: Any, pod_uid: str) -> list[tuple[int, str, str]]:
     """(generation, stage, slot) of every stage start in the pod's container logs, by generation."""
-    import re
-
     found = []
     for log in (cluster.root / "pods" / pod_uid / "containers").rglob("*.log"):
-        found += [
-            (int(g), s, slot)
-            for g, s, slot in re.findall(
-                r"::kruise-chain:: start gen=(\d+) stage=(\S+) slot=(\S+) at=", log.read_text()
-            )
-        ]
+        found += [(int(g), s, slot) for g, s, slot in re.findall(START_IN_CRI_LOG, log.read_text())]
     return sorted(set(found))

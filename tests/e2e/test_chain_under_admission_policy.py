@@ -37,10 +37,14 @@ def test_example_dag_runs_under_the_shipped_admission_policy(e2e_cluster, tmp_pa
     assert str(run.state) == "success"
     refused = [(m, p, c) for m, p, c in e2e_cluster.audit if c in (401, 403, 422)]
     assert refused == []
-    # the policy was in force: the same identity is refused a foreign ConfigMap
+    # the policy was in force: the same identity is refused a foreign pod (its Role allows deleting pods)
     core = client.CoreV1Api(admin)
-    core.create_namespaced_config_map("default", {"metadata": {"name": "foreign"}, "data": {"a": "b"}})
+    foreign = {
+        "metadata": {"name": "foreign"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "30"]}]},
+    }
+    core.create_namespaced_pod("default", foreign)
     chain = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
     with pytest.raises(client.ApiException) as err:
-        chain.delete_namespaced_config_map("foreign", "default")
+        chain.delete_namespaced_pod("foreign", "default")
     assert err.value.status == 403 and "ValidatingAdmissionPolicy 'airflow-kruise-chain'" in err.value.body

@@ -76,18 +76,19 @@ def test_a_stage_waits_for_its_slot_to_be_free(e2e_cluster):
         runs[name] = in_thread(lambda name=name: stage(name).execute(make_context("d", "run-1")))
         wait_for(lambda name=name: name in started(), 60, 0.1, f"{name} to start")
     runs["c"] = in_thread(lambda: stage("c").execute(make_context("d", "run-1")))
-    # c needs slot-a, where a still runs: it must wait, not swap. Let b finish first: c still waits.
-    (scratch / "go-b").write_text("")
-    runs["b"]["thread"].join(timeout=60)
-    assert runs["b"]["result"]["exit_code"] == 0
+    # both slots run a stage: c must wait, not swap
     (scratch / "go-c").write_text("")  # c would finish at once if it had been swapped in
     time.sleep(1)
     assert started() == ["a", "b"]
     assert "result" not in runs["a"] and "result" not in runs["c"]
-    (scratch / "go-a").write_text("")
+    (scratch / "go-a").write_text("")  # a ends: c takes slot-a, which holds its image
     for name in ("a", "c"):
         runs[name]["thread"].join(timeout=60)
         assert "error" not in runs[name], runs[name].get("error")
+    assert "result" not in runs["b"]  # b still runs in slot-b
+    (scratch / "go-b").write_text("")
+    runs["b"]["thread"].join(timeout=60)
+    assert runs["b"]["result"]["exit_code"] == 0
 
     a, b, c = (runs[n]["result"] for n in ("a", "b", "c"))
     assert [(r["generation"], r["slot"], r["exit_code"]) for r in (a, b, c)] == [

@@ -56,7 +56,7 @@ def test_example_dag_runs_every_stage_once_in_one_pod(e2e_cluster):
     starts = []
     for log in logs:
         starts += re.findall(
-            r"::kruise-chain:: start gen=(\d+) stage=(\S+) slot=\S+ at=(\S+)", log.read_text()
+            r"::kruise-chain:: start gen=(\d+) token=\S* stage=(\S+) slot=\S+ at=(\S+)", log.read_text()
         )
     starts.sort(key=lambda s: int(s[0]))
     assert [s[1] for s in starts] == STAGES

@@ -24,7 +24,7 @@ RESULT = (
 )
 
 
-def test_a_32mb_line_is_split_in_bounded_memory_keeping_a_result_at_its_end() -> None:
+def test_a_32mb_line_is_split_in_bounded_memory_and_the_result_line_after_it_survives() -> None:
     splitter = LineSplitter()
     chunk = b"x" * 4096
     lines: list[str] = []
@@ -32,18 +32,23 @@ def test_a_32mb_line_is_split_in_bounded_memory_keeping_a_result_at_its_end() ->
     try:
         for _ in range(LINE // len(chunk)):
             lines += splitter.feed(chunk)
-        lines += splitter.feed(RESULT.encode() + b"\nnext\n")
+        # the stage left its line open; the runner starts its result on a line of its own
+        lines += splitter.feed(b"\n" + RESULT.encode() + b"\nnext\n")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 8 * (LINE_HEAD + LINE_TAIL), peak  # not the 32 MB line (nor copies of it)
-    assert len(lines) == 2 and lines[1] == "next"
+    assert len(lines) == 3 and lines[2] == "next"
     kept = lines[0]
     assert len(kept) < LINE_HEAD + LINE_TAIL + 64
-    cut = LINE + len(RESULT) - LINE_HEAD - LINE_TAIL
+    cut = LINE - LINE_HEAD - LINE_TAIL
     assert f"…[{cut} bytes cut]…" in kept  # says how much was cut
-    assert isinstance(parse_marker(kept), ResultMarker)  # the runner's result ending the line survives
+    assert isinstance(parse_marker(lines[1]), ResultMarker)
     assert splitter.finish() is None
+    # a marker at the end of a stage's own line is not the runner's (markers start their line)
+    tail = LineSplitter()
+    (line,) = tail.feed(b"x" * 100_000 + RESULT.encode() + b"\n")
+    assert parse_marker(line) is None
 
 
 def test_lines_are_split_exactly_whatever_the_chunking() -> None:

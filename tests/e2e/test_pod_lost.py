@@ -150,7 +150,7 @@ def test_setup_replaces_a_lost_pod_of_its_run_with_a_fresh_one(e2e_cluster):
     assert setup.hook.read_pod(again["pod"], "default")["metadata"]["uid"] == fresh["metadata"]["uid"]
 
 
-def test_a_failed_setup_leaves_no_pod_or_configmap(e2e_cluster):
+def test_a_failed_setup_leaves_no_pod(e2e_cluster):
     from airflow_kruise_chain.core import ChainError
 
     cluster = e2e_cluster
@@ -162,10 +162,9 @@ def test_a_failed_setup_leaves_no_pod_or_configmap(e2e_cluster):
     with pytest.raises(ChainError, match=r"cannot start: .*(ErrImagePull|ImagePullBackOff)"):
         setup.execute(make_context("d", "run-1"))
     created = [p for m, p, c in cluster.audit if m == "POST" and c == 201]
-    assert [p.rsplit("/", 1)[1] for p in created] == ["configmaps", "pods"]  # it did create both
+    assert [p.rsplit("/", 1)[1] for p in created] == ["pods"]  # it did create it (and nothing else)
     pods = lambda: cluster.call(lambda: list(cluster.store.items(R.PODS, "default")))  # noqa: E731
     wait_for(lambda: not pods(), 30, what="the pod to be gone")
-    assert cluster.call(lambda: list(cluster.store.items(R.CONFIGMAPS, "default"))) == []
 
 
 def test_setup_replaces_a_pod_built_from_another_definition_of_the_chain(e2e_cluster):

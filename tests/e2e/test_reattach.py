@@ -9,6 +9,7 @@ ran is read from the cluster: the audit log and the runner's start markers in th
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,7 +77,9 @@ def chain_pod(cluster: Any) -> dict[str, Any] | None:
 
 
 def logs_contain(cluster: Any, uid: str, text: str) -> bool:
-    return any(text in log.read_text() for log in (cluster.root / "pods" / uid / "containers").rglob("*.log"))
+    """Whether a container log of the pod matches the regular expression `text`."""
+    logs = (cluster.root / "pods" / uid / "containers").rglob("*.log")
+    return any(re.search(text, log.read_text()) for log in logs)
 
 
 def worker_died(run_id: str, task_id: str) -> None:
@@ -166,7 +169,9 @@ def test_next_try_after_a_worker_death_follows_adopts_or_reruns(e2e_cluster, tmp
         ).start()
     else:
         gate.write_text("pass\n" if after_death == "succeeded" else "fail\n")
-        wait_for(lambda: logs_contain(cluster, uid, "result gen=2 stage=work"), 120, 0.1, "work to end")
+        wait_for(
+            lambda: logs_contain(cluster, uid, r"result gen=2 token=\S+ stage=work "), 120, 0.1, "work to end"
+        )
 
     worker_died(run_id, "c.work")
     run = continue_run(dag)

@@ -48,7 +48,7 @@ def results(cluster: Any, uid: str) -> list[tuple[int, str, int, str]]:
     for log in (cluster.root / "pods" / uid / "containers").rglob("*.log"):
         found |= set(
             re.findall(
-                r"::kruise-chain:: result gen=(\d+) stage=(\S+) slot=\S+ exit=(\d+) reason=(\S+)",
+                r"::kruise-chain:: result gen=(\d+) token=\S* stage=(\S+) slot=\S+ exit=(\d+) reason=(\S+)",
                 log.read_text(),
             )
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kruise_chain.core.image import alternate_reference, image_id_digest, same_image
+from airflow_kruise_chain.core.image import same_image
 
 D = "sha256:" + "ab" * 32
 E = "sha256:" + "cd" * 32
@@ -31,40 +31,3 @@ E = "sha256:" + "cd" * 32
 def test_same_image(a: str, b: str, same: bool) -> None:
     assert same_image(a, b) is same
     assert same_image(b, a) is same
-
-
-@pytest.mark.parametrize(
-    ("image", "image_id", "digest"),
-    [
-        ("busybox:1.36", f"docker.io/library/busybox@{D}", D),
-        ("busybox:1.36", f"docker-pullable://busybox@{D}", D),
-        ("ghcr.io/acme/etl:1", f"ghcr.io/acme/etl@{D}", D),
-        ("ghcr.io/acme/etl:1", f"mirror.example/acme/etl@{D}", None),
-        ("busybox:1.36", D, None),  # a bare image id names no repository
-        ("busybox:1.36", "", None),
-    ],
-)
-def test_image_id_digest(image: str, image_id: str, digest: str | None) -> None:
-    assert image_id_digest(image, image_id) == digest
-
-
-@pytest.mark.parametrize(
-    ("image", "current", "image_id", "other"),
-    [
-        ("busybox:1.36", "busybox:1.36", f"docker.io/library/busybox@{D}", f"busybox:1.36@{D}"),
-        ("busybox:1.36", f"busybox:1.36@{D}", f"docker.io/library/busybox@{D}", "busybox:1.36"),
-        ("busybox:1.36", "busybox:1.36", "", None),
-        ("busybox:1.36", "busybox:1.36", f"quay.io/busybox@{D}", None),
-        (f"busybox:1.36@{D}", f"busybox:1.36@{D}", "", f"busybox@{D}"),
-        (f"busybox:1.36@{D}", f"busybox@{D}", "", f"busybox:1.36@{D}"),
-        (f"busybox@{D}", f"busybox@{D}", f"docker.io/library/busybox@{D}", None),
-        ("busybox", "busybox", f"docker.io/library/busybox@{D}", "busybox:latest"),
-        ("busybox:latest", "busybox:latest", "", "busybox"),
-        ("busybox:1.36", "docker.io/library/busybox:1.36", "", "busybox:1.36"),
-    ],
-)
-def test_alternate_reference(image: str, current: str, image_id: str, other: str | None) -> None:
-    found = alternate_reference(image, current, image_id)
-    assert found == other
-    if found is not None:
-        assert found != current and same_image(found, image)

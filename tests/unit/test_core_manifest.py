@@ -1,7 +1,8 @@
-"""The chain pod, the runner ConfigMap, names and selectors."""
+"""The chain pod (slots, the runner's init container and volumes), names and selectors."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -9,19 +10,18 @@ import pytest
 from kubernetes.client import ApiClient
 
 from airflow_kruise_chain.core import (
-    MARKER,
+    ChainConfigError,
     ChainSpec,
     StageSpec,
     build_chain_pod,
-    build_runner_configmap,
     chain_labels,
     chain_selector,
     label_value,
     pod_name_for,
-    runner_configmap_name,
     runner_script,
 )
-from airflow_kruise_chain.core.manifest import deep_merge, slot_pull_policy, slot_resources
+from airflow_kruise_chain.core.manifest import INIT_SCRIPT, deep_merge, slot_pull_policy, slot_resources
+from airflow_kruise_chain.core.wire import RUNNER_COMMAND
 
 RUN_ID = "manual__2024-05-01T10:00:00.123456+00:00"
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -73,33 +73,45 @@ def test_pod_layout() -> None:
     assert spec["restartPolicy"] == "Always"
     assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b"]
     assert [c["image"] for c in spec["containers"]] == ["acme/extract:1.4", "acme/transform:2.0"]
-    assert "initContainers" not in spec
+    (init,) = spec["initContainers"]
+    assert init["image"] == "busybox:1.37.0-musl"
+    assert init["command"] == ["/bin/busybox", "sh", "-c", INIT_SCRIPT]
+    assert "$(" not in INIT_SCRIPT  # the kubelet expands $(VAR) in commands
+    (script,) = init["env"]
+    assert base64.b64decode(script["value"]).decode() == runner_script()
+    assert init["volumeMounts"] == [{"name": "kruise-chain", "mountPath": "/kruise-chain"}]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["scratch"] == {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}
-    assert volumes["runner"]["configMap"]["name"] == runner_configmap_name(pod["metadata"]["name"])
-    assert volumes["runner"]["configMap"]["items"] == [{"key": "runner.sh", "path": "runner.sh"}]
+    assert volumes["kruise-chain"] == {"name": "kruise-chain", "emptyDir": {}}
+    assert volumes["kruise-chain-meta"]["downwardAPI"]["items"] == [
+        {"path": slot, "fieldRef": {"fieldPath": f"metadata.annotations['airflow-kruise-chain/{slot}.run']"}}
+        for slot in ("slot-a", "slot-b")
+    ]
     for container in spec["containers"]:
         slot = container["name"]
-        assert container["command"] == ["/bin/sh", "/kruise-chain/runner.sh"]
+        assert container["command"] == ["/kruise-chain/bin/busybox", "sh", "/kruise-chain/bin/runner.sh"]
         assert "args" not in container
         assert {"name": "scratch", "mountPath": "/scratch"} in container["volumeMounts"]
-        assert {"name": "runner", "mountPath": "/kruise-chain", "readOnly": True} in container["volumeMounts"]
+        assert {"name": "kruise-chain", "mountPath": "/kruise-chain"} in container["volumeMounts"]
+        meta = {"name": "kruise-chain-meta", "mountPath": "/kruise-chain-meta", "readOnly": True}
+        assert meta in container["volumeMounts"]
         env = {e["name"]: e for e in container["env"]}
         assert env["KC_SLOT"]["value"] == slot
         assert env["KC_SCRATCH"]["value"] == "/scratch"
-        for name, key in [("KC_GENERATION", "generation"), ("KC_STAGE", "stage"), ("KC_COMMAND", "command")]:
+        for name, key in [("KC_GENERATION", "generation"), ("KC_RUN", "run")]:
             field_ref = env[name]["valueFrom"]["fieldRef"]
             assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.{key}']"
-        assert env["KC_ENV"]["valueFrom"]["fieldRef"]["fieldPath"].endswith(f"/{slot}.env']")
         probe = container["readinessProbe"]
         assert probe["periodSeconds"] == 1
-        assert probe["exec"]["command"] == [
-            "/bin/sh",
-            "-c",
-            'test -z "$KC_GENERATION" || test "$KC_GENERATION" = 0 || '
-            "test -f /scratch/.chain/gen-$KC_GENERATION/exit_code",
-        ]
+        assert probe["exec"]["command"][:2] == ["/kruise-chain/bin/busybox", "sh"]
         assert container["terminationMessagePath"] == "/dev/termination-log"
+
+
+def test_runner_image_is_configurable() -> None:
+    pod = make_pod(make_chain(runner_image="registry.example/mirror/busybox:1.37.0-musl"))
+    assert pod["spec"]["initContainers"][0]["image"] == "registry.example/mirror/busybox:1.37.0-musl"
+    with pytest.raises(ChainConfigError, match="runner_image"):
+        make_chain(runner_image="Not An Image")
 
 
 def test_pod_metadata_starts_idle() -> None:
@@ -112,7 +124,7 @@ def test_pod_metadata_starts_idle() -> None:
     assert annotations["airflow-kruise-chain/generation"] == "0"
     assert annotations["airflow-kruise-chain/slot-a.generation"] == "0"
     assert annotations["airflow-kruise-chain/slot-b.generation"] == "0"
-    assert annotations["airflow-kruise-chain/slot-a.command"] == ""
+    assert annotations["airflow-kruise-chain/slot-a.run"] == ""
     assert annotations["airflow-kruise-chain/run-id"] == RUN_ID
     assert annotations["airflow-kruise-chain/dag-id"] == "nightly"
 
@@ -199,7 +211,7 @@ def test_pod_template_is_merged_last() -> None:
     assert pod["metadata"]["labels"]["airflow-kruise-chain/chain"] == "etl"
     assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b", "sidecar"]
     assert spec["containers"][0]["securityContext"] == {"runAsNonRoot": True}
-    assert spec["containers"][0]["command"] == ["/bin/sh", "/kruise-chain/runner.sh"]
+    assert spec["containers"][0]["command"] == list(RUNNER_COMMAND)
     assert spec["volumes"][0] == {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi", "medium": "Memory"}}
     assert as_v1_pod_and_back(pod) == pod
 
@@ -227,7 +239,6 @@ def test_pod_name_is_deterministic_and_per_run() -> None:
     longest = pod_name_for("c" * 40, "d" * 250, RUN_ID)
     for candidate in (name, longest):
         assert len(candidate) <= 63 and DNS_LABEL.fullmatch(candidate)
-    assert len(runner_configmap_name(longest)) <= 253
 
 
 def test_labels_are_valid_and_selector_matches_them() -> None:
@@ -246,15 +257,6 @@ def test_label_value() -> None:
     assert label_value("a:b") != label_value("a+b")
     assert re.fullmatch(r"[0-9a-f]{10}", label_value(":::"))
     assert label_value("nightly", always_hash=True).startswith("nightly-")
-
-
-def test_runner_configmap() -> None:
-    spec = make_chain()
-    labels = chain_labels("nightly", RUN_ID, "etl")
-    cm = build_runner_configmap(spec, "etl-0123456789", labels)
-    assert cm["metadata"] == {"name": "etl-0123456789-runner", "namespace": "data", "labels": labels}
-    assert cm["data"]["runner.sh"] == runner_script()
-    assert runner_script().startswith("#!/bin/sh") and MARKER in runner_script()
 
 
 @pytest.mark.parametrize("images", [("acme/a:1", "acme/b:1"), ("acme/a:1", "acme/a:1")])

@@ -10,17 +10,16 @@ from airflow_kruise_chain.core import (
     ChainSpec,
     StageSpec,
     build_chain_pod,
-    build_runner_configmap,
-    chain_labels,
 )
 from airflow_kruise_chain.core.constants import GENERATION_ANNOTATION
 from airflow_kruise_chain.core.podidentity import SPEC_HASH_ANNOTATION, spec_hash, stamp, unusable_reason
 
 
-def built(image: str = "busybox:1.36") -> tuple[dict[str, Any], dict[str, Any]]:
+def built(image: str = "busybox:1.36") -> tuple[dict[str, Any]]:
+    """What setup builds: the chain pod alone (the runner comes from its init container)."""
     spec = ChainSpec(name="c", namespace="default", stages=[StageSpec("one", image, ["true"])])
     pod = build_chain_pod(spec, pod_name="c-pod", dag_id="d", run_id="r", first_images=spec.first_images)
-    return pod, build_runner_configmap(spec, "c-pod", chain_labels("d", "r", "c"))
+    return (pod,)
 
 
 def running(pod: dict[str, Any], waiting: str | None = None, generation: int = 0) -> dict[str, Any]:
@@ -40,8 +39,8 @@ def test_the_hash_is_stable_and_follows_what_setup_builds() -> None:
 
 
 def test_a_healthy_pod_built_from_the_same_chain_is_reused() -> None:
-    pod, cm = built()
-    digest = spec_hash(pod, cm)
+    (pod,) = built()
+    digest = spec_hash(pod)
     assert unusable_reason(running(stamp(pod, digest)), digest) is None
 
 
@@ -56,8 +55,8 @@ def test_a_pod_built_from_another_definition_of_the_chain_is_replaced() -> None:
 
 
 def test_a_pod_whose_slot_never_started_is_replaced_until_a_stage_ran_in_it() -> None:
-    pod, cm = built()
-    digest = spec_hash(pod, cm)
+    (pod,) = built()
+    digest = spec_hash(pod)
     reason = unusable_reason(running(stamp(pod, digest), waiting="ImagePullBackOff"), digest)
     assert reason == "slot-a cannot start: ImagePullBackOff: not found"
     # once stages ran, the scratch holds their data: a stage's image that fails is that stage's failure
@@ -68,8 +67,8 @@ def test_a_pod_whose_slot_never_started_is_replaced_until_a_stage_ran_in_it() ->
 
 
 def test_a_lost_pod_is_replaced() -> None:
-    pod, cm = built()
-    digest = spec_hash(pod, cm)
+    (pod,) = built()
+    digest = spec_hash(pod)
     failed = running(stamp(pod, digest))
     failed["status"]["phase"] = "Failed"
     assert unusable_reason(failed, digest) == "the chain pod is Failed"

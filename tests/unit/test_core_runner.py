@@ -1,4 +1,5 @@
-"""The stage runner script, run for real by the host's /bin/sh in a temporary scratch folder."""
+"""The stage runner script, run for real by a static busybox (as the slot runs it: `busybox sh runner.sh`)
+against temporary state, downwardAPI and scratch folders."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import contextlib
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,42 +20,101 @@ import pytest
 
 from airflow_kruise_chain.core import ResultMarker, StageSpec, StartMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import READINESS_COMMAND
+from airflow_kruise_chain.core.wire import RUNNER_STATE, run_spec
 
 TIMEOUT = 10.0
-# Stage images bring their own /bin/sh: the host's, and bash in POSIX mode (as /bin/sh on RHEL-like images).
-SHELLS = [["/bin/sh"]] + ([["bash", "--posix"]] if shutil.which("bash") else [])
+BUSYBOX = shutil.which("busybox")
+pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox (Debian: busybox-static)")
+PYTHON = os.path.realpath(sys.executable)
+ENV = shutil.which("env") or "/usr/bin/env"
+
+
+class Slot:
+    """One slot's volumes: the runner's bin and state (an emptyDir), the downwardAPI folder and scratch."""
+
+    def __init__(self, tmp: Path, name: str = "slot-a") -> None:
+        self.name = name
+        self.bin = tmp / "kc" / "bin"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        (self.bin / "runner.sh").write_text(runner_script())
+        if not (self.bin / "busybox").exists():
+            (self.bin / "busybox").symlink_to(BUSYBOX)
+        self.state = tmp / "kc" / "state"
+        self.meta = tmp / "meta"
+        self.meta.mkdir(exist_ok=True)
+        self.scratch = tmp / "scratch"
+        self.scratch.mkdir(exist_ok=True)
+        self.tokens: dict[int, str] = {}
+
+    def spec(self, stage: StageSpec | None, generation: int, **overrides) -> str:
+        if stage is None:
+            return ""
+        token = self.tokens.setdefault(generation, f"tok{generation}x")
+        return run_spec(
+            **{
+                "generation": generation,
+                "token": token,
+                "stage": stage.name,
+                "argv": [*stage.cmds, *stage.arguments],
+                "env": stage.env,
+                "outputs_max": stage.max_outputs_bytes,
+                **overrides,
+            }
+        )
+
+    def assign(self, stage: StageSpec, generation: int, **overrides) -> None:
+        """The annotation changed and the kubelet rewrote the volume file (atomically)."""
+        tmp = self.meta / f".{self.name}.tmp"
+        tmp.write_text(self.spec(stage, generation, **overrides))
+        tmp.rename(self.meta / self.name)
+
+    def gen_dir(self, generation: int) -> Path:
+        return self.state / f"gen-{generation}"
+
+    def ready(self, generation: int, wait: float = 2.0) -> bool:
+        """Whether the slot's readiness probe (its state path pointed at the test's) passes within `wait`
+        seconds (the runner marks itself parked right after printing its result)."""
+        deadline = time.monotonic() + wait
+        while not self.probe(generation):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def probe(self, generation: int) -> bool:
+        command = [str(self.bin / "busybox"), *READINESS_COMMAND[1:3]]
+        command.append(READINESS_COMMAND[3].replace(RUNNER_STATE, str(self.state)))
+        env = {"KC_SLOT": self.name, "KC_GENERATION": str(generation)}
+        return subprocess.run(command, env=env).returncode == 0
 
 
 class Runner:
     """One runner process (one container start) with its output collected line by line."""
 
-    def __init__(self, tmp: Path, shell: list[str], stage: StageSpec, generation: int, **extra: str) -> None:
-        script = tmp / "runner.sh"
-        script.write_text(runner_script())
-        self.scratch = tmp / "scratch"
-        self.scratch.mkdir(exist_ok=True)
-        self.termination_log = tmp / f"termination-log-{time.monotonic_ns()}"
-        env = {
-            "PATH": os.environ["PATH"],
-            "KC_SLOT": "slot-a",
+    def __init__(
+        self, slot: Slot, stage: StageSpec | None, generation: int, restart: bool = False, **env: str
+    ) -> None:
+        self.slot = slot
+        self.termination_log = slot.state.parent / f"termination-log-{time.monotonic_ns()}"
+        self.env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/root",
+            "HOSTNAME": "chain-pod",
+            "KC_SLOT": slot.name,
             "KC_GENERATION": str(generation),
-            "KC_STAGE": stage.name,
-            "KC_COMMAND": stage.shell_command(),
-            "KC_ENV": stage.shell_env(),
-            "KC_OUTPUTS_MAX": str(stage.max_outputs_bytes),
-            "KC_SCRATCH": str(self.scratch),
+            "KC_RUN": slot.spec(stage, generation, restart=restart),
+            "KC_SCRATCH": str(slot.scratch),
+            "KC_STATE": str(slot.state),
+            "KC_META": str(slot.meta),
             "KC_TERMINATION_LOG": str(self.termination_log),
-            **extra,
+            **env,
         }
-        self.generation = generation
         self.process = subprocess.Popen(
-            # as a container runtime starts it: every signal at its default action, even if this test
-            # process ignores some (started in the background, it ignores SIGINT and SIGQUIT)
-            ["env", "--default-signal", "--", *shell, str(script)],
-            env=env,
+            # as a container runtime starts it: every signal at its default action
+            [ENV, "--default-signal", "--", str(slot.bin / "busybox"), "sh", str(slot.bin / "runner.sh")],
+            env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
             start_new_session=True,  # its own process group, so a test can kill the whole "container"
         )
         self.lines: queue.Queue[str] = queue.Queue()
@@ -62,7 +124,7 @@ class Runner:
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
+            self.lines.put(line.decode(errors="replace").rstrip("\n"))
 
     def wait_line(self, predicate, timeout: float = TIMEOUT) -> str:
         deadline = time.monotonic() + timeout
@@ -76,21 +138,19 @@ class Runner:
                 return line
         raise AssertionError(f"no matching line within {timeout}s; saw {self.seen}")
 
-    def result(self) -> ResultMarker:
-        line = self.wait_line(lambda line: isinstance(parse_marker(line), ResultMarker))
-        marker = parse_marker(line)
-        assert isinstance(marker, ResultMarker) and marker.generation == self.generation
+    def result(self, generation: int) -> ResultMarker:
+        token = self.slot.tokens[generation]
+
+        def ours(line: str) -> bool:
+            marker = parse_marker(line)
+            return isinstance(marker, ResultMarker) and (marker.generation, marker.token) == (
+                generation,
+                token,
+            )
+
+        marker = parse_marker(self.wait_line(ours))
+        assert isinstance(marker, ResultMarker)
         return marker
-
-    @property
-    def state_dir(self) -> Path:
-        return self.scratch / ".chain" / f"gen-{self.generation}"
-
-    def ready(self) -> bool:
-        """Run the slot's readiness probe (its /scratch pointed at the test's scratch folder)."""
-        command = [*READINESS_COMMAND[:2], READINESS_COMMAND[2].replace("/scratch", str(self.scratch))]
-        env = {"PATH": os.environ["PATH"], "KC_GENERATION": str(self.generation)}
-        return subprocess.run(command, env=env).returncode == 0
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signal the runner (the kubelet signals the container's main process); return its exit code."""
@@ -109,12 +169,17 @@ class Runner:
                 return self.seen
 
 
-@pytest.fixture(params=SHELLS, ids=lambda shell: " ".join(shell))
-def runners(request: pytest.FixtureRequest, tmp_path: Path):
+@pytest.fixture
+def slot(tmp_path: Path) -> Slot:
+    return Slot(tmp_path)
+
+
+@pytest.fixture
+def runners():
     started: list[Runner] = []
 
-    def start(stage: StageSpec, generation: int, **extra: str) -> Runner:
-        runner = Runner(tmp_path, request.param, stage, generation, **extra)
+    def start(slot: Slot, stage: StageSpec | None, generation: int, **env: str) -> Runner:
+        runner = Runner(slot, stage, generation, **env)
         started.append(runner)
         return runner
 
@@ -129,171 +194,260 @@ def sh_stage(script: str, name: str = "demo", **kwargs) -> StageSpec:
     return StageSpec(name, "busybox:1.36", cmds=["/bin/sh", "-c", script], **kwargs)
 
 
+def wait_file(path: Path) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
 COUNTING = sh_stage(
     'n=$(cat "$CHAIN_SCRATCH/count" 2>/dev/null || echo 0); echo $((n + 1)) > "$CHAIN_SCRATCH/count"\n'
     'echo "stage says hi"; printf \'{"rows": 3, "quote": "it\\u0027s"}\' > "$CHAIN_OUTPUT"; exit 3'
 )
 
 
-def test_runs_once_records_and_parks(runners) -> None:
-    first = runners(COUNTING, 4)
-    start = parse_marker(first.wait_line(lambda line: line.startswith("::kruise-chain:: start")))
-    assert isinstance(start, StartMarker) and (start.generation, start.stage, start.slot) == (
-        4,
-        "demo",
-        "slot-a",
-    )
+def test_runs_once_records_outside_scratch_and_parks(slot, runners) -> None:
+    first = runners(slot, COUNTING, 4)
+    start_line = first.wait_line(lambda line: line.startswith("::kruise-chain:: start"))
+    assert re.search(r" at=\S+T\S+\.\d{6,9}Z$", start_line)  # sub-second, whatever busybox's date can do
+    start = parse_marker(start_line)
+    assert isinstance(start, StartMarker)
+    assert (start.generation, start.stage, start.slot, start.token) == (4, "demo", "slot-a", "tok4x")
     first.wait_line(lambda line: line == "stage says hi")
-    result = first.result()
+    result = first.result(4)
     assert (result.exit_code, result.reason, result.stage, result.slot) == (3, "completed", "demo", "slot-a")
     assert result.outputs == {"rows": 3, "quote": "it's"} and result.outputs_status == "ok"
     assert result.started_at <= result.finished_at
     line = first.seen[-1]
     assert first.termination_log.read_text() == line
-    assert (first.state_dir / "exit_code").read_text().strip() == "3"
-    assert first.ready()
+    assert (slot.gen_dir(4) / "exit_code").read_text().strip() == "3"
+    assert sorted(p.name for p in slot.scratch.iterdir()) == ["count"]  # no records in the stage's scratch
+    assert slot.ready(4)
     time.sleep(0.3)
     assert first.process.poll() is None, "a finished runner must park, not exit"
     assert first.stop() == 0
 
-    again = runners(COUNTING, 4)  # the container restarts with the same generation
+    again = runners(slot, COUNTING, 4)  # the container restarts with the same generation
     assert again.wait_line(lambda line: "::kruise-chain::" in line) == line
     assert again.termination_log.read_text() == line
     assert again.stop() == 0
     assert "stage says hi" not in again.drain()
-    assert (again.scratch / "count").read_text().strip() == "1"
+    assert (slot.scratch / "count").read_text().strip() == "1"
 
 
-def test_output_streams_while_the_stage_runs(runners) -> None:
+def test_a_long_lived_runner_takes_new_generations_from_the_volume(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    assert slot.ready(0)
+    for generation in (1, 2, 3):
+        slot.assign(sh_stage(f'echo "gen {generation} ran"'), generation)
+        assert runner.result(generation).exit_code == 0
+        assert slot.ready(0) and slot.ready(generation)
+    assert runner.process.poll() is None  # one process for all three: no restart
+    lines = runner.drain()
+    assert [line for line in lines if line.endswith(" ran")] == ["gen 1 ran", "gen 2 ran", "gen 3 ran"]
+    slot.assign(sh_stage('echo "gen 2 again"'), 2)  # an older generation is never taken
+    time.sleep(0.5)
+    assert "gen 2 again" not in runner.drain()
+
+
+def test_env_at_start_and_a_newer_volume_file(slot, runners) -> None:
+    slot.assign(sh_stage('echo "from the volume"'), 6)
+    runner = runners(slot, sh_stage('echo "from env"'), 5)  # started with 5 in env, the file has 6 already
+    assert runner.result(6).exit_code == 0
+    assert "from the volume" in runner.seen and "from env" not in runner.seen
+
+
+def test_output_streams_and_readiness_follows_the_stage(slot, runners) -> None:
     stage = sh_stage('echo "first"; while [ ! -f "$CHAIN_SCRATCH/go" ]; do sleep 0.05; done; echo "second"')
-    runner = runners(stage, 1)
+    runner = runners(slot, stage, 1)
     runner.wait_line(lambda line: line == "first")
-    assert not (runner.state_dir / "exit_code").exists()
-    assert not runner.ready()
-    (runner.scratch / "go").touch()
+    assert not (slot.gen_dir(1) / "exit_code").exists()
+    assert not slot.probe(1)
+    (slot.scratch / "go").touch()
     runner.wait_line(lambda line: line == "second")
-    assert runner.result().exit_code == 0
-    assert runner.ready()
+    assert runner.result(1).exit_code == 0
+    assert slot.ready(1) and not slot.probe(2)
 
 
-def test_interrupted_generation_is_recorded_not_rerun(runners) -> None:
+def test_interrupted_generation_is_recorded_not_rerun(slot, runners) -> None:
     stage = sh_stage('echo x >> "$CHAIN_SCRATCH/runs"; touch "$CHAIN_SCRATCH/running"; sleep 30')
-    first = runners(stage, 2)
-    first.wait_line(lambda line: line.startswith("::kruise-chain:: start"))
-    deadline = time.monotonic() + TIMEOUT
-    while not (first.scratch / "running").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    first = runners(slot, stage, 2)
+    wait_file(slot.scratch / "running")
     first.kill_container()  # SIGKILL to every process, as when the container is killed
-    assert not (first.state_dir / "exit_code").exists()
-    restarted = runners(stage, 2)
-    result = restarted.result()
+    assert not (slot.gen_dir(2) / "exit_code").exists()
+    restarted = runners(slot, stage, 2)
+    result = restarted.result(2)
     assert (result.exit_code, result.reason) == (137, "interrupted")
-    assert restarted.ready()
+    assert slot.ready(2)
     assert restarted.stop() == 0
-    assert (restarted.scratch / "runs").read_text() == "x\n"
+    assert (slot.scratch / "runs").read_text() == "x\n"
 
 
-def test_sigterm_is_forwarded_to_the_stage(runners) -> None:
+def test_a_lost_record_fails_the_generation_and_never_reruns_it(slot, runners) -> None:
+    stage = sh_stage('echo x >> "$CHAIN_SCRATCH/runs"')
+    first = runners(slot, stage, 3)
+    assert first.result(3).exit_code == 0
+    first.kill_container()
+    shutil.rmtree(slot.gen_dir(3))  # its records are gone
+    restarted = runners(slot, stage, 3)
+    result = restarted.result(3)
+    assert (result.exit_code, result.reason) == (70, "lost-record")
+    assert any("records of generation 3 are gone" in line for line in restarted.seen)
+    assert (slot.scratch / "runs").read_text() == "x\n"
+
+
+def test_a_stage_wiping_its_scratch_breaks_nothing(slot, runners) -> None:
+    wipe = sh_stage(
+        'touch "$CHAIN_SCRATCH/.hidden" "$CHAIN_SCRATCH/data"; rm -rf "$CHAIN_SCRATCH"/* '
+        '"$CHAIN_SCRATCH"/.[!.]* "$CHAIN_SCRATCH"/..?*; ls -A "$CHAIN_SCRATCH"'
+    )
+    runner = runners(slot, wipe, 1)
+    assert runner.result(1).exit_code == 0
+    slot.assign(sh_stage('echo next > "$CHAIN_SCRATCH/next"'), 2)
+    assert runner.result(2).exit_code == 0
+    assert (slot.scratch / "next").read_text() == "next\n"
+    starts = [line for line in runner.drain() if line.startswith("::kruise-chain:: start")]
+    assert [parse_marker(line).generation for line in starts] == [1, 2]
+
+
+def test_sigterm_is_forwarded_to_the_stage(slot, runners) -> None:
     stage = sh_stage(
         "trap 'echo bye > \"$CHAIN_SCRATCH/got-term\"; exit 143' TERM\n"
         'touch "$CHAIN_SCRATCH/running"; while :; do sleep 0.05; done'
     )
-    runner = runners(stage, 5)
-    deadline = time.monotonic() + TIMEOUT
-    while not (runner.scratch / "running").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    runner = runners(slot, stage, 5)
+    wait_file(slot.scratch / "running")
     assert runner.stop() == 0
-    assert (runner.scratch / "got-term").read_text() == "bye\n"
-    result = runner.result()
+    assert (slot.scratch / "got-term").read_text() == "bye\n"
+    result = runner.result(5)
     assert (result.exit_code, result.reason) == (143, "terminated")
-    assert (runner.state_dir / "exit_code").read_text().strip() == "143"
+    assert (slot.gen_dir(5) / "exit_code").read_text().strip() == "143"
 
 
-def test_sigint_stops_the_stage_too(runners) -> None:
-    runner = runners(sh_stage('touch "$CHAIN_SCRATCH/running"; sleep 30'), 5)
-    deadline = time.monotonic() + TIMEOUT
-    while not (runner.scratch / "running").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+def test_sigint_stops_the_stage_too(slot, runners) -> None:
+    runner = runners(slot, sh_stage('touch "$CHAIN_SCRATCH/running"; sleep 30'), 5)
+    wait_file(slot.scratch / "running")
     started = time.monotonic()
     assert runner.stop(signal.SIGINT) == 0
     assert time.monotonic() - started < 5
-    assert runner.result().reason == "terminated"
+    assert runner.result(5).reason == "terminated"
 
 
-@pytest.mark.parametrize(
-    ("generation", "sig"), [("0", signal.SIGTERM), ("", signal.SIGINT), ("0", signal.SIGQUIT)]
-)
-def test_idle_runner_parks_and_exits_0_when_stopped(runners, generation: str, sig: int) -> None:
-    runner = runners(COUNTING, 0, KC_GENERATION=generation)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGQUIT])
+def test_idle_runner_parks_and_exits_0_when_stopped(slot, runners, sig: int) -> None:
+    runner = runners(slot, None, 0)
     time.sleep(0.3)
     assert runner.process.poll() is None
     assert runner.stop(sig) == 0
     assert runner.drain() == []
-    assert not (runner.scratch / ".chain").exists()
 
 
-def test_env_and_arguments_survive_quoting(runners) -> None:
-    tricky = [
-        "two words",
-        "it's",
-        'say "hi"',
-        "$HOME `id` $(id)",
-        "back\\slash",
-        "new\nline",
-        "",
-        "*",
-        "ü",
-        "A=1",
-    ]
-    stage = StageSpec(
-        "quoting",
-        "busybox:1.36",
-        cmds=[
-            "/bin/sh",
-            "-c",
-            'printf "[%s]" "$@" > "$CHAIN_SCRATCH/args"; printf "%s" "$TRICKY" > "$CHAIN_SCRATCH/env"',
-            "sh",
-        ],
-        arguments=tricky,
-        env={"TRICKY": "".join(tricky), "EMPTY": ""},
-    )
-    runner = runners(stage, 1)
-    assert runner.result().exit_code == 0
-    assert (runner.scratch / "args").read_text() == "".join(f"[{word}]" for word in tricky)
-    assert (runner.scratch / "env").read_text() == "".join(tricky)
+HOSTILE = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "$HOME `id` $(id) ${X:-y}",
+    "back\\slash\\",
+    "new\nline",
+    "trailing newlines\n\n",
+    "\n",
+    "",
+    "*",
+    "ü ☃ \u00a0",
+    "A=1",
+    "-n",
+    "--",
+    "\t tab",
+]
+PROBE = "import json, sys; sys.stdout.write(json.dumps([open('/proc/self/cmdline', 'rb').read().decode(), open('/proc/self/environ', 'rb').read().decode()]))"  # noqa: E501
 
 
-def test_stage_sees_its_chain_variables(runners) -> None:
+def test_the_stage_gets_exactly_its_argv_and_env(slot, runners, tmp_path: Path) -> None:
+    (tmp_path / "pybin").mkdir()
+    (tmp_path / "pybin" / "python3").symlink_to(PYTHON)
+    env = {"MODE": "strict", "TRICKY": "".join(HOSTILE), "EMPTY": "", "PATH": f"{tmp_path / 'pybin'}"}
+    # names a shell owns, delivered as they are (the DAG-level validation refuses them; the runner copes)
+    env |= {"IFS": "x\n", "PWD": "/nowhere", "OPTIND": "9", "PPID": "1", "SHLVL": "7", "UID": "0"}
+    stage = StageSpec("exact", "gcr.io/distroless/python3-debian12", cmds=["python3", "-c", PROBE])
+    slot.assign(stage, 1, argv=["python3", "-c", PROBE, *HOSTILE], env=env)
+    runner = runners(slot, None, 0, FROM_IMAGE="image value\n", LANG="C.UTF-8")
+    assert runner.result(1).exit_code == 0
+    out = next(line for line in runner.seen if line.startswith("["))
+    cmdline, environ = json.loads(out)
+    assert cmdline.split("\0")[:-1] == ["python3", "-c", PROBE, *HOSTILE]
+    got = dict(item.split("=", 1) for item in environ.split("\0")[:-1])
+    expected = {k: v for k, v in runner.env.items() if not k.startswith("KC_")} | env
+    expected |= {
+        "CHAIN_SCRATCH": str(slot.scratch),
+        "CHAIN_OUTPUT": f"{slot.gen_dir(1)}/outputs.json",
+        "CHAIN_GENERATION": "1",
+    }
+    assert got == expected
+    assert "tok1x" not in environ  # the token never reaches the stage
+
+
+def test_the_runner_needs_nothing_from_the_image(slot, runners, tmp_path: Path) -> None:
+    # an image with no shell and no tools: nothing on PATH, the stage named by its absolute path
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    stage = StageSpec("abs", "gcr.io/distroless/static-debian12", cmds=[PYTHON, "-c", "print('ok')"])
+    runner = runners(slot, stage, 1, PATH=str(empty))
+    assert runner.result(1).exit_code == 0
+    assert "ok" in runner.seen
+    missing = StageSpec("missing", "x:1", cmds=["no-such-program"])
+    slot.assign(missing, 2)
+    assert runner.result(2).exit_code == 127
+    assert any('exec: "no-such-program": executable file not found in $PATH' in line for line in runner.seen)
+
+
+def test_stage_sees_its_chain_variables(slot, runners) -> None:
     stage = sh_stage(
         'printf "%s|%s|%s" "$CHAIN_SCRATCH" "$CHAIN_OUTPUT" "$CHAIN_GENERATION" > "$CHAIN_SCRATCH/vars"'
     )
-    runner = runners(stage, 9)
-    runner.result()
-    assert (runner.scratch / "vars").read_text() == f"{runner.scratch}|{runner.state_dir}/outputs.json|9"
+    runners(slot, stage, 9).result(9)
+    assert (slot.scratch / "vars").read_text() == f"{slot.scratch}|{slot.gen_dir(9)}/outputs.json|9"
 
 
-def test_outputs_bounds(runners) -> None:
+def test_a_result_line_starts_its_own_line(slot, runners) -> None:
+    runner = runners(slot, sh_stage("printf 'no newline at the end'"), 1)
+    assert runner.result(1).exit_code == 0
+    assert "no newline at the end" in runner.seen
+
+
+def test_outputs_bounds(slot, runners) -> None:
     big = sh_stage(
         'head -c 2000 /dev/zero | tr "\\0" a | sed "s/.*/{\\"a\\": \\"&\\"}/" > "$CHAIN_OUTPUT"',
         max_outputs_bytes=1000,
     )
-    result = runners(big, 1).result()
+    runner = runners(slot, big, 1)
+    result = runner.result(1)
     assert (result.outputs, result.outputs_status) == (None, "too-big")
-    absent = runners(sh_stage("true"), 2).result()
+    slot.assign(sh_stage("true"), 2)
+    absent = runner.result(2)
     assert (absent.outputs, absent.outputs_status) == (None, "absent")
 
 
-def test_large_outputs_stay_in_the_log_line_only(runners) -> None:
+def test_large_outputs_stay_in_the_log_line_only(slot, runners) -> None:
     payload = {"blob": "x" * 6000}
     stage = sh_stage(f"printf '%s' '{json.dumps(payload)}' > \"$CHAIN_OUTPUT\"")
-    runner = runners(stage, 1)
-    assert runner.result().outputs == payload
+    runner = runners(slot, stage, 1)
+    assert runner.result(1).outputs == payload
     message = parse_marker(runner.termination_log.read_text())
     assert len(runner.termination_log.read_text()) < 4096
     assert (message.exit_code, message.outputs, message.outputs_status) == (0, None, "truncated")
 
 
-def test_command_not_found_is_a_recorded_failure(runners) -> None:
-    stage = StageSpec("missing", "busybox:1.36", cmds=["/no/such/program"])
-    result = runners(stage, 1).result()
-    assert result.exit_code == 127
+def test_a_generation_that_comes_with_an_image_patch_is_left_to_the_restarted_container(
+    slot, runners
+) -> None:
+    old = runners(slot, None, 0)
+    stage = sh_stage('echo x >> "$CHAIN_SCRATCH/runs"')
+    slot.assign(stage, 1, restart=True)  # the old container sees it before the kubelet stops it
+    time.sleep(0.5)
+    assert not (slot.scratch / "runs").exists() and not slot.gen_dir(1).exists()
+    assert old.stop() == 0
+    new = runners(slot, stage, 1)  # the restarted container gets it in env
+    assert new.result(1).exit_code == 0
+    assert (slot.scratch / "runs").read_text() == "x\n"

@@ -270,29 +270,15 @@ TRICKY = [
 ]
 
 
-def test_shell_command_quotes_every_word() -> None:
-    spec = stage(cmds=["printf", "[%s]"], arguments=TRICKY)
-    assert spec.shell_command().startswith("exec printf ")
-    out = subprocess.run(["/bin/sh", "-c", spec.shell_command()], capture_output=True, text=True, check=True)
-    assert out.stdout == "".join(f"[{word}]" for word in TRICKY)
-
-
-def test_shell_command_first_word_is_never_an_assignment() -> None:
-    out = subprocess.run(
-        ["/bin/sh", "-c", stage(cmds=["env"], arguments=["A=1"]).shell_command()],
-        capture_output=True,
-        text=True,
-    )
-    assert "A=1" in out.stdout.splitlines()
-
-
-def test_shell_env_round_trips() -> None:
+def test_run_spec_round_trips_argv_and_env_through_busybox_sh() -> None:
     env = {f"V{i}": value for i, value in enumerate(TRICKY)}
+    spec = stage(cmds=["prog"], arguments=TRICKY, env=env).run_spec(3, "tok")
+    assert spec.startswith("kc_g=3\n")
     script = (
-        stage(env=env).shell_env()
-        + "\nfor n in "
-        + " ".join(env)
-        + '; do eval "printf \'[%s]\' \\"\\$$n\\""; done'
+        spec
+        + 'kc_exec() { printf "[%s]" "$@"; }\nkc_stage_env\n'
+        + "".join(f'printf "<%s>" "${name}"\n' for name in env)
+        + "kc_stage_argv\n"
     )
-    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=True)
-    assert out.stdout == "".join(f"[{value}]" for value in TRICKY)
+    out = subprocess.run(["busybox", "sh", "-c", script], capture_output=True, check=True).stdout.decode()
+    assert out == "".join(f"<{v}>" for v in TRICKY) + "".join(f"[{w}]" for w in ["prog", *TRICKY])

@@ -44,9 +44,10 @@ def test_parse_result_marker() -> None:
     assert parse_marker(RESULT) == ResultMarker(7, "load", "slot-b", 0, "completed", T0, T1, OUTPUTS, "ok")
 
 
-@pytest.mark.parametrize("prefix", ["2024-05-01T10:01:30.123456789Z ", "partial output without newline"])
-def test_marker_after_a_timestamp_or_unterminated_output(prefix: str) -> None:
-    assert parse_marker(prefix + RESULT + "\n").exit_code == 0
+@pytest.mark.parametrize("prefix", ["2024-05-01T10:01:30.123456789Z ", "partial output without newline", " "])
+def test_a_marker_counts_only_at_the_start_of_a_line(prefix: str) -> None:
+    assert parse_marker(RESULT + "\n").exit_code == 0
+    assert parse_marker(prefix + RESULT + "\n") is None  # the runner starts its result on a line of its own
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from airflow_kruise_chain.core import (
     plan_swap,
     stage_state,
 )
+from airflow_kruise_chain.core.podview import StageRecord
 from airflow_kruise_chain.core.swap import ResultUnavailableError, build_stop_crr, earlier_generation
 
 CRDS = Path("/work/shared/reference/kruise-crds")
@@ -121,11 +122,15 @@ class FakePod:
             container.update(change)
         self.bump()
 
-    def run(self, stage: StageSpec, try_number: int = 1, *, finish: bool = True):
+    def run(self, stage: StageSpec, try_number: int = 1, *, finish: bool = True, now: datetime = NOW):
         """Swap `stage` in as the operator and the kubelet would; return the plan."""
-        plan = plan_swap(self.pod, stage, try_number=try_number, now=NOW)
+        plan = plan_swap(self.pod, stage, try_number=try_number, now=now)
         self.apply(plan.patch)
-        self.start(plan.slot, ready=False)  # image change or CRR: a new container, not ready until done
+        if plan.action == "patch":
+            self.start(plan.slot, ready=False)  # image change: a new container, not ready until done
+        else:
+            self.status(plan.slot)["ready"] = False  # go: the same runner runs the stage
+            self.bump()
         if finish:
             self.set_ready(plan.slot)
         return plan
@@ -138,136 +143,106 @@ def annotations(pod: FakePod) -> dict[str, str]:
 # --- planning ----------------------------------------------------------------------------------------------
 
 
-def test_first_swap_patches_the_prewarmed_slot_to_its_image_by_digest() -> None:
+def test_first_swap_runs_in_the_slot_that_holds_its_image_without_a_restart() -> None:
     pod = FakePod()
-    pinned = f"acme/extract:1.4@{digest('acme/extract:1.4')}"
-    plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW)
-    assert (plan.action, plan.slot, plan.generation, plan.needs_crr) == ("patch", "slot-a", 1, False)
-    assert (plan.same_image, plan.image) == (True, pinned)
-    assert plan.patch["spec"] == {"containers": [{"name": "slot-a", "image": pinned}]}
-    assert plan.patch["metadata"]["resourceVersion"] == "3"  # annotations and image in one guarded patch
-    assert plan.record.image == "acme/extract:1.4"  # records and results keep the user's reference
-    assert json.loads(plan.patch["metadata"]["annotations"]["airflow-kruise-chain/stage.extract"])[
-        "action"
-    ] == ("patch")
-
-
-def test_first_swap_recreates_the_prewarmed_slot_when_its_digest_is_unknown() -> None:
-    pod = FakePod(image_ids=False)
-    plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW)
-    assert (plan.action, plan.slot, plan.generation, plan.needs_crr) == ("recreate", "slot-a", 1, True)
-    assert (plan.same_image, plan.image) == (True, None)
-    assert (
-        "spec" not in plan.patch
-    )  # same image, no other spelling known: annotations only, a CRR restarts it
+    plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW, token="t0k")
+    assert (plan.action, plan.slot, plan.generation, plan.backoff_wait) == ("go", "slot-a", 1, 0.0)
+    assert "spec" not in plan.patch  # annotations only: the slot's runner picks the generation up
     assert plan.patch["metadata"]["resourceVersion"] == "3"
     ann = plan.patch["metadata"]["annotations"]
     assert ann == {
         "airflow-kruise-chain/generation": "1",
         "airflow-kruise-chain/slot-a.generation": "1",
         "airflow-kruise-chain/slot-a.stage": "extract",
-        "airflow-kruise-chain/slot-a.command": "exec extract --all",
-        "airflow-kruise-chain/slot-a.env": "export MODE=full",
-        "airflow-kruise-chain/slot-a.outputs-max": "16384",
+        "airflow-kruise-chain/slot-a.run": EXTRACT.run_spec(1, "t0k"),  # no restart: kc_r=0
         "airflow-kruise-chain/stage.extract": ann["airflow-kruise-chain/stage.extract"],
     }
     assert json.loads(ann["airflow-kruise-chain/stage.extract"]) == {
-        "action": "recreate",
+        "action": "go",
         "generation": 1,
         "image": "acme/extract:1.4",
         "previous_container_id": "containerd://1",
         "slot": "slot-a",
         "swapped_at": "2024-05-01T10:00:00Z",
+        "token": "t0k",
         "try": 1,
     }
     assert " " not in ann["airflow-kruise-chain/stage.extract"]
-    assert plan.record.previous_container_id == "containerd://1"
+    assert plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW).token != plan.token  # fresh per generation
 
 
-def test_slots_alternate_and_generations_grow() -> None:
+def test_a_new_image_is_one_guarded_image_patch() -> None:
     pod = FakePod()
     first, second, third = pod.run(EXTRACT), pod.run(TRANSFORM), pod.run(LOAD)
-    assert [(p.slot, p.generation, p.action, p.same_image) for p in (first, second, third)] == [
-        ("slot-a", 1, "patch", True),
-        ("slot-b", 2, "patch", True),
-        ("slot-a", 3, "patch", False),
+    assert [(p.slot, p.generation, p.action) for p in (first, second, third)] == [
+        ("slot-a", 1, "go"),
+        ("slot-b", 2, "go"),
+        ("slot-a", 3, "patch"),
     ]
     assert third.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
-    assert not any(p.needs_crr for p in (first, second, third))
+    assert "\nkc_r=1\n" in third.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"]
+    assert third.patch["metadata"]["resourceVersion"]
     assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
-    assert annotations(pod)["airflow-kruise-chain/slot-a.outputs-max"] == "1024"
-    with pytest.raises(ValueError):
-        third.build_crr()
+    assert "kc_m=1024\n" in annotations(pod)["airflow-kruise-chain/slot-a.run"]
 
 
 def same_image_chain(image: str, stages: int = 5) -> ChainSpec:
     return ChainSpec("etl", "data", [StageSpec(f"s{k}", image, cmds=["run"]) for k in range(1, stages + 1)])
 
 
-def slot_images(chain: ChainSpec, **kw: Any) -> list[tuple[str, str | None, str]]:
-    """Run every stage of `chain` in a fresh pod: (slot, the image the swap set, action) per stage."""
-    pod = FakePod(chain, **kw)
-    plans = [pod.run(stage) for stage in chain.stages]
-    assert all(p.record.image == s.image and p.same_image for p, s in zip(plans, chain.stages, strict=True))
-    return [(p.slot, p.image, p.action) for p in plans]
-
-
-def test_same_image_stages_alternate_tag_and_digest_spellings() -> None:
-    pinned = f"acme/etl:1.0@{digest('acme/etl:1.0')}"
-    assert slot_images(same_image_chain("acme/etl:1.0")) == [
-        ("slot-a", pinned, "patch"),  # tag -> tag@digest (the digest from the slot's imageID)
-        ("slot-b", pinned, "patch"),
-        ("slot-a", "acme/etl:1.0", "patch"),  # tag@digest -> tag
-        ("slot-b", "acme/etl:1.0", "patch"),
-        ("slot-a", pinned, "patch"),
-    ]
-
-
-def test_a_user_digest_reference_alternates_with_and_without_its_tag() -> None:
-    d = "sha256:" + "ab" * 32
-    assert slot_images(same_image_chain(f"ghcr.io/acme/etl:1.0@{d}", 3)) == [
-        ("slot-a", f"ghcr.io/acme/etl@{d}", "patch"),
-        ("slot-b", f"ghcr.io/acme/etl@{d}", "patch"),
-        ("slot-a", f"ghcr.io/acme/etl:1.0@{d}", "patch"),
-    ]
-    # a bare digest has no other spelling known: a ContainerRecreateRequest restarts the slot
-    assert slot_images(same_image_chain(f"ghcr.io/acme/etl@{d}", 3)) == [
-        ("slot-a", None, "recreate"),
-        ("slot-b", None, "recreate"),
-        ("slot-a", None, "recreate"),
-    ]
-
-
-def test_a_floating_tag_alternates_spellings_without_pinning_a_digest() -> None:
-    assert slot_images(same_image_chain("acme/etl", 3)) == [
-        ("slot-a", "acme/etl:latest", "patch"),
-        ("slot-b", "acme/etl:latest", "patch"),
-        ("slot-a", "acme/etl", "patch"),
-    ]
-
-
-def test_an_unknown_digest_falls_back_to_a_crr() -> None:
-    assert slot_images(same_image_chain("acme/etl:1.0", 3), image_ids=False) == [
-        ("slot-a", None, "recreate"),
-        ("slot-b", None, "recreate"),
-        ("slot-a", None, "recreate"),
-    ]
-    pod = FakePod(same_image_chain("acme/etl:1.0"))
-    pod.status("slot-a")["imageID"] = "mirror.example/acme/etl@" + digest(
-        "acme/etl:1.0"
-    )  # another repository
-    plan = plan_swap(pod.pod, same_image_chain("acme/etl:1.0").stages[0], try_number=1)
-    assert (plan.action, plan.image, plan.needs_crr) == ("recreate", None, True)
-
-
-def test_a_retry_in_a_same_image_chain_needs_no_crr() -> None:
-    chain = same_image_chain("acme/etl:1.0", 2)
+def test_a_one_image_chain_never_restarts_a_slot() -> None:
+    chain = same_image_chain("acme/etl:1.0", 20)
     pod = FakePod(chain)
-    first, flaky = pod.run(chain.stages[0]), pod.run(chain.stages[1])
-    retry = plan_swap(pod.pod, chain.stages[1], try_number=2, earlier_result=result(2, 1))
-    assert (retry.action, retry.slot, retry.generation, retry.needs_crr) == ("patch", "slot-a", 3, False)
-    pinned = f"acme/etl:1.0@{digest('acme/etl:1.0')}"
-    assert (first.image, flaky.image, retry.image) == (pinned, pinned, "acme/etl:1.0")
+    plans = [pod.run(stage) for stage in chain.stages]
+    assert {p.action for p in plans} == {"go"}
+    assert [p.generation for p in plans] == list(range(1, 21))
+    assert [p.slot for p in plans[:4]] == ["slot-a", "slot-b", "slot-a", "slot-b"]
+    assert pod.ids == 2  # the two containers the pod started with
+
+
+def test_alternating_images_each_stay_in_their_slot() -> None:
+    a, b = "acme/a:1", "acme/b:1"
+    chain = ChainSpec("etl", "data", [StageSpec(f"s{k}", (a, b)[k % 2], cmds=["run"]) for k in range(8)])
+    pod = FakePod(chain)
+    plans = [pod.run(stage) for stage in chain.stages]
+    assert [(p.slot, p.action) for p in plans] == [("slot-a", "go"), ("slot-b", "go")] * 4
+    assert pod.ids == 2
+
+
+def test_the_planner_avoids_a_slot_in_restart_back_off() -> None:
+    a, b, c = "acme/a:1", "acme/b:1", "acme/c:1"
+    images = [a, b, c, a, c, b, a]
+    chain = ChainSpec(
+        "etl", "data", [StageSpec(f"s{k}", image, cmds=["run"]) for k, image in enumerate(images)]
+    )
+    pod = FakePod(chain)
+    plans = [pod.run(stage, now=NOW + timedelta(seconds=k)) for k, stage in enumerate(chain.stages)]
+    assert [(p.slot, p.action) for p in plans] == [
+        ("slot-a", "go"),
+        ("slot-b", "go"),
+        ("slot-a", "patch"),  # a -> c
+        ("slot-b", "patch"),  # b -> a
+        ("slot-a", "go"),  # c
+        ("slot-b", "patch"),  # a -> b: slot-b restarts on b for the first time
+        # a: slot-b restarted on a 3 s ago (the kubelet would hold it 10 s); slot-a never restarted on a
+        ("slot-a", "patch"),
+    ]
+    assert all(p.backoff_wait == 0 for p in plans)
+
+
+def test_an_unavoidable_back_off_is_named() -> None:
+    a, b = "acme/a:1", "acme/b:1"
+    pod = FakePod(ChainSpec("etl", "data", [StageSpec("s0", b, cmds=["x"])]))
+    history = [("x1", "slot-a", a, 0), ("x2", "slot-b", a, 1), ("y1", "slot-a", b, 2), ("y2", "slot-b", b, 3)]
+    for generation, (stage, slot, image, at) in enumerate(history, start=1):
+        record = StageRecord(generation, slot, image, 1, "", f"2024-05-01T10:00:0{at}Z", "patch", token="t")
+        annotations(pod)[f"airflow-kruise-chain/stage.{stage}"] = record.to_annotation()
+    assert {pod.image("slot-a"), pod.image("slot-b")} == {b}  # both restarted on a within seconds
+    plan = plan_swap(pod.pod, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(seconds=4))
+    assert plan.action == "patch" and plan.backoff_wait == 10
+    assert "restart back-off" in plan.backoff_why and plan.slot in plan.backoff_why
+    later = plan_swap(pod.pod, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(minutes=11))
+    assert later.backoff_wait == 0  # 2 x 300 s after the last restart the kubelet forgets the key
 
 
 def test_busy_slot_is_refused() -> None:
@@ -283,17 +258,18 @@ def test_busy_slot_is_refused() -> None:
 
 def test_slot_still_swapping_is_refused() -> None:
     pod = FakePod()
-    plan = plan_swap(pod.pod, EXTRACT, try_number=1)
-    pod.apply(plan.patch)  # annotations in, but the CRR has not restarted the container yet
-    pod.run(TRANSFORM)
+    plan = plan_swap(pod.pod, LOAD, try_number=1)
+    pod.apply(plan.patch)  # image patched in, but the kubelet has not restarted the container yet
+    pod.run(TRANSFORM, finish=False)
     with pytest.raises(SlotBusyError) as info:
-        plan_swap(pod.pod, LOAD, try_number=1)
+        plan_swap(pod.pod, REPORT, try_number=1)
     assert info.value.state == StageState.SWAPPING
 
 
 def test_unstarted_slot_is_refused() -> None:
     pod = FakePod()
     pod.wait("slot-a", "ContainerCreating")
+    pod.wait("slot-b", "ContainerCreating")
     with pytest.raises(SlotBusyError):
         plan_swap(pod.pod, EXTRACT, try_number=1)
     pod.pod["status"]["containerStatuses"] = []
@@ -302,11 +278,11 @@ def test_unstarted_slot_is_refused() -> None:
 
 
 def test_same_try_reattaches_without_a_new_generation() -> None:
-    pod = FakePod(image_ids=False)  # a CRR swap: the reattach re-creates the same CRR if it is missing
+    pod = FakePod()
     first = pod.run(EXTRACT, finish=False)
     again = plan_swap(pod.pod, EXTRACT, try_number=1)
     assert (again.action, again.slot, again.generation, again.patch) == ("reattach", "slot-a", 1, None)
-    assert again.needs_crr and again.build_crr() == first.build_crr()
+    assert again.token == first.token
     assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
 
 
@@ -328,13 +304,12 @@ def result(generation: int, exit_code: int = 0, reason: str = "completed") -> St
 
 
 def test_a_retry_follows_the_earlier_try_still_running() -> None:
-    pod = FakePod(image_ids=False)
+    pod = FakePod()
     first = pod.run(EXTRACT, finish=False)  # try 1's worker died; its generation still runs
     assert earlier_generation(pod.pod, "extract", 2) is None  # nothing to read: it has no result yet
     plan = plan_swap(pod.pod, EXTRACT, try_number=2)
     assert (plan.action, plan.slot, plan.generation, plan.patch) == ("reattach", "slot-a", 1, None)
-    assert (plan.from_try, plan.needs_crr) == (1, True)
-    assert plan.build_crr() == first.build_crr()  # the same CRR, by name: created again only if missing
+    assert (plan.from_try, plan.token) == (1, first.token)
     assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
 
 
@@ -344,7 +319,7 @@ def test_a_followed_result_decides_before_the_slot_shows_ready() -> None:
     adopt = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1))
     assert (adopt.action, adopt.generation, adopt.patch) == ("adopt", 1, None)
     rerun = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1, 1))
-    assert (rerun.action, rerun.slot, rerun.generation) == ("patch", "slot-b", 2)
+    assert (rerun.action, rerun.slot, rerun.generation) == ("patch", "slot-b", 2)  # slot-a is busy
 
 
 def test_a_retry_adopts_an_earlier_generation_that_succeeded() -> None:
@@ -370,7 +345,8 @@ def test_a_retry_reruns_an_earlier_generation_that_failed_or_was_stopped(exit_co
     pod.run(EXTRACT)
     earlier = result(1, exit_code, reason)
     retry = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=earlier, now=NOW)
-    assert (retry.action, retry.slot, retry.generation, retry.from_try) == ("patch", "slot-b", 2, 2)
+    # in place: the slot that ran it still holds its image, so no restart
+    assert (retry.action, retry.slot, retry.generation, retry.from_try) == ("go", "slot-a", 2, 2)
     pod.apply(retry.patch)
     assert json.loads(annotations(pod)["airflow-kruise-chain/stage.extract"])["try"] == 2
 
@@ -378,12 +354,14 @@ def test_a_retry_reruns_an_earlier_generation_that_failed_or_was_stopped(exit_co
 def test_an_ended_generation_whose_result_is_unreadable_is_not_rerun() -> None:
     pod = FakePod()
     pod.run(EXTRACT)
+    pod.run(TRANSFORM)
+    pod.run(LOAD)  # an image patch: its restarted container's readiness is its own
     for unreadable in (None, result(7)):  # no result line found, or only another generation's
         with pytest.raises(
-            ResultUnavailableError, match=r"generation 1 in slot-a.*not running the stage again"
+            ResultUnavailableError, match=r"generation 3 in slot-a.*not running the stage again"
         ):
-            plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=unreadable)
-    assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
+            plan_swap(pod.pod, LOAD, try_number=2, earlier_result=unreadable)
+    assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
 
 
 def test_an_earlier_generation_that_never_started_is_replaced() -> None:
@@ -393,7 +371,7 @@ def test_an_earlier_generation_that_never_started_is_replaced() -> None:
     pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
     assert earlier_generation(pod.pod, "extract", 2) is not None
     retry = plan_swap(pod.pod, broken, try_number=2)  # no result: the runner never ran
-    assert (retry.action, retry.generation) == ("patch", 2)
+    assert (retry.action, retry.generation) == ("go", 2)  # the kubelet keeps pulling; nothing to restart
 
 
 def test_failed_to_start_slot_is_reused() -> None:
@@ -413,17 +391,25 @@ def test_failed_to_start_slot_is_reused() -> None:
     assert stage_state(pod.pod, "extract") == StageState.SWAPPING
 
 
-def test_waiting_slot_with_the_same_image_needs_no_crr() -> None:
+def test_waiting_slot_with_the_same_image_gets_annotations_only() -> None:
     pod = FakePod()
-    pod.wait("slot-a", "CrashLoopBackOff")  # the status keeps the exited container's imageID
+    pod.wait("slot-a", "CrashLoopBackOff")  # e.g. restarting after a stop
+    pod.wait("slot-b", "CrashLoopBackOff")
     plan = plan_swap(pod.pod, EXTRACT, try_number=1)
-    assert (plan.action, plan.needs_crr) == ("patch", False)
-    assert plan.image == f"acme/extract:1.4@{digest('acme/extract:1.4')}"
-    pod = FakePod(image_ids=False)
-    pod.wait("slot-a", "CrashLoopBackOff")
-    plan = plan_swap(pod.pod, EXTRACT, try_number=1)  # no digest known: the kubelet starts it as it is
-    assert (plan.action, plan.needs_crr, plan.image) == ("patch", False, None)
+    assert (plan.action, plan.slot) == ("go", "slot-a")  # the kubelet starts it with the new annotations
     assert "spec" not in plan.patch
+
+
+def test_the_driver_s_log_reading_decides_for_ambiguous_slots() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)  # go-swapped, Ready: maybe from before the swap
+    pod.run(TRANSFORM, finish=False)  # its result is in the log, the probe has not run yet
+    plan = plan_swap(pod.pod, LOAD, try_number=1, finished={"slot-b"})
+    assert plan.slot == "slot-b"
+    plan = plan_swap(pod.pod, LOAD, try_number=1, finished={"slot-a"})
+    assert plan.slot == "slot-a"
+    with pytest.raises(SlotBusyError, match="has not reported the end"):
+        plan_swap(pod.pod, LOAD, try_number=1, finished=set())
 
 
 def test_lost_pod() -> None:
@@ -492,25 +478,6 @@ def test_stop_crr_matches_the_crd() -> None:
     assert (crr["spec"]["podName"], crr["spec"]["containers"]) == ("etl-abc", [{"name": "slot-a"}])
 
 
-def test_crr_matches_the_crd() -> None:
-    pod = FakePod(image_ids=False)
-    crr = pod.run(EXTRACT, finish=False).build_crr(active_deadline_seconds=120, ttl_seconds_after_finished=60)
-    schemas = crd_schemas(CRR_CRD)
-    assert list(schemas) == ["apps.kruise.io/v1alpha1"]
-    jsonschema.validate(crr, schemas[crr["apiVersion"]])
-    assert crr["kind"] == "ContainerRecreateRequest"
-    assert crr["metadata"]["name"] == "etl-abc-slot-a-g1"
-    assert crr["metadata"]["namespace"] == "data"
-    assert crr["metadata"]["labels"] == chain_labels("d", "r", "etl")
-    assert crr["spec"] == {
-        "podName": "etl-abc",
-        "containers": [{"name": "slot-a"}],
-        "strategy": {"failurePolicy": "Fail", "orderedRecreate": False, "minStartedSeconds": 0},
-        "activeDeadlineSeconds": 120,
-        "ttlSecondsAfterFinished": 60,
-    }
-
-
 @pytest.mark.parametrize("version", ["apps.kruise.io/v1alpha1", "apps.kruise.io/v1beta1"])
 def test_image_pull_job_matches_the_crd(version: str) -> None:
     job = build_image_pull_job(
@@ -553,3 +520,12 @@ def test_image_pull_job_names() -> None:
     assert name != image_pull_job_name("etl-abc", "acme/load:1.1", 2)  # a retry makes its own
     assert name.startswith("etl-abc-pull-")
     assert len(image_pull_job_name("x" * 300, "i")) <= 63
+
+
+def test_a_go_generation_without_a_result_is_followed_not_declared_lost() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)  # go: the slot shows Ready, which may predate the generation
+    plan = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=None, finished=set())
+    assert (plan.action, plan.generation) == ("reattach", 1)  # follow it: its result line decides
+    with pytest.raises(ResultUnavailableError):
+        plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=None, finished={"slot-a"})

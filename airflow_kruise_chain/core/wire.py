@@ -1,0 +1,232 @@
+"""The stage runner's wire format, in one place: what the operator writes for the runner (the run spec in a
+pod annotation) and what the runner prints back (marker lines). `runner.sh` implements the other side.
+
+**Run spec** (annotation ``airflow-kruise-chain/<slot>.run``; the runner reads it as env ``KC_RUN`` at
+container start and as the file ``/kruise-chain-meta/<slot>`` of a downwardAPI volume while it runs): sh text
+the runner sources, every value single-quoted (any bytes but NUL arrive unchanged: quotes, ``$``,
+backslashes, newlines, trailing ones too, non-ASCII)::
+
+    kc_g=7                     # generation (always the first line: the runner polls it)
+    kc_t='3f2a...'             # the generation's token: never in the stage's env
+    kc_s='transform'           # stage name
+    kc_m=16384                 # outputs limit in bytes
+    kc_r=0                     # 1: the swap patched the slot's image; only the restarted container runs it
+    kc_stage_env() {           # the stage's env
+    export MODE='strict'
+    :
+    }
+    kc_stage_argv() {          # the stage's argv: argv[0] as given, found on PATH unless it has a '/'
+    kc_exec 'python3' '-c' 'print(1)'
+    }
+
+**Markers** (lines on the slot's stdout, each starting with `MARKER` at the start of a line)::
+
+    ::kruise-chain:: start gen=G token=T stage=S slot=X at=TS
+    ::kruise-chain:: result gen=G token=T stage=S slot=X exit=N reason=R started=TS finished=TS
+        outputs=BASE64|- outputs_status=ok|absent|too-big|truncated
+
+A result counts only for the generation and token the operator swapped in (`matches`): a stage cannot know
+its token, so copies of earlier output and forged lines are ignored. The result line is also the slot's
+termination message (outputs left out above 4000 bytes). Records: ``/kruise-chain/state/gen-G/{started,
+result,exit_code,outputs.json}``, and ``<slot>.parked`` (the generation the slot parked on: its readiness).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+import secrets
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .constants import MARKER
+
+RUNNER_MOUNT = "/kruise-chain"
+"""emptyDir of the runner: ``bin/`` (busybox, runner.sh, copied by the init container) and ``state/``."""
+RUNNER_BIN = f"{RUNNER_MOUNT}/bin"
+RUNNER_STATE = f"{RUNNER_MOUNT}/state"
+META_MOUNT = "/kruise-chain-meta"
+"""downwardAPI volume: one file per slot, the slot's run spec annotation."""
+RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh")
+RUN_FIELD = "run"
+"""per-slot annotation field holding the run spec"""
+DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
+"""a public image whose /bin/busybox is statically linked (the init container copies it)"""
+
+_START = re.compile(re.escape(MARKER) + r" (start|result)((?: [a-z_]+=\S*)+)\s*$")
+_FRACTION = re.compile(r"\.(\d+)Z$")
+
+
+def new_token() -> str:
+    """A fresh per-generation token."""
+    return secrets.token_hex(8)
+
+
+def run_spec(
+    *,
+    generation: int,
+    token: str,
+    stage: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    outputs_max: int,
+    restart: bool = False,
+) -> str:
+    """The run spec annotation for one generation (names must be valid sh names, values without NUL).
+
+    `restart`: the swap also patches the slot's image. The runner still in the slot (the old image) reads
+    the spec from its volume before the kubelet stops it and must leave it to the restarted container, which
+    gets it in env at its start."""
+    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    words = " ".join(shlex.quote(word) for word in argv)
+    return (
+        f"kc_g={int(generation)}\n"
+        f"kc_t={shlex.quote(token)}\n"
+        f"kc_s={shlex.quote(stage)}\n"
+        f"kc_m={int(outputs_max)}\n"
+        f"kc_r={int(restart)}\n"
+        f"kc_stage_env() {{\n{exports}:\n}}\n"
+        f"kc_stage_argv() {{\nkc_exec {words}\n}}\n"
+    )
+
+
+def run_spec_generation(text: str) -> int:
+    """The generation of a run spec (0 when empty or malformed)."""
+    first = text.split("\n", 1)[0]
+    return int(first[5:]) if first.startswith("kc_g=") and first[5:].isdigit() else 0
+
+
+@dataclass(frozen=True)
+class StartMarker:
+    """``::kruise-chain:: start gen=N token=T stage=NAME slot=S at=TS``."""
+
+    generation: int
+    stage: str
+    slot: str
+    at: datetime
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class ResultMarker:
+    """``::kruise-chain:: result gen=N token=T ... outputs=B64|- outputs_status=S``.
+
+    `outputs_status` is the runner's (``ok``, ``absent``, ``too-big``; ``truncated`` in a termination
+    message, where the outputs are left to the log line) or ``invalid`` when the outputs are not a
+    base64-encoded JSON object.
+    """
+
+    generation: int
+    stage: str
+    slot: str
+    exit_code: int
+    reason: str
+    started_at: datetime
+    finished_at: datetime
+    outputs: dict[str, Any] | None
+    outputs_status: str
+    token: str = ""
+
+
+Marker = StartMarker | ResultMarker
+
+
+def matches(marker: Marker | None, generation: int, token: str) -> bool:
+    """Whether `marker` is the runner's for `generation` swapped in with `token` (an empty `token`, from a
+    record written before tokens existed, matches on the generation alone)."""
+    return marker is not None and marker.generation == generation and (not token or marker.token == token)
+
+
+def _timestamp(text: str) -> datetime:
+    """An RFC 3339 UTC time as the runner writes it, whole seconds or with up to nanoseconds."""
+    fraction = _FRACTION.search(text)
+    whole = text[: fraction.start()] if fraction else text.rstrip("Z")
+    parsed = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    if fraction:
+        parsed = parsed.replace(microsecond=int(fraction.group(1)[:6].ljust(6, "0")))
+    return parsed
+
+
+MAX_OUTPUTS_DEPTH = 32
+"""Deepest nesting of arrays and objects accepted in a stage's outputs (the object itself is level 1)."""
+
+
+def decode_outputs(encoded: str, status: str) -> tuple[dict[str, Any] | None, str]:
+    if encoded == "-":
+        return None, status or "absent"
+    try:
+        value = load_outputs(base64.b64decode(encoded, validate=True))
+    except binascii.Error:
+        value = None
+    return (value, "ok") if value is not None else (None, "invalid")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a float")
+    return value
+
+
+def load_outputs(data: bytes) -> dict[str, Any] | None:
+    """A stage's outputs as a JSON object XCom can carry, or None (outputs_status ``invalid``): not UTF-8
+    JSON, not an object, NaN/Infinity (or a number that overflows to it), nested deeper than
+    `MAX_OUTPUTS_DEPTH`, or a string holding a lone surrogate. Never raises for any input."""
+    try:
+        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_OUTPUTS_DEPTH:
+                return None
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def parse_marker(line: str) -> Marker | None:
+    """The runner marker `line` holds (the marker must start the line), else None."""
+    match = _START.match(line)
+    if match is None:
+        return None
+    fields = dict(item.split("=", 1) for item in match.group(2).split())
+    try:
+        generation = int(fields["gen"])
+        token = fields.get("token", "")
+        if match.group(1) == "start":
+            return StartMarker(generation, fields["stage"], fields["slot"], _timestamp(fields["at"]), token)
+        outputs, outputs_status = decode_outputs(fields.get("outputs", "-"), fields.get("outputs_status", ""))
+        return ResultMarker(
+            generation=generation,
+            stage=fields["stage"],
+            slot=fields["slot"],
+            exit_code=int(fields["exit"]),
+            reason=fields.get("reason", ""),
+            started_at=_timestamp(fields["started"]),
+            finished_at=_timestamp(fields["finished"]),
+            outputs=outputs,
+            outputs_status=outputs_status,
+            token=token,
+        )
+    except (KeyError, ValueError):
+        return None
