@@ -463,8 +463,16 @@ class StageDriver:
                                 f"while stage {plan.stage!r} ran (generation {plan.generation}; it was "
                                 f"stopped with the pod: exit code {result.exit_code}, {result.reason})",
                             )
-                        # an interrupted generation's result, printed by its restarted runner
-                        result = _with_kill_reason(result, _killed_by_kubelet(pod, plan))
+                        # an interrupted generation's result, printed by its restarted runner: the restart
+                        # may reach the log before the pod status says why the kubelet killed it
+                        killed = _killed_by_kubelet(pod, plan)
+                        settle = time.monotonic() + 2.0
+                        while not killed and result.reason == "interrupted" and time.monotonic() < settle:
+                            pod = self.wait_pod_change(pod, settle)
+                            if pod is None:
+                                break
+                            killed = _killed_by_kubelet(pod, plan)
+                        result = _with_kill_reason(result, killed)
                     self._log_end(result)
                     return result
                 if forwarding:
