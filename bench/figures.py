@@ -51,17 +51,24 @@ def waiting_in_backoff(pods: Iterable[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def verb(method: str, path: str, query: str) -> str:
-    """The Kubernetes API verb of a request (apiserver `RequestInfoFactory`): get, list, watch, create,
-    update, patch, delete, deletecollection; `discovery` for non-resource paths."""
+def resource_parts(path: str) -> list[str] | None:
+    """The segments of an API path after its group-version (`/api/v1`, `/apis/G/V`); None for a
+    non-resource (discovery) path."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         rest = parts[2:]
     elif parts[:1] == ["apis"] and len(parts) >= 3:
         rest = parts[3:]
     else:
-        return "discovery"
-    if not rest:
+        return None
+    return rest or None
+
+
+def verb(method: str, path: str, query: str) -> str:
+    """The Kubernetes API verb of a request (apiserver `RequestInfoFactory`): get, list, watch, create,
+    update, patch, delete, deletecollection; `discovery` for non-resource paths."""
+    rest = resource_parts(path)
+    if rest is None:
         return "discovery"
     watch = bool(re.search(r"(^|&)watch=(true|1)(&|$)", query, re.IGNORECASE))
     if rest[0] == "watch":

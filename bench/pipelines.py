@@ -468,14 +468,8 @@ def classify(method: str, path: str, query: str) -> str:
         return "write"
     if re.search(r"(^|&)watch=(true|1)(&|$)", query, re.IGNORECASE) or "/watch/" in path:
         return "watch"
-    parts = [p for p in path.split("/") if p]
-    if parts[:2] == ["api", "v1"]:
-        rest = parts[2:]
-    elif parts[:1] == ["apis"] and len(parts) >= 3:
-        rest = parts[3:]
-    else:
-        return "discovery"
-    if not rest:
+    rest = figures.resource_parts(path)
+    if rest is None:
         return "discovery"
     if rest[0] == "namespaces" and len(rest) >= 3:
         rest = rest[2:]
