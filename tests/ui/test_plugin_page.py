@@ -8,6 +8,7 @@ $UI_ARTIFACTS (default tests/ui/artifacts/).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -101,11 +102,19 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def api_server(finished_run: tuple[Path, str]) -> Iterator[str]:
     """Base URL of an `airflow api-server` (one worker) on the finished run's database."""
     home, _ = finished_run
+    with running_api_server(home, airflow_env(home)) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def running_api_server(home: Path, env: dict[str, str]) -> Iterator[str]:
+    """Start `airflow api-server` (one worker) with `env`, logging to `home/api-server.log`; yield its base
+    URL once it answers its health check, stop it on exit."""
     port = free_port()
     log = (home / "api-server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-        env=airflow_env(home),
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -115,7 +124,7 @@ def api_server(finished_run: tuple[Path, str]) -> Iterator[str]:
         deadline = time.monotonic() + 90
         while True:
             try:
-                get_json(f"{base}/api/v2/monitor/health")
+                urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=10).close()
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:

@@ -16,7 +16,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.ui.test_plugin_page import CHROMEDRIVER, CHROMIUM, ROOT, free_port
+from tests.ui.test_plugin_page import CHROMEDRIVER, CHROMIUM, ROOT, running_api_server
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -152,37 +151,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def api_server(hostile: dict[str, Path]) -> Iterator[str]:
     home = hostile["home"]
-    port = free_port()
-    log = (home / "api-server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-        env=airflow_env(home, hostile["dags"]),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=10).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"api-server did not come up:\n{(home / 'api-server.log').read_text()}"
-                    ) from None
-                time.sleep(0.5)
+    with running_api_server(home, airflow_env(home, hostile["dags"])) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")
