@@ -1,14 +1,58 @@
-"""Shape of the local cluster's admission code: `local/validation/` is split by concern into small modules."""
+"""Shape of the package (ARCHITECTURE.md): the provider never imports the local cluster, the local cluster
+imports neither the provider nor its core; and of the local cluster's admission code: `local/validation/` is
+split by concern into small modules."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+
+import grimp
 
 import airflow_kruise_chain.local.validation as validation
 
 PACKAGE = Path(validation.__file__).parent
 MAX_LINES = 800
+
+
+TOP = "airflow_kruise_chain"
+LOCAL = f"{TOP}.local"
+
+
+@functools.cache
+def _graph() -> grimp.ImportGraph:
+    """The package's import graph, imports under `if TYPE_CHECKING:` included (they are imports too)."""
+    return grimp.build_graph(TOP, cache_dir=None)
+
+
+def _provider_modules() -> list[str]:
+    return sorted(m for m in _graph().modules if m != TOP and not m.startswith(LOCAL))
+
+
+def test_the_graph_sees_every_module_of_the_package() -> None:
+    on_disk = {
+        ".".join((TOP, *path.relative_to(PACKAGE.parents[1]).with_suffix("").parts)).removesuffix(".__init__")
+        for path in PACKAGE.parents[1].rglob("*.py")
+    }
+    assert on_disk - set(_graph().modules) == set(), "a subpackage without __init__.py is invisible to grimp"
+
+
+def test_the_provider_never_imports_the_local_cluster() -> None:
+    provider = _provider_modules()
+    seen = ("chain", "core.driver", "hooks.kruise", "operators.chain", "sensors.hotswap", "triggers.chain")
+    assert {f"{TOP}.{module}" for module in seen} <= set(provider)
+    for importer in provider:
+        chains = _graph().find_shortest_chains(importer=importer, imported=LOCAL, as_packages=True)
+        assert chains == set(), f"the provider imports the local cluster: {chains}"
+
+
+def test_the_local_cluster_imports_neither_the_provider_nor_its_core() -> None:
+    local = [m for m in _graph().modules if m.startswith(LOCAL)]
+    assert len(local) > 30
+    for imported in _provider_modules():
+        chains = _graph().find_shortest_chains(importer=LOCAL, imported=imported, as_packages=True)
+        assert chains == set(), f"the local cluster imports the provider: {chains}"
 
 
 def _modules() -> list[Path]:

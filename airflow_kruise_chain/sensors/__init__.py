@@ -1,0 +1,1 @@
+"""Sensors of the airflow-kruise-chain provider."""

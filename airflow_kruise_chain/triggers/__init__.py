@@ -1,0 +1,1 @@
+"""Triggers of the airflow-kruise-chain provider."""
