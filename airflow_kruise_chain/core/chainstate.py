@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from .constants import MARKER, SLOTS, slot_annotation
+from .constants import SLOTS
 from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
 from .podview import (
@@ -30,6 +30,7 @@ from .podview import (
     stage_record,
 )
 from .status import StageResult, StartMarker, parse_marker, slot_status
+from .wire import MARKER, STAGE_FIELD, slot_annotation
 
 XCOM_KEY = "chain_state"
 _WAITING_LINE = re.compile(re.escape(MARKER) + r" (slot-[ab]) ([A-Za-z]+)\b")
@@ -252,7 +253,7 @@ def slot_views(pod: Pod, metrics: Mapping[str, Any] | None) -> list[dict[str, An
         state = status.state.value
         if status.state.value == "finished":
             state = "parked"
-        stage = annotations(pod).get(slot_annotation(slot, "stage")) or None
+        stage = annotations(pod).get(slot_annotation(slot, STAGE_FIELD)) or None
         image = (container_spec(pod, slot) or {}).get("image", "")
         record = stage_record(pod, stage) if stage else None
         if record is not None and same_image(record.image, image):

@@ -1,9 +1,12 @@
-"""Names shared by the chain pod, the stage runner and the swap protocol."""
+"""Names of the chain pod's layout and identity: its slots, volumes and labels.
+
+The annotations the runner and the swap exchange (their prefix, the per-slot fields, the stage records, the
+marker) are the runner's wire format: `wire.py`.
+"""
 
 from __future__ import annotations
 
-PREFIX = "airflow-kruise-chain/"
-"""Prefix of every label and annotation the provider owns."""
+from .wire import PREFIX
 
 SLOTS: tuple[str, str] = ("slot-a", "slot-b")
 
@@ -12,13 +15,6 @@ SCRATCH_MOUNT = "/scratch"
 RUNNER_VOLUME = "kruise-chain"
 TERMINATION_LOG = "/dev/termination-log"
 
-MARKER = "::kruise-chain::"
-"""Token that starts every line the runner prints about itself."""
-
-MAX_OUTPUTS_BYTES = 16 * 1024
-"""Hard cap on the size of a stage's declared outputs (``$CHAIN_OUTPUT``)."""
-
-GENERATION_ANNOTATION = PREFIX + "generation"
 DAG_ID_ANNOTATION = PREFIX + "dag-id"
 RUN_ID_ANNOTATION = PREFIX + "run-id"
 
@@ -27,20 +23,6 @@ RUN_ID_LABEL = PREFIX + "run-id"
 CHAIN_LABEL = PREFIX + "chain"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-kruise-chain"
-
-SLOT_FIELDS: tuple[str, ...] = ("generation", "stage", "run")
-"""Per-slot annotations ``airflow-kruise-chain/<slot>.<field>``: the slot's generation and stage, and the
-runner's run spec (see wire.py)."""
-
-
-def slot_annotation(slot: str, field: str) -> str:
-    """Key of the per-slot annotation `field` (one of `SLOT_FIELDS`)."""
-    return f"{PREFIX}{slot}.{field}"
-
-
-def stage_annotation(stage: str) -> str:
-    """Key of the per-stage record annotation."""
-    return f"{PREFIX}stage.{stage}"
 
 
 def other_slot(slot: str) -> str:

@@ -14,7 +14,6 @@ from .constants import (
     CHAIN_LABEL,
     DAG_ID_ANNOTATION,
     DAG_ID_LABEL,
-    GENERATION_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     RUN_ID_ANNOTATION,
@@ -22,23 +21,26 @@ from .constants import (
     RUNNER_VOLUME,
     SCRATCH_MOUNT,
     SCRATCH_VOLUME,
-    SLOT_FIELDS,
     SLOTS,
     TERMINATION_LOG,
-    slot_annotation,
-    stage_annotation,
 )
 from .errors import ChainConfigError
 from .podview import StageRecord
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value, parse_quantity
 from .wire import (
     DEFAULT_RUNNER_IMAGE,
+    GENERATION_ANNOTATION,
+    GENERATION_FIELD,
     META_MOUNT,
     RUN_FIELD,
     RUNNER_BIN,
     RUNNER_COMMAND,
     RUNNER_MOUNT,
     RUNNER_STATE,
+    SLOT_FIELDS,
+    STAGE_FIELD,
+    slot_annotation,
+    stage_annotation,
 )
 
 META_VOLUME = "kruise-chain-meta"
@@ -152,7 +154,7 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
         "env": [
             {"name": "KC_SLOT", "value": slot},
             # resolved when the container starts; the runner then follows the downwardAPI volume
-            {"name": "KC_GENERATION", "valueFrom": annotation("generation")},
+            {"name": "KC_GENERATION", "valueFrom": annotation(GENERATION_FIELD)},
             {"name": "KC_RUN", "valueFrom": annotation(RUN_FIELD)},
             {"name": "KC_SCRATCH", "value": SCRATCH_MOUNT},
             {"name": "KC_STATE", "value": RUNNER_STATE},
@@ -231,8 +233,8 @@ def slot_annotations(
     """The annotations that hand `stage`'s generation `generation` to `slot`'s runner (set by a swap): its
     generation, stage and run spec (`wire.run_spec`; `restart`: the swap also patches the slot's image)."""
     return {
-        slot_annotation(slot, "generation"): str(generation),
-        slot_annotation(slot, "stage"): stage.name,
+        slot_annotation(slot, GENERATION_FIELD): str(generation),
+        slot_annotation(slot, STAGE_FIELD): stage.name,
         slot_annotation(slot, RUN_FIELD): stage.run_spec(generation, token, restart=restart),
     }
 
@@ -317,7 +319,7 @@ def build_chain_pod(
     }
     for slot in SLOTS:
         annotations.update({slot_annotation(slot, key): "" for key in SLOT_FIELDS})
-        annotations[slot_annotation(slot, "generation")] = "0"
+        annotations[slot_annotation(slot, GENERATION_FIELD)] = "0"
     pull_policy, resources = slot_pull_policy(chain.stages), slot_resources(chain.stages)
     scratch: dict[str, Any] = {}
     if chain.scratch_size_limit:

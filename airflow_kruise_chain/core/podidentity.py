@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .constants import GENERATION_ANNOTATION, PREFIX, SLOTS, stage_annotation
+from .constants import SLOTS
 from .errors import ChainError
 from .podview import (
     Pod,
@@ -25,6 +25,7 @@ from .podview import (
     waiting_reason,
 )
 from .status import FAILED_TO_START_REASONS
+from .wire import GENERATION_ANNOTATION, PREFIX, stage_annotation
 
 SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .constants import slot_annotation, stage_annotation
+from .wire import GENERATION_FIELD, slot_annotation, stage_annotation
 
 Pod = Mapping[str, Any]
 
@@ -72,7 +72,7 @@ def int_annotation(pod: Pod, key: str) -> int:
 
 
 def slot_generation(pod: Pod, slot: str) -> int:
-    return int_annotation(pod, slot_annotation(slot, "generation"))
+    return int_annotation(pod, slot_annotation(slot, GENERATION_FIELD))
 
 
 def stage_record(pod: Pod, stage: str) -> StageRecord | None:

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from .constants import MAX_OUTPUTS_BYTES, PREFIX, SLOTS
+from .constants import SLOTS
 from .errors import ChainConfigError
 from .image import parse_image_reference
-from .wire import run_spec
+from .wire import MAX_OUTPUTS_BYTES, PREFIX, run_spec
 
 MAX_NAME_LENGTH = 40
 """Longest chain or stage name: leaves room for the derived pod, ConfigMap and CRR names."""

@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from .constants import SLOTS, slot_annotation
+from .constants import SLOTS
 from .lines import clip
 from .podview import (
     Pod,
@@ -22,12 +22,14 @@ from .podview import (
 )
 from .wire import (  # noqa: F401 (re-exported: the runner's wire format lives in wire.py)
     MAX_OUTPUTS_DEPTH,
+    STAGE_FIELD,
     Marker,
     ResultMarker,
     StartMarker,
     load_outputs,
     matches,
     parse_marker,
+    slot_annotation,
 )
 
 FAILED_TO_START_REASONS = frozenset(
@@ -216,7 +218,7 @@ def slot_status(pod: Pod | None, slot: str) -> StageStatus:
     if lost is not None or pod is None:
         return StageStatus(StageState.POD_LOST, slot, reason="PodLost", message=lost or "")
     generation = slot_generation(pod, slot)
-    stage = annotations(pod).get(slot_annotation(slot, "stage")) or None
+    stage = annotations(pod).get(slot_annotation(slot, STAGE_FIELD)) or None
     record = stage_record(pod, stage) if generation and stage else None
     if record is not None and (record.generation, record.slot) != (generation, slot):
         record = None  # the stage has been swapped in again since, elsewhere

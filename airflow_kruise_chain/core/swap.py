@@ -11,12 +11,10 @@ from typing import Any, Literal
 from .constants import (
     CHAIN_LABEL,
     DAG_ID_LABEL,
-    GENERATION_ANNOTATION,
     MANAGED_BY_LABEL,
     RUN_ID_LABEL,
     SLOTS,
     other_slot,
-    stage_annotation,
 )
 from .errors import ChainError, PodLostError, SlotBusyError
 from .manifest import slot_annotations
@@ -34,7 +32,7 @@ from .podview import (
 )
 from .spec import StageSpec
 from .status import StageResult, StageState, current_status, needs_log, slot_status
-from .wire import new_token
+from .wire import GENERATION_ANNOTATION, new_token, stage_annotation
 
 KRUISE_API_VERSION = "apps.kruise.io/v1alpha1"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)

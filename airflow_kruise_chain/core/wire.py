@@ -45,7 +45,32 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .constants import MARKER
+PREFIX = "airflow-kruise-chain/"
+"""Prefix of every label and annotation the provider owns."""
+MARKER = "::kruise-chain::"
+"""Token that starts every line the runner prints about itself."""
+MAX_OUTPUTS_BYTES = 16 * 1024
+"""Hard cap on the size of a stage's declared outputs (``$CHAIN_OUTPUT``)."""
+
+GENERATION_ANNOTATION = PREFIX + "generation"
+"""the chain's latest generation (the swap counts generations per pod)"""
+GENERATION_FIELD = "generation"
+STAGE_FIELD = "stage"
+RUN_FIELD = "run"
+SLOT_FIELDS: tuple[str, ...] = (GENERATION_FIELD, STAGE_FIELD, RUN_FIELD)
+"""Per-slot annotations ``airflow-kruise-chain/<slot>.<field>``: the slot's generation and stage, and the
+runner's run spec."""
+
+
+def slot_annotation(slot: str, field: str) -> str:
+    """Key of the per-slot annotation `field` (one of `SLOT_FIELDS`)."""
+    return f"{PREFIX}{slot}.{field}"
+
+
+def stage_annotation(stage: str) -> str:
+    """Key of the per-stage record annotation (`podview.StageRecord`)."""
+    return f"{PREFIX}stage.{stage}"
+
 
 RUNNER_MOUNT = "/kruise-chain"
 """emptyDir of the runner: ``bin/`` (busybox, runner.sh, copied by the init container) and ``state/``."""
@@ -54,8 +79,6 @@ RUNNER_STATE = f"{RUNNER_MOUNT}/state"
 META_MOUNT = "/kruise-chain-meta"
 """downwardAPI volume: one file per slot, the slot's run spec annotation."""
 RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh")
-RUN_FIELD = "run"
-"""per-slot annotation field holding the run spec"""
 DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
 """a public image whose /bin/busybox is statically linked (the init container copies it)"""
 

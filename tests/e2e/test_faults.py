@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from airflow_kruise_chain.core.constants import SCRATCH_VOLUME, slot_annotation
+from airflow_kruise_chain.core.constants import SCRATCH_VOLUME
+from airflow_kruise_chain.core.wire import slot_annotation
 from airflow_kruise_chain.local import LocalCluster
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.errors import ApiError

@@ -11,8 +11,8 @@ from airflow_kruise_chain.core import (
     StageSpec,
     build_chain_pod,
 )
-from airflow_kruise_chain.core.constants import GENERATION_ANNOTATION
 from airflow_kruise_chain.core.podidentity import SPEC_HASH_ANNOTATION, spec_hash, stamp, unusable_reason
+from airflow_kruise_chain.core.wire import GENERATION_ANNOTATION
 
 
 def built(image: str = "busybox:1.36") -> tuple[dict[str, Any]]:
@@ -75,8 +75,8 @@ def test_a_lost_pod_is_replaced() -> None:
 
 
 def test_inputs_are_missing_for_predecessors_that_never_ran_in_the_pod() -> None:
-    from airflow_kruise_chain.core.constants import stage_annotation
     from airflow_kruise_chain.core.podidentity import missing_inputs
+    from airflow_kruise_chain.core.wire import stage_annotation
 
     pod = running(built()[0])
     assert missing_inputs(pod, ["one", "two"]) == ["one", "two"]
@@ -86,8 +86,8 @@ def test_inputs_are_missing_for_predecessors_that_never_ran_in_the_pod() -> None
 
 
 def test_retiring_a_record_is_a_conditional_patch_of_that_annotation_only() -> None:
-    from airflow_kruise_chain.core.constants import stage_annotation
     from airflow_kruise_chain.core.podidentity import generation_identity, retire_patch
+    from airflow_kruise_chain.core.wire import stage_annotation
 
     pod = running(built()[0])
     pod["metadata"].update(uid="u-1", resourceVersion="42")

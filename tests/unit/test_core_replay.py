@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kruise_chain.core.constants import slot_annotation
 from airflow_kruise_chain.core.replay import generation_output, read_generation_output
+from airflow_kruise_chain.core.wire import slot_annotation
 
 
 def start(gen: int) -> str:
