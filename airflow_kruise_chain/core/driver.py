@@ -17,7 +17,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .constants import SLOTS, other_slot
-from .errors import ChainError, PodLostError, SlotBusyError
+from .errors import (
+    ChainError,
+    ConflictError,
+    PodLostError,
+    SlotBusyError,
+    StageStartError,
+    StageTimeoutError,
+)
 from .lines import clip
 from .podview import (
     Pod,
@@ -62,39 +69,6 @@ LOST_POLICY = (
     "a chain cannot go on without its pod (the scratch data of the earlier stages is gone with it): clear "
     "the DAG run from the chain's setup task to run the chain again from its first stage in a fresh pod"
 )
-
-
-class ConflictError(ChainError):
-    """A conditional write lost a race (409 Conflict): re-read and try again."""
-
-
-class StageStartError(ChainError):
-    """The stage's container could not start (image pull failure, crash loop, bad config)."""
-
-    def __init__(self, status: StageStatus, image: str = "") -> None:
-        hint = _START_HINTS.get(status.reason, "")
-        super().__init__(
-            f"stage {status.stage!r} could not start in {status.slot} (generation {status.generation}"
-            f"{', image ' + image if image else ''}): {status.reason}: {status.message}{hint}"
-        )
-        self.status = status
-        self.image = image
-
-
-_PULL_HINT = (
-    "; check that the image reference exists and that the chain's image_pull_secrets give access to its "
-    "registry"
-)
-_START_HINTS = {
-    "ErrImagePull": _PULL_HINT,
-    "ImagePullBackOff": _PULL_HINT,
-    "InvalidImageName": "; fix the image reference",
-    "ErrImageNeverPull": "; with image_pull_policy='Never' the image must already be on the node",
-}
-
-
-class StageTimeoutError(ChainError):
-    """A stage exceeded one of its timeouts; the message names which."""
 
 
 class ChainApi(Protocol):

@@ -1,6 +1,30 @@
-"""Errors raised by the core."""
+"""Every error the chain core raises, in one place.
+
+The hierarchy (all importable from ``airflow_kruise_chain.core`` and from this module)::
+
+    ChainError                       base: catch this for anything the chain itself reports
+    ├── ChainConfigError (ValueError) a chain or stage definition is invalid; `field` names the setting
+    ├── PodLostError                 the chain pod is gone, terminating, or has stopped for good
+    ├── SlotBusyError                the slot a swap needs still hosts an unfinished generation
+    ├── ConflictError                a conditional write lost a race (409): re-read and plan again
+    ├── StageStartError              the stage's container could not start (pull failure, crash loop, ...)
+    ├── StageTimeoutError            swap_timeout, pull_timeout or stage_timeout ran out
+    ├── ResultUnavailableError       an earlier try's generation ended but its result can no longer be read
+    ├── ResizeInfeasibleError        the node can never give a slot what its stage requests
+    ├── ResizeUnsupportedError       the cluster serves no pods/resize
+    ├── ResizeRefusedError           the API server refused a resize (422)
+    └── ResizeTimeoutError           a resize was not applied within the swap timeout
+
+The Airflow-facing hook adds its own, outside the core: `hooks.kruise.KruiseApiError` (a failed API call)
+and its `PrewarmUnavailableError` (also an `AirflowFailException`: no retry helps).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .status import StageStatus
 
 
 class ChainError(Exception):
@@ -28,3 +52,56 @@ class SlotBusyError(ChainError):
 
 class PodLostError(ChainError):
     """The chain pod is gone, terminating, or has stopped for good."""
+
+
+class ConflictError(ChainError):
+    """A conditional write lost a race (409 Conflict): re-read and try again."""
+
+
+_PULL_HINT = (
+    "; check that the image reference exists and that the chain's image_pull_secrets give access to its "
+    "registry"
+)
+_START_HINTS = {
+    "ErrImagePull": _PULL_HINT,
+    "ImagePullBackOff": _PULL_HINT,
+    "InvalidImageName": "; fix the image reference",
+    "ErrImageNeverPull": "; with image_pull_policy='Never' the image must already be on the node",
+}
+
+
+class StageStartError(ChainError):
+    """The stage's container could not start (image pull failure, crash loop, bad config)."""
+
+    def __init__(self, status: StageStatus, image: str = "") -> None:
+        hint = _START_HINTS.get(status.reason, "")
+        super().__init__(
+            f"stage {status.stage!r} could not start in {status.slot} (generation {status.generation}"
+            f"{', image ' + image if image else ''}): {status.reason}: {status.message}{hint}"
+        )
+        self.status = status
+        self.image = image
+
+
+class StageTimeoutError(ChainError):
+    """A stage exceeded one of its timeouts; the message names which."""
+
+
+class ResultUnavailableError(ChainError):
+    """An earlier try's generation of a stage ended, but its result can no longer be read."""
+
+
+class ResizeInfeasibleError(ChainError):
+    """The node can never give the slot what its stage requests (`PodResizePending` reason Infeasible)."""
+
+
+class ResizeUnsupportedError(ChainError):
+    """The cluster serves no `pods/resize` (Kubernetes < 1.33, or the InPlacePodVerticalScaling gate off)."""
+
+
+class ResizeRefusedError(ChainError):
+    """The API server refused a resize (422): `message` says why."""
+
+
+class ResizeTimeoutError(ChainError):
+    """A resize was not applied within the swap timeout (deferred, or a limit the kubelet would not lower)."""

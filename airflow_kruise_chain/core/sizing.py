@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
-from .errors import ChainConfigError, ChainError
+from .errors import (
+    ChainConfigError,
+    ChainError,
+    ResizeInfeasibleError,
+    ResizeRefusedError,
+    ResizeTimeoutError,
+)
 from .podview import Pod, annotations, container_spec, container_status
 from .spec import StageSpec, parse_quantity
 
@@ -36,18 +42,6 @@ PARKED_LIMITS = {"cpu": "100m", "memory": "32Mi"}
 """The parked minimum: what an idle slot (its runner waiting for a stage) reserves, and its limits."""
 
 Resources = dict[str, dict[str, str]]
-
-
-class ResizeInfeasibleError(ChainError):
-    """The node can never give the slot what its stage requests (`PodResizePending` reason Infeasible)."""
-
-
-class ResizeUnsupportedError(ChainError):
-    """The cluster serves no `pods/resize` (Kubernetes < 1.33, or the InPlacePodVerticalScaling gate off)."""
-
-
-class ResizeRefusedError(ChainError):
-    """The API server refused a resize (422): `message` says why."""
 
 
 # -- planning (pure) ------------------------------------------------------------------------------------
@@ -390,10 +384,6 @@ class SlotSizer:
                     )
                 pod = fresh
                 yield pod
-
-
-class ResizeTimeoutError(ChainError):
-    """A resize was not applied within the swap timeout (deferred, or a limit the kubelet would not lower)."""
 
 
 def _keep_memory_limit(target: Resources, current: Mapping[str, Mapping[str, str]]) -> Resources:

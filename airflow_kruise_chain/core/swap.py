@@ -16,7 +16,7 @@ from .constants import (
     SLOTS,
     other_slot,
 )
-from .errors import ChainError, PodLostError, SlotBusyError
+from .errors import PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
 from .podview import (
     Pod,
@@ -46,10 +46,6 @@ BACKOFF_MAX = 300.0
 """The kubelet's restart back-off (`kuberuntime_manager.go` `doBackOff`, client-go `flowcontrol.Backoff`):
 10 s, doubling per restart of the same (pod, container, image) within 2 x max of the previous one, at most
 300 s."""
-
-
-class ResultUnavailableError(ChainError):
-    """An earlier try's generation of a stage ended, but its result can no longer be read."""
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,8 @@ from kubernetes import watch
 from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
-from airflow_kruise_chain.core.driver import ConflictError
+from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.lines import LineSplitter
-from airflow_kruise_chain.core.sizing import ResizeRefusedError, ResizeUnsupportedError
 
 T = TypeVar("T")
 

@@ -226,7 +226,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         return sizing
 
     def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
-        from airflow_kruise_chain.core.driver import StageTimeoutError
+        from airflow_kruise_chain.core.errors import StageTimeoutError
         from airflow_kruise_chain.core.podview import container_spec, container_status
         from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS
 
@@ -387,7 +387,7 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> dict[str, str]:
-        from airflow_kruise_chain.core.driver import StageTimeoutError
+        from airflow_kruise_chain.core.errors import StageTimeoutError
         from airflow_kruise_chain.core.manifest import chain_labels
         from airflow_kruise_chain.core.status import image_pull_job_outcome
         from airflow_kruise_chain.core.swap import build_image_pull_job, image_pull_job_name
@@ -594,7 +594,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
 
     def retire(self, driver: StageDriver, pod: dict[str, Any], generation: int) -> dict[str, Any]:
         """Remove the stage's record of `generation` (conditional patch, re-read on a conflict)."""
-        from airflow_kruise_chain.core.driver import ConflictError
+        from airflow_kruise_chain.core.errors import ConflictError
         from airflow_kruise_chain.core.podidentity import retire_patch
         from airflow_kruise_chain.core.podview import stage_record
 

@@ -16,7 +16,7 @@ import pytest
 import structlog
 from aiohttp import web
 
-from airflow_kruise_chain.core.driver import ConflictError
+from airflow_kruise_chain.core.errors import ConflictError
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseApiError, KruiseHook, RetryPolicy
 from airflow_kruise_chain.local import LocalCluster
 from airflow_kruise_chain.local import resources as R

@@ -29,8 +29,9 @@ from airflow_kruise_chain.core import (
     plan_swap,
     stage_state,
 )
+from airflow_kruise_chain.core.errors import ResultUnavailableError
 from airflow_kruise_chain.core.podview import StageRecord
-from airflow_kruise_chain.core.swap import ResultUnavailableError, build_stop_crr, earlier_generation
+from airflow_kruise_chain.core.swap import build_stop_crr, earlier_generation
 
 CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"

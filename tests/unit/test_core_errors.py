@@ -1,0 +1,63 @@
+"""The chain core's errors live in one module; the names users catch stay importable where they were."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from airflow_kruise_chain import core
+from airflow_kruise_chain.core import errors
+
+
+def core_errors() -> list[type[BaseException]]:
+    return [
+        value
+        for value in vars(errors).values()
+        if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == errors.__name__
+    ]
+
+
+def test_every_core_error_is_a_chain_error_exported_by_the_core_package() -> None:
+    found = core_errors()
+    assert len(found) >= 12
+    for error in found:
+        assert issubclass(error, errors.ChainError), error
+        assert getattr(core, error.__name__) is error
+        assert error.__name__ in (errors.__doc__ or ""), f"{error.__name__} missing from the hierarchy"
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("airflow_kruise_chain.core.driver", "ConflictError"),
+        ("airflow_kruise_chain.core.driver", "StageStartError"),
+        ("airflow_kruise_chain.core.driver", "StageTimeoutError"),
+        ("airflow_kruise_chain.core.swap", "ResultUnavailableError"),
+        ("airflow_kruise_chain.core.sizing", "ResizeInfeasibleError"),
+        ("airflow_kruise_chain.core.sizing", "ResizeRefusedError"),
+        ("airflow_kruise_chain.core.sizing", "ResizeTimeoutError"),
+    ],
+)
+def test_names_stay_importable_from_their_former_modules(module: str, name: str) -> None:
+    import importlib
+
+    assert getattr(importlib.import_module(module), name) is getattr(errors, name)
+
+
+def test_no_other_core_module_defines_an_error() -> None:
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(core.__path__):
+        if info.name == "errors":
+            continue
+        module = importlib.import_module(f"{core.__name__}.{info.name}")
+        own = [
+            name
+            for name, value in vars(module).items()
+            if inspect.isclass(value)
+            and issubclass(value, BaseException)
+            and value.__module__ == module.__name__
+        ]
+        assert own == [], f"{module.__name__} defines {own}: put them in core/errors.py"
