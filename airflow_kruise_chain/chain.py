@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, TriggerRule
 
+from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.core.manifest import check_annotations_size
 from airflow_kruise_chain.operators.chain import (
@@ -110,12 +111,7 @@ class KruiseChain:
         self.startup_timeout = startup_timeout
         self.pull_timeout = pull_timeout
         self.pod_options = pod_options
-        self.connection = {
-            "kubernetes_conn_id": kubernetes_conn_id,
-            "config_file": config_file,
-            "cluster_context": cluster_context,
-            "in_cluster": in_cluster,
-        }
+        self.connection = KubeConnection(kubernetes_conn_id, config_file, cluster_context, in_cluster)
         self.stages: list[StageSpec] = []
         self.stage_tasks: list[KruiseChainOperator] = []
         ChainSpec(
@@ -155,7 +151,7 @@ class KruiseChain:
                 chain={"name": self.name, "namespace": self.namespace, "stages": []},
                 startup_timeout=self.startup_timeout,
                 chain_path=self.path,
-                **self.connection,
+                **self.connection.to_dict(),
             )
             if self.prewarm:
                 self.prewarm_task = ChainPrewarmOperator(
@@ -164,7 +160,7 @@ class KruiseChain:
                     namespace=self.namespace,
                     on_unavailable=self.on_prewarm_unavailable,
                     pull_timeout=self.pull_timeout,
-                    **self.connection,
+                    **self.connection.to_dict(),
                 )
                 self.setup_task >> self.prewarm_task
         except BaseException as err:  # leave no task group open behind a refused chain
@@ -222,7 +218,7 @@ class KruiseChain:
             container_resources=resources or {},
             image_pull_policy=image_pull_policy,
             swap_timeout=self.swap_timeout,
-            **self.connection,
+            **self.connection.to_dict(),
             **operator_kwargs,
         )
         (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
@@ -253,7 +249,7 @@ class KruiseChain:
                 chain_name=self.name,
                 namespace=self.namespace,
                 keep_pod=self.keep_pod,
-                **self.connection,
+                **self.connection.to_dict(),
             )
             # every task declared in the block runs between setup and teardown (stages, and e.g. a
             # HotSwapSensor or a task reading the stages' results): roots after setup, teardown after leaves

@@ -13,6 +13,7 @@ from airflow.sdk import BaseOperator, Context, literal
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kruise_chain.config import memory_sample_interval, runner_image
+from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
 from airflow_kruise_chain.core.image import parse_image_reference
@@ -40,21 +41,20 @@ class ChainTaskMixin:
     chain_path: str | None = None
     """the chain's full task-group path (``group.etl``), set by `KruiseChain`; None: the chain's name"""
     namespace: str
-    kubernetes_conn_id: str | None
-    config_file: str | None
-    cluster_context: str | None
-    in_cluster: bool | None
+    connection: KubeConnection
+
+    @property
+    def config_file(self) -> str | None:
+        """The connection's kubeconfig path: a templated field."""
+        return self.connection.config_file
+
+    @config_file.setter
+    def config_file(self, value: str | None) -> None:
+        self.connection = replace(self.connection, config_file=value)
 
     @cached_property
     def hook(self) -> KruiseHook:
-        from airflow_kruise_chain.hooks.kruise import KruiseHook
-
-        return KruiseHook(
-            conn_id=self.kubernetes_conn_id,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
-        )
+        return self.connection.hook()
 
     @property
     def chain_id(self) -> str:
@@ -77,10 +77,7 @@ def _init_connection(
     cluster_context: str | None,
     in_cluster: bool | None,
 ) -> None:
-    op.kubernetes_conn_id = kubernetes_conn_id
-    op.config_file = config_file
-    op.cluster_context = cluster_context
-    op.in_cluster = in_cluster
+    op.connection = KubeConnection(kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
 
 class ChainSetupOperator(ChainTaskMixin, BaseOperator):
@@ -556,7 +553,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                     stage=stage.name,
                     target="finished",
                     timeout=self.swap_timeout + (self.stage_timeout or 86400),
-                    **self.connection_kwargs(),
+                    connection=self.connection,
                 ),
                 method_name="execute_complete",
                 kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
@@ -669,14 +666,6 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         if self._running is not None:
             driver, stage = self._running
             driver.stop(stage)
-
-    def connection_kwargs(self) -> dict[str, Any]:
-        return {
-            "kubernetes_conn_id": self.kubernetes_conn_id,
-            "config_file": self.config_file,
-            "cluster_context": self.cluster_context,
-            "in_cluster": self.in_cluster,
-        }
 
     def execute_complete(
         self,

@@ -30,6 +30,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
 from airflow_kruise_chain.config import ui_kubernetes_conn_id
+from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
 from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
 
@@ -52,10 +53,8 @@ def _live_pod(
     conn_id = ui_kubernetes_conn_id()
     if not conn_id:
         return None, None
-    from airflow_kruise_chain.hooks.kruise import KruiseHook
-
     try:
-        hook = KruiseHook(conn_id=conn_id)
+        hook = KubeConnection(conn_id).hook()
         pod = hook.read_pod(str(track["pod"]), str(track["namespace"]))
         if pod is None:
             return None, None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.podview import pod_lost_reason
 from airflow_kruise_chain.core.status import (
     StageState,
@@ -48,10 +49,7 @@ class StageTrigger(BaseTrigger):
         stage: str,
         target: str = "finished",
         timeout: float = 3600,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
+        connection: KubeConnection | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if target not in TARGETS:
@@ -61,10 +59,9 @@ class StageTrigger(BaseTrigger):
         self.stage = stage
         self.target = target
         self.timeout = timeout
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.config_file = config_file
-        self.cluster_context = cluster_context
-        self.in_cluster = in_cluster
+        if not isinstance(connection, KubeConnection):  # as `serialize` gave it
+            connection = KubeConnection.from_dict(connection or {})
+        self.connection = connection
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -75,22 +72,12 @@ class StageTrigger(BaseTrigger):
                 "stage": self.stage,
                 "target": self.target,
                 "timeout": self.timeout,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "config_file": self.config_file,
-                "cluster_context": self.cluster_context,
-                "in_cluster": self.in_cluster,
+                "connection": self.connection.to_dict(),
             },
         )
 
     def hook(self) -> AsyncKruiseHook:
-        from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
-
-        return AsyncKruiseHook(
-            conn_id=self.kubernetes_conn_id,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
-        )
+        return self.connection.async_hook()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.hook()
