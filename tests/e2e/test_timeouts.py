@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from airflow_kruise_chain.core.wire import DEFAULT_RUNNER_IMAGE
 from airflow_kruise_chain.local import ClusterConfig, LocalCluster
 from airflow_kruise_chain.local import resources as R
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
@@ -98,10 +99,10 @@ def test_execution_timeout_kills_the_task_and_on_kill_stops_the_stage(e2e_cluste
 
 @pytest.fixture
 def slow_pull_cluster(tmp_path: Path, airflow_home: Path):
-    """The first two stage images are on the node; any other image takes a minute to pull."""
-    config = ClusterConfig(
-        profile="fast", root=str(tmp_path / "cluster"), preloaded_images=("busybox:1.36", "alpine:3.20")
-    )
+    """The first two stage images and the runner's image (the chain pod's init container) are on the node;
+    any other image takes a minute to pull."""
+    preloaded = ("busybox:1.36", "alpine:3.20", DEFAULT_RUNNER_IMAGE)
+    config = ClusterConfig(profile="fast", root=str(tmp_path / "cluster"), preloaded_images=preloaded)
     with LocalCluster(config) as cluster:
         cluster.profile = dataclasses.replace(cluster.profile, pull_latency=60.0)
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
