@@ -3,23 +3,31 @@ OpenKruise webhooks do it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from . import resources as R
 from . import validation as V
+from .admission_policy import PolicyAdmission
 from .errors import invalid
 from .resources import Resource
-from .store import Obj
-
-if TYPE_CHECKING:
-    from .cluster import LocalCluster
+from .store import Obj, Store
 
 
 class Admission:
     """Mutating and validating admission for every stored resource."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
+    def __init__(
+        self,
+        store: Store,
+        policies: PolicyAdmission,
+        gates: Mapping[str, bool],
+        memory_limit_decrease: bool,
+    ) -> None:
+        self.store = store
+        self.policies = policies
+        self.gates = gates
+        """the feature gates (a live view: tests turn a gate off and on)"""
+        self.memory_limit_decrease = memory_limit_decrease
 
     def _metadata(self, res: Resource, obj: Obj) -> None:
         causes = V.validate_metadata(res.kind, obj, res.namespaced)
@@ -30,14 +38,14 @@ class Admission:
         """Default and validate a new object in place; raises ApiError to refuse it."""
         V.check_decodable(res.kind, obj)
         if res is R.IMAGE_PULL_JOBS:
-            V.admit_image_pull_job(obj, self.cluster.gates.get("ImagePullJobGate", False))
+            V.admit_image_pull_job(obj, self.gates.get("ImagePullJobGate", False))
         elif res is R.CRRS:
             spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
             pod_name = spec.get("podName") if isinstance(spec.get("podName"), str) else ""
             ns = (obj.get("metadata") or {}).get("namespace", "")
-            pod = self.cluster.store.peek(R.PODS, ns, pod_name) if pod_name else None
+            pod = self.store.peek(R.PODS, ns, pod_name) if pod_name else None
             node_name = ((pod or {}).get("spec") or {}).get("nodeName") or ""
-            V.admit_crr(obj, pod, node=self.cluster.store.peek(R.NODES, "", node_name) if node_name else None)
+            V.admit_crr(obj, pod, node=self.store.peek(R.NODES, "", node_name) if node_name else None)
         if res is R.PODS:  # pod validation reports metadata and spec causes together, as the real server
             V.default_pod(obj)
             V.validate_pod_create(obj)
@@ -50,7 +58,7 @@ class Admission:
         elif res is R.NODE_IMAGES:
             V.admit_node_image(obj)
         elif res in (R.VALIDATING_ADMISSION_POLICIES, R.VALIDATING_ADMISSION_POLICY_BINDINGS):
-            self.cluster.policies.validate(res, obj)
+            self.policies.validate(res, obj)
 
     def on_update(self, res: Resource, old: Obj, new: Obj) -> None:
         """Validate a replacement of `old` by `new` (spec rules and metadata)."""
@@ -67,7 +75,7 @@ class Admission:
         elif res is R.CRRS:
             V.validate_crr_update(old, new)
         elif res in (R.VALIDATING_ADMISSION_POLICIES, R.VALIDATING_ADMISSION_POLICY_BINDINGS):
-            self.cluster.policies.validate(res, new)
+            self.policies.validate(res, new)
 
     def on_status(self, res: Resource, old: Obj, new: Obj) -> None:
         """Check a write to a status subresource: `new` (old with the status sent) must decode."""
@@ -75,5 +83,5 @@ class Admission:
 
     def on_resize(self, old: Obj, new: Obj) -> Obj:
         """Validate a write to pods/resize; returns the pod it produces (only container resources change)."""
-        V.validate_pod_resize(old, new, memory_limit_decrease=self.cluster.memory_limit_decrease)
+        V.validate_pod_resize(old, new, memory_limit_decrease=self.memory_limit_decrease)
         return V.prepare_pod_resize(old, new)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import celpy
 from celpy import celtypes
@@ -31,10 +31,7 @@ from . import resources as R
 from .errors import ApiError, invalid
 from .resources import Resource
 from .selectors import LabelSelector
-from .store import Obj
-
-if TYPE_CHECKING:
-    from .cluster import LocalCluster
+from .store import Obj, Store
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +133,8 @@ def _rule_matches(rule: dict[str, Any], a: Attributes) -> bool:
 class PolicyAdmission:
     """Serves the ValidatingAdmissionPolicy plugin for every resource the local cluster stores."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self.cel = CelPrograms()
 
     # -- validation of the policy objects themselves -------------------------------------------------
@@ -243,7 +240,7 @@ class PolicyAdmission:
         """Raise the refusal of the first binding that denies the request; return when all admit it."""
         if a.resource in _EXEMPT:
             return
-        store = self.cluster.store
+        store = self.store
         bindings = sorted(
             store.items(R.VALIDATING_ADMISSION_POLICY_BINDINGS), key=lambda b: b["metadata"]["name"]
         )
@@ -323,12 +320,10 @@ class PolicyAdmission:
         if res is not None:
             ns = (ref.get("namespace") or a.namespace) if res.namespaced else ""
             if ref.get("name"):
-                obj = self.cluster.store.peek(res, ns, ref["name"])
+                obj = self.store.peek(res, ns, ref["name"])
                 found = [obj] if obj is not None else []
             elif ref.get("selector") is not None:
-                found = list(
-                    self.cluster.store.list(res, ns or None, LabelSelector.from_object(ref["selector"]))
-                )
+                found = list(self.store.list(res, ns or None, LabelSelector.from_object(ref["selector"])))
         if found:
             return found
         if ref.get("parameterNotFoundAction", "Deny") == "Allow":

@@ -10,9 +10,7 @@ import asyncio
 import random
 import tempfile
 import threading
-import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -28,16 +26,17 @@ from .admission import Admission
 from .admission_policy import PolicyAdmission
 from .catalogue import Catalogue
 from .errors import ApiError
+from .events import EventRecorder
+from .filters import Filters
 from .kruise import Kruise
 from .kubelet import Kubelet, check_max_container_restart_period
 from .profiles import Profile, get_profile
 from .rbac import Rbac
-from .scheduling import DEFAULT_ALLOCATABLE
+from .scheduling import DEFAULT_ALLOCATABLE, Scheduler
 from .server import ApiServer
-from .store import Obj, Store, now_iso
+from .store import Store, now_iso
 
 T = TypeVar("T")
-DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN_TOKEN = "kruise-local-admin"
 
 
@@ -91,30 +90,76 @@ class LocalCluster:
         self.resize_enabled = version >= (1, 33) if gate is None else gate
         self.memory_limit_decrease = version >= (1, 34)
         """whether a NotRequired resize may lower a memory limit (1.34+: the kubelet checks the usage)"""
-        self.bookmark_interval = self.config.bookmark_interval
         self._tmp = None if self.config.root else tempfile.TemporaryDirectory(prefix="kruise-local-")
         self.root = Path(self.config.root or self._tmp.name)  # type: ignore[union-attr]
         self.store = Store(history=self.config.watch_history)
-        self.admission = Admission(self)
-        self.policies = PolicyAdmission(self)
-        self.kubelet = Kubelet(self, self.root)
-        self.kruise = Kruise(self)
-        self.server = ApiServer(self)
-        self.requests: Counter[str] = Counter()
-        self.audit: list[tuple[str, str, int]] = []
-        """(method, path, status code) of every write request, as an audit log would show them"""
-        self.fault: Callable[[web.Request], ApiError | None] | None = None
-        self.authorizer: Callable[[web.Request], None] | None = None
+        self.events = EventRecorder(self.store)
+        self.filters = Filters()
+        self.requests = self.filters.requests
+        self.audit = self.filters.audit
+        self.policies = PolicyAdmission(self.store)
+        self.admission = Admission(
+            self.store, self.policies, self.gates, memory_limit_decrease=self.memory_limit_decrease
+        )
+        self.kubelet = Kubelet(
+            self.store,
+            self.events,
+            self.profile,
+            self.catalogue,
+            self.root,
+            sandbox=self.sandbox,
+            kubernetes_version=self.config.kubernetes_version,
+        )
+        self.scheduler = Scheduler(self.store, self.events, self.profile)
+        self.kruise = Kruise(self.store, self.profile, self.kubelet)
+        self.server = ApiServer(
+            self.store,
+            self.admission,
+            self.policies,
+            self.kubelet,
+            self.events,
+            self.filters,
+            kubernetes_version=self.config.kubernetes_version,
+            resize_enabled=self.resize_enabled,
+            bookmark_interval=self.config.bookmark_interval,
+            request_timeout=self.config.request_timeout,
+            max_requests_in_flight=self.config.max_requests_in_flight,
+        )
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
-        self._event_seq = 0
         self.url = ""
+
+    @property
+    def fault(self) -> Callable[[web.Request], ApiError | None] | None:
+        """Fault injection: called with each request, the error it returns answers the request."""
+        return self.filters.fault
+
+    @fault.setter
+    def fault(self, fault: Callable[[web.Request], ApiError | None] | None) -> None:
+        self.filters.fault = fault
+
+    @property
+    def authorizer(self) -> Callable[[web.Request], None] | None:
+        return self.filters.authorizer
+
+    @authorizer.setter
+    def authorizer(self, authorizer: Callable[[web.Request], None] | None) -> None:
+        self.filters.authorizer = authorizer
+
+    @property
+    def bookmark_interval(self) -> float:
+        """How long a watch that asked for bookmarks stays silent before it gets one."""
+        return self.server.bookmark_interval
+
+    @bookmark_interval.setter
+    def bookmark_interval(self, seconds: float) -> None:
+        self.server.bookmark_interval = seconds
 
     # -- start and stop ------------------------------------------------------------------------------
     async def _setup(self) -> None:
         self.loop = asyncio.get_running_loop()
-        for ns in DEFAULT_NAMESPACES:
+        for ns in R.DEFAULT_NAMESPACES:
             self.store.create(
                 R.NAMESPACES,
                 {
@@ -125,6 +170,7 @@ class LocalCluster:
             )
         for i in range(self.config.nodes):
             self.add_node(f"node-{i}" if self.config.nodes > 1 else "kruise-local")
+        self.scheduler.start()
         self.kubelet.start()
         self.kruise.start()
         self._runner = web.AppRunner(
@@ -200,10 +246,6 @@ class LocalCluster:
                 self.kubelet.nodes[name].images[image.ref] = image
         self.kruise.ensure_node_image(name, node_labels)
 
-    def node_labels(self, node: str) -> dict[str, str]:
-        obj = self.store.peek(R.NODES, "", node)
-        return dict((obj or {}).get("metadata", {}).get("labels") or {})
-
     def start(self) -> LocalCluster:
         """Start serving in a background thread; returns when the API answers."""
         ready: Future[None] = Future()
@@ -229,6 +271,7 @@ class LocalCluster:
     async def _teardown(self) -> None:
         self.store.close_watches()
         await self.kubelet.shutdown()
+        await self.scheduler.shutdown()
         await self.kruise.shutdown()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -290,19 +333,6 @@ class LocalCluster:
         rbac = Rbac()
         self.authorizer = rbac
         return rbac
-
-    def count_request(self, request: web.Request) -> None:
-        self.requests[f"{request.method} {request.path}"] += 1
-
-    async def authorize(self, request: web.Request) -> None:
-        if self.authorizer is not None:
-            self.authorizer(request)
-
-    async def inject_fault(self, request: web.Request) -> None:
-        if self.fault is not None:
-            err = self.fault(request)
-            if err is not None:
-                raise err
 
     def set_random_faults(self, conflict: float = 0.0, error: float = 0.0, seed: int = 0) -> None:
         """Fault injection: answer a share of writes with 409 Conflict and a share of requests with 500."""
@@ -367,8 +397,8 @@ class LocalCluster:
             for worker in [w for w in self.kubelet.workers.values() if w.node == node]:
                 pod = self.store.peek(R.PODS, worker.ns, worker.name)
                 if pod is not None:
-                    self.record_event(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
-                    self.record_event(
+                    self.events.record(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
+                    self.events.record(
                         pod,
                         "Normal",
                         "TaintManagerEviction",
@@ -378,69 +408,3 @@ class LocalCluster:
                 await worker.terminate(0)
 
         self.call(lose())
-
-    def record_event(
-        self, obj: Obj, etype: str, reason: str, message: str, component: str, host: str | None = None
-    ) -> None:
-        """Write (or bump the count of) an Event about `obj`."""
-        meta = obj["metadata"]
-        ns = meta.get("namespace") or "default"
-        involved = {
-            "kind": obj.get("kind"),
-            "namespace": meta.get("namespace"),
-            "name": meta["name"],
-            "uid": meta.get("uid"),
-            "apiVersion": obj.get("apiVersion"),
-            "resourceVersion": meta.get("resourceVersion"),
-        }
-        for ev in self.store.items(R.EVENTS, ns):
-            io = ev.get("involvedObject") or {}
-            if (
-                io.get("uid") == meta.get("uid")
-                and ev.get("reason") == reason
-                and ev.get("message") == message
-            ):
-                updated = dict(ev)
-                updated["count"] = ev.get("count", 1) + 1
-                updated["lastTimestamp"] = now_iso()
-                self.store.update(R.EVENTS, updated, check_rv=False)
-                return
-        # named `<object>.<hex UnixNano>` as client-go's recorder (`tools/record` `makeEvent`) names them, so
-        # listing by name lists in time order (kubectl describe keeps that order for same-second events)
-        self._event_seq = max(self._event_seq + 1, time.time_ns())
-        source = {"component": component, **({"host": host} if host else {})}
-        self.store.create(
-            R.EVENTS,
-            {
-                "metadata": {"name": f"{meta['name']}.{self._event_seq:x}", "namespace": ns},
-                "involvedObject": involved,
-                "reason": reason,
-                "message": message,
-                "type": etype,
-                "count": 1,
-                "firstTimestamp": now_iso(),
-                "lastTimestamp": now_iso(),
-                "source": source,
-                "reportingComponent": component,
-                "reportingInstance": host or "",
-            },
-        )
-
-    def delete_namespace(self, name: str) -> Obj:
-        """Delete a namespace and everything in it."""
-        ns = self.store.get(R.NAMESPACES, "", name)
-        if name in DEFAULT_NAMESPACES:
-            raise ApiError(
-                403,
-                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
-                reason="Forbidden",
-            )
-        for res in R.STORED:
-            if res.namespaced:
-                for obj in list(self.store.items(res, name)):
-                    if res is R.PODS and obj["spec"].get("nodeName"):
-                        self.store.mark_deleted(res, name, obj["metadata"]["name"], 0)
-                    self.store.remove(res, name, obj["metadata"]["name"], force=True)
-        self.store.remove(R.NAMESPACES, "", name, force=True)
-        ns["status"] = {"phase": "Terminating"}
-        return ns

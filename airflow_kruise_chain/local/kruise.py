@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import resources as R
 from .imageref import normalize, split_image
+from .profiles import Profile
 from .selectors import LabelSelector
-from .store import Obj, deep_copy, now_iso
+from .store import Obj, Store, deep_copy, now_iso
 
 if TYPE_CHECKING:
-    from .cluster import LocalCluster
+    from .kubelet import Kubelet
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +85,11 @@ class JobProgress:
 class Kruise:
     """The ImagePullJob controller, the kruise-daemon (image pulls, container recreation) and TTL cleanup."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.store = cluster.store
+    def __init__(self, store: Store, profile: Profile, kubelet: Kubelet) -> None:
+        self.store = store
+        self.profile = profile
+        self.kubelet = kubelet
+        """the nodes' kubelets: the kruise-daemon on each node pulls and recreates containers through them"""
         self.jobs: dict[str, asyncio.Task[None]] = {}
         self.job_events: dict[str, asyncio.Event] = {}
         self.progress: dict[str, JobProgress] = {}
@@ -413,9 +416,9 @@ class Kruise:
         policy = tag.get("pullPolicy") or {}
         timeout = float(policy.get("timeoutSeconds", 600))
         attempts = int(policy.get("backoffLimit", 3)) + 1
-        report = self.cluster.profile.daemon_report
+        report = self.profile.daemon_report
         start = now_iso()
-        state = self.cluster.kubelet.nodes.get(node)
+        state = self.kubelet.nodes.get(node)
         try:
             base = {"tag": tag_name, "version": version, "startTime": start}
             if (
@@ -442,9 +445,7 @@ class Kruise:
                     message = f"node {node} has no kubelet"
                     break
                 try:
-                    img = await asyncio.wait_for(
-                        self.cluster.kubelet.pull_to_node(node, ref), timeout=timeout
-                    )
+                    img = await asyncio.wait_for(self.kubelet.pull_to_node(node, ref), timeout=timeout)
                 except TimeoutError:
                     img, message = None, f"pull image {ref} timeout after {timeout:.0f}s"
                 else:
@@ -470,9 +471,7 @@ class Kruise:
                     )
                     return
                 if attempt + 1 < attempts:
-                    await asyncio.sleep(
-                        min(2**attempt, 10) * (0.05 if self.cluster.profile.name == "fast" else 1)
-                    )
+                    await asyncio.sleep(min(2**attempt, 10) * (0.05 if self.profile.name == "fast" else 1))
             await asyncio.sleep(report)
             self.set_tag_status(
                 node,
@@ -541,7 +540,7 @@ class Kruise:
             if pod is None or pod["metadata"]["uid"] != uid:
                 message = "pod has gone"
                 break
-            worker = self.cluster.kubelet.worker_for(pod)
+            worker = self.kubelet.worker_for(pod)
             st = worker.containers.get(state["name"]) if worker else None
             if worker is None or st is None or st.current is None:
                 state.update(phase="Failed", message="container not found or not started")

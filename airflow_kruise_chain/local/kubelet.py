@@ -1,4 +1,4 @@
-"""Scheduler and kubelet of the local cluster: pods become real local processes.
+"""The kubelet of the local cluster: pods become real local processes.
 
 Reproduces the kubelet behaviour DESIGN.md lists: image pulls by imagePullPolicy (waiting reasons and events),
 restart by restartPolicy with crash-loop back-off keyed on the container's spec hash, kill-and-restart of a
@@ -18,14 +18,16 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import resources as R
 from .atomicwriter import write_atomically
-from .catalogue import NOT_IN_CATALOGUE, Image
+from .catalogue import NOT_IN_CATALOGUE, Catalogue, Image
 from .errors import ApiError
+from .events import EventRecorder
 from .imageref import normalize, repository, split_reference
-from .resize import ResizeManager, capacity_freed
+from .profiles import Profile
+from .resize import ResizeManager
 from .runtime import (
     ContainerLaunch,
     Mount,
@@ -36,12 +38,9 @@ from .runtime import (
     follow_log,
     read_log,
 )
-from .scheduling import Scheduler
-from .store import Obj, deep_copy, now_iso
+from .scheduling import capacity_freed
+from .store import Obj, Store, deep_copy, now_iso
 from .validation import parse_quantity
-
-if TYPE_CHECKING:
-    from .cluster import LocalCluster
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +215,6 @@ class PodWorker:
 
     def __init__(self, kubelet: Kubelet, pod: Obj) -> None:
         self.kubelet = kubelet
-        self.cluster = kubelet.cluster
         self.ns = pod["metadata"].get("namespace", "")
         self.name = pod["metadata"]["name"]
         self.uid = pod["metadata"]["uid"]
@@ -242,7 +240,7 @@ class PodWorker:
 
     # -- helpers -------------------------------------------------------------------------------------
     def pod(self) -> Obj | None:
-        return self.cluster.store.peek(R.PODS, self.ns, self.name)
+        return self.kubelet.store.peek(R.PODS, self.ns, self.name)
 
     def spec_of(self, name: str) -> dict[str, Any] | None:
         pod = self.pod()
@@ -256,7 +254,7 @@ class PodWorker:
     def event(self, etype: str, reason: str, message: str) -> None:
         pod = self.pod()
         if pod is not None:
-            self.cluster.record_event(pod, etype, reason, message, component="kubelet", host=self.node)
+            self.kubelet.events.record(pod, etype, reason, message, component="kubelet", host=self.node)
 
     def mark_dirty(self) -> None:
         if not self._status_dirty:
@@ -265,7 +263,7 @@ class PodWorker:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def run(self) -> None:
-        profile = self.cluster.profile
+        profile = self.kubelet.profile
         self.start_time = datetime.now(UTC)
         self.mark_dirty()
         await asyncio.sleep(profile.sandbox + profile.network)
@@ -340,7 +338,7 @@ class PodWorker:
 
     def write_configmap(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
         src = vol["configMap"]
-        cm = self.cluster.store.peek(R.CONFIGMAPS, self.ns, src.get("name", ""))
+        cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, src.get("name", ""))
         if cm is None:
             if src.get("optional"):
                 host.mkdir(parents=True, exist_ok=True)
@@ -389,7 +387,7 @@ class PodWorker:
         volumes for remount (`desired_state_of_world_populator.go` `ReprocessPod` / `MarkRemountRequired`)
         and the reconciler, on its 100 ms loop, rewrites their files atomically (fix of kubernetes#59813).
         The profile's `volume_refresh` models that delay."""
-        await asyncio.sleep(self.cluster.profile.volume_refresh)
+        await asyncio.sleep(self.kubelet.profile.volume_refresh)
         self.remount_pending = False
         self.refresh_volumes(kinds=("downwardAPI",))
 
@@ -657,7 +655,7 @@ class PodWorker:
             self.mark_dirty()
             await self.sleep_or_wake(st, 1.0)
             return
-        await asyncio.sleep(self.cluster.profile.container_start)
+        await asyncio.sleep(self.kubelet.profile.container_start)
         cid = uuid.uuid4().hex + uuid.uuid4().hex
         st.runs += 1
         cdir = self.dir / "containers" / st.name / str(st.runs)
@@ -732,7 +730,7 @@ class PodWorker:
         for src in spec.get("envFrom") or []:
             ref = src.get("configMapRef")
             if ref:
-                cm = self.cluster.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
                 if cm is None and not ref.get("optional"):
                     raise VolumeError(f'configmap "{ref.get("name")}" not found')
                 for k, v in ((cm or {}).get("data") or {}).items():
@@ -744,7 +742,7 @@ class PodWorker:
                 env[item["name"]] = resolve_field(pod, item["valueFrom"]["fieldRef"]["fieldPath"])
             elif item.get("valueFrom", {}).get("configMapKeyRef"):
                 ref = item["valueFrom"]["configMapKeyRef"]
-                cm = self.cluster.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
                 value = ((cm or {}).get("data") or {}).get(ref.get("key", ""))
                 if value is None and not ref.get("optional"):
                     raise VolumeError(
@@ -850,7 +848,7 @@ class PodWorker:
         target = "127.0.0.1" if host in ("", self.pod_ip) else host
         if "tcpSocket" in probe:
             return await self.pod_sandbox.probe_tcp(port, timeout, host=target)
-        version = ".".join(self.cluster.config.kubernetes_version.split(".")[:2])
+        version = ".".join(self.kubelet.kubernetes_version.split(".")[:2])
         headers = {
             "Host": f"{host or self.pod_ip}:{port}",
             "User-Agent": f"kube-probe/{version}",
@@ -877,7 +875,7 @@ class PodWorker:
         inst = st.current
         assert inst is not None and inst.proc is not None
         if relist:
-            await asyncio.sleep(self.cluster.profile.exit_detection)
+            await asyncio.sleep(self.kubelet.profile.exit_detection)
         inst.exit_code = code
         inst.finished_at = inst.proc.finished_at or datetime.now(UTC)
         inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
@@ -961,7 +959,7 @@ class PodWorker:
             self.task.cancel()
         await self.close_sandbox()
         if remove:
-            self.cluster.store.remove(R.PODS, self.ns, self.name)
+            self.kubelet.store.remove(R.PODS, self.ns, self.name)
         self.kubelet.forget(self)
         shutil.rmtree(self.dir / "volumes", ignore_errors=True)
 
@@ -1175,7 +1173,7 @@ class PodWorker:
             return
         pod = dict(pod)
         pod["status"] = status
-        self.cluster.store.update(R.PODS, pod, check_rv=False)
+        self.kubelet.store.update(R.PODS, pod, check_rv=False)
 
     def metrics(self) -> list[dict[str, Any]]:
         out = []
@@ -1253,9 +1251,23 @@ class LogSource:
 class Kubelet:
     """All nodes' kubelets plus the scheduler, sharing one process runtime."""
 
-    def __init__(self, cluster: LocalCluster, root: Path) -> None:
-        self.cluster = cluster
+    def __init__(
+        self,
+        store: Store,
+        events: EventRecorder,
+        profile: Profile,
+        catalogue: Catalogue,
+        root: Path,
+        sandbox: str = "auto",
+        kubernetes_version: str = "1.35.0",
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.profile = profile
+        self.catalogue = catalogue
         self.root = root
+        self.sandbox = sandbox
+        self.kubernetes_version = kubernetes_version
         self.nodes: dict[str, NodeState] = {}
         self.workers: dict[str, PodWorker] = {}
         self.image_backoff: dict[str, tuple[float, float]] = {}
@@ -1264,14 +1276,13 @@ class Kubelet:
         self._runtime = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.resizes = ResizeManager(self)
-        self.scheduler = Scheduler(cluster, lambda: list(self.nodes), self.spawn)
 
     @property
     def runtime(self):
         if self._runtime is None:
             from .runtime import ContainerRuntime
 
-            self._runtime = ContainerRuntime(self.cluster.sandbox)
+            self._runtime = ContainerRuntime(self.sandbox)
         return self._runtime
 
     def add_node(
@@ -1305,9 +1316,9 @@ class Kubelet:
         task.add_done_callback(self._tasks.discard)
 
     def start(self) -> None:
-        self.cluster.store.listen(self.on_change)
+        self.store.listen(self.on_change)
         self.spawn(self.periodic_sync())
-        for pod in list(self.cluster.store.items(R.PODS)):
+        for pod in list(self.store.items(R.PODS)):
             self.on_change("ADDED", R.PODS, pod, None)
 
     async def periodic_sync(self) -> None:
@@ -1322,7 +1333,7 @@ class Kubelet:
         if res is not R.PODS:
             return
         if capacity_freed(kind, obj, old):
-            self.capacity_freed()
+            self.resizes.retry_deferred()  # (the scheduler moves its unschedulable pods on the same change)
         uid = obj["metadata"]["uid"]
         worker = self.workers.get(uid)
         if kind == "DELETED":
@@ -1330,16 +1341,12 @@ class Kubelet:
                 self.spawn(worker.terminate(0, remove=False))
             return
         node = (obj.get("spec") or {}).get("nodeName")
-        if not node:
-            if kind == "ADDED" and not obj["metadata"].get("deletionTimestamp"):
-                self.spawn(self.scheduler.schedule(obj))
+        if not node:  # the scheduler binds it
             return
         if worker is None:
             if node not in self.nodes or obj["metadata"].get("deletionTimestamp"):
                 if obj["metadata"].get("deletionTimestamp"):
-                    self.cluster.store.remove(
-                        R.PODS, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-                    )
+                    self.store.remove(R.PODS, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
                 return
             if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 return
@@ -1354,11 +1361,6 @@ class Kubelet:
         self.workers.pop(worker.uid, None)
         self.resizes.forget(worker.uid)
 
-    def capacity_freed(self) -> None:
-        """A pod ended, was deleted or shrank: the scheduler and the deferred resizes try again."""
-        self.scheduler.capacity_changed()
-        self.resizes.retry_deferred()
-
     # -- images ----------------------------------------------------------------------------------------
     async def pull_to_node(self, node: str, ref: str) -> Image | None:
         """Pull `ref` onto `node` (one pull per image per node at a time); None if it does not exist."""
@@ -1369,8 +1371,8 @@ class Kubelet:
         fut: asyncio.Future[Image | None] = asyncio.get_running_loop().create_future()
         state.pulling[full] = fut
         try:
-            image = self.cluster.catalogue.lookup(ref)
-            await asyncio.sleep(self.cluster.profile.pull_seconds(image.size if image else 0))
+            image = self.catalogue.lookup(ref)
+            await asyncio.sleep(self.profile.pull_seconds(image.size if image else 0))
             if image is not None:
                 state.images[full] = image
                 state.pulled_at[full] = datetime.now(UTC)
@@ -1440,13 +1442,6 @@ class Kubelet:
             "window": "1s",
             "containers": worker.metrics(),
         }
-
-    def evicted(self, namespace: str, name: str) -> None:
-        pod = self.cluster.store.peek(R.PODS, namespace, name)
-        if pod is not None:
-            self.cluster.record_event(
-                pod, "Normal", "Killing", "Stopping container on eviction", component="kubelet"
-            )
 
     async def shutdown(self) -> None:
         for w in list(self.workers.values()):

@@ -113,12 +113,12 @@ class ResizeManager:
     async def _actuate_after_relist(self, worker: PodWorker) -> None:
         """The runtime applies the new limits and the kubelet sees them at its next PLEG relist (the
         profile's exit-detection delay): until then the pod shows PodResizeInProgress."""
-        await asyncio.sleep(self.kubelet.cluster.profile.exit_detection)
+        await asyncio.sleep(self.kubelet.profile.exit_detection)
         if not worker.terminating and self.pods.get(worker.uid) is not None:
             self.actuate(worker)
 
     def _can_admit(self, worker: PodWorker, pod: Obj) -> tuple[str, str] | None:
-        node = self.kubelet.cluster.store.peek(R.NODES, "", worker.node) or {}
+        node = self.kubelet.store.peek(R.NODES, "", worker.node) or {}
         have = S.allocatable(node)
         want = S.pod_requests({"spec": {"containers": pod["spec"].get("containers", [])}})
         for name in ("memory", "cpu"):
@@ -254,18 +254,3 @@ class ResizeManager:
         state = self.pods.get(worker.uid)
         alloc = state.allocated.get(name) if state else None
         return dict(alloc.get("requests") or {}) if alloc else None
-
-
-def capacity_freed(kind: str, obj: Obj, old: Obj | None) -> bool:
-    """Whether a pod change may leave room on its node: the pod was deleted, reached Succeeded/Failed, or
-    requests less than before (a resize down)."""
-    if not (obj.get("spec") or {}).get("nodeName"):
-        return False
-    if kind == "DELETED":
-        return True
-    if old is None:
-        return False
-    if not S.active(obj):
-        return S.active(old)
-    now, before = S.pod_requests(obj), S.pod_requests(old)
-    return any(now.get(name, 0) < value for name, value in before.items())

@@ -62,6 +62,8 @@ PODS = Resource(
 NAMESPACES = Resource(
     "", ("v1",), "namespaces", "Namespace", False, "namespace", ("ns",), ("status",), field_selectors=_META
 )
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""the namespaces a cluster starts with, which may not be deleted"""
 NODES = Resource("", ("v1",), "nodes", "Node", False, "node", ("no",), ("status",), field_selectors=_META)
 CONFIGMAPS = Resource(
     "", ("v1",), "configmaps", "ConfigMap", True, "configmap", ("cm",), field_selectors=_META

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import resources as R
-from .store import Obj, now_iso
+from .events import EventRecorder
+from .profiles import Profile
+from .store import Obj, Store, now_iso
 from .validation import cpu_millis, memory_bytes
-
-if TYPE_CHECKING:
-    from .cluster import LocalCluster
 
 RESOURCES = ("cpu", "memory")
 DEFAULT_ALLOCATABLE = {"cpu": "2", "memory": "24Gi", "pods": "110"}
@@ -164,25 +163,67 @@ def unschedulable_message(total_nodes: int, reasons: Counter[str], no_victims: i
     )
 
 
+def capacity_freed(kind: str, obj: Obj, old: Obj | None) -> bool:
+    """Whether a pod change may leave room on its node: the pod was deleted, reached Succeeded/Failed, or
+    requests less than before (a resize down)."""
+    if not (obj.get("spec") or {}).get("nodeName"):
+        return False
+    if kind == "DELETED":
+        return True
+    if old is None:
+        return False
+    if not active(obj):
+        return active(old)
+    now, before = pod_requests(obj), pod_requests(old)
+    return any(now.get(name, 0) < value for name, value in before.items())
+
+
 class Scheduler:
     """The local cluster's kube-scheduler: binds a pending pod to a node that matches its nodeSelector and
     fits its requests (`fit.go`), spreading pods across nodes; a pod that fits nowhere stays Pending with
     `PodScheduled=False`, reason `Unschedulable`, and a `FailedScheduling` event, and is tried again when a
     pod on some node ends, is deleted or is resized (the scheduling queue's move on cluster events)."""
 
-    def __init__(
-        self, cluster: LocalCluster, nodes: Callable[[], list[str]], spawn: Callable[[Any], None]
-    ) -> None:
-        self.cluster = cluster
-        self.nodes = nodes
-        self.spawn = spawn
+    def __init__(self, store: Store, events: EventRecorder, profile: Profile) -> None:
+        self.store = store
+        self.events = events
+        self.profile = profile
         self.unschedulable: dict[str, tuple[str, str]] = {}
         self._next_node = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def start(self) -> None:
+        self.store.listen(self.on_change)
+        for pod in list(self.store.items(R.PODS)):
+            self.on_change("ADDED", R.PODS, pod, None)
+
+    def on_change(self, kind: str, res: R.Resource, obj: Obj, old: Obj | None) -> None:
+        """The scheduling queue: a new unbound pod is scheduled, a pod that frees capacity moves the
+        unschedulable ones back."""
+        if res is not R.PODS:
+            return
+        if capacity_freed(kind, obj, old):
+            self.capacity_changed()
+        if kind == "ADDED" and not (obj.get("spec") or {}).get("nodeName"):
+            if not obj["metadata"].get("deletionTimestamp"):
+                self.spawn(self.schedule(obj))
+
+    def nodes(self) -> list[str]:
+        return [node["metadata"]["name"] for node in self.store.items(R.NODES)]
+
+    def node_labels(self, node: str) -> dict[str, str]:
+        obj = self.store.peek(R.NODES, "", node)
+        return dict((obj or {}).get("metadata", {}).get("labels") or {})
 
     async def schedule(self, pod: Obj) -> None:
-        await asyncio.sleep(self.cluster.profile.schedule)
+        await asyncio.sleep(self.profile.schedule)
         ns, name = pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
-        current = self.cluster.store.peek(R.PODS, ns, name)
+        current = self.store.peek(R.PODS, ns, name)
         uid = pod["metadata"]["uid"]
         if current is None or current["metadata"]["uid"] != uid or current["spec"].get("nodeName"):
             self.unschedulable.pop(uid, None)
@@ -192,18 +233,18 @@ class Scheduler:
             return
         wanted = current["spec"].get("nodeSelector") or {}
         names = self.nodes()
-        pods = list(self.cluster.store.items(R.PODS))
+        pods = list(self.store.items(R.PODS))
         reasons: Counter[str] = Counter()
         no_victims = not_helpful = 0
         chosen = None
         for i in range(len(names)):
             node = names[(self._next_node + i) % len(names)]
-            labels = self.cluster.node_labels(node)
+            labels = self.node_labels(node)
             if not all(labels.get(k) == v for k, v in wanted.items()):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 not_helpful += 1
                 continue
-            failures = fit_failures(current, self.cluster.store.peek(R.NODES, "", node) or {}, pods)
+            failures = fit_failures(current, self.store.peek(R.NODES, "", node) or {}, pods)
             if failures:
                 reasons.update(failures)
                 no_victims += 1
@@ -230,8 +271,8 @@ class Scheduler:
                 }
             ],
         }
-        self.cluster.store.update(R.PODS, bound, check_rv=False)
-        self.cluster.record_event(
+        self.store.update(R.PODS, bound, check_rv=False)
+        self.events.record(
             bound,
             "Normal",
             "Scheduled",
@@ -248,7 +289,7 @@ class Scheduler:
             message = (
                 f"0/{total} nodes are available: {total} node(s) didn't match Pod's node affinity/selector."
             )
-        self.cluster.record_event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+        self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
         updated = dict(pod)
         updated["status"] = {
             **(pod.get("status") or {}),
@@ -264,11 +305,15 @@ class Scheduler:
                 }
             ],
         }
-        self.cluster.store.update(R.PODS, updated, check_rv=False)
+        self.store.update(R.PODS, updated, check_rv=False)
 
     def capacity_changed(self) -> None:
         """A pod ended, was deleted or was resized: try the unschedulable pods again."""
         for ns, name in list(self.unschedulable.values()):
-            pod = self.cluster.store.peek(R.PODS, ns, name)
+            pod = self.store.peek(R.PODS, ns, name)
             if pod is not None:
                 self.spawn(self.schedule(pod))
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()

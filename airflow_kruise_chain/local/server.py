@@ -8,25 +8,25 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 from aiohttp import web
 
 from . import fieldmanager, limits, paging, protobuf
 from . import resources as R
-from .admission_policy import Attributes
+from .admission import Admission
+from .admission_policy import Attributes, PolicyAdmission
 from .errors import ApiError
+from .events import EventRecorder
+from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
 from .rbac import ADMIN_USER, USER_INFO
 from .resources import Resource
 from .selectors import FieldSelector, LabelSelector
-from .store import Obj, deep_copy
-
-if TYPE_CHECKING:
-    from .cluster import LocalCluster
+from .store import Obj, Store, deep_copy
 
 log = logging.getLogger(__name__)
 
@@ -482,16 +482,54 @@ def _as_table(
     return _json(printers.table(res, version, objs, table_version, include, meta))
 
 
-class ApiServer:
-    """Routes Kubernetes REST paths to the store, the admission chain, the kubelet and the metrics."""
+class ContainerLog(Protocol):
+    """One container instance's log, as a node serves it."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.store = cluster.store
+    def read(self, **kw: Any) -> bytes: ...
+
+    def follow(self, **kw: Any) -> AsyncIterator[bytes]: ...
+
+
+class NodeClient(Protocol):
+    """What the API server asks of the node a pod runs on, as kube-apiserver asks a kubelet through its client
+    (`pkg/kubelet/client`): a container's log, and the pod's metrics (metrics-server's scrape)."""
+
+    def log_source(self, pod: Obj, container: str | None, previous: bool) -> ContainerLog: ...
+
+    def pod_metrics(self, pod: Obj) -> dict[str, Any] | None: ...
+
+
+class ApiServer:
+    """Routes Kubernetes REST paths to the store, the admission chain, the nodes and the metrics."""
+
+    def __init__(
+        self,
+        store: Store,
+        admission: Admission,
+        policies: PolicyAdmission,
+        nodes: NodeClient,
+        events: EventRecorder,
+        filters: Filters,
+        *,
+        kubernetes_version: str,
+        resize_enabled: bool,
+        bookmark_interval: float,
+        request_timeout: float,
+        max_requests_in_flight: int,
+    ) -> None:
+        self.store = store
+        self.admission = admission
+        self.policies = policies
+        self.nodes = nodes
+        self.events = events
+        self.filters = filters
+        self.kubernetes_version = kubernetes_version
+        self.resize_enabled = resize_enabled
+        self.bookmark_interval = bookmark_interval
         self.app = web.Application(
             middlewares=[
                 _errors,
-                limits.request_limits(cluster.config.request_timeout, cluster.config.max_requests_in_flight),
+                limits.request_limits(request_timeout, max_requests_in_flight),
             ],
             client_max_size=MAX_BODY + 1024,
             # as the real server's request contexts: a request whose client hung up is cancelled, so
@@ -504,7 +542,7 @@ class ApiServer:
     # -- routing -------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
-        self.cluster.count_request(request)
+        self.filters.count_request(request)
         code = 500
         warnings: list[str] = []
         _WARNINGS.set(warnings)  # each request runs in its own task, with its own context
@@ -519,11 +557,11 @@ class ApiServer:
             raise
         finally:
             if request.method in ("POST", "PUT", "PATCH", "DELETE"):
-                self.cluster.audit.append((request.method, request.path, code))
+                self.filters.audit.append((request.method, request.path, code))
 
     async def route(self, request: web.Request) -> web.StreamResponse:
-        await self.cluster.authorize(request)
-        await self.cluster.inject_fault(request)
+        await self.filters.authorize(request)
+        await self.filters.inject_fault(request)
         parts = [p for p in request.path.split("/") if p]
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return web.Response(text="ok")
@@ -531,7 +569,7 @@ class ApiServer:
             return _openapi(request, parts[1:])
         if parts == ["version"]:
             self._discovery_method(request)
-            return _json(version_info(self.cluster.config.kubernetes_version))
+            return _json(version_info(self.kubernetes_version))
         if parts == ["api"]:
             self._discovery_method(request)
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
@@ -629,7 +667,7 @@ class ApiServer:
     def hidden_subresources(self) -> set[str]:
         """Subresources not served: `pods/resize` without in-place resize (the InPlacePodVerticalScaling gate
         off, or before 1.33 where it is off by default: the apiserver registers no resize storage)."""
-        return set() if self.cluster.resize_enabled else {"pods/resize"}
+        return set() if self.resize_enabled else {"pods/resize"}
 
     @staticmethod
     def _discovery_method(request: web.Request) -> None:
@@ -705,7 +743,7 @@ class ApiServer:
         if initial_events:
             await self._initial_events(request, resp, res, version, watch, state)
         deadline = asyncio.get_running_loop().time() + limits.watch_timeout(timeout)
-        interval = self.cluster.bookmark_interval
+        interval = self.bookmark_interval
         try:
             while True:
                 remaining = deadline - asyncio.get_running_loop().time()
@@ -802,7 +840,7 @@ class ApiServer:
         ):
             meta.pop(server_owned, None)
         dry_run = _dry_run(request, "CreateOptions")
-        self.cluster.admission.on_create(res, obj)
+        self.admission.on_create(res, obj)
         if not applied:
             fieldmanager.update(res, version, None, obj, _manager(request))
         self._admit_policies(request, "CREATE", res, version, "", obj, None, dry_run)
@@ -997,10 +1035,10 @@ class ApiServer:
             kept["status"] = new.get("status")
             kept["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
             new = kept
-            self.cluster.admission.on_status(res, old, new)
+            self.admission.on_status(res, old, new)
         elif sub == "resize":
             rv = new["metadata"].get("resourceVersion")
-            new = self.cluster.admission.on_resize(old, new)
+            new = self.admission.on_resize(old, new)
             new["metadata"]["resourceVersion"] = rv
         else:
             if track:
@@ -1008,7 +1046,7 @@ class ApiServer:
             if "status" in old or "status" in new:  # the main resource ignores status changes
                 if res.subresources and "status" in res.subresources:
                     new["status"] = deep_copy(old.get("status"))
-            self.cluster.admission.on_update(res, old, new)
+            self.admission.on_update(res, old, new)
             if track:
                 fieldmanager.update(res, version, old, new, _manager(request))
         self._admit_policies(request, "UPDATE", res, version, sub or "", new, old, dry_run)
@@ -1033,7 +1071,7 @@ class ApiServer:
     ) -> None:
         """ValidatingAdmissionPolicies, after the built-in admission (`admission_policy`)."""
         meta = (obj or old or {}).get("metadata") or {}
-        self.cluster.policies.admit(
+        self.policies.admit(
             Attributes(
                 operation=operation,
                 resource=res,
@@ -1085,8 +1123,27 @@ class ApiServer:
                 return obj
             return self.store.mark_deleted(res, ns, name, max(grace, 1))
         if res is R.NAMESPACES:
-            return self.cluster.delete_namespace(name)
+            return self._delete_namespace(name)
         return self.store.mark_deleted(res, ns, name, grace)
+
+    def _delete_namespace(self, name: str) -> Obj:
+        """Delete a namespace and everything in it."""
+        ns = self.store.get(R.NAMESPACES, "", name)
+        if name in R.DEFAULT_NAMESPACES:
+            raise ApiError(
+                403,
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                reason="Forbidden",
+            )
+        for res in R.STORED:
+            if res.namespaced:
+                for obj in list(self.store.items(res, name)):
+                    if res is R.PODS and obj["spec"].get("nodeName"):
+                        self.store.mark_deleted(res, name, obj["metadata"]["name"], 0)
+                    self.store.remove(res, name, obj["metadata"]["name"], force=True)
+        self.store.remove(R.NAMESPACES, "", name, force=True)
+        ns["status"] = {"phase": "Terminating"}
+        return ns
 
     async def _evict(self, request: web.Request, ns: str, name: str) -> web.Response:
         body = await _read_body(request)
@@ -1112,7 +1169,11 @@ class ApiServer:
             return _json(
                 {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
             )
-        self.cluster.kubelet.evicted(ns, name)
+        pod = self.store.peek(R.PODS, ns, name)
+        if pod is not None:  # recorded for the kubelet, which stops the pod's containers
+            self.events.record(
+                pod, "Normal", "Killing", "Stopping container on eviction", component="kubelet"
+            )
         self._do_delete(R.PODS, ns, name, grace)
         return _json(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
@@ -1137,9 +1198,7 @@ class ApiServer:
         tail, limit = _q_int(request, "tailLines"), _q_int(request, "limitBytes")
         if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
             raise ApiError(422, "tailLines must be >= 0 and limitBytes > 0", reason="Invalid")
-        source = self.cluster.kubelet.log_source(
-            pod, request.query.get("container"), _q_bool(request, "previous")
-        )
+        source = self.nodes.log_source(pod, request.query.get("container"), _q_bool(request, "previous"))
         timestamps = _q_bool(request, "timestamps")
         if not _q_bool(request, "follow"):
             data = source.read(
@@ -1166,13 +1225,13 @@ class ApiServer:
         if plural != "pods" or request.method != "GET":
             raise ApiError(404, f"the server could not find the requested resource ({plural})")
         if name is not None:
-            metrics = self.cluster.kubelet.pod_metrics(self.store.get(R.PODS, namespace or "", name))
+            metrics = self.nodes.pod_metrics(self.store.get(R.PODS, namespace or "", name))
             if metrics is None:
                 raise ApiError(404, f'podmetrics.metrics.k8s.io "{name}" not found')
             return _json(metrics)
         labels = LabelSelector.parse(request.query.get("labelSelector"))
         pods = self.store.list(R.PODS, namespace, labels)
-        items = [m for p in pods if (m := self.cluster.kubelet.pod_metrics(p)) is not None]
+        items = [m for p in pods if (m := self.nodes.pod_metrics(p)) is not None]
         return _json(
             {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         )
