@@ -25,7 +25,7 @@ from .errors import (
     StageStartError,
     StageTimeoutError,
 )
-from .lines import clip
+from .output import TAIL_LINES, GenerationOutput
 from .podview import (
     Pod,
     container_spec,
@@ -42,7 +42,6 @@ from .status import (
     StageResult,
     StageState,
     StageStatus,
-    StartMarker,
     current_status,
     matches,
     parse_marker,
@@ -54,6 +53,7 @@ __all__ = [
     "CRR_PLURAL",
     "ChainApi",
     "ConflictError",
+    "Detached",
     "StageDriver",
     "StageStartError",
     "StageTimeoutError",
@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 CRR_PLURAL = "containerrecreaterequests"
-TAIL_LINES = 20
 PULLING = "ContainerCreating"
 """The waiting reason of a container whose image is being pulled (or whose container is being created)."""
 LOST_POLICY = (
@@ -121,8 +120,19 @@ class Timeouts:
     """from the swap request, while the slot waits in ContainerCreating (pulling the stage's image)"""
 
 
+PUMP_LINES = 1024
+"""log lines the follow thread may read ahead of the reader"""
 _END = object()
+_DETACH = object()
 _UNKNOWN = object()
+
+
+@dataclass(frozen=True)
+class Detached:
+    """`follow` left the stage running (its `detach_at` came first): `logged` lines of its output
+    (`GenerationOutput.counted`) are in the log."""
+
+    logged: int
 
 
 def _lost_detail(pod: Pod | None) -> str:
@@ -183,10 +193,13 @@ class StageDriver:
         self.pod_name = pod_name
         self.namespace = namespace
         self.log = log
+        self.quiet: Callable[[str], None] = lambda _line: None
+        """receives the output lines an earlier reader logged (`follow`'s `skip`), instead of `log`"""
         self._sizing: ChainSizing | object | None = _UNKNOWN
         """how the pod is sized (`core.sizing`), learnt at the swap"""
         self._resized: Pod | None = None
         """the pod as the swap's resizes left it: the next planning pass starts from it"""
+        self._pump_stop: threading.Event | None = None
 
     def lost(self, pod: Pod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
@@ -300,6 +313,10 @@ class StageDriver:
     def park_slot(self, plan: SwapPlan, timeouts: Timeouts) -> None:
         """The stage in `plan` has ended: shrink its slot to the parked minimum (in-place sizing only). A
         resize that fails here is logged: the next swap parks the slot again once it shows idle."""
+        self.park(plan.stage, plan.slot, timeouts)
+
+    def park(self, stage: str, slot: str, timeouts: Timeouts) -> None:
+        """`park_slot` for `stage`, which ran in `slot`."""
         if self._sizing is _UNKNOWN:  # not swapped by this driver: the pod says how it is sized
             pod = self.api.read_pod(self.pod_name, self.namespace)
             self._sizing = ChainSizing.from_pod(pod) if pod is not None else None
@@ -307,9 +324,9 @@ class StageDriver:
             return
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         try:
-            sizer.park(self._sizing, plan.stage, plan.slot, time.monotonic() + timeouts.swap)
+            sizer.park(self._sizing, stage, slot, time.monotonic() + timeouts.swap)
         except ChainError as err:
-            self.log(f"could not park {plan.slot} after stage {plan.stage!r}: {err}")
+            self.log(f"could not park {slot} after stage {stage!r}: {err}")
 
     def finished_slots(self, pod: Pod) -> set[str]:
         """Slots whose current generation's result line (its generation and token) is in their log.
@@ -346,8 +363,11 @@ class StageDriver:
         return None
 
     # -- waiting -------------------------------------------------------------------------------------
-    def wait_started(self, plan: SwapPlan, timeouts: Timeouts, started: float) -> StageStatus:
-        """Wait until the stage's new container exists (or fails to start); watch-based.
+    def wait_started(
+        self, plan: SwapPlan, timeouts: Timeouts, started: float, detach_at: float | None = None
+    ) -> StageStatus | None:
+        """Wait until the stage's new container exists (or fails to start); watch-based. None when
+        `detach_at` (monotonic) passes first.
 
         Raises StageTimeoutError naming the image pull timeout while the slot is still pulling (waiting in
         ContainerCreating), else the swap timeout.
@@ -388,50 +408,60 @@ class StageDriver:
                     f"swap timeout ({timeouts.swap:g}s): stage {plan.stage!r} did not start in "
                     f"{plan.slot}: {detail}"
                 )
-            new = self.wait_pod_change(pod, min(pull_deadline, swap_deadline) if pulling else swap_deadline)
+            if detach_at is not None and now >= detach_at:
+                return None
+            until = min(pull_deadline, swap_deadline) if pulling else swap_deadline
+            new = self.wait_pod_change(pod, until if detach_at is None else min(until, detach_at))
             pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
 
-    def follow(self, plan: SwapPlan, timeouts: Timeouts) -> StageResult:
+    def follow(
+        self, plan: SwapPlan, timeouts: Timeouts, *, skip: int = 0, detach_at: float | None = None
+    ) -> StageResult | Detached:
         """Stream the stage's output through `log` until its result line; survives container restarts.
 
         An adopted plan returns its result at once. With `timeouts.execution`, a watchdog stops the stage
-        (see `stop`) when it runs out, silent or not, and raises StageTimeoutError.
+        (see `stop`) when it runs out, silent or not, and raises StageTimeoutError. `skip`: the first `skip`
+        lines of the generation's output (`GenerationOutput`) were logged by an earlier reader: they go to
+        `quiet`, not `log`. `detach_at` (monotonic): a stage still running then is left running and
+        `Detached` is returned, with how far its output was logged.
         """
         if plan.action == "adopt":
             assert plan.result is not None
             return plan.result
-        started = self.wait_started(plan, timeouts, time.monotonic())
+        started = self.wait_started(plan, timeouts, time.monotonic(), detach_at)
+        if started is None:
+            return Detached(skip)
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
-        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        output = GenerationOutput(plan.generation, plan.token, skip=skip, tail=TAIL_LINES)
+        tail = output.tail
         streamed = started.container_id  # the container whose log is followed
         while True:
-            forwarding = False
-            blank = 0  # empty lines held back: the runner ends a stage's open line before its result
             failure: Exception | None = None
             since = _since(plan.record.swapped_at) if plan.record.action == "go" else None
             lines = self._pump(plan.slot, since)
+            output.reopen()
             while True:
-                item = self._next(lines, deadline, plan, timeouts)
+                item = self._next(lines, deadline, plan, timeouts, detach_at)
                 if item is _END:
                     break
+                if item is _DETACH:
+                    self._stop_pump()
+                    return Detached(output.counted)
                 if isinstance(item, Exception):
                     failure = item
                     break
-                line = str(item)
-                marker = parse_marker(line)
-                ours = matches(marker, plan.generation, plan.token)
-                if ours and isinstance(marker, StartMarker):
-                    forwarding = True
-                    tail.clear()
-                    blank = 0
+                logged, fresh = output.feed(str(item))
+                for line in logged:
+                    self.quiet(line)
+                for line in fresh:
                     self.log(line)
-                    continue
-                if ours and isinstance(marker, ResultMarker):
+                marker = output.result
+                if marker is not None:
                     result = StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
                     if result.reason != "completed":  # stopped by a signal: the pod going away, or a kill?
                         pod = self.api.read_pod(self.pod_name, self.namespace)
                         if pod is None or pod_lost_reason(pod) is not None:
-                            self._log_end(result)
+                            self.log_end(result)
                             raise self.lost(
                                 pod,
                                 f"while stage {plan.stage!r} ran (generation {plan.generation}; it was "
@@ -447,18 +477,8 @@ class StageDriver:
                                 break
                             killed = _killed_by_kubelet(pod, plan)
                         result = _with_kill_reason(result, killed)
-                    self._log_end(result)
+                    self.log_end(result)
                     return result
-                if forwarding:
-                    if line == "":
-                        blank += 1
-                        continue
-                    for _ in range(blank):
-                        tail.append("")
-                        self.log("")
-                    blank = 0
-                    tail.append(clip(line))  # bounded: the tail goes into XCom and error messages
-                    self.log(line)
             # the stream ended without our result: the container stopped or was restarted, or the pod is gone
             pod = self.api.read_pod(self.pod_name, self.namespace)
             status = current_status(pod, plan.stage)
@@ -525,31 +545,59 @@ class StageDriver:
             pod = new
 
     def _pump(self, slot: str, since_seconds: int | None = None) -> queue.Queue[object]:
-        """Follow `slot`'s log in a thread: lines, then an exception if the stream broke, then `_END`."""
-        lines: queue.Queue[object] = queue.Queue()
+        """Follow `slot`'s log in a thread: lines, then an exception if the stream broke, then `_END`.
+
+        At most `PUMP_LINES` lines wait in the queue (the stream is read no faster than they are taken); a
+        pump whose reader has gone (`follow` detached) closes its stream at its next line."""
+        lines: queue.Queue[object] = queue.Queue(maxsize=PUMP_LINES)
+        self._stop_pump()
+        stop = self._pump_stop = threading.Event()
+
+        def put(item: object) -> bool:
+            while not stop.is_set():
+                try:
+                    lines.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
         def pump() -> None:
             try:
                 stream = self.api.follow_log(self.pod_name, self.namespace, slot, since_seconds=since_seconds)
                 for line in stream:
-                    lines.put(line)
+                    if not put(line):
+                        return
             except Exception as e:  # handed to the reader, which decides
-                lines.put(e)
+                put(e)
             finally:
-                lines.put(_END)
+                put(_END)
 
         threading.Thread(target=pump, name=f"kruise-chain-log-{slot}", daemon=True).start()
         return lines
 
+    def _stop_pump(self) -> None:
+        if self._pump_stop is not None:
+            self._pump_stop.set()
+
     def _next(
-        self, lines: queue.Queue[object], deadline: float | None, plan: SwapPlan, timeouts: Timeouts
+        self,
+        lines: queue.Queue[object],
+        deadline: float | None,
+        plan: SwapPlan,
+        timeouts: Timeouts,
+        detach_at: float | None = None,
     ) -> object:
-        """The next item of `_pump`'s queue; stops the stage when the execution deadline passes."""
+        """The next item of `_pump`'s queue, or `_DETACH` at `detach_at`; stops the stage when the execution
+        deadline passes."""
+        until = min((t for t in (deadline, detach_at) if t is not None), default=None)
         try:
-            if deadline is None:
+            if until is None:
                 return lines.get()
-            return lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            return lines.get(timeout=max(0.0, until - time.monotonic()))
         except queue.Empty:
+            if detach_at is not None and until == detach_at:
+                return _DETACH
             self.expire(plan, timeouts)
             raise AssertionError("unreachable") from None
 
@@ -570,7 +618,7 @@ class StageDriver:
             f"{plan.generation} in {plan.slot}) was still running; stopped it{ended}"
         )
 
-    def _log_end(self, result: StageResult) -> None:
+    def log_end(self, result: StageResult) -> None:
         self.log(
             f"::kruise-chain:: end stage={result.stage} generation={result.generation} "
             f"exit={result.exit_code} reason={result.reason} duration={result.duration_seconds:.3f}s "
@@ -657,7 +705,7 @@ class StageDriver:
                 pod, record.slot, record.generation, record.image, token=record.token
             )
             if result is not None:
-                self._log_end(result)
+                self.log_end(result)
                 return result
             new = self.wait_pod_change(pod, deadline)
             pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
@@ -670,5 +718,6 @@ class StageDriver:
         timeouts = timeouts or Timeouts()
         plan = self.swap(stage, try_number, timeouts)
         result = self.follow(plan, timeouts)
+        assert isinstance(result, StageResult)  # no detach_at: followed to the end
         self.park_slot(plan, timeouts)
         return result

@@ -710,3 +710,104 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 ) from e
             except CONNECTION_ERRORS as e:
                 raise _unreachable(e, "get", "pods", namespace, name) from e
+
+    async def read_log(self, name: str, namespace: str, container: str, *, tail_lines: int) -> str:
+        """The last `tail_lines` lines of the container's log ('' when it has none yet); bounded on purpose:
+        a triggerer holds many."""
+        from kubernetes_asyncio import client as async_client
+
+        async with self.get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+
+            async def read() -> str:
+                resp = await v1.read_namespaced_pod_log(
+                    name, namespace, container=container, tail_lines=tail_lines, _preload_content=False
+                )
+                body = await resp.read()
+                _raise_for_status(resp.status, body)
+                return body.decode(errors="replace")
+
+            try:
+                return await self._retrying(f"get pods/log {name}", read)
+            except AsyncApiException as e:
+                if e.status in (400, 404):
+                    return ""
+                raise _log_failed(e, namespace, name) from e
+            except CONNECTION_ERRORS as e:
+                raise _unreachable(e, "get", "pods/log", namespace, name) from e
+
+    async def follow_log(
+        self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
+    ) -> AsyncIterator[list[str]]:
+        """Yield the container's log lines live, in batches (one per chunk read), until the container stops or
+        the stream is cut (a lost connection ends it too: the caller reads the pod to tell which). Memory is
+        bounded whatever the stage prints: one chunk of at most `LOG_CHUNK` bytes at a time, and a line longer
+        than 64 KiB keeps its start and end with a note of how much was cut (`LineSplitter`); the stream is
+        read only as fast as the caller takes the batches."""
+        import aiohttp
+        from kubernetes_asyncio import client as async_client
+
+        async with self.get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+
+            async def open_stream() -> Any:
+                resp = await v1.read_namespaced_pod_log(
+                    name,
+                    namespace,
+                    container=container,
+                    follow=True,
+                    _preload_content=False,
+                    # no total or read timeout: a stage may be silent for hours
+                    _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None),
+                    **({"since_seconds": since_seconds} if since_seconds else {}),
+                )
+                if resp.status >= 300:
+                    body = await resp.read()
+                    resp.release()
+                    _raise_for_status(resp.status, body)
+                return resp
+
+            try:
+                resp = await self._retrying(f"get pods/log {name}", open_stream)
+            except AsyncApiException as e:
+                if e.status == 400:  # not started yet, or gone
+                    return
+                raise _log_failed(e, namespace, name) from e
+            except CONNECTION_ERRORS as e:
+                raise _unreachable(e, "get", "pods/log", namespace, name) from e
+            lines = LineSplitter()
+            try:
+                async for chunk in resp.content.iter_chunked(LOG_CHUNK):
+                    batch = lines.feed(chunk)
+                    if batch:
+                        yield batch
+            except (*CONNECTION_ERRORS, aiohttp.ClientPayloadError) as e:
+                what = f"{namespace}/{name} {container}"
+                self.log.warning("Kubernetes API: log stream of %s cut (%s)", what, _describe(e))
+                return
+            finally:
+                resp.release()
+            last = lines.finish()
+            if last is not None:
+                yield [last]
+
+
+LOG_CHUNK = 64 * 1024
+"""bytes read from a log stream at a time"""
+
+
+def _log_failed(e: AsyncApiException, namespace: str, name: str) -> KruiseApiError:
+    return KruiseApiError(
+        f'get pods/log "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}', e.status
+    )
+
+
+def _raise_for_status(status: int, body: bytes) -> None:
+    """Without preloading, kubernetes_asyncio hands back an error response as it is: raise it."""
+    if status < 300:
+        return
+    try:
+        message = json.loads(body or b"{}").get("message")
+    except (TypeError, ValueError):
+        message = None
+    raise AsyncApiException(status=status, reason=message or body[:200].decode(errors="replace"))

@@ -23,7 +23,9 @@ from airflow_kruise_chain.links import ChainPodLink
 if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it): the hook
     # pulls in the Kubernetes clients and cncf.kubernetes, the rest is what only running a task needs.
+    from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
+    from airflow_kruise_chain.core.podview import StageRecord
     from airflow_kruise_chain.core.sizing import ChainSizing
     from airflow_kruise_chain.core.status import StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
@@ -481,6 +483,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         stage_timeout: float | None = None,
         pull_timeout: float | None = None,
         deferrable: bool = False,
+        defer_after: float = 1.0,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
         cluster_context: str | None = None,
@@ -502,6 +505,9 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         self.pull_timeout = pull_timeout
         self._running: tuple[StageDriver, str] | None = None
         self.deferrable = deferrable
+        if isinstance(defer_after, bool) or not isinstance(defer_after, (int, float)) or defer_after < 0:
+            raise ChainConfigError("defer_after", f"must be a number of seconds >= 0, not {defer_after!r}")
+        self.defer_after = defer_after
         _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
         _check_positive("swap_timeout", swap_timeout)
         for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):
@@ -544,20 +550,29 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         if plan.action == "adopt":
             self.replay(driver, plan)
         if self.deferrable and plan.action != "adopt":
+            from airflow_kruise_chain.core.driver import Detached
             from airflow_kruise_chain.triggers.chain import StageTrigger
 
-            self.defer(
-                trigger=StageTrigger(
-                    pod_name=driver.pod_name,
-                    namespace=self.namespace,
-                    stage=stage.name,
-                    target="finished",
-                    timeout=self.swap_timeout + (self.stage_timeout or 86400),
-                    connection=self.connection,
-                ),
-                method_name="execute_complete",
-                kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
+            # a stage that ends within `defer_after` is followed here: deferring it would cost more
+            followed = self.follow(
+                context, driver, plan, sample_memory=False, detach_at=time.monotonic() + self.defer_after
             )
+            if isinstance(followed, Detached):
+                self.defer(
+                    trigger=StageTrigger(
+                        pod_name=driver.pod_name,
+                        namespace=self.namespace,
+                        stage=stage.name,
+                        target="finished",
+                        timeout=self.swap_timeout + (self.stage_timeout or 86400),
+                        generation=plan.generation,
+                        logged=followed.logged,
+                        connection=self.connection,
+                    ),
+                    method_name="execute_complete",
+                    kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
+                )
+            return self.finish(context, followed, pod_uid)
         return self.finish(context, self.follow(context, driver, plan), pod_uid)
 
     def prepare_try(self, context: Context, driver: StageDriver) -> str:
@@ -675,20 +690,62 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         generation: int = 0,
         pod_uid: str = "",
     ) -> dict[str, Any]:
-        """Resume after the trigger: read the stage's output and result from the slot's log."""
-        if event.get("status") != "finished":
-            raise ChainError(f"stage {self.stage_name!r}: {event.get('message') or event.get('status')}")
-        driver = self.driver(context)
-        plan = driver.swap(
-            self.stage_spec(), context["ti"].try_number, self.timeouts()
-        )  # reattach: no new swap
-        # the stage ran while the task was deferred: no memory to sample now
-        return self.finish(context, self.follow(context, driver, plan, sample_memory=False), pod_uid)
+        """Resume after the trigger, which logged the stage's output as it came: report the result it read,
+        or (no result in the event) re-attach and read it, logging only the lines the trigger did not."""
+        from airflow_kruise_chain.core.driver import StageTimeoutError
 
-    def follow(
-        self, context: Context, driver: StageDriver, plan: SwapPlan, *, sample_memory: bool = True
-    ) -> StageResult:
-        """`driver.follow` with monitoring: pull and memory log markers, and the `chain_state` XCom."""
+        status = event.get("status")
+        driver = self.driver(context)
+        if status == "timeout":
+            driver.stop(self.stage_name)
+            raise StageTimeoutError(f"stage {self.stage_name!r}: {event.get('message')}; stopped it")
+        if status != "finished":
+            raise ChainError(f"stage {self.stage_name!r}: {event.get('message') or status}")
+        reported = self.reported_result(context, driver, event, generation)
+        if reported is not None:
+            return self.finish(context, reported, pod_uid)
+        plan = driver.swap(self.stage_spec(), context["ti"].try_number, self.timeouts())  # reattach
+        # the stage ran while the task was deferred: no memory to sample now
+        result = self.follow(context, driver, plan, sample_memory=False, skip=int(event.get("logged") or 0))
+        return self.finish(context, result, pod_uid)
+
+    def reported_result(
+        self, context: Context, driver: StageDriver, event: dict[str, Any], generation: int
+    ) -> StageResult | None:
+        """The result the trigger read (the runner's result line for `generation` and its token), if the
+        stage ended by itself; None to read it from the pod instead (e.g. it was stopped: the pod may have
+        gone with it, or the kubelet killed it)."""
+        from airflow_kruise_chain.core.podview import StageRecord
+        from airflow_kruise_chain.core.status import ResultMarker, StageResult, matches, parse_marker
+
+        record = StageRecord.from_annotation(event.get("record") or "")
+        marker = parse_marker(event.get("result") or "")
+        if (
+            record is None
+            or record.generation != generation
+            or not isinstance(marker, ResultMarker)
+            or not matches(marker, generation, record.token)
+            or marker.reason != "completed"
+        ):
+            return None
+        result = StageResult.from_marker(marker, image=record.image, log_tail=event.get("tail") or ())
+        monitor = self.monitor(context, driver, record, sample_memory=False)
+        driver.log_end(result)
+        monitor.finished(result)
+        if event.get("sized"):
+            driver.park(self.stage_name, record.slot, self.timeouts())
+        return result
+
+    def monitor(
+        self,
+        context: Context,
+        driver: StageDriver,
+        record: StageRecord,
+        *,
+        swapped_now: bool = False,
+        sample_memory: bool = True,
+    ) -> StageMonitor:
+        """The monitor of `record`'s generation: pull and memory log markers, and the `chain_state` XCom."""
         from airflow_kruise_chain.core.chainstate import XCOM_KEY as XCOM_CHAIN_STATE
         from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack
 
@@ -698,14 +755,14 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
                 chain=self.chain_id,
                 namespace=self.namespace,
                 pod=driver.pod_name,
-                stage=plan.stage,
-                slot=plan.slot,
-                generation=plan.generation,
-                image=plan.record.image,
+                stage=self.stage_name,
+                slot=record.slot,
+                generation=record.generation,
+                image=record.image,
                 try_number=ti.try_number,
-                action=plan.record.action,
+                action=record.action,
                 # a swap made now is timed by the monitor; an earlier one keeps its record's (whole seconds)
-                swapped_at=None if plan.action in ("patch", "go") else plan.record.swapped_at,
+                swapped_at=None if swapped_now else record.swapped_at,
             ),
             publish=lambda state: ti.xcom_push(key=XCOM_CHAIN_STATE, value=state),
             read_pod=lambda: self.hook.read_pod(driver.pod_name, self.namespace),
@@ -713,14 +770,40 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
             log=self.log.info,
             interval=memory_sample_interval() if sample_memory else 0,
         )
-        driver.log = monitor.observe(driver.log)
         monitor.swapped()
+        return monitor
+
+    def follow(
+        self,
+        context: Context,
+        driver: StageDriver,
+        plan: SwapPlan,
+        *,
+        sample_memory: bool = True,
+        skip: int = 0,
+        detach_at: float | None = None,
+    ) -> Any:
+        """`driver.follow` with monitoring (see `monitor`); `skip` and `detach_at` as there: returns the
+        `StageResult`, or `Detached` with the stage still running."""
+        from airflow_kruise_chain.core.driver import Detached
+
+        monitor = self.monitor(
+            context,
+            driver,
+            plan.record,
+            swapped_now=plan.action in ("patch", "go"),
+            sample_memory=sample_memory,
+        )
+        driver.log = monitor.observe(driver.log)
+        driver.quiet = monitor.observe(lambda _line: None)  # lines the trigger logged: seen, not logged again
         try:
             with monitor.sampling():
-                result = driver.follow(plan, self.timeouts())
+                result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at)
         except Exception as err:
             monitor.failed(err)
             raise
+        if isinstance(result, Detached):
+            return result
         monitor.finished(result)
         driver.park_slot(plan, self.timeouts())
         return result

@@ -39,6 +39,10 @@ class StageTrigger(BaseTrigger):
     """Fires when `stage` in the chain pod reaches `target` ("running" or "finished"), or cannot.
 
     Events: `{"status": target}` on success; `{"status": "failed"|"timeout", "message": ...}` otherwise.
+    With `generation` (a deferred stage task's own generation), it also logs that generation's output as it
+    comes (after the first `logged` lines, which the task logged before deferring) and the event carries how
+    far it logged (`logged`), the last lines (`tail`) and the runner's result line (`result`), see
+    `StageOutputFollower`.
     """
 
     def __init__(
@@ -50,6 +54,8 @@ class StageTrigger(BaseTrigger):
         target: str = "finished",
         timeout: float = 3600,
         connection: KubeConnection | Mapping[str, Any] | None = None,
+        generation: int = 0,
+        logged: int = 0,
     ) -> None:
         super().__init__()
         if target not in TARGETS:
@@ -62,6 +68,8 @@ class StageTrigger(BaseTrigger):
         if not isinstance(connection, KubeConnection):  # as `serialize` gave it
             connection = KubeConnection.from_dict(connection or {})
         self.connection = connection
+        self.generation = generation
+        self.logged = logged
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -73,6 +81,8 @@ class StageTrigger(BaseTrigger):
                 "target": self.target,
                 "timeout": self.timeout,
                 "connection": self.connection.to_dict(),
+                "generation": self.generation,
+                "logged": self.logged,
             },
         )
 
@@ -83,6 +93,24 @@ class StageTrigger(BaseTrigger):
         hook = self.hook()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
+        if self.generation and self.target == "finished":
+            from airflow_kruise_chain.triggers.output import StageOutputFollower
+
+            follower = StageOutputFollower(
+                hook,
+                pod_name=self.pod_name,
+                namespace=self.namespace,
+                stage=self.stage,
+                generation=self.generation,
+                skip=self.logged,
+                deadline=deadline,
+                emit=self.emit,
+            )
+            payload = await follower.run()
+            if payload["status"] == "timeout":
+                payload["message"] = f"stage {self.stage!r} did not reach finished within {self.timeout:.0f}s"
+            yield TriggerEvent(payload)
+            return
         while loop.time() < deadline:
             # read first: a watch of a pod that is already gone would wait out its window without an event
             pod = await hook.read_pod(self.pod_name, self.namespace)
@@ -112,10 +140,8 @@ class StageTrigger(BaseTrigger):
         """The event for `pod` (None: keep waiting), and whether a result line is awaited in the log."""
         status = current_status(pod, self.stage)
         if needs_log(status) and status.slot:
-            lines = await hook.read_logs(self.pod_name, self.namespace, status.slot, since_seconds=None)
-            # read_logs asks for timestamps: drop them, a marker starts its line
-            tail = [line.split(" ", 1)[-1] for line in lines[-LOG_TAIL:]]
-            status = confirm_from_log(pod, status, tail)
+            text = await hook.read_log(self.pod_name, self.namespace, status.slot, tail_lines=LOG_TAIL)
+            status = confirm_from_log(pod, status, text.splitlines())
             if status.state is StageState.FINISHED:
                 # the result may be the stage stopped with the pod (deleted meanwhile): look once more
                 now = await hook.read_pod(self.pod_name, self.namespace)
@@ -123,6 +149,16 @@ class StageTrigger(BaseTrigger):
                     return self.event_for(now), False
             return self.event_for(pod, status), status.state is StageState.RUNNING
         return self.event_for(pod, status), False
+
+    async def emit(self, lines: list[str]) -> None:
+        """Log the stage's output lines into the task's log; in a thread, as cncf.kubernetes' pod trigger
+        does, so that writing them (which waits while the triggerer's log pipe is full) never stalls the
+        triggerer's event loop. The thread keeps the trigger's logging context."""
+        await asyncio.to_thread(self._log_lines, lines)
+
+    def _log_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.log.info("%s", line)
 
     def event_for(self, pod: dict[str, Any] | None, status: StageStatus | None = None) -> TriggerEvent | None:
         """The event to fire for the pod as it is now (`status`: already read), or None to keep waiting."""

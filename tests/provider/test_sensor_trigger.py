@@ -199,31 +199,37 @@ def test_deferrable_sensor_fails_on_a_failure_event(chain_run):
         )
 
 
-def test_deferrable_operator_swaps_defers_and_logs_the_stage_output_on_completion(chain_run):
+def test_deferrable_operator_swaps_defers_and_logs_the_stage_output_once(chain_run):
+    """The worker logs what the stage prints within `defer_after`, the trigger what comes while it is deferred
+    (it lands in the task's log), the resumed task only the end: each line once, in order."""
     op = chain_run.stage("slow", deferrable=True)
     context = chain_run.context()
-    with pytest.raises(TaskDeferred) as deferred:
-        op.execute(context)
-    assert deferred.value.method_name == "execute_complete"
-    kwargs = deferred.value.kwargs
-    assert kwargs["slot"] in ("slot-a", "slot-b") and kwargs["generation"] == 1
-    event = run_trigger(deferred.value.trigger)
-    assert event["status"] == "finished" and event["generation"] == 1
-
     with structlog.testing.capture_logs() as logs:
+        with pytest.raises(TaskDeferred) as deferred:
+            op.execute(context)
+        assert deferred.value.method_name == "execute_complete"
+        kwargs = deferred.value.kwargs
+        assert kwargs["slot"] in ("slot-a", "slot-b") and kwargs["generation"] == 1
+        worker = len(logs)
+        event = run_trigger(deferred.value.trigger)
+        trigger = len(logs)
+        assert event["status"] == "finished" and event["generation"] == 1
         result = op.execute_complete(context, event, **kwargs)
     assert result["exit_code"] == 0 and result["generation"] == 1
     assert context["ti"].xcom["return_value"] == result
     lines = [entry["event"] for entry in logs]
-    assert "slow-begins" in lines and "slow-output-line" in lines and "slow-ends" in lines
+    output = [line for line in lines if line.startswith("slow-")]
+    assert output == ["slow-begins", "slow-output-line", "slow-ends"]
+    assert "slow-output-line" in lines[worker:trigger]  # printed after 2 s: logged by the trigger
     assert result["log_tail"] == ["slow-begins", "slow-output-line", "slow-ends"]
-    # the resumed task re-attached to the stage: no second swap, no second run
-    assert not any("::kruise-chain:: swap" in line for line in lines)
-    assert any("reattaching" in line for line in lines)
+    # the resumed task reported the trigger's result: no second swap, no second run, no log re-read
+    assert sum("::kruise-chain:: swap" in line for line in lines) == 1
+    assert sum(line.startswith("::kruise-chain:: start gen=1") for line in lines) == 1
+    assert any(line.startswith("::kruise-chain:: end stage=slow") for line in lines[trigger:])
 
 
 def test_deferrable_operator_fails_with_the_exit_code_after_resuming(chain_run):
-    op = chain_run.stage("fails", deferrable=True)
+    op = chain_run.stage("fails", deferrable=True, defer_after=0)
     context = chain_run.context()
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(context)
@@ -236,7 +242,7 @@ def test_deferrable_operator_fails_with_the_exit_code_after_resuming(chain_run):
 
 
 def test_deferrable_operator_fails_with_the_reason_when_the_stage_cannot_start(chain_run):
-    op = chain_run.stage("missing", deferrable=True)
+    op = chain_run.stage("missing", deferrable=True, defer_after=0)
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(chain_run.context())
     event = run_trigger(deferred.value.trigger)

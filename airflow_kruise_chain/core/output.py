@@ -1,0 +1,78 @@
+"""One generation's output, picked out of its slot's log as a task log shows it, with a count that lets a
+reader that takes over (a trigger, then the resumed task; a stream opened again) log each line once."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .lines import clip
+from .status import ResultMarker, StartMarker, matches, parse_marker
+
+TAIL_LINES = 20
+"""output lines kept (clipped) for a result's `log_tail`"""
+
+
+class GenerationOutput:
+    """Feed a slot's log lines in order; `feed` says which to log.
+
+    Lines before the generation's start marker (earlier generations, the parked runner) are dropped. From the
+    start marker on, every line shown is counted (`counted`), the start marker included; the first `skip` of
+    them are returned apart: a reader before this one logged them. An empty line is held back until another
+    line follows: the runner ends a line the stage left open before its result, so one empty line just before
+    the result is not the stage's (only one is held: a flood of empty lines is not buffered). `tail` keeps
+    the last output lines, clipped; `result` is the generation's result marker once read (only a marker
+    with the generation's token counts: a stage cannot forge one). Memory: the tail, whatever the log's size.
+    """
+
+    def __init__(self, generation: int, token: str, *, skip: int = 0, tail: int = TAIL_LINES) -> None:
+        self.generation = generation
+        self.token = token
+        self.skip = skip
+        self.counted = 0
+        self.tail: deque[str] = deque(maxlen=tail)
+        self.started: StartMarker | None = None
+        self.result: ResultMarker | None = None
+        self.result_line = ""
+        self._showing = False
+        self._blank = False
+
+    def reopen(self) -> None:
+        """The log is read again from the same start (a stream opened again, or another reader of the same
+        container): lines counted so far are skipped when they come again."""
+        self.skip = max(self.skip, self.counted)
+        self.counted = 0
+        self._showing = False
+        self._blank = False
+
+    def feed(self, line: str) -> tuple[list[str], list[str]]:
+        """The lines `line` releases (none, itself, or itself after a held empty line): (already logged by an
+        earlier reader, to log)."""
+        if self.result is not None:
+            return [], []
+        marker = parse_marker(line)
+        ours = matches(marker, self.generation, self.token)
+        if ours and isinstance(marker, StartMarker):
+            self.started = marker
+            self._showing = True
+            self._blank = False
+            self.tail.clear()
+            return self._count([line])
+        if ours and isinstance(marker, ResultMarker):
+            self.result = marker
+            self.result_line = line
+            return [], []
+        if not self._showing:
+            return [], []
+        if line == "" and not self._blank:
+            self._blank = True
+            return [], []
+        # a held empty line is released by any line after it; an empty line keeps one held
+        shown = ["", line] if self._blank and line else [line]
+        self._blank = self._blank and not line
+        self.tail.extend(clip(one) for one in shown)
+        return self._count(shown)
+
+    def _count(self, lines: list[str]) -> tuple[list[str], list[str]]:
+        logged = max(0, min(len(lines), self.skip - self.counted))
+        self.counted += len(lines)
+        return lines[:logged], lines[logged:]
