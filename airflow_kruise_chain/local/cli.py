@@ -45,7 +45,7 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
 
 
 def _restart_period(text: str) -> float:
-    from .kubelet import check_max_container_restart_period
+    from .backoff import check_max_container_restart_period
 
     try:
         return check_max_container_restart_period(float(text))

@@ -24,12 +24,13 @@ from . import limits
 from . import resources as R
 from .admission import Admission
 from .admission_policy import PolicyAdmission
+from .backoff import check_max_container_restart_period
 from .catalogue import Catalogue
 from .errors import ApiError
 from .events import EventRecorder
 from .filters import Filters
 from .kruise import Kruise
-from .kubelet import Kubelet, check_max_container_restart_period
+from .kubelet import Kubelet
 from .profiles import Profile, get_profile
 from .rbac import Rbac
 from .scheduling import DEFAULT_ALLOCATABLE, Scheduler

@@ -32,7 +32,8 @@ from .store import Obj, deep_copy, now_iso
 from .validation import parse_quantity
 
 if TYPE_CHECKING:
-    from .kubelet import Kubelet, PodWorker
+    from .kubelet import Kubelet
+    from .pod_workers import PodWorker
 
 RETRY_SECONDS = 1.0
 """How soon a resize the runtime could not apply is tried again (the pod worker's re-sync after an error)."""

@@ -6,12 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kruise_chain.local.kubelet import (
-    Backoff,
-    check_max_container_restart_period,
-    go_duration,
-    spec_hash,
-)
+from airflow_kruise_chain.local.backoff import Backoff, check_max_container_restart_period, go_duration
+from airflow_kruise_chain.local.container import spec_hash
 
 
 def test_container_hash_covers_only_name_and_image() -> None:

@@ -1,0 +1,75 @@
+"""A container's environment (`pkg/kubelet/kubelet_pods.go` `makeEnvironmentVariables`): env and envFrom,
+configMap and downward-API references, resourceFieldRef, and `$(VAR)` expansion
+(`third_party/forked/golang/expansion`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from . import resources as R
+from .catalogue import Image
+from .store import Obj
+from .validation import parse_quantity
+from .volumes import VolumeError, resolve_field
+
+_VAR = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes `$(VAR)` expansion: defined variables are replaced, `$$` escapes, others stay as is."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR.sub(sub, text)
+
+
+class ContainerEnvironment:
+    """The pod worker's part that builds a container's environment."""
+
+    def container_env(self, pod: Obj, spec: dict[str, Any], image: Image) -> dict[str, str]:
+        env: dict[str, str] = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOSTNAME": self.name,
+            "HOME": "/root",
+        }
+        env.update(image.env)
+        for src in spec.get("envFrom") or []:
+            ref = src.get("configMapRef")
+            if ref:
+                cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                if cm is None and not ref.get("optional"):
+                    raise VolumeError(f'configmap "{ref.get("name")}" not found')
+                for k, v in ((cm or {}).get("data") or {}).items():
+                    env[src.get("prefix", "") + k] = v
+        for item in spec.get("env") or []:
+            if "value" in item:
+                env[item["name"]] = expand(str(item.get("value", "")), env)
+            elif item.get("valueFrom", {}).get("fieldRef"):
+                env[item["name"]] = resolve_field(pod, item["valueFrom"]["fieldRef"]["fieldPath"])
+            elif item.get("valueFrom", {}).get("configMapKeyRef"):
+                ref = item["valueFrom"]["configMapKeyRef"]
+                cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                value = ((cm or {}).get("data") or {}).get(ref.get("key", ""))
+                if value is None and not ref.get("optional"):
+                    raise VolumeError(
+                        f"couldn't find key {ref.get('key')} in ConfigMap {self.ns}/{ref.get('name')}"
+                    )
+                if value is not None:
+                    env[item["name"]] = value
+            elif item.get("valueFrom", {}).get("resourceFieldRef"):
+                env[item["name"]] = self.resource_field(spec, item["valueFrom"]["resourceFieldRef"])
+            else:
+                env[item["name"]] = ""
+        return env
+
+    @staticmethod
+    def resource_field(spec: dict[str, Any], ref: dict[str, Any]) -> str:
+        kind, _, res = ref.get("resource", "").partition(".")
+        value = ((spec.get("resources") or {}).get(kind) or {}).get(res)
+        if value is None:
+            return "0"
+        return str(int(parse_quantity(str(value))))

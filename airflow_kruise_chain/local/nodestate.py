@@ -1,0 +1,48 @@
+"""A node's kubelet-side state: its image store (what `crictl images` lists), its crash-loop back-off and its
+clock."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from .backoff import Backoff
+from .catalogue import Image
+from .imageref import normalize, repository, split_reference
+
+
+@dataclass
+class NodeState:
+    """A node's kubelet-side state: its image store and its crash-loop back-off, which runs on the node's
+    clock: real time plus `clock_offset` (tests move it forward instead of sleeping through a back-off)."""
+
+    name: str
+    ip: str
+    images: dict[str, Image] = field(default_factory=dict)
+    pulled_at: dict[str, datetime] = field(default_factory=dict)
+    pulling: dict[str, asyncio.Future[Image | None]] = field(default_factory=dict)
+    backoff: Backoff = field(default_factory=Backoff)
+    clock_offset: float = 0.0
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset)
+
+    def stamp(self, real: datetime) -> datetime:
+        """A real time (the runtime's) on this node's clock."""
+        return real + timedelta(seconds=self.clock_offset)
+
+    def image_for(self, ref: str) -> Image | None:
+        """The stored image `ref` names, as the runtime resolves it: by reference, or for a digest reference
+        (`repo@sha256:D`, `repo:tag@sha256:D`: the tag is ignored) any stored image of that repository and
+        digest."""
+        full = normalize(ref)
+        if full in self.images:
+            return self.images[full]
+        digest = split_reference(full)[2]
+        if digest:
+            repo = repository(full)
+            for image in self.images.values():
+                if image.digest == digest and repository(image.ref) == repo:
+                    return replace(image, ref=full)
+        return None

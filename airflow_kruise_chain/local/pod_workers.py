@@ -1,0 +1,591 @@
+"""A pod worker of the local kubelet: runs one pod on its node until it ends or is deleted
+(`pkg/kubelet/pod_workers.go`), with the kuberuntime manager's decisions (`kuberuntime_manager.go`
+`computePodActions`, `doBackOff`; `kuberuntime_container.go` `killContainer`): init containers in order, image
+pulls by imagePullPolicy, restarts by restartPolicy under the crash-loop back-off, kill-and-restart of a
+running container whose hash changed, graceful termination of whole process trees."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import resources as R
+from .backoff import go_duration
+from .catalogue import NOT_IN_CATALOGUE, Image
+from .container import ContainerState, Instance, spec_hash
+from .imageref import normalize
+from .kubelet_env import ContainerEnvironment, expand
+from .pod_status import PodStatusWriter
+from .prober import PodProber
+from .runtime import ContainerLaunch, PodSandbox, RuntimeUnavailable, StartError
+from .store import Obj, deep_copy
+from .validation import parse_quantity
+from .volumes import PodVolumes, VolumeError
+
+if TYPE_CHECKING:
+    from .kubelet import Kubelet
+
+log = logging.getLogger(__name__)
+
+
+class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
+    """Runs one pod on its node until it ends or is deleted."""
+
+    def __init__(self, kubelet: Kubelet, pod: Obj) -> None:
+        self.kubelet = kubelet
+        self.ns = pod["metadata"].get("namespace", "")
+        self.name = pod["metadata"]["name"]
+        self.uid = pod["metadata"]["uid"]
+        self.node = pod["spec"]["nodeName"]
+        self.dir = kubelet.root / "pods" / self.uid
+        self.containers: dict[str, ContainerState] = {}
+        self.init_containers: dict[str, ContainerState] = {}
+        self.initialized = False
+        self.projected_meta = self.meta_of(pod)
+        self.remount_pending = False
+        self.volumes: dict[str, Path] = {}
+        self.sandbox_ready = False
+        self.pod_sandbox: PodSandbox | None = None
+        self.start_time: datetime | None = None
+        self.terminating = False
+        self.final_phase: str | None = None
+        self.final_reason = ""
+        self.final_message = ""
+        self.pod_ip = f"10.244.0.{(int(uuid.UUID(self.uid).int) % 250) + 2}"
+        self._status_dirty = False
+        self.task: asyncio.Task[None] | None = None
+        self.volume_error = ""
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def pod(self) -> Obj | None:
+        return self.kubelet.store.peek(R.PODS, self.ns, self.name)
+
+    def spec_of(self, name: str) -> dict[str, Any] | None:
+        pod = self.pod()
+        if pod is None:
+            return None
+        for c in [*pod["spec"].get("containers", []), *(pod["spec"].get("initContainers") or [])]:
+            if c["name"] == name:
+                return c
+        return None
+
+    def event(self, etype: str, reason: str, message: str) -> None:
+        pod = self.pod()
+        if pod is not None:
+            self.kubelet.events.record(pod, etype, reason, message, component="kubelet", host=self.node)
+
+    def mark_dirty(self) -> None:
+        if not self._status_dirty:
+            self._status_dirty = True
+            asyncio.get_running_loop().call_soon(self.write_status)
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        profile = self.kubelet.profile
+        self.start_time = datetime.now(UTC)
+        self.mark_dirty()
+        await asyncio.sleep(profile.sandbox + profile.network)
+        while not self.terminating and self.pod_sandbox is None:
+            try:
+                host_network = bool(((self.pod() or {}).get("spec") or {}).get("hostNetwork"))
+                self.pod_sandbox = await self.kubelet.runtime.create_sandbox(host_network)
+            except (RuntimeUnavailable, OSError) as e:
+                self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
+                await asyncio.sleep(self.kubelet.volume_retry)
+        while not self.terminating:
+            try:
+                self.setup_volumes()
+                break
+            except VolumeError as e:
+                if self.volume_error != str(e):
+                    self.event("Warning", "FailedMount", str(e))
+                self.volume_error = str(e)
+                await asyncio.sleep(self.kubelet.volume_retry)
+        self.sandbox_ready = True
+        pod = self.pod()
+        if pod is None or self.terminating:
+            return
+        if not await self.run_init_containers(pod):
+            return
+        pod = self.pod()
+        if pod is None or self.terminating:
+            return
+        for c in pod["spec"].get("containers", []):
+            st = ContainerState(c["name"], spec_seen=spec_hash(c))
+            self.containers[c["name"]] = st
+            st.task = asyncio.create_task(self.container_loop(st))
+        self.mark_dirty()
+        deadline = pod["spec"].get("activeDeadlineSeconds")
+        while not self.terminating and self.final_phase is None:
+            deadline = (self.pod() or {}).get("spec", {}).get("activeDeadlineSeconds")
+            if deadline and (datetime.now(UTC) - self.start_time).total_seconds() >= deadline:
+                self.event(
+                    "Normal",
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                )
+                await self.end(
+                    "Failed",
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                )
+                break
+            await asyncio.sleep(0.2)
+
+    async def run_init_containers(self, pod: Obj) -> bool:
+        """Run the init containers one at a time, in order, each to a zero exit, before any app container
+        (`kuberuntime_manager.go` `computePodActions` / `computeInitContainerActions`). A failed one is
+        restarted per restartPolicy, with the restart back-off of any other container; under Never the pod
+        fails. Returns whether the app containers may start."""
+        for c in pod["spec"].get("initContainers") or []:
+            st = ContainerState(c["name"], spec_seen=spec_hash(c))
+            self.init_containers[c["name"]] = st
+        self.mark_dirty()
+        for name, st in self.init_containers.items():
+            while True:
+                if self.terminating or self.final_phase is not None:
+                    return False
+                spec = self.spec_of(name)
+                if spec is None:
+                    return False
+                cur = st.current
+                if cur is None or cur.exit_code is not None:
+                    if cur is not None:
+                        if cur.exit_code == 0:
+                            break
+                        policy = ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always")
+                        if policy == "Never":
+                            await self.end("Failed", "", "")
+                            return False
+                    await self.start_unless_backing_off(st, spec, cur)
+                    continue
+                assert cur.proc is not None
+                code = await cur.proc.wait()
+                await self.exited(st, code)
+        self.initialized = True
+        self.mark_dirty()
+        return True
+
+    async def start_unless_backing_off(
+        self, st: ContainerState, spec: dict[str, Any], exited: Instance | None
+    ) -> None:
+        """Start a container unless its crash-loop back-off holds it (`kuberuntime_manager.go` `doBackOff`).
+
+        `exited` is the container's newest exited instance in the pod status the sync began with: none (a
+        first start, or the restart after a kill of the only instance) -> start, no back-off. Else the key is
+        pod + container name + hash(name, image) of the spec to start (`GetStableKey`), and the start is
+        refused (waiting CrashLoopBackOff, event BackOff) while now - FinishedAt(exited) < back-off(key);
+        a start that passes calls `Next(key)`. A refused start is retried when the back-off runs out or on a
+        pod update, whichever comes first.
+        """
+        if exited is None:
+            await self.start(st, spec)
+            return
+        node = self.kubelet.nodes[self.node]
+        key = f"{self.name}_{self.ns}_{self.uid}_{st.name}_{spec_hash(spec)}"
+        finished = exited.node_finished_at or node.now()
+        left = node.backoff.in_backoff_since(key, finished, node.now())
+        if left > 0:
+            pod = f"{self.name}_{self.ns}({self.uid})"
+            st.waiting_reason = "CrashLoopBackOff"
+            delay = go_duration(node.backoff.get(key))
+            st.waiting_message = f"back-off {delay} restarting failed container={st.name} pod={pod}"
+            self.event("Warning", "BackOff", f"Back-off restarting failed container {st.name} in pod {pod}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, left)
+            return
+        node.backoff.next(key, finished, node.now())
+        await self.start(st, spec)
+
+    async def container_loop(self, st: ContainerState) -> None:
+        """Reconcile one container: start, restart per policy, restart on spec change, back off."""
+        try:
+            while not self.terminating and self.final_phase is None:
+                spec = self.spec_of(st.name)
+                if spec is None:
+                    return
+                cur = st.current
+                if cur is not None and cur.exit_code is None:
+                    # running: wait for an exit, a spec change or a kill request
+                    st.wake.clear()
+                    assert cur.proc is not None
+                    waiter = asyncio.create_task(cur.proc.wait())
+                    woke = asyncio.create_task(st.wake.wait())
+                    await asyncio.wait({waiter, woke}, return_when=asyncio.FIRST_COMPLETED)
+                    woke.cancel()
+                    if self.terminating:
+                        waiter.cancel()
+                        return
+                    spec = self.spec_of(st.name)
+                    why = ""
+                    if spec is not None and spec_hash(spec) != cur.spec_hash:
+                        why = f"Container {st.name} definition changed, will be restarted"
+                    elif st.restart_for:
+                        why = st.restart_for
+                    elif st.probe_failed:
+                        # `computePodActions`: kill a container whose liveness or startup probe failed; start
+                        # it again in the same sync unless the restartPolicy is Never
+                        why = f"Container {st.name} failed {st.probe_failed.removesuffix('Probe')} probe"
+                        if ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always") == "Never":
+                            waiter.cancel()
+                            self.event("Normal", "Killing", why)
+                            await self.kill(st, self.probe_grace(spec, st.probe_failed), reason="")
+                            st.probe_failed = ""
+                            continue
+                        why += ", will be restarted"
+                    st.restart_for = ""
+                    grace = self.probe_grace(spec, st.probe_failed) if st.probe_failed else self.grace()
+                    st.probe_failed = ""
+                    if not waiter.done() and spec is not None and why:
+                        waiter.cancel()
+                        # kill and start in one sync (`SyncPod` steps 3 and 8), whatever the restartPolicy;
+                        # the back-off looks at the pod status taken when the sync began, where the killed
+                        # instance was still running: its newest exited instance is the one before
+                        exited = st.previous
+                        self.event("Normal", "Killing", why)
+                        await self.kill(st, grace, reason="")
+                        await self.start_unless_backing_off(st, spec, exited)
+                        continue
+                    if not waiter.done():
+                        waiter.cancel()
+                        continue
+                    await self.exited(st, waiter.result())
+                    continue
+                # not running: never started, or exited
+                if cur is None:
+                    await self.start(st, spec)
+                    continue
+                # an exited container is restarted only by its restartPolicy, even if its spec changed
+                if self.should_restart(cur):
+                    await self.start_unless_backing_off(st, spec, cur)
+                    continue
+                self.update_phase()
+                await self.sleep_or_wake(st, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("container loop for %s/%s/%s failed", self.ns, self.name, st.name)
+
+    async def sleep_or_wake(self, st: ContainerState, delay: float | None) -> None:
+        st.wake.clear()
+        try:
+            await asyncio.wait_for(st.wake.wait(), timeout=delay)
+        except TimeoutError:
+            pass
+
+    def should_restart(self, inst: Instance) -> bool:
+        policy = ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always")
+        if policy == "Always":
+            return True
+        if policy == "OnFailure":
+            return inst.exit_code != 0
+        return False
+
+    def grace(self) -> float:
+        pod = self.pod() or {}
+        deleting = pod.get("metadata", {}).get("deletionGracePeriodSeconds")
+        if deleting is not None:
+            return float(deleting)
+        return float(pod.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+
+    async def pull(self, st: ContainerState, spec: dict[str, Any]) -> Image | None:
+        """Pull per imagePullPolicy; None (with waiting reason set) when the image cannot be had."""
+        ref = spec.get("image", "")
+        policy = spec.get("imagePullPolicy") or "IfNotPresent"
+        node = self.kubelet.nodes[self.node]
+        stored = node.image_for(ref)
+        present = stored is not None
+        if policy == "Never" and not present:
+            st.waiting_reason, st.waiting_message = (
+                "ErrImageNeverPull",
+                (f'Container image "{ref}" is not present with pull policy of Never'),
+            )
+            self.event("Warning", "ErrImageNeverPull", st.waiting_message)
+            self.mark_dirty()
+            return None
+        if present and policy != "Always":
+            self.event("Normal", "Pulled", f'Container image "{ref}" already present on machine')
+            return stored
+        key = f"{self.node}/{normalize(ref)}"
+        wait = self.kubelet.image_backoff_wait(key)
+        if wait > 0:
+            st.waiting_reason = "ImagePullBackOff"
+            st.waiting_message = f'Back-off pulling image "{ref}"'
+            self.event("Normal", "BackOff", st.waiting_message)
+            self.mark_dirty()
+            await self.sleep_or_wake(st, wait)
+            return None
+        if st.current is None or not st.waiting_reason:
+            # a container whose last start failed keeps showing that failure (the kubelet's reasonCache,
+            # `convertToAPIContainerStatuses`) until a start succeeds or fails otherwise
+            st.waiting_reason, st.waiting_message = "ContainerCreating", ""
+        self.mark_dirty()
+        self.event("Normal", "Pulling", f'Pulling image "{ref}"')
+        t0 = asyncio.get_running_loop().time()
+        image = await self.kubelet.pull_to_node(self.node, ref)
+        if image is None:
+            self.kubelet.image_backoff_next(key)
+            st.waiting_reason = "ErrImagePull"
+            st.waiting_message = (
+                f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
+                f'"{normalize(ref)}": {normalize(ref)}: not found ({NOT_IN_CATALOGUE})'
+            )
+            self.event("Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}')
+            self.event("Warning", "Failed", "Error: ErrImagePull")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)  # shown until the next sync turns it into ImagePullBackOff
+            return None
+        took = asyncio.get_running_loop().time() - t0
+        self.event(
+            "Normal",
+            "Pulled",
+            f'Successfully pulled image "{ref}" in {took * 1000:.0f}ms. Image size: {image.size} bytes.',
+        )
+        return image
+
+    async def start(self, st: ContainerState, spec: dict[str, Any]) -> None:
+        image = await self.pull(st, spec)
+        if image is None or self.terminating:
+            return
+        spec = self.spec_of(st.name) or spec
+        pod = self.pod()
+        if pod is None:
+            return
+        try:
+            env = self.container_env(pod, spec, image)
+            # OCI config: `command` replaces the Entrypoint and drops the Cmd; `args` replaces the Cmd
+            argv = [expand(a, env) for a in (spec.get("command") or list(image.entrypoint))]
+            args = spec.get("args") if spec.get("command") or spec.get("args") else list(image.cmd)
+            argv += [expand(a, env) for a in (args or [])]
+            mounts = self.mounts(spec)
+        except VolumeError as e:
+            st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
+            self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)
+            return
+        if not argv:  # neither the image nor the container names a command: containerd refuses it
+            st.waiting_reason = "CreateContainerError"
+            st.waiting_message = (
+                f'failed to generate container "{uuid.uuid4().hex}" spec: failed to generate spec: '
+                "no command specified"
+            )
+            self.event("Warning", "Failed", f"Error: {st.waiting_message}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)
+            return
+        await asyncio.sleep(self.kubelet.profile.container_start)
+        cid = uuid.uuid4().hex + uuid.uuid4().hex
+        st.runs += 1
+        cdir = self.dir / "containers" / st.name / str(st.runs)
+        cdir.mkdir(parents=True, exist_ok=True)
+        inst = Instance(
+            f"containerd://{cid}", image, spec_hash(spec), cdir / "0.log", cdir / "termination-log"
+        )
+        self.event("Normal", "Created", f"Created container: {st.name}")
+        resources = self.kubelet.resizes.allocation(self, st.name, spec)
+        limit = (resources.get("limits") or {}).get("memory")
+        launch = ContainerLaunch(
+            container_id=cid,
+            argv=argv,
+            env=env,
+            mounts=mounts,
+            log_path=inst.log_path,
+            termination_message_path=spec.get("terminationMessagePath") or "/dev/termination-log",
+            termination_host_path=inst.term_path,
+            working_dir=spec.get("workingDir"),
+            host_paths=image.host_paths(),
+            memory_limit_bytes=int(parse_quantity(str(limit))) if limit else None,
+            host_base=image.host_base,
+            links=list(image.links),
+            pod_sandbox=self.pod_sandbox,
+        )
+        try:
+            inst.proc = await self.kubelet.runtime.start(launch)
+        except StartError as e:
+            # runc could not exec the command: the container exists and is terminated at once
+            # (containerd reports exit code 128 and a zero start time)
+            inst.started_at, inst.finished_at = datetime.fromtimestamp(0, UTC), datetime.now(UTC)
+            inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
+            inst.exit_code, inst.reason, inst.message = 128, "StartError", str(e)
+            if st.current is not None:
+                st.previous = st.current
+                st.restart_count += 1
+            st.current = inst
+            st.ready = False
+            st.waiting_reason, st.waiting_message = "RunContainerError", str(e)
+            self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            self.update_phase()
+            return
+        except Exception as e:
+            st.waiting_reason, st.waiting_message = "CreateContainerError", str(e)
+            self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            await self.sleep_or_wake(st, 1.0)
+            return
+        inst.started_at = inst.proc.started_at
+        st.allocated = resources
+        if st.current is not None:
+            st.previous = st.current
+            st.restart_count += 1
+        st.current = inst
+        st.ready = False
+        st.started = not spec.get("startupProbe")
+        st.waiting_reason = st.waiting_message = ""
+        self.event("Normal", "Started", f"Started container {st.name}")
+        if st.probe_task:
+            st.probe_task.cancel()
+        st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
+        self.mark_dirty()
+
+    async def exited(self, st: ContainerState, code: int, *, relist: bool = True) -> None:
+        """Record the instance's exit. `relist`: the kubelet learns of it through its PLEG relist (the
+        profile's exit-detection delay); not when the kubelet stopped the container itself."""
+        inst = st.current
+        assert inst is not None and inst.proc is not None
+        if relist:
+            await asyncio.sleep(self.kubelet.profile.exit_detection)
+        inst.exit_code = code
+        inst.finished_at = inst.proc.finished_at or datetime.now(UTC)
+        inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
+        spec = self.spec_of(st.name) or {}
+        if inst.proc.oom_killed:
+            inst.reason = "OOMKilled"
+        elif st.kill_reason:
+            inst.reason = st.kill_reason
+        else:
+            inst.reason = "Completed" if code == 0 else "Error"
+        st.kill_reason = ""
+        inst.message = inst.proc.termination_message(spec.get("terminationMessagePolicy") or "File")
+        st.ready = False
+        if st.probe_task:
+            st.probe_task.cancel()
+        self.mark_dirty()
+        self.update_phase()
+
+    async def kill(self, st: ContainerState, grace: float, reason: str) -> None:
+        """Stop the running instance (preStop first), waiting at most `grace` seconds before SIGKILL."""
+        inst = st.current
+        if inst is None or inst.proc is None or inst.exit_code is not None:
+            return
+        spec = self.spec_of(st.name) or {}
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        pre = ((spec.get("lifecycle") or {}).get("preStop") or {}).get("exec")
+        if pre and pre.get("command"):
+            await self.kubelet.runtime.exec(inst.proc, list(pre["command"]), timeout=grace)
+        st.kill_reason = reason
+        code = await inst.proc.stop(max(0.0, grace - (loop.time() - t0)))
+        await self.exited(st, code, relist=False)
+
+    async def kill_for_crr(self, name: str, grace: float) -> bool:
+        """Kill a container the way kruise-daemon does for a ContainerRecreateRequest (no restart by us)."""
+        st = self.containers.get(name)
+        if st is None or st.current is None or st.current.exit_code is not None:
+            return False
+        # the container loop sees the exit and restarts per restartPolicy, like the kubelet after a CRI stop
+        inst = st.current
+        assert inst.proc is not None
+        code = await inst.proc.stop(grace)
+        await asyncio.sleep(0)
+        if st.current is inst and inst.exit_code is None:
+            await self.exited(st, code)
+        st.wake.set()
+        return True
+
+    async def end(self, phase: str, reason: str, message: str) -> None:
+        self.final_phase, self.final_reason, self.final_message = phase, reason, message
+        await self.stop_all(self.grace())
+        await self.close_sandbox()
+        self.mark_dirty()
+
+    async def close_sandbox(self) -> None:
+        """Stop the pod sandbox once no container runs (`killPodWithSyncResult`: StopPodSandbox)."""
+        sandbox, self.pod_sandbox = self.pod_sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
+
+    async def stop_all(self, grace: float) -> None:
+        waits = []
+        for st in [*self.init_containers.values(), *self.containers.values()]:
+            if st.task and st.task is not asyncio.current_task():
+                st.task.cancel()
+            if st.probe_task:
+                st.probe_task.cancel()
+            waits.append(self.kill(st, grace, reason=""))
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def terminate(self, grace: float, remove: bool = True) -> None:
+        """Graceful deletion: kill every container, then let the API server forget the pod."""
+        if self.terminating:
+            return
+        self.terminating = True
+        for st in self.containers.values():
+            st.wake.set()
+        await self.stop_all(grace)
+        if self.task and self.task is not asyncio.current_task():
+            self.task.cancel()
+        await self.close_sandbox()
+        if remove:
+            self.kubelet.store.remove(R.PODS, self.ns, self.name)
+        self.kubelet.forget(self)
+        shutil.rmtree(self.dir / "volumes", ignore_errors=True)
+
+    def changed(self, pod: Obj) -> None:
+        """The pod object changed: wake containers whose spec changed, start deletion if asked."""
+        if pod["metadata"].get("deletionTimestamp") and not self.terminating:
+            grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+            self.kubelet.spawn(self.terminate(grace))
+            return
+        meta = self.meta_of(pod)
+        if meta != self.projected_meta:
+            self.projected_meta = meta
+            downward = any("downwardAPI" in v for v in pod["spec"].get("volumes") or [])
+            if downward and self.sandbox_ready and not self.remount_pending:
+                self.remount_pending = True
+                self.kubelet.spawn(self.remount_downward())
+        for c in pod["spec"].get("containers", []):
+            st = self.containers.get(c["name"])
+            if st is not None:
+                new_hash = spec_hash(c)
+                if new_hash != st.spec_seen:  # only a spec change wakes the container, not a status write
+                    st.spec_seen = new_hash
+                    st.wake.set()
+        self.kubelet.resizes.handle(self, pod)
+
+    def resize(self, st: ContainerState, spec: dict[str, Any]) -> None:
+        """Apply an in-place resize (KEP-1287, `kuberuntime_manager.go` `computePodResizeAction` /
+        `doPodResizeAction`) to one container whose spec resources differ from what it was started with.
+
+        Per changed resource (cpu, memory) the container's `resizePolicy` decides: `NotRequired` (the default)
+        updates the running container's limits in place (no restart, restartCount unchanged);
+        `RestartContainer` kills it and starts it again with the new values. A container that is not running
+        gets the new values at its next start. `status.containerStatuses[].resources` / `allocatedResources`
+        show what is applied.
+        """
+        cur = st.current
+        new = spec.get("resources") or {}
+        if cur is None or cur.proc is None or cur.exit_code is not None:
+            return  # applied by the next start
+        changed = {
+            name
+            for part in ("requests", "limits")
+            for name in ("cpu", "memory")
+            if (st.allocated.get(part) or {}).get(name) != (new.get(part) or {}).get(name)
+        }
+        policies = {p.get("resourceName"): p.get("restartPolicy") for p in spec.get("resizePolicy") or []}
+        st.allocated = deep_copy(new)
+        if any(policies.get(name, "NotRequired") == "RestartContainer" for name in changed):
+            st.restart_for = f"Container {st.name} resize requires restart"
+            st.wake.set()
+        else:
+            limit = (new.get("limits") or {}).get("memory")
+            cur.proc.memory_limit_bytes = int(parse_quantity(str(limit))) if limit else None
+        self.mark_dirty()
