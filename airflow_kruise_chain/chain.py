@@ -10,10 +10,10 @@ from airflow.sdk import TaskGroup, TriggerRule
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.core.manifest import check_annotations_size
+from airflow_kruise_chain.operators.base import ChainBaseOperator
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,
-    ChainTaskMixin,
     ChainTeardownOperator,
     KruiseChainOperator,
     unwrap_literals,
@@ -261,7 +261,8 @@ class KruiseChain:
             leaves = [t for t in members if not (t.downstream_task_ids & ids)]
             leaves >> self.teardown_task  # type: ignore[operator]
             for task in [*members, self.teardown_task]:  # stages, prewarm, teardown, sensors of this chain
-                if isinstance(task, ChainTaskMixin) and task.chain_name == self.name and not task.chain_path:
+                mine = isinstance(task, ChainBaseOperator) and task.chain_name == self.name
+                if mine and not task.chain_path:
                     task.chain_path = self.path
             self.teardown_task.as_teardown(setups=self.setup_task)
             # also after a failed setup (its worker killed before it could clean up): nothing is left behind

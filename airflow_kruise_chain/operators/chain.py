@@ -6,83 +6,34 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import fields, replace
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, Context, literal
+from airflow.sdk import Context, literal
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kruise_chain.config import memory_sample_interval, runner_image
-from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
 from airflow_kruise_chain.core.image import parse_image_reference
 from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 from airflow_kruise_chain.links import ChainPodLink
+from airflow_kruise_chain.operators.base import ChainBaseOperator
 
 if TYPE_CHECKING:
-    # Imported when a task runs, not when its DAG file is parsed (every task process parses it): the hook
-    # pulls in the Kubernetes clients and cncf.kubernetes, the rest is what only running a task needs.
+    # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
     from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
     from airflow_kruise_chain.core.podview import StageRecord
     from airflow_kruise_chain.core.sizing import ChainSizing
     from airflow_kruise_chain.core.status import StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
-    from airflow_kruise_chain.hooks.kruise import KruiseHook
 
 XCOM_POD = "chain_pod"
 DELIVERED_KEY = "delivered_generation"
 """task_state_store key: the pod uid and generation whose success a try of this stage task delivered"""
 
 
-class ChainTaskMixin:
-    """Connection settings and chain identity shared by every chain task."""
-
-    chain_name: str
-    chain_path: str | None = None
-    """the chain's full task-group path (``group.etl``), set by `KruiseChain`; None: the chain's name"""
-    namespace: str
-    connection: KubeConnection
-
-    @property
-    def config_file(self) -> str | None:
-        """The connection's kubeconfig path: a templated field."""
-        return self.connection.config_file
-
-    @config_file.setter
-    def config_file(self, value: str | None) -> None:
-        self.connection = replace(self.connection, config_file=value)
-
-    @cached_property
-    def hook(self) -> KruiseHook:
-        return self.connection.hook()
-
-    @property
-    def chain_id(self) -> str:
-        """What identifies the chain in its DAG: its full task-group path, or its name."""
-        return self.chain_path or self.chain_name
-
-    def pod_name(self, context: Context) -> str:
-        from airflow_kruise_chain.core.manifest import pod_name_for
-
-        return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"], self.chain_path)
-
-    def pod_url(self, context: Context) -> None:
-        ChainPodLink.persist(context, self.namespace, self.pod_name(context))  # type: ignore[arg-type]
-
-
-def _init_connection(
-    op: ChainTaskMixin,
-    kubernetes_conn_id: str | None,
-    config_file: str | None,
-    cluster_context: str | None,
-    in_cluster: bool | None,
-) -> None:
-    op.connection = KubeConnection(kubernetes_conn_id, config_file, cluster_context, in_cluster)
-
-
-class ChainSetupOperator(ChainTaskMixin, BaseOperator):
+class ChainSetupOperator(ChainBaseOperator):
     """Create the chain's persistent pod and wait until both slots are parked (its init container installs
     the stage runner first).
 
@@ -90,7 +41,6 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
     Returns `{"pod": name, "namespace": ns, "node": node}` (XCom).
     """
 
-    template_fields: Sequence[str] = ("namespace", "config_file")
     ui_color = "#d4e8ff"
     operator_extra_links = (ChainPodLink(),)
 
@@ -98,12 +48,7 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         self,
         *,
         chain: dict[str, Any],
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
         startup_timeout: float = 300,
-        chain_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(chain, dict):
@@ -112,13 +57,9 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
             if key not in chain:
                 raise ChainConfigError(key, "is required")
         _check_positive("startup_timeout", startup_timeout)
-        super().__init__(**kwargs)
+        super().__init__(chain_name=chain["name"], namespace=chain["namespace"], **kwargs)
         self.chain = chain
-        self.chain_name = chain["name"]
-        self.chain_path = chain_path
-        self.namespace = chain["namespace"]
         self.startup_timeout = startup_timeout
-        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
         if self.has_dag():
             _check_one_pod_per_chain(self)
         if chain.get(
@@ -272,32 +213,17 @@ class ChainSetupOperator(ChainTaskMixin, BaseOperator):
         )
 
 
-class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
+class ChainTeardownOperator(ChainBaseOperator):
     """Delete the chain pod (Airflow teardown: runs even when a stage failed)."""
 
-    template_fields: Sequence[str] = ("namespace", "config_file")
     ui_color = "#ffe4d4"
 
     delete_margin: float = 15.0
     """seconds allowed beyond the pod's grace period for it to disappear"""
 
-    def __init__(
-        self,
-        *,
-        chain_name: str,
-        namespace: str,
-        keep_pod: bool = False,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, keep_pod: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.chain_name = chain_name
-        self.namespace = namespace
         self.keep_pod = keep_pod
-        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> None:
         name = self.pod_name(context)
@@ -339,7 +265,7 @@ class ChainTeardownOperator(ChainTaskMixin, BaseOperator):
         return False
 
 
-class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
+class ChainPrewarmOperator(ChainBaseOperator):
     """Prewarm the chain's images on the chain pod's node with one OpenKruise ImagePullJob per image.
 
     Success follows OpenKruise's rule: a job is done when `status.completionTime` is set, and succeeded only
@@ -350,22 +276,16 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
     after their TTL.
     """
 
-    template_fields: Sequence[str] = ("namespace", "images", "config_file")
+    template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "images")
     ui_color = "#e8ffd4"
 
     def __init__(
         self,
         *,
-        chain_name: str,
-        namespace: str,
         images: Sequence[str] = (),
         on_unavailable: str = "fail",
         pull_timeout: int = 600,
         backoff_limit: int = 3,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if on_unavailable not in ("fail", "skip"):
@@ -377,13 +297,10 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
             except ValueError as err:
                 raise ChainConfigError(f"images[{i}]", str(err)) from None
         super().__init__(**kwargs)
-        self.chain_name = chain_name
-        self.namespace = namespace
         self.images = list(images)
         self.on_unavailable = on_unavailable
         self.pull_timeout = pull_timeout
         self.backoff_limit = backoff_limit
-        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> dict[str, str]:
         from airflow_kruise_chain.core.errors import StageTimeoutError
@@ -448,7 +365,7 @@ class ChainPrewarmOperator(ChainTaskMixin, BaseOperator):
         return results
 
 
-class KruiseChainOperator(ChainTaskMixin, BaseOperator):
+class KruiseChainOperator(ChainBaseOperator):
     """Run one stage of a chain: swap it into the chain pod's idle slot and follow it to its result.
 
     The swap is one pod patch (image + the stage's annotations), or, when the slot already holds the
@@ -462,7 +379,7 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
     `stage_timeout` (the stage's run; it is stopped when it runs out).
     """
 
-    template_fields: Sequence[str] = ("namespace", "image", "cmds", "arguments", "env", "config_file")
+    template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "image", "cmds", "arguments", "env")
     template_fields_renderers = {"env": "json", "cmds": "py", "arguments": "py"}
     ui_color = "#c9e4ff"
     operator_extra_links = (ChainPodLink(),)
@@ -470,8 +387,6 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
     def __init__(
         self,
         *,
-        chain_name: str,
-        namespace: str,
         stage_name: str,
         image: str,
         cmds: Sequence[str],
@@ -484,15 +399,9 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         pull_timeout: float | None = None,
         deferrable: bool = False,
         defer_after: float = 1.0,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.chain_name = chain_name
-        self.namespace = namespace
         self.stage_name = stage_name
         self.image = image
         self.cmds = list(cmds)
@@ -508,7 +417,6 @@ class KruiseChainOperator(ChainTaskMixin, BaseOperator):
         if isinstance(defer_after, bool) or not isinstance(defer_after, (int, float)) or defer_after < 0:
             raise ChainConfigError("defer_after", f"must be a number of seconds >= 0, not {defer_after!r}")
         self.defer_after = defer_after
-        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
         _check_positive("swap_timeout", swap_timeout)
         for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):
             if limit is not None:

@@ -10,11 +10,11 @@ from airflow.sdk import BaseSensorOperator, Context
 
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
 from airflow_kruise_chain.core.status import confirm_from_log, current_status, needs_log
-from airflow_kruise_chain.operators.chain import ChainTaskMixin, _init_connection
+from airflow_kruise_chain.operators.base import ChainBaseOperator
 from airflow_kruise_chain.triggers.chain import FAILED, LOG_TAIL, TARGETS, StageTrigger, reached
 
 
-class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
+class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
     """Wait until `stage` of the chain `chain_name` is `target_state` ("running" or "finished").
 
     Declared inside the chain's `KruiseChain` block, it follows that chain; elsewhere, a chain inside a task
@@ -24,21 +24,14 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
     watches the pod in the triggerer. Fails at once when the stage cannot start or the pod is lost.
     """
 
-    template_fields: Sequence[str] = ("namespace", "stage", "config_file")
+    template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "stage")
 
     def __init__(
         self,
         *,
-        chain_name: str,
-        namespace: str,
         stage: str,
         target_state: str = "finished",
         deferrable: bool = False,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
-        chain_path: str | None = None,
         **kwargs: Any,
     ) -> None:
         if target_state not in TARGETS:
@@ -46,13 +39,9 @@ class HotSwapSensor(ChainTaskMixin, BaseSensorOperator):
         if not stage or not isinstance(stage, str):
             raise ChainConfigError("stage", "is required: the name of the chain stage to wait for")
         super().__init__(**kwargs)
-        self.chain_name = chain_name
-        self.chain_path = chain_path
-        self.namespace = namespace
         self.stage = stage
         self.target_state = target_state
         self.deferrable = deferrable
-        _init_connection(self, kubernetes_conn_id, config_file, cluster_context, in_cluster)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:

@@ -9,7 +9,8 @@ from airflow.sdk import DAG
 from airflow_kruise_chain.chain import KruiseChain
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseHook
-from airflow_kruise_chain.operators.chain import ChainTaskMixin, KruiseChainOperator
+from airflow_kruise_chain.operators.base import ChainBaseOperator
+from airflow_kruise_chain.operators.chain import KruiseChainOperator
 from airflow_kruise_chain.sensors.hotswap import HotSwapSensor
 from airflow_kruise_chain.triggers.chain import StageTrigger
 
@@ -45,7 +46,7 @@ def test_every_task_of_a_chain_gets_the_chains_connection() -> None:
         with KruiseChain("etl", namespace="data", **CONN.to_dict()) as chain:
             chain.stage("a", **STAGE)
             HotSwapSensor(task_id="wait", chain_name="etl", namespace="data", stage="a", **CONN.to_dict())
-    tasks = [t for t in dag.tasks if isinstance(t, ChainTaskMixin)]
+    tasks = [t for t in dag.tasks if isinstance(t, ChainBaseOperator)]
     assert {t.task_id for t in tasks} == {"etl.setup", "etl.prewarm", "etl.a", "etl.wait", "etl.teardown"}
     assert all(t.connection == CONN for t in tasks)
 
@@ -66,3 +67,14 @@ def test_a_trigger_keeps_its_connection_through_serialization() -> None:
     assert kwargs["connection"] == CONN.to_dict()
     assert StageTrigger(**kwargs).connection == CONN
     assert StageTrigger(pod_name="p", namespace="data", stage="a").connection == KubeConnection()
+
+
+def test_a_dags_default_args_reach_the_connection() -> None:
+    args = {"kubernetes_conn_id": "k8s_from_default_args", "config_file": "/from/default/args"}
+    with DAG("conn", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), default_args=args):
+        with KruiseChain("etl", namespace="data", kubernetes_conn_id=None) as chain:
+            stage = chain.stage("a", **STAGE)
+        sensor = HotSwapSensor(task_id="wait", chain_name="etl", namespace="data", stage="a")
+    assert sensor.connection == KubeConnection("k8s_from_default_args", "/from/default/args")
+    # a chain hands all of its own connection arguments to its tasks
+    assert stage.connection == KubeConnection(None)

@@ -1,0 +1,76 @@
+"""`ChainBaseOperator`: what every task of a chain holds (its chain, its connection, its hook and pod)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kruise_chain.connection import DEFAULT_CONN_ID, KubeConnection
+from airflow_kruise_chain.links import ChainPodLink
+
+if TYPE_CHECKING:
+    # the hook pulls in the Kubernetes clients: imported when a task runs, not when its DAG file is parsed
+    from airflow_kruise_chain.hooks.kruise import KruiseHook
+
+
+class ChainBaseOperator(BaseOperator):
+    """Base of a chain's tasks (setup, prewarm, stages, teardown, and `HotSwapSensor`).
+
+    Holds the chain's identity (`chain_name`, its task-group path `chain_path`, `namespace`), how the task
+    reaches the cluster (a `KubeConnection` from `kubernetes_conn_id`, `config_file`, `cluster_context` and
+    `in_cluster`, as cncf.kubernetes' KubernetesPodOperator takes them), the `KruiseHook` made on first use,
+    and the chain pod's name and its 'Chain pod' link. Templated: `namespace` and `config_file`.
+    """
+
+    template_fields: Sequence[str] = ("namespace", "config_file")
+
+    def __init__(
+        self,
+        *,
+        chain_name: str,
+        namespace: str,
+        chain_path: str | None = None,
+        kubernetes_conn_id: str | None = DEFAULT_CONN_ID,
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.chain_name = chain_name
+        self.chain_path = chain_path
+        """the chain's full task-group path (``group.etl``), set by `KruiseChain`; None: the chain's name"""
+        self.namespace = namespace
+        self.connection = KubeConnection(kubernetes_conn_id, config_file, cluster_context, in_cluster)
+
+    @property
+    def config_file(self) -> str | None:
+        """The connection's kubeconfig path (a templated field: rendering sets it in the connection)."""
+        return self.connection.config_file
+
+    @config_file.setter
+    def config_file(self, value: str | None) -> None:
+        self.connection = replace(self.connection, config_file=value)
+
+    @cached_property
+    def hook(self) -> KruiseHook:
+        return self.connection.hook()
+
+    @property
+    def chain_id(self) -> str:
+        """What identifies the chain in its DAG: its full task-group path, or its name."""
+        return self.chain_path or self.chain_name
+
+    def pod_name(self, context: Context) -> str:
+        """The chain pod of this DAG run."""
+        from airflow_kruise_chain.core.manifest import pod_name_for
+
+        return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"], self.chain_path)
+
+    def pod_url(self, context: Context) -> None:
+        """Record the chain pod's dashboard URL: the task's 'Chain pod' link."""
+        ChainPodLink.persist(context, self.namespace, self.pod_name(context))
