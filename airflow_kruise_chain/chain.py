@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from airflow.sdk import TaskGroup, TriggerRule
@@ -37,14 +36,6 @@ _POD_OPTIONS = (
     "parked_resources",
     "runner_image",
 )
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 class KruiseChain:
@@ -233,15 +224,7 @@ class KruiseChain:
             spec = self.spec()
             spec.validate()
             check_annotations_size(spec)  # the pod's annotations at their largest, naming the stages
-            self.setup_task.chain = _json_safe(
-                {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "keep_pod": self.keep_pod,
-                    "stages": [asdict(s) for s in self.stages],
-                    **self.pod_options,
-                }
-            )
+            self.setup_task.chain = spec.to_dict()
             if self.prewarm_task is not None:
                 self.prewarm_task.images = list(dict.fromkeys(s.image for s in self.stages))
             self.teardown_task = ChainTeardownOperator(

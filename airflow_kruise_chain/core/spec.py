@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
@@ -195,6 +195,34 @@ class ChainSpec:
         object.__setattr__(self, "tolerations", tuple(self.tolerations))
         object.__setattr__(self, "image_pull_secrets", tuple(self.image_pull_secrets))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The chain as a JSON-safe dict (sequences as lists), as a chain's setup task carries it."""
+        return _json_safe(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChainSpec:
+        """The chain a dict describes (`to_dict`'s, or one written by hand for `ChainSetupOperator`);
+        ChainConfigError names a wrong or missing field. Only builds the spec: `validate()` it before use."""
+        if not isinstance(data, Mapping):
+            raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
+        _check_fields("", data, _CHAIN_FIELDS, "chain")
+        raw_stages = data.get("stages")
+        if not isinstance(raw_stages, (list, tuple)):
+            raise ChainConfigError("stages", "must be a list of stage dicts")
+        stages = []
+        for i, raw in enumerate(raw_stages):
+            if not isinstance(raw, Mapping):
+                raise ChainConfigError(f"stages[{i}]", "must be a dict with name, image and cmds")
+            _check_fields(f"stages[{i}].", raw, _STAGE_FIELDS, "stage")
+            for key in ("name", "image"):
+                if key not in raw:
+                    raise ChainConfigError(f"stages[{i}].{key}", "is required")
+            stages.append(StageSpec(**raw))
+        for key in ("name", "namespace"):
+            if key not in data:
+                raise ChainConfigError(key, "is required")
+        return cls(**{**data, "stages": stages})
+
     def stage(self, name: str) -> StageSpec:
         """The stage called `name`; KeyError if there is none."""
         for stage in self.stages:
@@ -276,6 +304,26 @@ class ChainSpec:
             plan_sizing(
                 self.stages, self.parked_resources
             )  # a chain whose resizes would change its QoS fails here
+
+
+_STAGE_FIELDS = frozenset(f.name for f in fields(StageSpec))
+_CHAIN_FIELDS = frozenset(f.name for f in fields(ChainSpec))
+
+
+def _check_fields(where: str, data: Mapping[str, Any], known: frozenset[str], what: str) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ChainConfigError(
+            f"{where}{unknown[0]}", f"unknown {what} field; choose from {', '.join(sorted(known))}"
+        )
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _check_name(where: str, name: str) -> None:

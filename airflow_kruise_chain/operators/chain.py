@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context, literal
@@ -65,7 +65,7 @@ class ChainSetupOperator(ChainBaseOperator):
         if chain.get(
             "stages"
         ):  # KruiseChain fills the stages in when its block ends, and validates them then
-            spec = chain_spec_from_dict(chain)
+            spec = ChainSpec.from_dict(chain)
             if not _templated(self.namespace):
                 spec.validate()
 
@@ -80,7 +80,7 @@ class ChainSetupOperator(ChainBaseOperator):
         from airflow_kruise_chain.core.sizing import size_pod
 
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
-        spec = chain_spec_from_dict({**self.chain, "namespace": self.namespace})
+        spec = ChainSpec.from_dict({**self.chain, "namespace": self.namespace})
         if spec.runner_image is None:
             spec = replace(spec, runner_image=runner_image())
         spec.validate()
@@ -748,46 +748,6 @@ def _exit_detail(exit_code: int, reason: str) -> str:
         except ValueError:
             notes.append(f"killed by signal {exit_code - 128}")
     return f" ({'; '.join(notes)})" if notes else ""
-
-
-_STAGE_FIELDS = {f.name for f in fields(StageSpec)}
-_CHAIN_FIELDS = {f.name for f in fields(ChainSpec)}
-
-
-def chain_spec_from_dict(data: dict[str, Any]) -> ChainSpec:
-    """A ChainSpec from the JSON-safe dict a chain's tasks carry; ChainConfigError names a wrong field.
-
-    Only builds the spec: call `validate()` on it before creating anything.
-    """
-    if not isinstance(data, dict):
-        raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
-    unknown = sorted(set(data) - _CHAIN_FIELDS)
-    if unknown:
-        raise ChainConfigError(
-            unknown[0], f"unknown chain field; choose from {', '.join(sorted(_CHAIN_FIELDS))}"
-        )
-    raw_stages = data.get("stages")
-    if not isinstance(raw_stages, (list, tuple)):
-        raise ChainConfigError("stages", "must be a list of stage dicts")
-    stages = []
-    for i, raw in enumerate(raw_stages):
-        if not isinstance(raw, dict):
-            raise ChainConfigError(f"stages[{i}]", "must be a dict with name, image and cmds")
-        unknown = sorted(set(raw) - _STAGE_FIELDS)
-        if unknown:
-            raise ChainConfigError(
-                f"stages[{i}].{unknown[0]}",
-                f"unknown stage field; choose from {', '.join(sorted(_STAGE_FIELDS))}",
-            )
-        for key in ("name", "image"):
-            if key not in raw:
-                raise ChainConfigError(f"stages[{i}].{key}", "is required")
-        stages.append(StageSpec(**raw))
-    for key in ("name", "namespace"):
-        if key not in data:
-            raise ChainConfigError(key, "is required")
-    rest = {k: v for k, v in data.items() if k != "stages"}
-    return ChainSpec(stages=stages, **rest)
 
 
 def _check_one_pod_per_chain(setup: ChainSetupOperator) -> None:

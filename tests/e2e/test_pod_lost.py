@@ -109,11 +109,11 @@ def setup_operator(dag_id: str) -> Any:
 
 def test_setup_refuses_a_pod_of_another_run(e2e_cluster):
     from airflow_kruise_chain.core import ChainError
-    from airflow_kruise_chain.operators.chain import chain_spec_from_dict
+    from airflow_kruise_chain.core.spec import ChainSpec
 
     setup = setup_operator("d")
     name = pod_name_for("c", "d", "run-1")
-    spec = chain_spec_from_dict(setup.chain)
+    spec = ChainSpec.from_dict(setup.chain)
     squatter = build_chain_pod(
         spec, pod_name=name, dag_id="d", run_id="run-0", first_images=spec.first_images
     )

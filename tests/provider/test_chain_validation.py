@@ -14,7 +14,7 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_kruise_chain.chain import KruiseChain
-from airflow_kruise_chain.core import ChainConfigError
+from airflow_kruise_chain.core import ChainConfigError, ChainSpec
 from airflow_kruise_chain.operators.chain import ChainPrewarmOperator, ChainSetupOperator, KruiseChainOperator
 from airflow_kruise_chain.sensors.hotswap import HotSwapSensor
 from tests.provider.support import make_context, writes
@@ -47,6 +47,15 @@ def stages(*specs: dict[str, Any]) -> Callable[[KruiseChain], None]:
 def test_a_valid_chain_parses():
     dag = build(stages({"name": "extract", **OK}, {"name": "load", **OK}))
     assert {"etl.setup", "etl.prewarm", "etl.extract", "etl.load", "etl.teardown"} == set(dag.task_dict)
+
+
+def test_the_setup_task_carries_the_whole_chain_as_a_dict():
+    dag = build(stages({"name": "extract", **OK, "env": {"K": "v"}}), labels={"team": "a"}, keep_pod=True)
+    spec = ChainSpec.from_dict(dag.task_dict["etl.setup"].chain)
+    assert (spec.name, spec.namespace, spec.labels, spec.keep_pod) == ("etl", "data", {"team": "a"}, True)
+    assert [(s.name, s.image, s.cmds, s.env) for s in spec.stages] == [
+        ("extract", OK["image"], tuple(OK["cmds"]), {"K": "v"})
+    ]
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from decimal import Decimal
 
@@ -282,3 +283,40 @@ def test_run_spec_round_trips_argv_and_env_through_busybox_sh() -> None:
     )
     out = subprocess.run(["busybox", "sh", "-c", script], capture_output=True, check=True).stdout.decode()
     assert out == "".join(f"<{v}>" for v in TRICKY) + "".join(f"[{w}]" for w in ["prog", *TRICKY])
+
+
+def test_a_chain_round_trips_through_a_json_safe_dict() -> None:
+    spec = chain(
+        stage("a", env={"K": "v"}, arguments=["--x"], resources={"requests": {"memory": "64Mi"}}),
+        stage("b", image="acme/b:2", image_pull_policy="Always"),
+        tolerations=[{"key": "k", "operator": "Exists"}],
+        image_pull_secrets=["pull"],
+        labels={"team": "data"},
+        keep_pod=True,
+        sizing="static",
+    )
+    data = spec.to_dict()
+    assert json.loads(json.dumps(data)) == data  # lists, dicts and scalars only
+    assert data["stages"][0]["cmds"] == ["python", "main.py"]
+    assert ChainSpec.from_dict(data) == spec
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ([], "chain"),
+        ({"name": "c", "namespace": "n", "stages": [], "colour": "red"}, "colour"),
+        ({"name": "c", "namespace": "n", "stages": "a"}, "stages"),
+        ({"name": "c", "namespace": "n", "stages": ["a"]}, "stages[0]"),
+        (
+            {"name": "c", "namespace": "n", "stages": [{"name": "a", "image": "b", "cmd": []}]},
+            "stages[0].cmd",
+        ),
+        ({"name": "c", "namespace": "n", "stages": [{"name": "a"}]}, "stages[0].image"),
+        ({"name": "c", "stages": []}, "namespace"),
+    ],
+)
+def test_a_chain_dict_with_a_wrong_field_names_it(data, field: str) -> None:
+    with pytest.raises(ChainConfigError) as err:
+        ChainSpec.from_dict(data)
+    assert err.value.field == field
