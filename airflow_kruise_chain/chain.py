@@ -6,6 +6,7 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, TriggerRule
 
+from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.core.manifest import check_annotations_size
@@ -66,7 +67,7 @@ class KruiseChain:
         config_file: str | None = None,
         cluster_context: str | None = None,
         in_cluster: bool | None = None,
-        deferrable: bool = False,
+        deferrable: bool = default_deferrable(),
         swap_timeout: float = 600,
         startup_timeout: float = 300,
         pull_timeout: int = 600,

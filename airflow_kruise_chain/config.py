@@ -54,6 +54,14 @@ OPTIONS: dict[str, dict[str, str | None]] = {
 }
 
 
+def default_deferrable() -> bool:
+    """Airflow's ``[operators] default_deferrable`` (env ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE``): the
+    default of every deferrable operator's `deferrable`, read as KubernetesPodOperator reads it."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
 def runner_image() -> str:
     """``[kruise_chain] runner_image`` (env ``AIRFLOW__KRUISE_CHAIN__RUNNER_IMAGE``)."""
     from airflow.providers.common.compat.sdk import conf

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Context, literal
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kruise_chain.config import memory_sample_interval, runner_image
+from airflow_kruise_chain.config import default_deferrable, memory_sample_interval, runner_image
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
 from airflow_kruise_chain.core.image import parse_image_reference
@@ -397,7 +397,7 @@ class KruiseChainOperator(ChainBaseOperator):
         swap_timeout: float = 600,
         stage_timeout: float | None = None,
         pull_timeout: float | None = None,
-        deferrable: bool = False,
+        deferrable: bool = default_deferrable(),
         defer_after: float = 1.0,
         **kwargs: Any,
     ) -> None:

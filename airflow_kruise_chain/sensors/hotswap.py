@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
+from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
 from airflow_kruise_chain.core.status import confirm_from_log, current_status, needs_log
 from airflow_kruise_chain.operators.base import ChainBaseOperator
@@ -31,7 +32,7 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
         *,
         stage: str,
         target_state: str = "finished",
-        deferrable: bool = False,
+        deferrable: bool = default_deferrable(),
         **kwargs: Any,
     ) -> None:
         if target_state not in TARGETS:
