@@ -75,7 +75,7 @@ class Kubelet:
         self.sync_period = 60.0
         self._runtime = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.resizes = ResizeManager(self)
+        self.resizes = ResizeManager(self.store, self.profile, self.workers, self.spawn)
 
     @property
     def runtime(self):

@@ -12,7 +12,7 @@ import shutil
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import resources as R
 from .backoff import go_duration
@@ -28,15 +28,57 @@ from .validation import parse_quantity
 from .volumes import PodVolumes, VolumeError
 
 if TYPE_CHECKING:
-    from .kubelet import Kubelet
+    from .events import EventRecorder
+    from .nodestate import NodeState
+    from .profiles import Profile
+    from .runtime import ContainerRuntime
+    from .store import Store
 
 log = logging.getLogger(__name__)
+
+
+class PodResizes(Protocol):
+    """What a pod worker asks of the kubelet's allocation manager (`resize.py`)."""
+
+    def handle(self, worker: PodWorker, pod: Obj) -> None: ...
+
+    def allocation(self, worker: PodWorker, name: str, spec: dict[str, Any]) -> dict[str, Any]: ...
+
+    def allocated_requests(self, worker: PodWorker, name: str) -> dict[str, Any] | None: ...
+
+    def conditions(self, worker: PodWorker) -> list[dict[str, Any]]: ...
+
+
+class WorkerKubelet(Protocol):
+    """What a pod worker uses of its node's kubelet (`kubelet.py`)."""
+
+    store: Store
+    events: EventRecorder
+    profile: Profile
+    root: Path
+    kubernetes_version: str
+    nodes: dict[str, NodeState]
+    volume_retry: float
+    resizes: PodResizes
+
+    @property
+    def runtime(self) -> ContainerRuntime: ...
+
+    def spawn(self, coro: Any) -> None: ...
+
+    def forget(self, worker: PodWorker) -> None: ...
+
+    async def pull_to_node(self, node: str, ref: str) -> Image | None: ...
+
+    def image_backoff_wait(self, key: str) -> float: ...
+
+    def image_backoff_next(self, key: str) -> None: ...
 
 
 class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
     """Runs one pod on its node until it ends or is deleted."""
 
-    def __init__(self, kubelet: Kubelet, pod: Obj) -> None:
+    def __init__(self, kubelet: WorkerKubelet, pod: Obj) -> None:
         self.kubelet = kubelet
         self.ns = pod["metadata"].get("namespace", "")
         self.name = pod["metadata"]["name"]

@@ -23,16 +23,17 @@ Reproduces the kubelet's allocation manager and resize actuation:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
 from . import scheduling as S
-from .store import Obj, deep_copy, now_iso
+from .profiles import Profile
+from .store import Obj, Store, deep_copy, now_iso
 from .validation import parse_quantity
 
 if TYPE_CHECKING:
-    from .kubelet import Kubelet
     from .pod_workers import PodWorker
 
 RETRY_SECONDS = 1.0
@@ -64,8 +65,14 @@ def _memory_limit(resources: dict[str, Any]) -> int | None:
 class ResizeManager:
     """The kubelet's allocation manager for every node's pods."""
 
-    def __init__(self, kubelet: Kubelet) -> None:
-        self.kubelet = kubelet
+    def __init__(
+        self, store: Store, profile: Profile, workers: Mapping[str, PodWorker], spawn: Callable[[Any], None]
+    ) -> None:
+        self.store = store
+        self.profile = profile
+        self.workers = workers
+        """the kubelet's pod workers by pod uid"""
+        self.spawn = spawn
         self.pods: dict[str, PodResize] = {}
 
     # -- allocation -----------------------------------------------------------------------------------
@@ -105,7 +112,7 @@ class ResizeManager:
             self._set(state, "in_progress", ("", ""))
             worker.event("Normal", "ResizeStarted", "Pod resize started")
             worker.mark_dirty()  # the allocation and PodResizeInProgress are reported first
-            self.kubelet.spawn(self._actuate_after_relist(worker))
+            self.spawn(self._actuate_after_relist(worker))
             return
         if state.pending is not None:
             self._set(state, "pending", None)
@@ -114,12 +121,12 @@ class ResizeManager:
     async def _actuate_after_relist(self, worker: PodWorker) -> None:
         """The runtime applies the new limits and the kubelet sees them at its next PLEG relist (the
         profile's exit-detection delay): until then the pod shows PodResizeInProgress."""
-        await asyncio.sleep(self.kubelet.profile.exit_detection)
+        await asyncio.sleep(self.profile.exit_detection)
         if not worker.terminating and self.pods.get(worker.uid) is not None:
             self.actuate(worker)
 
     def _can_admit(self, worker: PodWorker, pod: Obj) -> tuple[str, str] | None:
-        node = self.kubelet.store.peek(R.NODES, "", worker.node) or {}
+        node = self.store.peek(R.NODES, "", worker.node) or {}
         have = S.allocatable(node)
         want = S.pod_requests({"spec": {"containers": pod["spec"].get("containers", [])}})
         for name in ("memory", "cpu"):
@@ -130,7 +137,7 @@ class ResizeManager:
                     f"capacity: {have.get(name, 0)}",
                 )
         used: dict[str, int] = {}
-        for other in self.kubelet.workers.values():
+        for other in self.workers.values():
             if other.node != worker.node or other.uid == worker.uid or other.final_phase or other.terminating:
                 continue
             current = other.pod()  # a pod removed from the API is no longer one of the node's active pods
@@ -184,7 +191,7 @@ class ResizeManager:
             self._set(state, "in_progress", ("Error", "; ".join(errors)))
             if not state.retrying:
                 state.retrying = True
-                self.kubelet.spawn(self._retry(worker))
+                self.spawn(self._retry(worker))
         elif state.in_progress is not None and self._applied(worker, state):
             self._set(state, "in_progress", None)
             worker.event("Normal", "ResizeCompleted", "Pod resize completed")
@@ -214,7 +221,7 @@ class ResizeManager:
     def retry_deferred(self) -> None:
         """Capacity freed on some node: try the deferred resizes again (`RetryPendingResizes`)."""
         for uid, state in list(self.pods.items()):
-            worker = self.kubelet.workers.get(uid)
+            worker = self.workers.get(uid)
             if worker is None or state.pending is None or state.pending[0] != "Deferred":
                 continue
             pod = worker.pod()
