@@ -16,6 +16,7 @@ from airflow_kruise_chain.operators.chain import (
     ChainSetupOperator,
     ChainTeardownOperator,
     KruiseChainOperator,
+    check_prepare_next,
     unwrap_literals,
 )
 
@@ -52,7 +53,8 @@ class KruiseChain:
     `KruiseChainOperator` per stage, and a `teardown` task (an Airflow teardown: deletes the pod even when a
     stage or the setup failed, unless `keep_pod=True`). Any other task declared inside the block (a
     `HotSwapSensor`, a task using the stages' results) also runs after `setup` and before `teardown`.
-    Definitions are validated when the DAG is parsed.
+    `prepare_next` (default True): while a stage runs, its task gives the idle slot the image of the stage
+    predicted to run next (see `KruiseChainOperator`). Definitions are validated when the DAG is parsed.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class KruiseChain:
         swap_timeout: float = 600,
         startup_timeout: float = 300,
         pull_timeout: int = 600,
+        prepare_next: bool = True,
         **pod_options: Any,
     ) -> None:
         unknown = set(pod_options) - set(_POD_OPTIONS)
@@ -84,6 +87,7 @@ class KruiseChain:
                 "is required: the Kubernetes namespace the chain pod runs in "
                 "(e.g. KruiseChain('etl', namespace='data'))",
             )
+        check_prepare_next(prepare_next)
         if on_prewarm_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_prewarm_unavailable", "must be 'fail' or 'skip'")
         for field, value in (
@@ -99,6 +103,7 @@ class KruiseChain:
         self.on_prewarm_unavailable = on_prewarm_unavailable
         self.keep_pod = keep_pod
         self.deferrable = deferrable
+        self.prepare_next = prepare_next
         self.swap_timeout = swap_timeout
         self.startup_timeout = startup_timeout
         self.pull_timeout = pull_timeout
@@ -198,6 +203,7 @@ class KruiseChain:
             )
         self.stages.append(spec)
         operator_kwargs.setdefault("deferrable", self.deferrable)
+        operator_kwargs.setdefault("prepare_next", self.prepare_next)
         task = KruiseChainOperator(
             task_id=name,
             chain_name=self.name,

@@ -47,7 +47,7 @@ from .status import (
     parse_marker,
     slot_status,
 )
-from .swap import SwapPlan, build_stop_crr, earlier_generation, plan_swap
+from .swap import PreparePlan, SwapPlan, build_stop_crr, earlier_generation, plan_prepare, plan_swap
 
 __all__ = [
     "CRR_PLURAL",
@@ -200,6 +200,8 @@ class StageDriver:
         self._resized: Pod | None = None
         """the pod as the swap's resizes left it: the next planning pass starts from it"""
         self._pump_stop: threading.Event | None = None
+        self.on_started: Callable[[], None] | None = None
+        """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
 
     def lost(self, pod: Pod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
@@ -298,6 +300,36 @@ class StageDriver:
                     "slot could take the stage without a restart the kubelet holds back"
                 )
             return plan
+
+    def prepare(self, running: SwapPlan, stage: str, image: str) -> PreparePlan | None:
+        """Prepare the idle slot for `stage` on `image`, predicted to run after `running`'s stage
+        (`plan_prepare`): one resourceVersion-guarded image patch, planned again from a fresh read after a
+        conflict (3 tries). Ahead-of-time work only: whatever goes wrong is logged, never raised (the next
+        swap does the work)."""
+        try:
+            for _ in range(3):
+                pod = self.read_pod()
+                prepare = plan_prepare(
+                    pod, stage, image, running=running.slot, finished=self.finished_slots(pod)
+                )
+                if prepare.patch is None:
+                    self.log(f"::kruise-chain:: not preparing {prepare.slot}: {prepare.why}")
+                    return prepare
+                try:
+                    self.api.patch_pod(self.pod_name, self.namespace, prepare.patch)
+                except ConflictError:
+                    continue
+                self.log(
+                    f"::kruise-chain:: prepare slot={prepare.slot} image={prepare.image} for the next stage "
+                    f"{stage!r}: image patch (the kubelet restarts {prepare.slot}; its runner parks "
+                    "with no generation until that stage's swap says go)"
+                    + (f"; {prepare.why}" if prepare.backoff_wait > 0 else "")
+                )
+                return prepare
+            self.log(f"::kruise-chain:: not preparing for stage {stage!r}: the pod kept changing")
+        except Exception as err:  # ahead-of-time work never fails the running stage
+            self.log(f"::kruise-chain:: not preparing for stage {stage!r}: {err}")
+        return None
 
     def size_slot(self, pod: Pod, stage: StageSpec, plan: SwapPlan, deadline: float) -> bool:
         """Size the slot for `stage` by in-place resize, the idle other slot parked first (`core.sizing`);
@@ -431,6 +463,9 @@ class StageDriver:
         started = self.wait_started(plan, timeouts, time.monotonic(), detach_at)
         if started is None:
             return Detached(skip)
+        hook, self.on_started = self.on_started, None
+        if hook is not None:
+            hook()
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
         output = GenerationOutput(plan.generation, plan.token, skip=skip, tail=TAIL_LINES)
         tail = output.tail

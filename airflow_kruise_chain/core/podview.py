@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .wire import GENERATION_FIELD, slot_annotation, stage_annotation
+from .wire import GENERATION_FIELD, PREPARED_FIELD, slot_annotation, stage_annotation
 
 Pod = Mapping[str, Any]
 
@@ -57,6 +57,67 @@ class StageRecord:
             )
         except (TypeError, ValueError, KeyError):
             return None
+
+
+PREPARE_HISTORY = 8
+"""Restarts of earlier prepares a slot's prepare record keeps (the planner's back-off model counts them)."""
+
+
+@dataclass(frozen=True)
+class PrepareRecord:
+    """What preparing a slot wrote (annotation ``airflow-kruise-chain/<slot>.prepared``): the image patched
+    in ahead of the stage predicted to run next, with no generation (its runner parks until a swap says go).
+
+    Kept after its stage went (or another stage took the slot): `history` and the latest prepare are the
+    slot's restarts the kubelet's back-off counts."""
+
+    image: str
+    stage: str
+    at: str
+    previous_container_id: str
+    previous_reason: str = ""
+    history: tuple[tuple[str, str], ...] = ()
+    """earlier prepares of the slot, (image, at), oldest first"""
+
+    def to_annotation(self) -> str:
+        data = asdict(self)
+        data["history"] = [list(item) for item in self.history]
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_annotation(cls, text: str) -> PrepareRecord | None:
+        """Parse a record; None if it is missing or malformed."""
+        try:
+            data = json.loads(text)
+            history = tuple((str(image), str(at)) for image, at in data.get("history") or ())
+            return cls(
+                image=str(data["image"]),
+                stage=str(data.get("stage") or ""),
+                at=str(data["at"]),
+                previous_container_id=str(data.get("previous_container_id") or ""),
+                previous_reason=str(data.get("previous_reason") or ""),
+                history=history[-PREPARE_HISTORY:],
+            )
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return None
+
+    def restarts(self) -> list[tuple[str, str]]:
+        """Every restart the slot's prepares caused, (image, at), oldest first."""
+        return [*self.history, (self.image, self.at)]
+
+
+def prepare_record(pod: Pod, slot: str) -> PrepareRecord | None:
+    """The record of `slot`'s latest prepare, if any (see `prepared_for`: it may be used or overtaken)."""
+    text = annotations(pod).get(slot_annotation(slot, PREPARED_FIELD))
+    return PrepareRecord.from_annotation(text) if text else None
+
+
+def prepared_for(pod: Pod, slot: str) -> PrepareRecord | None:
+    """The prepare `slot` stands in: it holds no generation and its image is the latest prepare's."""
+    record = prepare_record(pod, slot)
+    if record is None or slot_generation(pod, slot) != 0:
+        return None
+    return record if (container_spec(pod, slot) or {}).get("image") == record.image else None
 
 
 def annotations(pod: Pod) -> Mapping[str, str]:

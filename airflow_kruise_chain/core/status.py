@@ -12,10 +12,12 @@ from .constants import SLOTS
 from .lines import clip
 from .podview import (
     Pod,
+    PrepareRecord,
     StageRecord,
     annotations,
     container_status,
     pod_lost_reason,
+    prepared_for,
     slot_generation,
     stage_record,
     waiting_reason,
@@ -212,12 +214,44 @@ def _container_state(
     )
 
 
+def _prepared_state(pod: Pod, slot: str, prepared: PrepareRecord) -> StageStatus:
+    """State of a slot prepared ahead (no generation): SWAPPING until the kubelet has restarted it on the
+    prepared image (a restart the kubelet's back-off holds included: it starts by itself), then FINISHED
+    once its new runner is parked (Ready); FAILED_TO_START if the prepared image cannot start."""
+    record = StageRecord(
+        generation=0,
+        slot=slot,
+        image=prepared.image,
+        try_number=0,
+        previous_container_id=prepared.previous_container_id,
+        swapped_at=prepared.at,
+        action="prepare",
+        previous_reason=prepared.previous_reason,
+    )
+    status = _container_state(pod, slot, 0, None, record)
+    if status.state is StageState.FAILED_TO_START and status.reason == "CrashLoopBackOff":
+        last = ((container_status(pod, slot) or {}).get("lastState") or {}).get("terminated") or {}
+        stopped = last.get("containerID") == prepared.previous_container_id
+        if stopped and last.get("exitCode") in (0, 137, 143):
+            return replace(
+                status,
+                state=StageState.SWAPPING,
+                message=f"{status.message} (the kubelet's restart back-off holds the restart that prepares "
+                f"{slot} for {prepared.image}; it starts by itself)",
+            )
+    return status
+
+
 def slot_status(pod: Pod | None, slot: str) -> StageStatus:
-    """State of the generation `slot` hosts; an idle slot (generation 0) is FINISHED once Ready."""
+    """State of the generation `slot` hosts; an idle slot (generation 0) is FINISHED once Ready, a slot
+    prepared ahead once the kubelet has restarted it on the prepared image (see `_prepared_state`)."""
     lost = pod_lost_reason(pod)
     if lost is not None or pod is None:
         return StageStatus(StageState.POD_LOST, slot, reason="PodLost", message=lost or "")
     generation = slot_generation(pod, slot)
+    prepared = None if generation else prepared_for(pod, slot)
+    if prepared is not None:
+        return _prepared_state(pod, slot, prepared)
     stage = annotations(pod).get(slot_annotation(slot, STAGE_FIELD)) or None
     record = stage_record(pod, stage) if generation and stage else None
     if record is not None and (record.generation, record.slot) != (generation, slot):

@@ -19,20 +19,32 @@ from .constants import (
 from .errors import PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
 from .podview import (
+    PREPARE_HISTORY,
     Pod,
+    PrepareRecord,
     StageRecord,
     all_stage_records,
     container_spec,
     container_status,
     int_annotation,
     pod_lost_reason,
+    prepare_record,
+    prepared_for,
     slot_generation,
     stage_record,
     waiting_reason,
 )
 from .spec import StageSpec
 from .status import StageResult, StageState, current_status, needs_log, slot_status
-from .wire import GENERATION_ANNOTATION, new_token, stage_annotation
+from .wire import (
+    GENERATION_ANNOTATION,
+    GENERATION_FIELD,
+    PREPARED_FIELD,
+    SLOT_FIELDS,
+    new_token,
+    slot_annotation,
+    stage_annotation,
+)
 
 KRUISE_API_VERSION = "apps.kruise.io/v1alpha1"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
@@ -174,13 +186,19 @@ def restart_hold(pod: Pod, slot: str, image: str, now: datetime) -> tuple[float,
     Models `doBackOff`: the key is (pod, container, hash of name and image); every start after an exit
     that passes counts (`Next`): the first one for a key starts at once and arms 10 s, each later one within
     2 x 300 s doubles it. The restarts a slot made are read from the chain's own records (each image patch
-    swap: slot, image, time); the hold is measured from the exit the swap causes, i.e. from now.
+    swap and each prepare: slot, image, time); the hold is measured from the exit the swap causes, i.e. from
+    now.
     """
-    restarts = sorted(
+    restarts = [
         (when, rec.image)
         for rec in all_stage_records(pod)
         if rec.slot == slot and rec.action == "patch" and (when := _parse_time(rec.swapped_at)) is not None
-    )
+    ]
+    prepared = prepare_record(pod, slot)
+    for image_, at in prepared.restarts() if prepared is not None else ():
+        if (when := _parse_time(at)) is not None:
+            restarts.append((when, image_))
+    restarts.sort()
     delay: float | None = None
     last: datetime | None = None
     for when, ran in restarts:
@@ -198,6 +216,14 @@ def restart_hold(pod: Pod, slot: str, image: str, now: datetime) -> tuple[float,
         f"the kubelet's restart back-off: {slot} was last restarted on {image} {ago}s ago, so its next "
         f"restart on that image waits {delay:g}s (10 s, doubling per restart within 10 minutes)"
     )
+
+
+def _holds(pod: Pod, slot: str, image: str, status: Any) -> bool:
+    """Whether a usable `slot` can start a stage on `image` by annotations only: it runs that image (a slot
+    whose prepared image could not start is left to an image patch)."""
+    if (container_spec(pod, slot) or {}).get("image") != image:
+        return False
+    return not (status.state is StageState.FAILED_TO_START and prepared_for(pod, slot) is not None)
 
 
 def plan_swap(
@@ -278,6 +304,26 @@ def plan_swap(
         return status.state in _AVAILABLE and (status.confirmed or finished is None)
 
     free = [slot for slot in order if usable(slot)]
+    coming = [
+        slot
+        for slot in order
+        if slot not in free
+        and statuses[slot].state in _ON
+        and (prepared := prepared_for(pod, slot)) is not None
+        and prepared.image == stage.image
+    ]
+    if coming and not any(_holds(pod, slot, stage.image, statuses[slot]) for slot in free):
+        # the kubelet is restarting that slot on this stage's image: waiting for it costs less than a second
+        # restart elsewhere (and its prepare was made only when no other slot restarts sooner)
+        current = statuses[coming[0]]
+        raise SlotBusyError(
+            coming[0],
+            0,
+            current.state,
+            f"{coming[0]} is being prepared for {stage.image} (the kubelet restarts it: {current.reason}"
+            f"{': ' + current.message if current.message else ''}): stage {stage.name!r} waits to start "
+            "there without another restart",
+        )
     if not free:
         slot = order[0]
         current = statuses[slot]
@@ -291,7 +337,7 @@ def plan_swap(
             f"{slot} is {current.state} with generation {current.generation}{detail}: "
             f"stage {stage.name!r} must wait for it to finish",
         )
-    holding = [slot for slot in free if (container_spec(pod, slot) or {}).get("image") == stage.image]
+    holding = [slot for slot in free if _holds(pod, slot, stage.image, statuses[slot])]
     wait, why = 0.0, ""
     if holding:
         action: SwapAction = "go"
@@ -341,6 +387,99 @@ def plan_swap(
         backoff_wait=wait,
         backoff_why=why,
     )
+
+
+@dataclass(frozen=True)
+class PreparePlan:
+    """Preparing the idle slot for the stage predicted to run next (`plan_prepare`).
+
+    `patch` (None: nothing to do, `why` says why) sets the slot's image and clears its generation, stage
+    and run spec in one resourceVersion-guarded patch: the kubelet restarts the slot on the image and its
+    new runner parks with no generation, so nothing runs until a swap says go (annotations only).
+    """
+
+    slot: str
+    stage: str
+    image: str
+    patch: dict[str, Any] | None
+    why: str
+    backoff_wait: float = 0.0
+    """seconds the kubelet's restart back-off is expected to hold the prepare's restart"""
+
+
+def plan_prepare(
+    pod: Pod,
+    stage: str,
+    image: str,
+    *,
+    running: str,
+    now: datetime | None = None,
+    finished: Collection[str] | None = None,
+) -> PreparePlan:
+    """Plan preparing the slot that is not `running` (where the current stage was just swapped in) for
+    `stage` on `image`, the stage predicted to run next: the image patch its own swap would make, made now,
+    so that its swap only has to say go.
+
+    Nothing is done when a slot already holds `image` (its swap needs no restart anyway), when the
+    idle slot is not idle (its generation has not ended, e.g. two stages at once; `finished` as for
+    `plan_swap`), when `stage`'s own generation is on already, or when the kubelet's restart back-off would
+    hold the idle slot's restart on that image longer than the running slot's (its swap would pick the
+    running slot once free: preparing would make it wait). A restart held no longer than the other slot's is
+    prepared: the wait passes while the current stage runs (`backoff_wait`, `why` say so).
+    """
+    idle = other_slot(running)
+
+    def skip(why: str) -> PreparePlan:
+        return PreparePlan(idle, stage, image, None, why)
+
+    lost = pod_lost_reason(pod)
+    if lost is not None:
+        return skip(lost)
+    for slot in (running, idle):
+        if (container_spec(pod, slot) or {}).get("image") == image:
+            return skip(f"{slot} already holds {image}: stage {stage!r} starts there with no restart")
+    if stage_record(pod, stage) is not None and current_status(pod, stage).state in _ON:
+        return skip(f"stage {stage!r} is already swapped in")
+    status = slot_status(pod, idle)
+    reported = finished is not None and idle in finished  # its generation's result line is in its log
+    if not reported and (
+        status.state is not StageState.FINISHED or not (status.confirmed or finished is None)
+    ):
+        return skip(f"{idle} is not idle ({status.state}, generation {status.generation})")
+    now = now or datetime.now(UTC)
+    wait, why = restart_hold(pod, idle, image, now)
+    there, _ = restart_hold(pod, running, image, now)
+    if wait > there:
+        return skip(
+            f"{why}; {running} would restart on it at once once free, so stage {stage!r}'s swap "
+            "takes that one"
+        )
+    at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    earlier = prepare_record(pod, idle)
+    history = (*earlier.history, (earlier.image, earlier.at)) if earlier is not None else ()
+    container = container_status(pod, idle) or {}
+    record = PrepareRecord(
+        image=image,
+        stage=stage,
+        at=at,
+        previous_container_id=container.get("containerID") or "",
+        previous_reason=waiting_reason(container),
+        history=history[-PREPARE_HISTORY:],
+    )
+    metadata: dict[str, Any] = {
+        "annotations": {
+            **{slot_annotation(idle, key): "" for key in SLOT_FIELDS},
+            slot_annotation(idle, GENERATION_FIELD): "0",
+            slot_annotation(idle, PREPARED_FIELD): record.to_annotation(),
+        }
+    }
+    resource_version = (pod.get("metadata") or {}).get("resourceVersion")
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    patch = {"metadata": metadata, "spec": {"containers": [{"name": idle, "image": image}]}}
+    if wait > 0:
+        why = f"{why}: preparing now, that wait passes while the running stage runs"
+    return PreparePlan(idle, stage, image, patch, why, backoff_wait=wait)
 
 
 def image_pull_job_name(prefix: str, image: str, attempt: int = 1) -> str:

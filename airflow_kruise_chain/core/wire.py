@@ -60,6 +60,9 @@ RUN_FIELD = "run"
 SLOT_FIELDS: tuple[str, ...] = (GENERATION_FIELD, STAGE_FIELD, RUN_FIELD)
 """Per-slot annotations ``airflow-kruise-chain/<slot>.<field>``: the slot's generation and stage, and the
 runner's run spec."""
+PREPARED_FIELD = "prepared"
+"""Per-slot annotation ``airflow-kruise-chain/<slot>.prepared``: the slot's latest prepare
+(`podview.PrepareRecord`); not one of `SLOT_FIELDS`: a swap leaves it in place."""
 
 
 def slot_annotation(slot: str, field: str) -> str:

@@ -377,6 +377,11 @@ class KruiseChainOperator(ChainBaseOperator):
     interrupted or never started -> it runs the stage again, in place, as a new generation. `on_kill` stops
     the running stage. Timeouts: `swap_timeout`, `pull_timeout` (image pull while swapping in),
     `stage_timeout` (the stage's run; it is stopped when it runs out).
+
+    `prepare_next` (default True): once its stage runs, the task gives the idle slot the image of the stage
+    predicted to run next (`next_stage`), so that stage's swap is annotations only. Only an image patch: the
+    prepared slot holds no generation, so a wrong prediction runs nothing; that stage's swap is then a
+    normal one.
     """
 
     template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "image", "cmds", "arguments", "env")
@@ -399,10 +404,13 @@ class KruiseChainOperator(ChainBaseOperator):
         pull_timeout: float | None = None,
         deferrable: bool = default_deferrable(),
         defer_after: float = 1.0,
+        prepare_next: bool = True,
         **kwargs: Any,
     ) -> None:
+        check_prepare_next(prepare_next)
         super().__init__(**kwargs)
         self.stage_name = stage_name
+        self.prepare_next = prepare_next
         self.image = image
         self.cmds = list(cmds)
         self.arguments = list(arguments)
@@ -457,6 +465,12 @@ class KruiseChainOperator(ChainBaseOperator):
         plan = driver.swap(stage, context["ti"].try_number, self.timeouts())
         if plan.action == "adopt":
             self.replay(driver, plan)
+        following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
+        if following is not None:
+            if self.deferrable or plan.action == "go":
+                driver.prepare(plan, *following)  # a go restarts nothing the prepare could slow down
+            else:  # after the kubelet has started this stage's new container
+                driver.on_started = lambda: driver.prepare(plan, *following)
         if self.deferrable and plan.action != "adopt":
             from airflow_kruise_chain.core.driver import Detached
             from airflow_kruise_chain.triggers.chain import StageTrigger
@@ -553,6 +567,31 @@ class KruiseChainOperator(ChainBaseOperator):
         )
         for line in lines:
             self.log.info("%s", line)
+
+    def next_stage(self) -> tuple[str, str] | None:
+        """(name, image) of the stage predicted to run after this one: of the chain's stages that follow
+        this task (directly, or through tasks that are not stages, e.g. a branch), the first declared; None
+        when there is none or its image is templated (only known once that task renders it)."""
+        if not self.has_dag():
+            return None
+        seen: set[str] = set()
+        found: set[str] = set()
+        todo = list(self.downstream_list)
+        while todo:
+            task = todo.pop()
+            if task.task_id in seen:
+                continue
+            seen.add(task.task_id)
+            if isinstance(task, KruiseChainOperator):
+                if task.chain_id == self.chain_id:
+                    found.add(task.task_id)
+                continue
+            if not isinstance(task, ChainTeardownOperator):
+                todo.extend(task.downstream_list)
+        following = next((t for t in self.dag.tasks if t.task_id in found), None)
+        if not isinstance(following, KruiseChainOperator) or _templated(following.image):
+            return None
+        return following.stage_name, following.image
 
     def chain_predecessors(self) -> list[str]:
         """The stages of this chain that this stage directly depends on (none outside a DAG)."""
@@ -786,6 +825,11 @@ def _templated(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_templated(v) for v in value)
     return False
+
+
+def check_prepare_next(value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ChainConfigError("prepare_next", f"must be True or False, not {value!r}")
 
 
 def _check_positive(field: str, value: Any) -> None:

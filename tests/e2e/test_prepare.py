@@ -1,0 +1,240 @@
+"""The idle slot prepared ahead (`prepare_next`, on by default): while stage N runs, its task patches the
+other slot's image to the next stage's, so that stage's swap changes annotations only. A wrong prediction (a
+branch, a retry) still runs the right stage once; a prepared slot holds no generation and stays parked until
+go."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_kruise_chain.core.podview import prepared_for
+from airflow_kruise_chain.core.sizing import PARKED_REQUESTS
+from airflow_kruise_chain.local import resources as R
+from airflow_kruise_chain.local.validation import memory_bytes
+from tests.e2e.conftest import xcoms
+from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
+
+pytestmark = pytest.mark.slow
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+IMAGES = [
+    "busybox:1.36",
+    "alpine:3.20",
+    "debian:bookworm-slim",
+    "python:3.11-slim",
+    "ghcr.io/airflow-kruise-chain/report:0.9",
+]
+STEP = r"""
+n=$(cat "$CHAIN_SCRATCH/count" 2>/dev/null || echo 0)
+echo $((n + 1)) > "$CHAIN_SCRATCH/count"
+printf '{"count": %s}' $((n + 1)) > "$CHAIN_OUTPUT"
+sleep 1
+"""
+SIZE = {"requests": {"memory": "64Mi"}, "limits": {"memory": "96Mi"}}
+
+
+def versions(history: list) -> list[dict[str, Any]]:
+    return [o for k, r, o in history if r is R.PODS and k in ("ADDED", "MODIFIED")]
+
+
+def image_changes(history: list) -> list[tuple[str, str]]:
+    """(slot, new image) of every image change between consecutive versions of the chain pod."""
+    changes, before = [], None
+    for pod in versions(history):
+        images = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
+        if before is not None:
+            changes += [(slot, image) for slot, image in images.items() if before[slot] != image]
+        before = images
+    return changes
+
+
+def assert_no_back_off(history: list) -> None:
+    events = [o for k, r, o in history if r is R.EVENTS and o["involvedObject"]["kind"] == "Pod"]
+    assert not [e for e in events if e["reason"] == "BackOff"], [e["message"] for e in events]
+    waiting = {
+        ((cs.get("state") or {}).get("waiting") or {}).get("reason")
+        for pod in versions(history)
+        for cs in (pod.get("status") or {}).get("containerStatuses") or ()
+    }
+    assert "CrashLoopBackOff" not in waiting
+
+
+def requests(pod: dict[str, Any], slot: str) -> int:
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == slot)
+    return memory_bytes(((container.get("resources") or {}).get("requests") or {}).get("memory", "0"))
+
+
+def test_the_next_stage_only_says_go(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    history = pod_events(e2e_cluster)
+    names = [f"s{k}" for k in range(1, len(IMAGES) + 1)]
+    with DAG("prepare_next", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+            tasks = [
+                chain.stage(name, image=image, cmds=["/bin/sh", "-c", STEP], resources=SIZE)
+                for name, image in zip(names, IMAGES, strict=True)
+            ]
+            for before, after in itertools.pairwise(tasks):
+                before >> after
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+    assert str(run.state) == "success", out[-3000:]
+
+    # each stage ran once, in order, on its own image, reading the one before's data
+    results = xcoms(run)
+    assert [results[f"c.{s}"]["outputs"] for s in names] == [{"count": k} for k in range(1, 6)]
+    assert [results[f"c.{s}"]["image"] for s in names] == IMAGES
+    uid = versions(history)[0]["metadata"]["uid"]
+    assert [(g, s) for g, s, _ in start_markers(e2e_cluster, uid)] == list(enumerate(names, start=1))
+
+    # the pod starts on s1's and s2's images; s2, s3 and s4 prepared s3, s4 and s5: no stage's swap patched
+    # an image, every image change is a prepare, made in the other slot while the stage before ran
+    assert out.count("via annotations only") == 5
+    assert "via image patch" not in out
+    assert out.count("::kruise-chain:: prepare slot=") == 3
+    assert image_changes(history) == [("slot-a", IMAGES[2]), ("slot-b", IMAGES[3]), ("slot-a", IMAGES[4])]
+    assert_no_back_off(history)
+
+    # a prepared slot holds no generation, and stays parked while the stage before it holds its size
+    parked = memory_bytes(PARKED_REQUESTS["memory"])
+    prepared = [
+        (pod, slot) for pod in versions(history) for slot in ("slot-a", "slot-b") if prepared_for(pod, slot)
+    ]
+    assert prepared
+    for pod, slot in prepared:
+        other = "slot-b" if slot == "slot-a" else "slot-a"
+        assert pod["metadata"]["annotations"][f"airflow-kruise-chain/{slot}.run"] == ""
+        assert requests(pod, slot) == parked or requests(pod, other) == parked, (slot, pod["spec"])
+
+
+def test_prepare_next_off_patches_at_the_swap(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    history = pod_events(e2e_cluster)
+    with DAG("prepare_next_off", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, prepare_next=False, **FAST_POD) as chain:
+            tasks = [
+                chain.stage(f"s{k}", image=image, cmds=["/bin/sh", "-c", STEP])
+                for k, image in enumerate(IMAGES[:3], start=1)
+            ]
+            tasks[0] >> tasks[1] >> tasks[2]
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+    assert str(run.state) == "success", out[-3000:]
+    assert "prepare slot=" not in out
+    assert out.count("via image patch") == 1
+    assert image_changes(history) == [("slot-a", IMAGES[2])]
+
+
+def test_a_branch_that_skips_the_predicted_stage_runs_the_chosen_one_once(e2e_cluster, capfd):
+    from airflow.sdk import DAG, task
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    history = pod_events(e2e_cluster)
+    with DAG("prepare_branch", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+            s1 = chain.stage("s1", image=IMAGES[0], cmds=["/bin/sh", "-c", STEP])
+            s2 = chain.stage("s2", image=IMAGES[1], cmds=["/bin/sh", "-c", STEP])
+            predicted = chain.stage("predicted", image=IMAGES[2], cmds=["/bin/sh", "-c", STEP])
+            chosen = chain.stage("chosen", image=IMAGES[3], cmds=["/bin/sh", "-c", STEP])
+
+            @task.branch
+            def choose() -> str:
+                return "c.chosen"
+
+            s1 >> s2 >> choose() >> [predicted, chosen]
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+    assert str(run.state) == "success", out[-3000:]
+    states = task_states(run)
+    assert states["c.predicted"][0] == "skipped" and states["c.chosen"][0] == "success"
+    assert xcoms(run)["c.chosen"]["outputs"] == {"count": 3}
+
+    uid = versions(history)[0]["metadata"]["uid"]
+    assert [(g, s) for g, s, _ in start_markers(e2e_cluster, uid)] == [(1, "s1"), (2, "s2"), (3, "chosen")]
+    # s2 prepared slot-a for 'predicted' (declared first); 'chosen' swapped itself in with a normal patch
+    assert "prepare slot=slot-a image=debian:bookworm-slim for the next stage 'predicted'" in out
+    assert out.count("via image patch") == 1
+    assert image_changes(history) == [("slot-a", IMAGES[2]), ("slot-a", IMAGES[3])]
+    assert_no_back_off(history)
+
+
+FLAKY = r"""
+if [ ! -f "$CHAIN_SCRATCH/flaky.marker" ]; then
+  echo "$CHAIN_GENERATION" > "$CHAIN_SCRATCH/flaky.marker"
+  sleep 1
+  exit 1
+fi
+n=$(cat "$CHAIN_SCRATCH/count")
+echo $((n + 1)) > "$CHAIN_SCRATCH/count"
+printf '{"count": %s}' $((n + 1)) > "$CHAIN_OUTPUT"
+"""
+
+
+def test_a_retried_stage_runs_again_and_the_prepared_stage_once(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    history = pod_events(e2e_cluster)
+    with DAG("prepare_retry", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+            s1 = chain.stage("s1", image=IMAGES[0], cmds=["/bin/sh", "-c", STEP])
+            s2 = chain.stage("s2", image=IMAGES[1], cmds=["/bin/sh", "-c", FLAKY], retries=1, retry_delay=0)
+            s3 = chain.stage("s3", image=IMAGES[2], cmds=["/bin/sh", "-c", STEP])
+            s1 >> s2 >> s3
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+    assert str(run.state) == "success", out[-3000:]
+    assert task_states(run)["c.s2"][:2] == ("success", 2)
+    assert xcoms(run)["c.s3"]["outputs"] == {"count": 3}
+
+    uid = versions(history)[0]["metadata"]["uid"]
+    assert [(g, s) for g, s, _ in start_markers(e2e_cluster, uid)] == [
+        (1, "s1"),
+        (2, "s2"),
+        (3, "s2"),
+        (4, "s3"),
+    ]
+    # try 1 prepared slot-a for s3; try 2 found it prepared already; s3 said go
+    assert out.count("prepare slot=slot-a") == 1
+    assert "not preparing slot-a: slot-a already holds debian:bookworm-slim" in out
+    assert out.count("via annotations only") == 4 and "via image patch" not in out
+    assert image_changes(history) == [("slot-a", IMAGES[2])]
+    assert_no_back_off(history)
+
+
+def test_a_prepared_image_that_cannot_be_pulled_fails_its_stage_at_once(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    history = pod_events(e2e_cluster)
+    failures = Failures()
+    missing = "ghcr.io/acme/absent:1.0"
+    with DAG("prepare_missing", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, swap_timeout=60, **FAST_POD) as chain:
+            s1 = chain.stage("s1", image=IMAGES[0], cmds=["/bin/sh", "-c", STEP])
+            s2 = chain.stage("s2", image=IMAGES[1], cmds=["/bin/sh", "-c", STEP])
+            s3 = chain.stage("s3", image=missing, cmds=["/bin/sh", "-c", STEP], on_failure_callback=failures)
+            s1 >> s2 >> s3
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+    assert str(run.state) == "failed"
+    assert task_states(run)["c.s3"][:2] == ("failed", 1)
+    assert f"prepare slot=slot-a image={missing}" in out  # s2 prepared it; the kubelet could not pull it
+    error = str(failures.errors["c.s3"])
+    assert "ErrImagePull" in error or "ImagePullBackOff" in error, error
+    assert missing in error and "swap timeout" not in error, error  # the pull error, not a timeout
+    uid = versions(history)[0]["metadata"]["uid"]
+    assert [(g, s) for g, s, _ in start_markers(e2e_cluster, uid)] == [(1, "s1"), (2, "s2")]

@@ -1,0 +1,194 @@
+"""Preparing the idle slot ahead (`plan_prepare`) and what later swaps make of a prepared slot."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from airflow_kruise_chain.core import SlotBusyError, StageSpec, StageState, plan_swap
+from airflow_kruise_chain.core.podview import PREPARE_HISTORY, prepare_record, prepared_for
+from airflow_kruise_chain.core.status import slot_status
+from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
+from tests.unit.test_core_swap import EXTRACT, LOAD, NOW, REPORT, TRANSFORM, FakePod, annotations
+
+
+def named(stage: StageSpec) -> tuple[str, str]:
+    return stage.name, stage.image
+
+
+def prepared_pod() -> tuple[FakePod, object]:
+    """extract ran in slot-a, transform runs in slot-b, slot-a prepared for load (patch applied)."""
+    pod = FakePod()
+    pod.run(EXTRACT)
+    running = pod.run(TRANSFORM, finish=False)
+    prepare = plan_prepare(pod.pod, *named(LOAD), running=running.slot, now=NOW)
+    assert prepare.patch is not None, prepare.why
+    pod.apply(prepare.patch)
+    return pod, prepare
+
+
+def test_a_prepare_is_one_guarded_image_patch_that_leaves_the_slot_without_a_generation() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    rv = pod.pod["metadata"]["resourceVersion"]
+    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW)
+    assert (prepare.slot, prepare.image, prepare.backoff_wait) == ("slot-a", "acme/load:1.1", 0.0)
+    assert prepare.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
+    assert prepare.patch["metadata"]["resourceVersion"] == rv
+    ann = prepare.patch["metadata"]["annotations"]
+    # no generation, no stage, no run spec: the restarted runner parks until a swap says go
+    assert ann["airflow-kruise-chain/slot-a.generation"] == "0"
+    assert ann["airflow-kruise-chain/slot-a.run"] == ""
+    assert ann["airflow-kruise-chain/slot-a.stage"] == ""
+    assert "airflow-kruise-chain/generation" not in ann
+    assert not any(key.startswith("airflow-kruise-chain/slot-b") for key in ann)
+    assert json.loads(ann["airflow-kruise-chain/slot-a.prepared"]) == {
+        "at": "2024-05-01T10:00:00Z",
+        "history": [],
+        "image": "acme/load:1.1",
+        "previous_container_id": "containerd://1",
+        "previous_reason": "",
+        "stage": "load",
+    }
+
+
+def test_the_next_stage_waits_for_the_prepared_restart_then_only_says_go() -> None:
+    pod, _ = prepared_pod()
+    pod.set_ready("slot-b")  # transform ended; slot-b is free, but slot-a is being prepared for load
+    assert slot_status(pod.pod, "slot-a").state is StageState.SWAPPING  # the old runner still runs there
+    with pytest.raises(SlotBusyError, match=r"slot-a is being prepared for acme/load:1\.1"):
+        plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+    pod.start("slot-a", ready=False)  # the kubelet restarted it on load's image; the runner not parked yet
+    with pytest.raises(SlotBusyError):
+        plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+    pod.set_ready("slot-a")
+    plan = plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+    assert (plan.action, plan.slot, plan.generation) == ("go", "slot-a", 3)
+    assert "spec" not in plan.patch
+    assert "\nkc_r=0\n" in plan.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"]
+    pod.apply(plan.patch)
+    assert prepared_for(pod.pod, "slot-a") is None  # it holds a generation now
+    assert prepare_record(pod.pod, "slot-a") is not None  # kept: the back-off model counts its restart
+
+
+def test_a_mispredicted_prepare_leaves_the_other_stage_a_normal_swap() -> None:
+    pod, _ = prepared_pod()
+    pod.set_ready("slot-b")
+    pod.start("slot-a", ready=True)
+    plan = plan_swap(pod.pod, REPORT, try_number=1, now=NOW)  # a branch skipped load
+    assert (plan.action, plan.generation) == ("patch", 3)
+    assert plan.patch["spec"]["containers"][0]["image"] == "acme/report:1.0"
+
+
+def test_a_prepared_image_that_cannot_start_is_not_said_go_to() -> None:
+    pod, _ = prepared_pod()
+    pod.set_ready("slot-b")
+    pod.wait("slot-a", "ErrImagePull", "not found")
+    assert slot_status(pod.pod, "slot-a").state is StageState.FAILED_TO_START
+    plan = plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+    assert plan.action == "patch"  # a go would wait on the old pull error; a patch reports the new one
+
+
+def test_a_prepare_held_by_the_back_off_counts_as_swapping() -> None:
+    pod, _ = prepared_pod()
+    status = pod.status("slot-a")
+    status.update(
+        ready=False,
+        lastState={"terminated": {"containerID": "containerd://1", "exitCode": 0}},
+        state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
+    )
+    current = slot_status(pod.pod, "slot-a")
+    assert current.state is StageState.SWAPPING and "starts by itself" in current.message
+    status["lastState"]["terminated"]["exitCode"] = 2  # the prepared image's runner crashed: a real failure
+    assert slot_status(pod.pod, "slot-a").state is StageState.FAILED_TO_START
+
+
+@pytest.mark.parametrize(
+    ("case", "stage", "why"),
+    [
+        ("the running slot holds it", StageSpec("t2", "acme/transform:2.0", ["x"]), "slot-b already"),
+        ("the idle slot holds it", StageSpec("e2", "acme/extract:1.4", ["x"]), "slot-a already"),
+    ],
+)
+def test_nothing_to_prepare_when_a_slot_holds_the_image(case: str, stage: StageSpec, why: str) -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    prepare = plan_prepare(pod.pod, *named(stage), running="slot-b", now=NOW)
+    assert prepare.patch is None and why in prepare.why, case
+
+
+def test_no_prepare_while_the_other_slot_runs_a_stage() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT, finish=False)  # two stages at once
+    pod.run(TRANSFORM, finish=False)
+    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW)
+    assert prepare.patch is None and "slot-a is not idle" in prepare.why
+    # the driver read extract's result line in slot-a's log: idle, though its probe has not said Ready yet
+    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW, finished={"slot-a"})
+    assert prepare.patch is not None and prepare.slot == "slot-a"
+
+
+def test_no_prepare_for_a_stage_already_swapped_in() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    # the predicted stage was swapped in by someone else meanwhile (it runs in slot-b's place: fake it)
+    record = json.loads(annotations(pod)["airflow-kruise-chain/stage.transform"])
+    annotations(pod)["airflow-kruise-chain/stage.load"] = json.dumps({**record, "image": LOAD.image})
+    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-a", now=NOW)
+    assert prepare.patch is None and "already swapped in" in prepare.why
+
+
+def test_the_back_off_model_counts_prepare_restarts() -> None:
+    pod, _ = prepared_pod()
+    assert restart_hold(pod.pod, "slot-a", LOAD.image, NOW + timedelta(seconds=3))[0] == 10
+    assert restart_hold(pod.pod, "slot-b", LOAD.image, NOW + timedelta(seconds=3))[0] == 0
+    assert restart_hold(pod.pod, "slot-a", LOAD.image, NOW + timedelta(minutes=11))[0] == 0
+
+
+def test_a_prepare_the_back_off_would_hold_longer_than_the_other_slot_is_left_to_the_swap() -> None:
+    pod, _ = prepared_pod()  # slot-a restarted on load at NOW
+    pod.start("slot-a", ready=True)
+    pod.set_ready("slot-b")
+    # a branch ran report in slot-a instead; slot-b now runs a stage and load is predicted again
+    pod.run(REPORT, now=NOW + timedelta(seconds=1))
+    running = pod.run(
+        StageSpec("t3", "acme/transform:2.0", ["x"]), finish=False, now=NOW + timedelta(seconds=2)
+    )
+    assert running.slot == "slot-b"
+    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW + timedelta(seconds=3))
+    # slot-a would be held 10 s on load, slot-b not at all: load's own swap takes slot-b once free
+    assert prepare.patch is None and "restart back-off" in prepare.why and "takes that one" in prepare.why
+
+
+def test_a_prepare_held_no_longer_than_the_other_slot_is_made_and_says_so() -> None:
+    a = "acme/a:1"
+    pod = FakePod()
+    for k, slot in enumerate(("slot-a", "slot-b")):  # both slots restarted on a seconds ago
+        record = {"generation": 0, "slot": slot, "image": a, "try": 1, "action": "patch"}
+        record["swapped_at"] = f"2024-05-01T10:00:0{k}Z"
+        annotations(pod)[f"airflow-kruise-chain/stage.old{k}"] = json.dumps(record)
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    prepare = plan_prepare(pod.pod, "v", a, running="slot-b", now=NOW + timedelta(seconds=4))
+    assert prepare.patch is not None and prepare.backoff_wait == 10
+    assert "preparing now, that wait passes while the running stage runs" in prepare.why
+
+
+def test_prepare_history_is_kept_and_bounded() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    for k in range(PREPARE_HISTORY + 3):
+        stage = StageSpec(f"p{k}", f"acme/p:{k}", ["x"])
+        prepare = plan_prepare(pod.pod, *named(stage), running="slot-b", now=NOW + timedelta(seconds=k))
+        pod.apply(prepare.patch)
+        pod.start("slot-a", ready=True)
+    record = prepare_record(pod.pod, "slot-a")
+    assert record.image == f"acme/p:{PREPARE_HISTORY + 2}"
+    assert len(record.history) == PREPARE_HISTORY
+    assert record.history[-1] == (f"acme/p:{PREPARE_HISTORY + 1}", "2024-05-01T10:00:09Z")
