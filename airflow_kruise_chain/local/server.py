@@ -27,6 +27,7 @@ from .rbac import ADMIN_USER, USER_INFO
 from .resources import Resource
 from .selectors import FieldSelector, LabelSelector
 from .store import Obj, Store, deep_copy
+from .strategies import Registry
 
 log = logging.getLogger(__name__)
 
@@ -518,10 +519,9 @@ class ApiServer:
         max_requests_in_flight: int,
     ) -> None:
         self.store = store
-        self.admission = admission
+        self.registry = Registry(store, admission, events)
         self.policies = policies
         self.nodes = nodes
-        self.events = events
         self.filters = filters
         self.kubernetes_version = kubernetes_version
         self.resize_enabled = resize_enabled
@@ -840,7 +840,7 @@ class ApiServer:
         ):
             meta.pop(server_owned, None)
         dry_run = _dry_run(request, "CreateOptions")
-        self.admission.on_create(res, obj)
+        self.registry[res].validate_create(obj)
         if not applied:
             fieldmanager.update(res, version, None, obj, _manager(request))
         self._admit_policies(request, "CREATE", res, version, "", obj, None, dry_run)
@@ -898,7 +898,7 @@ class ApiServer:
         for obj in chosen:
             meta = obj["metadata"]
             if not dry_run:
-                obj = self._do_delete(res, meta.get("namespace", ""), meta["name"], grace)
+                obj = self.registry[res].delete(meta.get("namespace", ""), meta["name"], grace)
             gone.append(self._out(obj, res, version))
         return _json(
             {
@@ -1030,23 +1030,14 @@ class ApiServer:
             new["metadata"]["namespace"] = ns
         _check_resource_version(res, name, old, new)
         _before_update(old, new)
-        if sub == "status":  # only status is taken from a status write
-            kept = deep_copy(old)
-            kept["status"] = new.get("status")
-            kept["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
-            new = kept
-            self.admission.on_status(res, old, new)
-        elif sub == "resize":
-            rv = new["metadata"].get("resourceVersion")
-            new = self.admission.on_resize(old, new)
-            new["metadata"]["resourceVersion"] = rv
+        strategy = self.registry[res]
+        if sub is not None:
+            new = strategy.update_subresource(sub, old, new)
         else:
             if track:
                 _check_fields(request, res, version, new)
-            if "status" in old or "status" in new:  # the main resource ignores status changes
-                if res.subresources and "status" in res.subresources:
-                    new["status"] = deep_copy(old.get("status"))
-            self.admission.on_update(res, old, new)
+            strategy.prepare_for_update(old, new)
+            strategy.validate_update(old, new)
             if track:
                 fieldmanager.update(res, version, old, new, _manager(request))
         self._admit_policies(request, "UPDATE", res, version, sub or "", new, old, dry_run)
@@ -1096,7 +1087,7 @@ class ApiServer:
         self._admit_policies(request, "DELETE", res, version, "", None, current, dry_run)
         if dry_run:
             return _json(self._out(current, res, version))
-        return _json(self._out(self._do_delete(res, ns, name, grace), res, version))
+        return _json(self._out(self.registry[res].delete(ns, name, grace), res, version))
 
     @staticmethod
     async def _read_delete_options(request: web.Request) -> tuple[int | None, dict[str, Any], bool]:
@@ -1111,39 +1102,6 @@ class ApiServer:
                 raise ApiError(400, f"invalid DeleteOptions: {e}") from None
         grace, pre, dry = _delete_options(opts, grace)
         return grace, pre, _dry_run(request, "DeleteOptions", dry)
-
-    def _do_delete(self, res: Resource, ns: str, name: str, grace: int | None) -> Obj:
-        if res is R.PODS:
-            pod = self.store.get(res, ns, name)
-            if grace is None:
-                grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-            if not (pod.get("spec") or {}).get("nodeName") or grace == 0:
-                obj = self.store.mark_deleted(res, ns, name, 0)
-                self.store.remove(res, ns, name)
-                return obj
-            return self.store.mark_deleted(res, ns, name, max(grace, 1))
-        if res is R.NAMESPACES:
-            return self._delete_namespace(name)
-        return self.store.mark_deleted(res, ns, name, grace)
-
-    def _delete_namespace(self, name: str) -> Obj:
-        """Delete a namespace and everything in it."""
-        ns = self.store.get(R.NAMESPACES, "", name)
-        if name in R.DEFAULT_NAMESPACES:
-            raise ApiError(
-                403,
-                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
-                reason="Forbidden",
-            )
-        for res in R.STORED:
-            if res.namespaced:
-                for obj in list(self.store.items(res, name)):
-                    if res is R.PODS and obj["spec"].get("nodeName"):
-                        self.store.mark_deleted(res, name, obj["metadata"]["name"], 0)
-                    self.store.remove(res, name, obj["metadata"]["name"], force=True)
-        self.store.remove(R.NAMESPACES, "", name, force=True)
-        ns["status"] = {"phase": "Terminating"}
-        return ns
 
     async def _evict(self, request: web.Request, ns: str, name: str) -> web.Response:
         body = await _read_body(request)
@@ -1169,12 +1127,7 @@ class ApiServer:
             return _json(
                 {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
             )
-        pod = self.store.peek(R.PODS, ns, name)
-        if pod is not None:  # recorded for the kubelet, which stops the pod's containers
-            self.events.record(
-                pod, "Normal", "Killing", "Stopping container on eviction", component="kubelet"
-            )
-        self._do_delete(R.PODS, ns, name, grace)
+        self.registry.pods.evict(ns, name, grace)
         return _json(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
         )
