@@ -120,6 +120,9 @@ class Timeouts:
     """from the swap request, while the slot waits in ContainerCreating (pulling the stage's image)"""
 
 
+RESULT_COPY_WAIT = 5.0
+"""seconds the copy of a result line from the container's other stream is awaited once the first is read
+(it is printed right after it: only a stalled log stream keeps it longer)"""
 PUMP_LINES = 1024
 """log lines the follow thread may read ahead of the reader"""
 _END = object()
@@ -475,8 +478,12 @@ class StageDriver:
             since = _since(plan.record.swapped_at) if plan.record.action == "go" else None
             lines = self._pump(plan.slot, since)
             output.reopen()
+            copy_until: float | None = None  # the result line is in: its other stream's copy is awaited
             while True:
-                item = self._next(lines, deadline, plan, timeouts, detach_at)
+                if copy_until is None:
+                    item = self._next(lines, deadline, plan, timeouts, detach_at)
+                else:
+                    item = self._next_copy(lines, copy_until)
                 if item is _END:
                     break
                 if item is _DETACH:
@@ -490,30 +497,12 @@ class StageDriver:
                     self.quiet(line)
                 for line in fresh:
                     self.log(line)
-                marker = output.result
-                if marker is not None:
-                    result = StageResult.from_marker(marker, image=plan.record.image, log_tail=list(tail))
-                    if result.reason != "completed":  # stopped by a signal: the pod going away, or a kill?
-                        pod = self.api.read_pod(self.pod_name, self.namespace)
-                        if pod is None or pod_lost_reason(pod) is not None:
-                            self.log_end(result)
-                            raise self.lost(
-                                pod,
-                                f"while stage {plan.stage!r} ran (generation {plan.generation}; it was "
-                                f"stopped with the pod: exit code {result.exit_code}, {result.reason})",
-                            )
-                        # an interrupted generation's result, printed by its restarted runner: the restart
-                        # may reach the log before the pod status says why the kubelet killed it
-                        killed = _killed_by_kubelet(pod, plan)
-                        settle = time.monotonic() + 2.0
-                        while not killed and result.reason == "interrupted" and time.monotonic() < settle:
-                            pod = self.wait_pod_change(pod, settle)
-                            if pod is None:
-                                break
-                            killed = _killed_by_kubelet(pod, plan)
-                        result = _with_kill_reason(result, killed)
-                    self.log_end(result)
-                    return result
+                if output.complete:
+                    return self.ended(plan, output)
+                if output.result is not None and copy_until is None:
+                    copy_until = time.monotonic() + RESULT_COPY_WAIT
+            if output.result is not None:  # the stream ended, or the copy never came: all there is
+                return self.ended(plan, output)
             # the stream ended without our result: the container stopped or was restarted, or the pod is gone
             pod = self.api.read_pod(self.pod_name, self.namespace)
             status = current_status(pod, plan.stage)
@@ -541,6 +530,32 @@ class StageDriver:
             if deadline is not None and time.monotonic() > deadline:
                 self.expire(plan, timeouts)
             streamed = self.wait_restarted(plan, pod, streamed, deadline)
+
+    def ended(self, plan: SwapPlan, output: GenerationOutput) -> StageResult:
+        """The result of `plan`'s generation, whose result line `output` has read."""
+        assert output.result is not None
+        result = StageResult.from_marker(output.result, image=plan.record.image, log_tail=list(output.tail))
+        if result.reason != "completed":  # stopped by a signal: the pod going away, or a kill?
+            pod = self.api.read_pod(self.pod_name, self.namespace)
+            if pod is None or pod_lost_reason(pod) is not None:
+                self.log_end(result)
+                raise self.lost(
+                    pod,
+                    f"while stage {plan.stage!r} ran (generation {plan.generation}; it was "
+                    f"stopped with the pod: exit code {result.exit_code}, {result.reason})",
+                )
+            # an interrupted generation's result, printed by its restarted runner: the restart
+            # may reach the log before the pod status says why the kubelet killed it
+            killed = _killed_by_kubelet(pod, plan)
+            settle = time.monotonic() + 2.0
+            while not killed and result.reason == "interrupted" and time.monotonic() < settle:
+                pod = self.wait_pod_change(pod, settle)
+                if pod is None:
+                    break
+                killed = _killed_by_kubelet(pod, plan)
+            result = _with_kill_reason(result, killed)
+        self.log_end(result)
+        return result
 
     def wait_restarted(self, plan: SwapPlan, pod: Pod, streamed: str, deadline: float | None) -> str:
         """After the log stream of container `streamed` ended without the result: wait on the pod watch until
@@ -635,6 +650,14 @@ class StageDriver:
                 return _DETACH
             self.expire(plan, timeouts)
             raise AssertionError("unreachable") from None
+
+    @staticmethod
+    def _next_copy(lines: queue.Queue[object], until: float) -> object:
+        """The next item of `_pump`'s queue, or `_END` at `until` (the stage has ended: no watchdog)."""
+        try:
+            return lines.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return _END
 
     def expire(self, plan: SwapPlan, timeouts: Timeouts) -> None:
         """Stop the stage that ran out of its execution time and raise the stage timeout."""

@@ -22,6 +22,10 @@ class GenerationOutput:
     the result is not the stage's (only one is held: a flood of empty lines is not buffered). `tail` keeps
     the last output lines, clipped; `result` is the generation's result marker once read (only a marker
     with the generation's token counts: a stage cannot forge one). Memory: the tail, whatever the log's size.
+
+    The runner prints each marker on stdout and on stderr (`core.wire`): the second copy of the start marker
+    is not shown, and output goes on after the first copy of the result line until its copy from the other
+    stream is read too (`complete`; a lone result line without ``streams=2`` completes at once).
     """
 
     def __init__(self, generation: int, token: str, *, skip: int = 0, tail: int = TAIL_LINES) -> None:
@@ -33,6 +37,9 @@ class GenerationOutput:
         self.started: StartMarker | None = None
         self.result: ResultMarker | None = None
         self.result_line = ""
+        self.complete = False
+        """the result is in and so is all of the stage's output (both copies of the result line read)"""
+        self._copies = 0
         self._showing = False
         self._blank = False
 
@@ -41,25 +48,32 @@ class GenerationOutput:
         container): lines counted so far are skipped when they come again."""
         self.skip = max(self.skip, self.counted)
         self.counted = 0
+        self._copies = 0
         self._showing = False
         self._blank = False
 
     def feed(self, line: str) -> tuple[list[str], list[str]]:
         """The lines `line` releases (none, itself, or itself after a held empty line): (already logged by an
         earlier reader, to log)."""
-        if self.result is not None:
+        if self.complete:
             return [], []
         marker = parse_marker(line)
         ours = matches(marker, self.generation, self.token)
         if ours and isinstance(marker, StartMarker):
+            if self._showing:  # its copy from the other stream
+                return [], []
             self.started = marker
             self._showing = True
             self._blank = False
             self.tail.clear()
             return self._count([line])
         if ours and isinstance(marker, ResultMarker):
-            self.result = marker
-            self.result_line = line
+            if self.result is None:
+                self.result = marker
+                self.result_line = line
+            self._copies += 1
+            self.complete = self._copies >= self.result.streams
+            self._blank = False  # the runner's own line end before its result line
             return [], []
         if not self._showing:
             return [], []

@@ -10,21 +10,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .output import GenerationOutput
 from .podview import Pod, slot_generation
-from .status import ResultMarker, StartMarker, parse_marker
 
 
 def generation_output(lines: Iterable[str], generation: int) -> Iterator[str]:
-    """The lines from `generation`'s start marker up to and including its result line (none without it)."""
-    inside = False
+    """The lines from `generation`'s start marker up to its result line, which comes last (none without the
+    start marker), as a task log shows them (`GenerationOutput`: each marker once, though the runner prints
+    it on both streams, and the output that reached the log between the two copies of the result line)."""
+    output = GenerationOutput(generation, "", tail=0)
     for line in lines:
-        marker = parse_marker(line)
-        if isinstance(marker, StartMarker) and marker.generation == generation:
-            inside = True
-        if inside:
-            yield line.rstrip("\n")
-        if inside and isinstance(marker, ResultMarker) and marker.generation == generation:
-            return
+        yield from output.feed(line.rstrip("\n"))[1]
+        if output.complete:
+            break
+    if output.started is not None and output.result is not None:
+        yield output.result_line
 
 
 def read_generation_output(api: Any, pod: Pod, namespace: str, slot: str, generation: int) -> list[str]:

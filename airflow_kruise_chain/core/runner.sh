@@ -17,7 +17,8 @@
 # runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION; the
 # generation's token is never in it. Results are announced as a line starting with the marker, carrying
 # the generation and its token (and in the termination message); the slot's readiness probe reads
-# $KC_STATE/<slot>.parked, the generation it parked on.
+# $KC_STATE/<slot>.parked, the generation it parked on. Markers go to stdout and to stderr (a runtime copies
+# the two streams into the log apart: only both copies say that all of the stage's output is in).
 
 kc_bb=${0%/*}/busybox
 kc_marker='::kruise-chain::'
@@ -172,20 +173,22 @@ kc_record() {
 		kc_enc=$("$kc_bb" base64 <"$kc_out" | "$kc_bb" tr -d '\n')
 		kc_os=ok
 	fi
-	printf '%s result gen=%s token=%s stage=%s slot=%s exit=%s reason=%s started=%s finished=%s outputs=%s outputs_status=%s\n' \
+	printf '%s result gen=%s token=%s stage=%s slot=%s exit=%s reason=%s started=%s finished=%s outputs=%s outputs_status=%s streams=2\n' \
 		"$kc_marker" "$kc_g" "$kc_t" "$kc_s" "$kc_slot" "$1" "$2" "$kc_started" "$kc_stamp" "$kc_enc" \
 		"$kc_os" >"$kc_dir/result"
 	printf '%s\n' "$1" >"$kc_dir/exit_code"
 }
 
 # Announce the result: the termination message (the kubelet keeps at most 4096 bytes: large outputs are
-# left to the log line) and the result line, on a line of its own (the stage may have left one unended).
+# left to the log line) and the result line on each stream, on a line of its own (the stage may have left
+# one unended).
 kc_announce() {
 	{ read -r kc_res <"$kc_dir/result"; } 2>/dev/null || kc_res=
 	kc_msg=$kc_res
 	if [ "${#kc_res}" -gt 4000 ]; then kc_msg="${kc_res%% outputs=*} outputs=- outputs_status=truncated"; fi
 	{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null
 	printf '\n%s\n' "$kc_res"
+	printf '\n%s\n' "$kc_res" >&2
 	printf '%s\n' "$kc_g" >"$kc_parked"
 }
 
@@ -222,8 +225,9 @@ kc_run() {
 	kc_now
 	printf '%s\n' "$kc_stamp" >"$kc_dir/started"
 	kc_phase=stage
-	printf '%s start gen=%s token=%s stage=%s slot=%s at=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" \
-		"$kc_slot" "$kc_stamp"
+	kc_start="$kc_marker start gen=$kc_g token=$kc_t stage=$kc_s slot=$kc_slot at=$kc_stamp"
+	printf '%s\n' "$kc_start"
+	printf '%s\n' "$kc_start" >&2
 	(
 		. "$kc_env"
 		kc_stage_env

@@ -127,26 +127,32 @@ class StageResult:
         cls, lines: Iterable[str], *, generation: int, image: str, token: str = "", tail: int = 20
     ) -> StageResult | None:
         """The result of `generation` (swapped in with `token`) in a slot's log, with up to `tail` lines of
-        the stage's own output. Marker-like lines of other generations or tokens count as output.
+        the stage's own output. Marker-like lines of other generations or tokens count as output. The
+        output runs on after the result line until its copy from the container's other stream.
 
         None when the log holds no result line for `generation` (the stage has not finished, or the log was
         rotated: fall back to the termination message via `parse_marker`).
         """
         output: list[str] = []
         result: ResultMarker | None = None
+        started = copies = 0
         for line in lines:
             marker = parse_marker(line)
             if not matches(marker, generation, token):
                 output.append(line.rstrip("\n"))
             elif isinstance(marker, StartMarker):
-                output.clear()
+                started += 1
+                if started == 1:  # not at its copy from the other stream: output may precede that
+                    output.clear()
             elif isinstance(marker, ResultMarker):
-                result = marker
-                break
+                result = result or marker
+                copies += 1
+                if output and output[-1] == "":
+                    output.pop()  # the runner ends a line the stage may have left open before its result
+                if copies >= result.streams:  # both streams' copies: all the stage's output is before
+                    break
         if result is None:
             return None
-        if output and output[-1] == "":
-            output.pop()  # the runner ends a line the stage may have left open before its result
         return cls.from_marker(result, image=image, log_tail=output[-tail:] if tail > 0 else [])
 
     def to_xcom(self) -> dict[str, Any]:

@@ -19,11 +19,17 @@ backslashes, newlines, trailing ones too, non-ASCII)::
     kc_exec 'python3' '-c' 'print(1)'
     }
 
-**Markers** (lines on the slot's stdout, each starting with `MARKER` at the start of a line)::
+**Markers** (lines each starting with `MARKER` at the start of a line)::
 
     ::kruise-chain:: start gen=G token=T stage=S slot=X at=TS
     ::kruise-chain:: result gen=G token=T stage=S slot=X exit=N reason=R started=TS finished=TS
-        outputs=BASE64|- outputs_status=ok|absent|too-big|truncated
+        outputs=BASE64|- outputs_status=ok|absent|too-big|truncated streams=2
+
+The runner prints each marker on both of the container's streams, stdout then stderr (``streams=2``): a
+runtime copies stdout and stderr into the log by separate readers, so a line the stage wrote on one stream may
+reach the log after a marker printed on the other. Each stream keeps its own order, so the stage's output
+starts after the first copy of its start marker and is complete once both copies of its result line are in
+the log (`core.output.GenerationOutput`). A result line without ``streams=2`` was printed once.
 
 A result counts only for the generation and token the operator swapped in (`matches`): a stage cannot know
 its token, so copies of earlier output and forged lines are ignored. The result line is also the slot's
@@ -158,6 +164,8 @@ class ResultMarker:
     outputs: dict[str, Any] | None
     outputs_status: str
     token: str = ""
+    streams: int = 1
+    """on how many of the container's streams the runner printed this line (2: stdout and stderr)"""
 
 
 Marker = StartMarker | ResultMarker
@@ -253,6 +261,7 @@ def parse_marker(line: str) -> Marker | None:
             outputs=outputs,
             outputs_status=outputs_status,
             token=token,
+            streams=2 if fields.get("streams") == "2" else 1,
         )
     except (KeyError, ValueError):
         return None

@@ -98,6 +98,8 @@ class StageOutputFollower:
                     ended_at = ended_at or loop.time()
                     if loop.time() - ended_at > RESULT_GRACE:  # the stream is stuck: open it again
                         await _cancel(follower)
+                        if self.output.result is not None:  # the other stream's copy never came: done
+                            return self.finished(pod)
                         follower, followed, ended_at = None, "", None
                         continue
                     wait = min(wait, RESULT_GRACE)
@@ -159,7 +161,7 @@ class StageOutputFollower:
                         fresh.extend(self.output.feed(line)[1])
                     if fresh:
                         await self.emit(fresh)
-                    if self.output.result is not None:
+                    if self.output.complete:  # the result line from both streams: all output is in
                         break
         except Exception as e:
             await self._changes.put(("error", e))

@@ -309,7 +309,7 @@ def test_a_stage_wiping_its_scratch_breaks_nothing(slot, runners) -> None:
     assert runner.result(2).exit_code == 0
     assert (slot.scratch / "next").read_text() == "next\n"
     starts = [line for line in runner.drain() if line.startswith("::kruise-chain:: start")]
-    assert [parse_marker(line).generation for line in starts] == [1, 2]
+    assert [parse_marker(line).generation for line in starts] == [1, 1, 2, 2]  # on stdout and stderr
 
 
 def test_sigterm_is_forwarded_to_the_stage(slot, runners) -> None:
@@ -414,6 +414,48 @@ def test_a_result_line_starts_its_own_line(slot, runners) -> None:
     runner = runners(slot, sh_stage("printf 'no newline at the end'"), 1)
     assert runner.result(1).exit_code == 0
     assert "no newline at the end" in runner.seen
+
+
+def test_markers_are_printed_on_both_streams_around_the_stages_output(slot, tmp_path: Path) -> None:
+    """A runtime logs stdout and stderr apart: each stream carries both markers, so the stage's output on
+    either stream is known to be complete once both copies of the result line are read."""
+    stage = sh_stage("echo out; echo err >&2; printf open; exit 4")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "KC_SLOT": slot.name,
+        "KC_RUN": slot.spec(stage, 1),
+        "KC_SCRATCH": str(slot.scratch),
+        "KC_STATE": str(slot.state),
+        "KC_META": str(slot.meta),
+        "KC_TERMINATION_LOG": str(tmp_path / "termination-log"),
+    }
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [ENV, "--default-signal", "--", str(slot.bin / "busybox"), "sh", str(slot.bin / "runner.sh")],
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        wait_file(slot.gen_dir(1) / "exit_code")
+        deadline = time.monotonic() + TIMEOUT
+        while not all(" result gen=1 " in path.read_text() for path in (out, err)):
+            assert time.monotonic() < deadline, (out.read_text(), err.read_text())
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    start, _, _, result = stdout_lines = out.read_text().splitlines()
+    assert stdout_lines == [start, "out", "open", result]  # the runner ended the stage's open line
+    assert err.read_text().splitlines() == [start, "err", "", result]
+    assert isinstance(parse_marker(start), StartMarker)
+    marker = parse_marker(result)
+    assert isinstance(marker, ResultMarker)
+    assert (marker.exit_code, marker.streams) == (4, 2)
 
 
 def test_outputs_bounds(slot, runners) -> None:
