@@ -624,6 +624,13 @@ class AsyncKruiseHook(AsyncKubernetesHook):
     async def _back_off(self, what: str, retry: int, error: BaseException) -> None:
         await asyncio.sleep(_retry_delay(self.log, self.retry_policy, what, retry, error))
 
+    async def _get_field(self, field_name: str) -> Any:
+        """As cncf.kubernetes' async hook, but a `config_file` given to the hook is the kubeconfig, as the
+        sync `KubernetesHook` has it (the async hook ignores it and would reach another cluster)."""
+        if field_name == "kube_config_path" and self.config_file:
+            return self.config_file
+        return await super()._get_field(field_name)
+
     async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """Await `call` (a read: safe to replay), retrying transient failures."""
         retry = 0
@@ -786,7 +793,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 self.log.warning("Kubernetes API: log stream of %s cut (%s)", what, _describe(e))
                 return
             finally:
-                resp.release()
+                resp.close()  # a follow stream is never reused
             last = lines.finish()
             if last is not None:
                 yield [last]

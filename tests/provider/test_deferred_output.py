@@ -1,0 +1,189 @@
+"""A deferred stage's output: logged live by `StageTrigger` in bounded memory, each line once across the
+worker, the trigger and the resumed task, through a cut log stream and when the stage fails.
+
+The tasks and the trigger are called directly against the local cluster, as in test_sensor_trigger.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import tracemalloc
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from airflow.sdk.exceptions import TaskDeferred
+
+from airflow_kruise_chain.core import ChainError
+from airflow_kruise_chain.core.lines import LINE_HEAD, LINE_TAIL
+from airflow_kruise_chain.operators.chain import (
+    ChainSetupOperator,
+    ChainTeardownOperator,
+    KruiseChainOperator,
+)
+from airflow_kruise_chain.triggers.chain import StageTrigger
+from tests.provider.faultproxy import Rule, faulty_proxy
+from tests.provider.support import FAST_POD, make_context
+from tests.provider.test_sensor_trigger import run_trigger, wait_until
+
+CHAIN = "c"
+NS = "default"
+LONG = 32 * 1024 * 1024
+FLOOD = 200_000
+STAGES = {
+    "ticks": "echo tick-1; sleep 2; echo tick-2; echo; echo tick-3",
+    "lines": "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.3; done",
+    # (after a pause: the runner's start marker copy on stderr must not land inside the long stdout line)
+    "hostile": f"sleep 0.5; head -c {LONG} /dev/zero | tr '\\000' x; echo; yes flood | head -n {FLOOD}; "
+    "echo done",
+    "doomed": "echo doomed-1; echo doomed-2; sleep 60",
+    "quick": "echo quick-output",
+}
+
+
+class Chain:
+    """A chain pod of this module's stages for one (fake) DAG run."""
+
+    def __init__(self) -> None:
+        self.run_id = f"manual__{uuid.uuid4().hex[:8]}"
+
+    def context(self) -> dict[str, Any]:
+        return make_context("deferred_output", self.run_id)
+
+    def stage(self, name: str, **kwargs: Any) -> KruiseChainOperator:
+        return KruiseChainOperator(
+            task_id=name,
+            chain_name=CHAIN,
+            namespace=NS,
+            stage_name=name,
+            image="busybox:1.36",
+            cmds=["/bin/sh", "-c", STAGES[name]],
+            swap_timeout=20,
+            deferrable=True,
+            **kwargs,
+        )
+
+    def teardown(self) -> ChainTeardownOperator:
+        return ChainTeardownOperator(task_id="teardown", chain_name=CHAIN, namespace=NS)
+
+
+@pytest.fixture
+def chain(kube_env) -> Iterator[Chain]:
+    run = Chain()
+    stages = [{"name": n, "image": "busybox:1.36", "cmds": ["/bin/sh", "-c", c]} for n, c in STAGES.items()]
+    ChainSetupOperator(
+        task_id="setup",
+        chain={"name": CHAIN, "namespace": NS, "stages": stages, **FAST_POD},
+        startup_timeout=30,
+    ).execute(run.context())
+    yield run
+    run.teardown().execute(run.context())
+
+
+def events(logs: list[dict[str, Any]]) -> list[str]:
+    return [entry["event"] for entry in logs]
+
+
+def test_a_stage_that_ends_within_defer_after_is_not_deferred(chain):
+    """Deferring costs a trigger and a second task start: a stage that ends first is reported at once."""
+    result = chain.stage("quick", defer_after=10).execute(chain.context())
+    assert result["exit_code"] == 0 and result["log_tail"] == ["quick-output"]
+
+
+def test_the_resumed_task_logs_only_what_the_trigger_did_not(chain):
+    """An event without the result (e.g. the stage was stopped) makes the resumed task re-attach and read the
+    log: it logs only the lines after those the trigger counted, and the result has the whole tail."""
+    op, context = chain.stage("ticks", defer_after=0), chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    with structlog.testing.capture_logs() as logs:
+        event = run_trigger(deferred.value.trigger)
+    by_trigger = [line for line in events(logs) if line.startswith("tick") or line == ""]
+    assert by_trigger == ["tick-1", "tick-2", "", "tick-3"]
+    assert event["logged"] == 5  # the start marker and the four lines
+    assert event["tail"] == ["tick-1", "tick-2", "", "tick-3"]
+    assert event["result"].startswith("::kruise-chain:: result gen=")
+
+    # as if the trigger had logged only the start marker and tick-1, and not read the result
+    partial = {**event, "logged": 2, "result": None}
+    with structlog.testing.capture_logs() as logs:
+        result = op.execute_complete(context, partial, **deferred.value.kwargs)
+    resumed = events(logs)
+    assert [line for line in resumed if line.startswith("tick") or line == ""] == ["tick-2", "", "tick-3"]
+    assert not any(line.startswith("::kruise-chain:: start gen=") for line in resumed)
+    assert "::kruise-chain:: swap" not in "\n".join(resumed)  # re-attached: no second run
+    assert result["exit_code"] == 0 and result["log_tail"] == ["tick-1", "tick-2", "", "tick-3"]
+
+
+def test_the_trigger_opens_a_cut_log_stream_again_and_logs_each_line_once(chain, cluster, tmp_path: Path):
+    op, context = chain.stage("lines", defer_after=0), chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    trigger = deferred.value.trigger
+    with faulty_proxy(cluster.url) as proxy:
+        config = proxy.write_kubeconfig(cluster.kubeconfig(), tmp_path / "kubeconfig-proxy")
+        _, kwargs = trigger.serialize()
+        kwargs["connection"] = {"kubernetes_conn_id": None, "config_file": str(config)}
+        path = f"/namespaces/{NS}/pods/{trigger.pod_name}/log"
+        proxy.rules.append(Rule("GET", path, "cut", times=2, query="follow=true"))
+        with structlog.testing.capture_logs() as logs:
+            event = run_trigger(StageTrigger(**kwargs))
+        cuts = [a for a in proxy.applied if a[0] == "cut"]
+    assert len(cuts) == 2, (proxy.applied, event)  # the stream was cut twice, after its first line each time
+    assert [line for line in events(logs) if line.startswith("line-")] == [f"line-{i}" for i in range(1, 7)]
+    assert event["status"] == "finished" and event["logged"] == 7
+    result = op.execute_complete(context, event, **deferred.value.kwargs)
+    assert result["exit_code"] == 0
+
+
+def test_a_pod_lost_while_deferred_fails_the_task_with_the_stages_last_lines(chain):
+    op, context = chain.stage("doomed", defer_after=0), chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    teardown = chain.teardown()
+    pod = teardown.pod_name(context)
+    wait_until(
+        lambda: (
+            "doomed-2"
+            in teardown.hook.read_log(pod, NS, "slot-a") + teardown.hook.read_log(pod, NS, "slot-b")
+        ),
+        what="the stage's lines",
+    )
+    threading.Timer(1.0, teardown.execute, args=(context,)).start()
+    event = run_trigger(deferred.value.trigger)
+    assert event["status"] == "failed" and event["state"] == "pod_lost", event
+    assert "last lines:\ndoomed-1\ndoomed-2" in event["message"]  # then the shell's "Terminated", maybe
+    with pytest.raises(ChainError, match="pod_lost") as err:
+        op.execute_complete(context, event, **deferred.value.kwargs)
+    assert "doomed-1\ndoomed-2" in str(err.value)
+
+
+def test_the_trigger_follows_a_32mb_line_and_a_flood_in_bounded_memory(chain, monkeypatch):
+    op, context = chain.stage("hostile", defer_after=0), chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    seen: dict[str, Any] = {"lines": 0, "longest": 0, "other": []}
+
+    def count(self: StageTrigger, lines: list[str]) -> None:  # what the trigger writes to the task log
+        seen["lines"] += len(lines)
+        seen["longest"] = max(seen["longest"], *map(len, lines))
+        seen["other"] += [line[:80] for line in lines if line != "flood"]
+
+    monkeypatch.setattr(StageTrigger, "_log_lines", count)
+    started = time.monotonic()
+    tracemalloc.start()
+    try:
+        event = run_trigger(deferred.value.trigger)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert event["status"] == "finished", event
+    assert seen["lines"] == 1 + 1 + FLOOD + 1, seen["other"]  # start marker, long line (cut), flood, "done"
+    assert seen["longest"] < LINE_HEAD + LINE_TAIL + 64  # the long line's start and end, with a note
+    # not the 32 MB line, nor the flood (7 MB of lines): a log chunk, a cut line and their copies at a time
+    assert peak < 8 * 1024 * 1024, peak
+    assert time.monotonic() - started < 300
