@@ -205,6 +205,8 @@ class StageDriver:
         self._pump_stop: threading.Event | None = None
         self.on_started: Callable[[], None] | None = None
         """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
+        self._swapped: tuple[Pod, set[str]] | None = None
+        """the pod the swap patch returned, and the slots its plan knew had finished"""
 
     def lost(self, pod: Pod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
@@ -285,7 +287,7 @@ class StageDriver:
             if self.size_slot(pod, stage, plan, deadline):
                 continue  # the resizes changed the pod: plan the guarded patch from a fresh read
             try:
-                self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
+                swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
             except ConflictError:
                 conflicts += 1
                 if time.monotonic() > deadline:
@@ -302,6 +304,7 @@ class StageDriver:
                     f"::kruise-chain:: {plan.slot} will start about {plan.backoff_wait:g}s late: neither "
                     "slot could take the stage without a restart the kubelet holds back"
                 )
+            self._swapped = (swapped, finished)
             return plan
 
     def prepare(self, running: SwapPlan, stage: str, image: str) -> PreparePlan | None:
@@ -309,12 +312,20 @@ class StageDriver:
         (`plan_prepare`): one resourceVersion-guarded image patch, planned again from a fresh read after a
         conflict (3 tries). Ahead-of-time work only: whatever goes wrong is logged, never raised (the next
         swap does the work)."""
+        swapped, finished = self._swapped or (None, set())
+        if swapped is not None and image in (
+            (container_spec(swapped, slot) or {}).get("image") for slot in SLOTS
+        ):  # nothing to prepare: no request needed to say so
+            self.log(f"::kruise-chain:: not preparing: a slot already holds {image} (stage {stage!r})")
+            return None
         try:
             for _ in range(3):
-                pod = self.read_pod()
-                prepare = plan_prepare(
-                    pod, stage, image, running=running.slot, finished=self.finished_slots(pod)
-                )
+                # the swap's answer is fresh after a go; after a restart the kubelet has updated the pod since
+                fresh = swapped if running.record.action == "go" else None
+                pod, swapped = fresh or self.read_pod(), None
+                idle = other_slot(running.slot)
+                done = finished if idle in finished else self.finished_slots(pod)  # it stays finished
+                prepare = plan_prepare(pod, stage, image, running=running.slot, finished=done)
                 if prepare.patch is None:
                     self.log(f"::kruise-chain:: not preparing {prepare.slot}: {prepare.why}")
                     return prepare

@@ -208,7 +208,7 @@ def test_a_retried_stage_runs_again_and_the_prepared_stage_once(e2e_cluster, cap
     ]
     # try 1 prepared slot-a for s3; try 2 found it prepared already; s3 said go
     assert out.count("prepare slot=slot-a") == 1
-    assert "not preparing slot-a: slot-a already holds debian:bookworm-slim" in out
+    assert "not preparing: a slot already holds debian:bookworm-slim (stage 's3')" in out
     assert out.count("via annotations only") == 4 and "via image patch" not in out
     assert image_changes(history) == [("slot-a", IMAGES[2])]
     assert_no_back_off(history)
