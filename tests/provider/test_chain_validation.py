@@ -167,6 +167,13 @@ def test_the_setup_task_carries_the_whole_chain_as_a_dict():
         ),
         pytest.param(
             stages({"name": "extract", **OK}),
+            {"prepare_next": "yes"},
+            "prepare_next",
+            "True or False",
+            id="bad-prepare-next",
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK}),
             {"swap_timeout": 0},
             "swap_timeout",
             "positive",
@@ -215,6 +222,7 @@ def test_stage_outside_the_with_block_fails():
         ({"env": {"2X": "y"}}, "stage.env['2X']"),
         ({"container_resources": {"limits": {"cpu": "one"}}}, "stage.resources.limits['cpu']"),
         ({"swap_timeout": -1}, "swap_timeout"),
+        ({"prepare_next": 1}, "prepare_next"),
     ],
 )
 def test_a_stage_operator_used_directly_fails_at_parse(kwargs, field):
