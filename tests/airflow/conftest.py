@@ -1,9 +1,9 @@
 """A real Airflow 3 (scheduler, dag-processor, triggerer, api-server; LocalExecutor, SQLite) on kruise-local.
 
-One `airflow_stack` per test module: `kruise-local` runs in the test's process (so a test can read its store
-and audit log), the four Airflow components run as subprocesses in their own AIRFLOW_HOME and process group,
-with the `kubernetes_default` connection pointing at the cluster (AIRFLOW_CONN_KUBERNETES_DEFAULT, as
-tests/e2e does).
+One `airflow_stack` per test session, shared by the modules (each test uses DAGs of its own): `kruise-local`
+runs in the test's process (so a test can read its store and audit log), the four Airflow components run as
+subprocesses in their own AIRFLOW_HOME and process group, with the `kubernetes_default` connection pointing
+at the cluster (AIRFLOW_CONN_KUBERNETES_DEFAULT, as tests/e2e does).
 Tests drive Airflow only through its public REST API (SimpleAuthManager, all users admins: the API server's
 middleware signs every request in) and read task states, DAG run states and task logs from it.
 
@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import pytest
 
 from airflow_kruise_chain.local import ClusterConfig, LocalCluster
 from airflow_kruise_chain.local import resources as R
+from tests.helpers import start_airflow, stop_airflow
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -80,8 +80,10 @@ class AirflowStack:
             AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(32),
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
             AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False",
-            # a dead worker is noticed after this long without a heartbeat (default 300 s)
+            # a dead worker is noticed after this long without a heartbeat (default 300 s), looked for every
+            # 2 s (default 10 s)
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="40",
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2",
             AIRFLOW__KRUISE_CHAIN__MEMORY_SAMPLE_INTERVAL="0",
             AIRFLOW_CONN_KUBERNETES_DEFAULT=json.dumps(
                 {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
@@ -100,28 +102,12 @@ class AirflowStack:
             stderr=subprocess.DEVNULL,
             timeout=300,
         )
-        for name in COMPONENTS:
-            log = (self.work / f"{name}.log").open("wb")
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "airflow", name],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stop() ends it with its task processes
-            )
-            log.close()
+        for name in COMPONENTS:  # each in its own process group: stop() ends it with its task processes
+            self.procs[name] = start_airflow([name], self.env, self.work / f"{name}.log")
         self.wait(self.healthy, 240, "Airflow's components to report healthy")
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_airflow(self.procs.values())
 
     def healthy(self) -> bool:
         for name, proc in self.procs.items():
@@ -267,7 +253,7 @@ class AirflowStack:
         return sum(1 for m, p, c in self.cluster.audit if m == "POST" and p.endswith("/pods") and c == 201)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     work = tmp_path_factory.mktemp("airflow-stack")
     (work / "dags").mkdir()

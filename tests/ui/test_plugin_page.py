@@ -14,7 +14,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
+from tests.helpers import start_airflow, stop_airflow, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -111,36 +112,24 @@ def running_api_server(home: Path, env: dict[str, str]) -> Iterator[str]:
     """Start `airflow api-server` (one worker) with `env`, logging to `home/api-server.log`; yield its base
     URL once it answers its health check, stop it on exit."""
     port = free_port()
-    log = (home / "api-server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    log = home / "api-server.log"
+    proc = start_airflow(["api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"], env, log)
     base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=10).close()
+            return True
+        except OSError:
+            if proc.poll() is not None:
+                raise AssertionError(f"api-server exited:\n{log.read_text()[-3000:]}") from None
+            return False
+
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=10).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"api-server did not come up:\n{(home / 'api-server.log').read_text()[-3000:]}"
-                    ) from None
-                time.sleep(0.5)
+        wait_for(up, 90, 0.5, f"the api-server to answer (its log: {log})")
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop_airflow([proc])
 
 
 def test_plugin_is_registered_with_its_views(api_server: str) -> None:
