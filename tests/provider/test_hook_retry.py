@@ -202,9 +202,8 @@ def test_a_crr_left_from_an_earlier_pod_of_the_same_name_is_refused(hook, namesp
         == (first["metadata"]["uid"])
     )  # same pod: it is this chain's own CRR
     hook.delete("Pod", "p", namespace, grace_period_seconds=0)
-    for pod in hook.watch_pod("p", namespace, 30):
-        if pod is None:
-            break
+    # (a watch opened now may start after the deletion and wait out its window: poll instead)
+    wait_for(lambda: hook.read_pod("p", namespace) is None, 30, 0.05, "the pod to be gone")
     hook.create("Pod", pod_body("p"), namespace)  # the chain pod again, same name, new uid
     wait_running(hook, "p", namespace)
     with pytest.raises(KruiseApiError, match="for an earlier pod named 'p'"):
