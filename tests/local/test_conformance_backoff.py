@@ -61,7 +61,7 @@ def _crr(custom, namespace, name):
     )
 
 
-def test_alternating_images_back_off_from_the_fifth_start(core, namespace, node):
+def test_alternating_images_back_off_from_the_fifth_start(cluster, core, namespace, node):
     """A, B, A, B start at once (each key's first start, or no exited instance before the sync); the fifth
     start (A again, shortly after the fourth) is refused: key A was started 10 s back-off ago from A's
     previous instance, which exited when the fourth start killed it."""
@@ -83,6 +83,7 @@ def test_alternating_images_back_off_from_the_fifth_start(core, namespace, node)
         e.reason == "BackOff" and e.message == f"Back-off restarting failed container c in pod {ident}"
         for e in events
     )
+    cluster.advance_node_clock(node, 11)  # the back-off runs out (the node's clock, instead of waiting)
     cs = wait_for(
         lambda: _restarted(core, namespace, seen), timeout=40, what="start once the back-off ran out"
     )
