@@ -47,7 +47,15 @@ from .status import (
     parse_marker,
     slot_status,
 )
-from .swap import PreparePlan, SwapPlan, build_stop_crr, earlier_generation, plan_prepare, plan_swap
+from .swap import (
+    CRR_PLURAL,
+    PreparePlan,
+    SwapPlan,
+    build_stop_crr,
+    earlier_generation,
+    plan_prepare,
+    plan_swap,
+)
 
 __all__ = [
     "CRR_PLURAL",
@@ -61,7 +69,6 @@ __all__ = [
     "current_status",
 ]
 
-CRR_PLURAL = "containerrecreaterequests"
 PULLING = "ContainerCreating"
 """The waiting reason of a container whose image is being pulled (or whose container is being created)."""
 LOST_POLICY = (

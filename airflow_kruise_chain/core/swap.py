@@ -46,7 +46,11 @@ from .wire import (
     stage_annotation,
 )
 
-KRUISE_API_VERSION = "apps.kruise.io/v1alpha1"
+KRUISE_GROUP = "apps.kruise.io"
+KRUISE_VERSION = "v1alpha1"
+KRUISE_API_VERSION = f"{KRUISE_GROUP}/{KRUISE_VERSION}"
+CRR_PLURAL = "containerrecreaterequests"
+IMAGE_PULL_JOB_PLURAL = "imagepulljobs"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
 _ON = (StageState.SWAPPING, StageState.RUNNING)
 _IDENTITY_LABELS = (DAG_ID_LABEL, RUN_ID_LABEL, CHAIN_LABEL, MANAGED_BY_LABEL)

@@ -28,13 +28,11 @@ from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.lines import LineSplitter
+from airflow_kruise_chain.core.swap import CRR_PLURAL, IMAGE_PULL_JOB_PLURAL, KRUISE_GROUP, KRUISE_VERSION
 
 T = TypeVar("T")
 
-KRUISE_GROUP = "apps.kruise.io"
-KRUISE_VERSION = "v1alpha1"
 SMP = "application/strategic-merge-patch+json"
-CRR_PLURAL = "containerrecreaterequests"
 CRR_POD_UID_LABEL = "crr.apps.kruise.io/pod-uid"
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -130,7 +128,7 @@ def _explain(e: ApiException, verb: str, resource: str, namespace: str, name: st
             f"{message}",
             403,
         )
-    if e.status == 404 and resource in ("imagepulljobs", CRR_PLURAL) and not name:
+    if e.status == 404 and resource in (IMAGE_PULL_JOB_PLURAL, CRR_PLURAL) and not name:
         return KruiseApiError(
             f"the cluster does not serve apps.kruise.io/{resource}: install OpenKruise >= 1.8 "
             f"(https://openkruise.io/docs/installation). API said: {message}",

@@ -306,7 +306,11 @@ class ChainPrewarmOperator(ChainBaseOperator):
         from airflow_kruise_chain.core.errors import StageTimeoutError
         from airflow_kruise_chain.core.manifest import chain_labels
         from airflow_kruise_chain.core.status import image_pull_job_outcome
-        from airflow_kruise_chain.core.swap import build_image_pull_job, image_pull_job_name
+        from airflow_kruise_chain.core.swap import (
+            IMAGE_PULL_JOB_PLURAL,
+            build_image_pull_job,
+            image_pull_job_name,
+        )
         from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
 
         name = self.pod_name(context)
@@ -330,7 +334,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
                 labels=labels,
             )
             try:
-                self.hook.create_kruise("imagepulljobs", job, self.namespace)
+                self.hook.create_kruise(IMAGE_PULL_JOB_PLURAL, job, self.namespace)
             except PrewarmUnavailableError as e:
                 if self.on_unavailable == "skip":
                     self.log.warning("prewarm skipped: %s", e)
@@ -350,7 +354,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
                         f"image pull timeout: ImagePullJob {job_name} for {image} did not complete"
                     )
                 for job in self.hook.watch_kruise(
-                    "imagepulljobs",
+                    IMAGE_PULL_JOB_PLURAL,
                     job_name,
                     self.namespace,
                     int(max(1, min(60, deadline - time.monotonic()))),
