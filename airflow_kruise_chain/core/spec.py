@@ -21,11 +21,9 @@ MAX_STAGE_PAYLOAD = 64 * 1024
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 RESERVED_ENV = ("CHAIN_SCRATCH", "CHAIN_OUTPUT", "CHAIN_GENERATION")
-SHELL_ENV = frozenset(
-    {"IFS", "PWD", "OLDPWD", "PPID", "OPTIND", "OPTARG", "UID", "EUID", "LINENO", "SHELLOPTS", "BASHOPTS"}
-)
-"""Variables a POSIX shell (dash, busybox ash, bash as sh) sets, resets or refuses when it starts: the runner
-starts the stage's command with ``/bin/sh -c``, so a stage would not receive them as given."""
+RESERVED_ENV_PREFIXES = ("KC_", "kc_")
+"""The runner's own names: KC_* in the container's env, kc_* its shell variables (some are set after the
+stage's env is exported, so the stage would not get the value given)."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -130,12 +128,11 @@ class StageSpec:
                 raise ChainConfigError(
                     f"{where}.env[{name!r}]", "is not a shell variable name: use letters, digits and '_'"
                 )
-            if name.startswith("KC_") or name in RESERVED_ENV:
+            if name.startswith(RESERVED_ENV_PREFIXES) or name in RESERVED_ENV:
                 raise ChainConfigError(
                     f"{where}.env[{name!r}]",
-                    f"is reserved for the stage runner (KC_*, {', '.join(RESERVED_ENV)})",
+                    f"is reserved for the stage runner (KC_*, kc_*, {', '.join(RESERVED_ENV)})",
                 )
-            _check_deliverable_env(f"{where}.env[{name!r}]", self.name, name)
             if not isinstance(value, str) or "\x00" in value:
                 raise ChainConfigError(
                     f"{where}.env[{name!r}]", "value must be a string without NUL characters"
@@ -334,15 +331,6 @@ def _check_name(where: str, name: str) -> None:
             where,
             f"{name!r} is invalid: use at most {MAX_NAME_LENGTH} lowercase letters, digits and '-', "
             "starting and ending with a letter or digit (e.g. 'transform-2')",
-        )
-
-
-def _check_deliverable_env(where: str, stage: str, name: str) -> None:
-    if name in SHELL_ENV:
-        raise ChainConfigError(
-            where,
-            f"stage {stage!r}: {name} is set by the shell that starts the stage's command: the stage "
-            "would not receive the value given; pass it under another name",
         )
 
 

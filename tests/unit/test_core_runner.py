@@ -368,8 +368,10 @@ def test_the_stage_gets_exactly_its_argv_and_env(slot, runners, tmp_path: Path) 
     (tmp_path / "pybin").mkdir()
     (tmp_path / "pybin" / "python3").symlink_to(PYTHON)
     env = {"MODE": "strict", "TRICKY": "".join(HOSTILE), "EMPTY": "", "PATH": f"{tmp_path / 'pybin'}"}
-    # names a shell owns, delivered as they are (the DAG-level validation refuses them; the runner copes)
-    env |= {"IFS": "x\n", "PWD": "/nowhere", "OPTIND": "9", "PPID": "1", "SHLVL": "7", "UID": "0"}
+    # names a shell sets or uses itself, delivered as given (no shell runs between the runner and the stage)
+    shell = ("IFS", "PWD", "OLDPWD", "PPID", "OPTIND", "OPTARG", "UID", "EUID", "LINENO", "SHELLOPTS")
+    env |= {name: f"{name} {HOSTILE[k % len(HOSTILE)]}\n" for k, name in enumerate((*shell, "BASHOPTS"))}
+    env |= {"SHLVL": "7", "RANDOM": "4", "SECONDS": "x", "_": "y", "kc_t": "not the token"}
     stage = StageSpec("exact", "gcr.io/distroless/python3-debian12", cmds=["python3", "-c", PROBE])
     slot.assign(stage, 1, argv=["python3", "-c", PROBE, *HOSTILE], env=env)
     runner = runners(slot, None, 0, FROM_IMAGE="image value\n", LANG="C.UTF-8")

@@ -153,10 +153,31 @@ def test_repository_normalisation_and_floating() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["1X", "A-B", "A.B", "", "KC_GENERATION", "KC_ANY", "CHAIN_OUTPUT", "CHAIN_SCRATCH"]
+    "name",
+    ["1X", "A-B", "A.B", "", "KC_GENERATION", "KC_ANY", "CHAIN_OUTPUT", "CHAIN_SCRATCH", "kc_p", "kc_x"],
 )
 def test_bad_env_names(name: str) -> None:
     assert config_error(chain(stage(env={name: "v"}))).field == f"stages[0].env[{name!r}]"
+
+
+SHELL_NAMES = (
+    "IFS",
+    "PWD",
+    "OLDPWD",
+    "PPID",
+    "OPTIND",
+    "OPTARG",
+    "UID",
+    "EUID",
+    "LINENO",
+    "SHELLOPTS",
+    "BASHOPTS",
+)
+
+
+def test_names_a_shell_sets_are_accepted() -> None:
+    # runner v2 execs the stage with the env as given (tests/unit/test_core_runner.py checks every byte)
+    chain(stage(env={name: "v" for name in SHELL_NAMES})).validate()
 
 
 def test_nul_in_arguments_or_env() -> None:
