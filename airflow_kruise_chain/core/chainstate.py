@@ -20,17 +20,9 @@ from typing import Any
 from .constants import SLOTS
 from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
-from .podview import (
-    Pod,
-    annotations,
-    container_spec,
-    container_status,
-    pod_lost_reason,
-    slot_generation,
-    stage_record,
-)
+from .podview import ChainPod, Pod, lost_reason, snapshot
 from .status import StageResult, StartMarker, parse_marker, slot_status
-from .wire import MARKER, STAGE_FIELD, slot_annotation
+from .wire import MARKER
 
 XCOM_KEY = "chain_state"
 _WAITING_LINE = re.compile(re.escape(MARKER) + r" (slot-[ab]) ([A-Za-z]+)\b")
@@ -92,12 +84,13 @@ class StageTrack:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def container_times(pod: Pod | None, slot: str) -> tuple[str | None, str | None]:
+def container_times(pod: Pod | ChainPod | None, slot: str) -> tuple[str | None, str | None]:
     """When `slot`'s previous container stopped and its current one started, per the kubelet."""
-    status = container_status(pod or {}, slot) or {}
-    stopped = ((status.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
-    started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
-    return stopped, started
+    view = snapshot(pod)
+    if view is None:
+        return None, None
+    hosted = view.slot(slot)
+    return (hosted.last_terminated.finished_at if hosted.last_terminated else None), hosted.started_at
 
 
 class StageMonitor:
@@ -243,19 +236,20 @@ def stage_phases(track: StageTrack, parked_until: str | None) -> list[dict[str, 
     return phases
 
 
-def slot_views(pod: Pod, metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def slot_views(pod: Pod | ChainPod, metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """What each slot of the live chain pod holds: image, stage, generation, state and memory now."""
     memory = container_memory(metrics)
+    view = ChainPod.of(pod)
     views = []
     for slot in SLOTS:
-        status = slot_status(pod, slot)
-        container = container_status(pod, slot) or {}
+        status = slot_status(view, slot)
+        hosted = view.slot(slot)
         state = status.state.value
         if status.state.value == "finished":
             state = "parked"
-        stage = annotations(pod).get(slot_annotation(slot, STAGE_FIELD)) or None
-        image = (container_spec(pod, slot) or {}).get("image", "")
-        record = stage_record(pod, stage) if stage else None
+        stage = hosted.stage
+        image = hosted.image
+        record = view.record(stage) if stage else None
         if record is not None and same_image(record.image, image):
             image = record.image  # the stage's own reference, not the other spelling a swap patched in
         views.append(
@@ -263,10 +257,10 @@ def slot_views(pod: Pod, metrics: Mapping[str, Any] | None) -> list[dict[str, An
                 "slot": slot,
                 "image": image,
                 "stage": stage,
-                "generation": slot_generation(pod, slot),
+                "generation": hosted.generation,
                 "state": state,
                 "reason": status.reason,
-                "restarts": container.get("restartCount", 0),
+                "restarts": hosted.restart_count,
                 "memory_bytes": memory.get(slot),
             }
         )
@@ -298,7 +292,7 @@ def chain_view(
             }
         )
     first = runs[0] if runs else None
-    live = pod is not None and pod_lost_reason(pod) is None
+    live = pod is not None and lost_reason(pod) is None
     if live:
         assert pod is not None
         slots = slot_views(pod, metrics)
@@ -326,7 +320,7 @@ def chain_view(
                 }
             )
         if pod is not None:
-            pod_state = pod_lost_reason(pod) or ""
+            pod_state = lost_reason(pod) or ""
         else:
             pod_state = "not read: the DAG run has ended" if ended_at else "not found"
     return {

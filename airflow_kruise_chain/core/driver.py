@@ -26,15 +26,7 @@ from .errors import (
     StageTimeoutError,
 )
 from .output import TAIL_LINES, GenerationOutput
-from .podview import (
-    Pod,
-    container_spec,
-    container_status,
-    pod_lost_reason,
-    slot_generation,
-    stage_record,
-    waiting_reason,
-)
+from .podview import ChainPod, Pod, lost_reason
 from .sizing import ChainSizing, SlotSizer
 from .spec import StageSpec
 from .status import (
@@ -145,27 +137,29 @@ class Detached:
     logged: int
 
 
-def _lost_detail(pod: Pod | None) -> str:
+def _lost_detail(pod: Pod | ChainPod | None) -> str:
     if pod is None:
         return "it was deleted (by someone, by an eviction, or with its node)"
-    return pod_lost_reason(pod) or "it cannot run stages"
+    return lost_reason(pod) or "it cannot run stages"
 
 
-def _killed_by_kubelet(pod: Pod, plan: SwapPlan) -> str:
+def _killed_by_kubelet(pod: ChainPod, plan: SwapPlan) -> str:
     """Why the stage's own container was killed, runner and all, if the kubelet says so (OOMKilled), else ''.
 
     The runner then records the generation as exit 137 `interrupted` when it restarts: this is the cause.
     """
-    last = ((container_status(pod, plan.slot) or {}).get("lastState") or {}).get("terminated") or {}
+    slot = pod.slot(plan.slot)
+    last = slot.last_terminated
+    if last is None:
+        return ""
     # an image patch's own kill stops the container the slot had before; after an annotations-only swap that
     # container is the one that ran the stage
-    swapped_out = plan.record.action != "go" and last.get("containerID") == plan.record.previous_container_id
-    if last.get("reason") != "OOMKilled" or swapped_out:
+    swapped_out = plan.record.action != "go" and last.container_id == plan.record.previous_container_id
+    if last.reason != "OOMKilled" or swapped_out:
         return ""
-    resources = (container_spec(pod, plan.slot) or {}).get("resources") or {}
-    limit = (resources.get("limits") or {}).get("memory")
+    limit = ((slot.resources or {}).get("limits") or {}).get("memory")
     return (
-        f"OOMKilled (exit code {last.get('exitCode')}): it used more memory than its slot's limit"
+        f"OOMKilled (exit code {last.exit_code}): it used more memory than its slot's limit"
         f"{' of ' + str(limit) if limit else ''}; raise the stage's resources limits.memory"
     )
 
@@ -207,7 +201,7 @@ class StageDriver:
         """receives the output lines an earlier reader logged (`follow`'s `skip`), instead of `log`"""
         self._sizing: ChainSizing | object | None = _UNKNOWN
         """how the pod is sized (`core.sizing`), learnt at the swap"""
-        self._resized: Pod | None = None
+        self._resized: ChainPod | None = None
         """the pod as the swap's resizes left it: the next planning pass starts from it"""
         self._pump_stop: threading.Event | None = None
         self.on_started: Callable[[], None] | None = None
@@ -215,21 +209,27 @@ class StageDriver:
         self._swapped: tuple[Pod, set[str]] | None = None
         """the pod the swap patch returned, and the slots its plan knew had finished"""
 
-    def lost(self, pod: Pod | None, doing: str) -> PodLostError:
+    def lost(self, pod: Pod | ChainPod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
         return PodLostError(
             f"chain pod {self.namespace}/{self.pod_name} lost {doing}: {_lost_detail(pod)}; {LOST_POLICY}"
         )
 
     # -- swapping ------------------------------------------------------------------------------------
-    def read_pod(self) -> Pod:
-        pod = self.api.read_pod(self.pod_name, self.namespace)
+    def read_pod(self) -> ChainPod:
+        """The chain pod's snapshot (PodLostError when it does not exist)."""
+        pod = self.snapshot()
         if pod is None:
             raise PodLostError(
                 f"chain pod {self.namespace}/{self.pod_name} does not exist: it was deleted, evicted or "
                 f"never created (did the chain's setup task run?); {LOST_POLICY}"
             )
         return pod
+
+    def snapshot(self) -> ChainPod | None:
+        """Read the chain pod once: its snapshot, None when it does not exist."""
+        pod = self.api.read_pod(self.pod_name, self.namespace)
+        return None if pod is None else ChainPod.of(pod)
 
     def swap(self, stage: StageSpec, try_number: int, timeouts: Timeouts) -> SwapPlan:
         """Swap `stage` in, or find the generation that already runs it, and return the plan carried out.
@@ -283,7 +283,7 @@ class StageDriver:
                 followed = self.follow(plan, timeouts)
                 deadline = time.monotonic() + timeouts.swap
                 continue  # its result decides, though the slot may not show Ready yet: adopt or run again
-            previous = stage_record(pod, stage.name)
+            previous = pod.record(stage.name)
             if result is not None and previous is not None:
                 self.log(
                     f"::kruise-chain:: generation {result.generation} from try {previous.try_number} "
@@ -319,10 +319,10 @@ class StageDriver:
         (`plan_prepare`): one resourceVersion-guarded image patch, planned again from a fresh read after a
         conflict (3 tries). Ahead-of-time work only: whatever goes wrong is logged, never raised (the next
         swap does the work)."""
-        swapped, finished = self._swapped or (None, set())
-        if swapped is not None and image in (
-            (container_spec(swapped, slot) or {}).get("image") for slot in SLOTS
-        ):  # nothing to prepare: no request needed to say so
+        answer, finished = self._swapped or (None, set())
+        swapped = ChainPod.of(answer) if answer is not None else None  # the pod as the swap's patch left it
+        if swapped is not None and image in (swapped.slot(slot).image for slot in SLOTS):
+            # nothing to prepare: no request needed to say so
             self.log(f"::kruise-chain:: not preparing: a slot already holds {image} (stage {stage!r})")
             return None
         try:
@@ -352,7 +352,7 @@ class StageDriver:
             self.log(f"::kruise-chain:: not preparing for stage {stage!r}: {err}")
         return None
 
-    def size_slot(self, pod: Pod, stage: StageSpec, plan: SwapPlan, deadline: float) -> bool:
+    def size_slot(self, pod: ChainPod, stage: StageSpec, plan: SwapPlan, deadline: float) -> bool:
         """Size the slot for `stage` by in-place resize, the idle other slot parked first (`core.sizing`);
         True if it resized anything. A chain pod sized statically is left alone."""
         other = other_slot(plan.slot)
@@ -371,7 +371,7 @@ class StageDriver:
     def park(self, stage: str, slot: str, timeouts: Timeouts) -> None:
         """`park_slot` for `stage`, which ran in `slot`."""
         if self._sizing is _UNKNOWN:  # not swapped by this driver: the pod says how it is sized
-            pod = self.api.read_pod(self.pod_name, self.namespace)
+            pod = self.snapshot()
             self._sizing = ChainSizing.from_pod(pod) if pod is not None else None
         if not isinstance(self._sizing, ChainSizing):
             return
@@ -381,7 +381,7 @@ class StageDriver:
         except ChainError as err:
             self.log(f"could not park {slot} after stage {stage!r}: {err}")
 
-    def finished_slots(self, pod: Pod) -> set[str]:
+    def finished_slots(self, pod: ChainPod) -> set[str]:
         """Slots whose current generation's result line (its generation and token) is in their log.
 
         Read only for slots whose pod status cannot tell: still not Ready (the readiness probe runs every
@@ -394,7 +394,7 @@ class StageDriver:
             )
             if not status.generation or not status.stage or not ambiguous:
                 continue
-            record = stage_record(pod, status.stage)
+            record = pod.record(status.stage)
             token = record.token if record is not None else ""
             text = self.api.read_log(self.pod_name, self.namespace, slot, tail_lines=TAIL_LINES + 5)
             if any(
@@ -404,15 +404,17 @@ class StageDriver:
                 out.add(slot)
         return out
 
-    def wait_pod_change(self, pod: Pod, deadline: float) -> Pod | None:
-        """Block until the pod changes (the new pod, None if deleted) or `deadline` passes (None)."""
+    def wait_pod_change(self, pod: ChainPod, deadline: float) -> ChainPod | None:
+        """Block until the pod changes (its new snapshot, None if deleted) or `deadline` passes (None)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
-        rv = (pod.get("metadata") or {}).get("resourceVersion")
+        rv = pod.resource_version
         for new in self.api.watch_pod(self.pod_name, self.namespace, max(1, int(min(remaining, 60)))):
-            if new is None or (new.get("metadata") or {}).get("resourceVersion") != rv:
-                return new
+            if new is None:
+                return None
+            if (new.get("metadata") or {}).get("resourceVersion") != rv:
+                return ChainPod.of(new)
         return None
 
     # -- waiting -------------------------------------------------------------------------------------
@@ -427,7 +429,7 @@ class StageDriver:
         """
         swap_deadline = started + timeouts.swap
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
-        pod: Pod | None = self.api.read_pod(self.pod_name, self.namespace)
+        pod = self.snapshot()
         if pod is None:
             raise self.lost(None, f"while swapping stage {plan.stage!r} in")
         reported = ""
@@ -465,7 +467,7 @@ class StageDriver:
                 return None
             until = min(pull_deadline, swap_deadline) if pulling else swap_deadline
             new = self.wait_pod_change(pod, until if detach_at is None else min(until, detach_at))
-            pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
+            pod = new if new is not None else self.snapshot()
 
     def follow(
         self, plan: SwapPlan, timeouts: Timeouts, *, skip: int = 0, detach_at: float | None = None
@@ -522,7 +524,7 @@ class StageDriver:
             if output.result is not None:  # the stream ended, or the copy never came: all there is
                 return self.ended(plan, output)
             # the stream ended without our result: the container stopped or was restarted, or the pod is gone
-            pod = self.api.read_pod(self.pod_name, self.namespace)
+            pod = self.snapshot()
             status = current_status(pod, plan.stage)
             if status.state is StageState.POD_LOST:
                 raise self.lost(pod, f"while stage {plan.stage!r} ran (generation {plan.generation})")
@@ -554,8 +556,8 @@ class StageDriver:
         assert output.result is not None
         result = StageResult.from_marker(output.result, image=plan.record.image, log_tail=list(output.tail))
         if result.reason != "completed":  # stopped by a signal: the pod going away, or a kill?
-            pod = self.api.read_pod(self.pod_name, self.namespace)
-            if pod is None or pod_lost_reason(pod) is not None:
+            pod = self.snapshot()
+            if pod is None or pod.lost is not None:
                 self.log_end(result)
                 raise self.lost(
                     pod,
@@ -575,7 +577,7 @@ class StageDriver:
         self.log_end(result)
         return result
 
-    def wait_restarted(self, plan: SwapPlan, pod: Pod, streamed: str, deadline: float | None) -> str:
+    def wait_restarted(self, plan: SwapPlan, pod: ChainPod, streamed: str, deadline: float | None) -> str:
         """After the log stream of container `streamed` ended without the result: wait on the pod watch until
         the slot runs another container (returned: follow its log), fails to start, moves on or the pod goes
         (the caller reads the pod and decides), or `deadline` passes. A container that still runs (the
@@ -584,19 +586,19 @@ class StageDriver:
         still_running_until = time.monotonic() + 1.0
         reported = ""
         while True:
-            status = container_status(pod, plan.slot) or {}
-            container = status.get("containerID") or ""
+            slot = pod.slot(plan.slot)
+            container = slot.container_id
             if (
-                slot_generation(pod, plan.slot) != plan.generation
+                slot.generation != plan.generation
                 or current_status(pod, plan.stage).state is StageState.FAILED_TO_START
             ):
                 return container
-            running = "running" in (status.get("state") or {})
+            running = slot.running
             if running and container != streamed:
                 return container
-            reason = waiting_reason(status)
+            reason = slot.waiting_reason
             if reason and reason != reported:
-                message = ((status.get("state") or {}).get("waiting") or {}).get("message") or ""
+                message = slot.waiting_message
                 self.log(
                     f"::kruise-chain:: {plan.slot} {reason}{': ' + message if message else ''} (stage "
                     f"{plan.stage!r} generation {plan.generation}: waiting for the kubelet to restart it)"
@@ -704,7 +706,7 @@ class StageDriver:
     # -- results -------------------------------------------------------------------------------------
     def recorded_result(
         self,
-        pod: Pod,
+        pod: ChainPod,
         slot: str,
         generation: int,
         image: str,
@@ -717,20 +719,20 @@ class StageDriver:
         that already ended (from its records in scratch); None if none of them holds it (yet).
         """
         for previous in (False, True):
-            if not previous and slot_generation(pod, slot) != generation:
+            if not previous and pod.slot(slot).generation != generation:
                 continue
             text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
             result = StageResult.from_log(text.splitlines(), generation=generation, image=image, token=token)
             if result is not None:
                 return result
-        last = ((container_status(pod, slot) or {}).get("lastState") or {}).get("terminated") or {}
-        marker = parse_marker(last.get("message") or "")
+        last = pod.slot(slot).last_terminated
+        marker = parse_marker(last.message if last else "")
         if isinstance(marker, ResultMarker) and matches(marker, generation, token):
             return StageResult.from_marker(marker, image=image, log_tail=list(tail or ()))
         return None
 
     def result_from_history(
-        self, plan: SwapPlan, pod: Pod, tail: deque[str], required: bool = True
+        self, plan: SwapPlan, pod: ChainPod, tail: deque[str], required: bool = True
     ) -> StageResult | None:
         """The plan's result once its stream has ended (after a restart, or once the slot moved on)."""
         result = self.recorded_result(pod, plan.slot, plan.generation, plan.record.image, tail, plan.token)
@@ -751,17 +753,17 @@ class StageDriver:
         records ``interrupted``, exit 137, when it starts again), the kubelet starts the runner again, which
         never re-runs an ended generation and parks.
         """
-        pod = self.api.read_pod(self.pod_name, self.namespace)
-        record = stage_record(pod, stage) if pod is not None else None
+        pod = self.snapshot()
+        record = pod.record(stage) if pod is not None else None
         if pod is None or record is None:
             return None
         if timeout is None:
-            timeout = float((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)) + 20
+            timeout = pod.grace_period + 20
         deadline = time.monotonic() + timeout
         status = current_status(pod, stage)
         while status.state is StageState.SWAPPING:  # about to start the stage: stop it once it runs
             new = self.wait_pod_change(pod, deadline)
-            pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
+            pod = new if new is not None else self.snapshot()
             if pod is None or time.monotonic() > deadline:
                 self.log(
                     f"::kruise-chain:: could not stop stage {stage!r}: it did not start within {timeout:g}s"
@@ -784,7 +786,7 @@ class StageDriver:
                 self.log_end(result)
                 return result
             new = self.wait_pod_change(pod, deadline)
-            pod = new if new is not None else self.api.read_pod(self.pod_name, self.namespace)
+            pod = new if new is not None else self.snapshot()
             if pod is None or time.monotonic() > deadline:
                 self.log(f"::kruise-chain:: stage {stage!r} was told to stop; its end is not recorded yet")
                 return None

@@ -15,17 +15,8 @@ from typing import Any
 
 from .constants import SLOTS
 from .errors import ChainError
-from .podview import (
-    Pod,
-    annotations,
-    container_status,
-    int_annotation,
-    pod_lost_reason,
-    stage_record,
-    waiting_reason,
-)
-from .status import FAILED_TO_START_REASONS
-from .wire import GENERATION_ANNOTATION, PREFIX, stage_annotation
+from .podview import ChainPod, Pod
+from .wire import PREFIX, stage_annotation
 
 SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
 
@@ -42,7 +33,7 @@ def stamp(pod: dict[str, Any], digest: str) -> dict[str, Any]:
     return pod
 
 
-def unusable_reason(pod: Pod, digest: str) -> str | None:
+def unusable_reason(pod: Pod | ChainPod, digest: str) -> str | None:
     """Why setup must not reuse this pod of its run, or None if it may.
 
     Lost (deleted, Failed, Succeeded); built from another definition of the chain (the DAG file changed
@@ -50,22 +41,19 @@ def unusable_reason(pod: Pod, digest: str) -> str | None:
     in which stages ran keeps its scratch data: a stage's image that fails to start there is that stage's
     failure.
     """
-    lost = pod_lost_reason(pod)
-    if lost is not None:
-        return lost
-    found = annotations(pod).get(SPEC_HASH_ANNOTATION)
+    view = ChainPod.of(pod)
+    if view.lost is not None:
+        return view.lost
+    found = view.annotations.get(SPEC_HASH_ANNOTATION)
     if found != digest:
         return (
             f"it was built from another definition of the chain (spec hash {found or 'none'}, the DAG's "
             f"chain now gives {digest})"
         )
-    if int_annotation(pod, GENERATION_ANNOTATION) == 0:
+    if view.generation == 0:
         for slot in SLOTS:
-            status = container_status(pod, slot)
-            reason = waiting_reason(status)
-            if reason in FAILED_TO_START_REASONS:
-                message = ((status or {}).get("state") or {}).get("waiting", {}).get("message") or ""
-                return f"{slot} cannot start: {reason}" + (f": {message}" if message else "")
+            if view.slot(slot).failed_to_start:
+                return f"{slot} cannot start: {view.slot(slot).waiting_text()}"
     return None
 
 
@@ -125,26 +113,26 @@ def wait_gone(api: Any, name: str, namespace: str, pod: Pod, timeout: float) -> 
     return False
 
 
-def missing_inputs(pod: Pod, predecessors: Iterable[str]) -> list[str]:
+def missing_inputs(pod: Pod | ChainPod, predecessors: Iterable[str]) -> list[str]:
     """The predecessor stages that never ran in this pod (no record): their outputs are not in its scratch."""
-    return [name for name in predecessors if stage_record(pod, name) is None]
+    view = ChainPod.of(pod)
+    return [name for name in predecessors if view.record(name) is None]
 
 
-def generation_identity(pod: Pod, generation: int) -> dict[str, Any]:
+def generation_identity(pod: Pod | ChainPod, generation: int) -> dict[str, Any]:
     """What identifies one generation across tries and pods: the pod's uid and the generation number."""
-    return {"pod_uid": (pod.get("metadata") or {}).get("uid") or "", "generation": generation}
+    return {"pod_uid": ChainPod.of(pod).uid, "generation": generation}
 
 
-def retire_patch(pod: Pod, stage: str) -> dict[str, Any]:
+def retire_patch(pod: Pod | ChainPod, stage: str) -> dict[str, Any]:
     """A conditional patch removing `stage`'s record, so that its next swap runs it as a new generation.
 
     For a stage that was cleared after it had succeeded (its result delivered): the driver would otherwise
     adopt the result of that generation. The generation's own records in scratch and its slot are untouched.
     """
-    metadata = pod.get("metadata") or {}
     return {
         "metadata": {
-            "resourceVersion": metadata.get("resourceVersion"),
+            "resourceVersion": ChainPod.of(pod).resource_version,
             "annotations": {stage_annotation(stage): None},
         }
     }

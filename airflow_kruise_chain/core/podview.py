@@ -1,6 +1,10 @@
-"""Read-only helpers over a pod in API JSON form (camelCase dicts, as the API server sends them).
+"""One snapshot of the chain pod (`ChainPod`) that every decision reads, built once per pod read.
 
-A `kubernetes` client model converts with ``ApiClient().sanitize_for_serialization(v1_pod)``.
+A pod arrives in API JSON form (camelCase dicts, as the API server sends them; a `kubernetes` client model
+converts with ``ApiClient().sanitize_for_serialization(v1_pod)``). `ChainPod.of` parses what the chain cares
+about once: the pod's identity, why it can no longer run stages, the chain's generation, every stage record
+(the JSON of each ``airflow-kruise-chain/stage.<name>`` annotation), and per slot its annotations, spec and
+container status (``state`` and ``lastState.terminated``).
 """
 
 from __future__ import annotations
@@ -10,9 +14,36 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .wire import GENERATION_FIELD, PREPARED_FIELD, slot_annotation, stage_annotation
+from .constants import SLOTS
+from .wire import (
+    GENERATION_ANNOTATION,
+    GENERATION_FIELD,
+    PREPARED_FIELD,
+    STAGE_FIELD,
+    slot_annotation,
+    stage_annotation,
+)
 
 Pod = Mapping[str, Any]
+
+FAILED_TO_START_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "ImageInspectError",
+        "RegistryUnavailable",
+        "SignatureValidationFailed",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "PreStartHookError",
+        "PostStartHookError",
+        "CrashLoopBackOff",
+    }
+)
+"""Waiting reasons meaning the container cannot start as things stand."""
 
 
 @dataclass(frozen=True)
@@ -106,76 +137,85 @@ class PrepareRecord:
         return [*self.history, (self.image, self.at)]
 
 
-def prepare_record(pod: Pod, slot: str) -> PrepareRecord | None:
-    """The record of `slot`'s latest prepare, if any (see `prepared_for`: it may be used or overtaken)."""
-    text = annotations(pod).get(slot_annotation(slot, PREPARED_FIELD))
-    return PrepareRecord.from_annotation(text) if text else None
+@dataclass(frozen=True)
+class Terminated:
+    """A container's ``state.terminated`` or ``lastState.terminated``, as the kubelet reported it."""
+
+    container_id: str | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    finished_at: str | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> Terminated | None:
+        if not raw:
+            return None
+        return cls(
+            container_id=raw.get("containerID"),
+            exit_code=raw.get("exitCode"),
+            reason=raw.get("reason") or "",
+            message=raw.get("message") or "",
+            finished_at=raw.get("finishedAt"),
+        )
 
 
-def prepared_for(pod: Pod, slot: str) -> PrepareRecord | None:
-    """The prepare `slot` stands in: it holds no generation and its image is the latest prepare's."""
-    record = prepare_record(pod, slot)
-    if record is None or slot_generation(pod, slot) != 0:
-        return None
-    return record if (container_spec(pod, slot) or {}).get("image") == record.image else None
+@dataclass(frozen=True)
+class Slot:
+    """One slot of the chain pod: its annotations, its container's spec and status."""
+
+    name: str
+    generation: int
+    """the generation the slot hosts (its annotation; 0: idle since the pod started)"""
+    stage: str | None
+    record: StageRecord | None
+    """the record of the swap that put `generation` there (None: idle, or the stage was swapped in again
+    elsewhere since)"""
+    image: str = ""
+    resources: Mapping[str, Any] | None = None
+    """``spec.containers[].resources`` as the pod spec says now"""
+    has_status: bool = False
+    container_id: str = ""
+    ready: bool = False
+    running: bool = False
+    started_at: str | None = None
+    waiting: bool = False
+    waiting_reason: str = ""
+    waiting_message: str = ""
+    terminated: Terminated | None = None
+    last_terminated: Terminated | None = None
+    restart_count: int = 0
+    allocated: Mapping[str, Any] | None = None
+    """``allocatedResources`` of the container status"""
+    prepare: PrepareRecord | None = None
+    """the record of the slot's latest prepare, if any (see `prepared`: it may be used or overtaken)"""
+
+    @property
+    def prepared(self) -> PrepareRecord | None:
+        """The prepare the slot stands in: it holds no generation and its image is the latest prepare's."""
+        if self.prepare is None or self.generation != 0:
+            return None
+        return self.prepare if self.image == self.prepare.image else None
+
+    @property
+    def failed_to_start(self) -> bool:
+        """Whether the slot waits for a reason meaning its container cannot start as things stand."""
+        return self.waiting_reason in FAILED_TO_START_REASONS
+
+    def waiting_text(self) -> str:
+        """``Reason: message`` of a waiting container ("" when it is not waiting)."""
+        message = self.waiting_message
+        return self.waiting_reason + (f": {message}" if message else "")
 
 
-def annotations(pod: Pod) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
-
-
-def int_annotation(pod: Pod, key: str) -> int:
-    """An integer annotation, 0 when absent or malformed."""
+def _int(text: str | None) -> int:
     try:
-        return int(annotations(pod).get(key) or 0)
+        return int(text or 0)
     except ValueError:
         return 0
 
 
-def slot_generation(pod: Pod, slot: str) -> int:
-    return int_annotation(pod, slot_annotation(slot, GENERATION_FIELD))
-
-
-def stage_record(pod: Pod, stage: str) -> StageRecord | None:
-    """The record of `stage`'s latest swap, if any."""
-    text = annotations(pod).get(stage_annotation(stage))
-    return StageRecord.from_annotation(text) if text else None
-
-
-def all_stage_records(pod: Pod) -> list[StageRecord]:
-    """The records of every stage swapped into the pod (each stage's latest swap)."""
-    prefix = stage_annotation("")
-    return [
-        record
-        for key, text in annotations(pod).items()
-        if key.startswith(prefix) and (record := StageRecord.from_annotation(text)) is not None
-    ]
-
-
-def container_status(pod: Pod, name: str) -> Mapping[str, Any] | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if status.get("name") == name:
-            return status
-    return None
-
-
-def container_spec(pod: Pod, name: str) -> Mapping[str, Any] | None:
-    for container in (pod.get("spec") or {}).get("containers") or ():
-        if container.get("name") == name:
-            return container
-    return None
-
-
-def waiting_reason(status: Mapping[str, Any] | None) -> str:
-    """Reason of a waiting container ("" if it is not waiting)."""
-    waiting = ((status or {}).get("state") or {}).get("waiting")
-    return (waiting or {}).get("reason") or ""
-
-
-def pod_lost_reason(pod: Pod | None) -> str | None:
-    """Why the pod can no longer run stages (gone, terminating, Failed/Succeeded), or None if it can."""
-    if pod is None:
-        return "the chain pod does not exist"
+def _lost(pod: Pod) -> str | None:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return "the chain pod is being deleted"
     status = pod.get("status") or {}
@@ -184,3 +224,120 @@ def pod_lost_reason(pod: Pod | None) -> str | None:
         detail = ": ".join(filter(None, (status.get("reason"), status.get("message"))))
         return f"the chain pod is {phase}" + (f" ({detail})" if detail else "")
     return None
+
+
+@dataclass(frozen=True)
+class ChainPod:
+    """The chain pod as one read found it; build it with `of` and read everything from it."""
+
+    raw: Pod
+    name: str
+    namespace: str
+    uid: str
+    resource_version: str | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    lost: str | None
+    """why the pod can no longer run stages (terminating, Failed/Succeeded), None while it can"""
+    generation: int
+    """the chain's latest generation"""
+    records: Mapping[str, StageRecord]
+    """each stage's latest swap record, by stage name"""
+    slots: Mapping[str, Slot]
+    phase: str
+    node_name: str
+    grace_period: float
+
+    @classmethod
+    def of(cls, pod: Pod | ChainPod) -> ChainPod:
+        """The snapshot of `pod` (itself when it already is one)."""
+        return pod if isinstance(pod, ChainPod) else cls._parse(pod)
+
+    @classmethod
+    def _parse(cls, pod: Pod) -> ChainPod:
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        annotations: Mapping[str, str] = metadata.get("annotations") or {}
+        prefix = stage_annotation("")
+        records = {
+            key[len(prefix) :]: record
+            for key, text in annotations.items()
+            if key.startswith(prefix) and text and (record := StageRecord.from_annotation(text)) is not None
+        }
+        containers = {c.get("name"): c for c in spec.get("containers") or ()}
+        statuses: dict[str, Mapping[str, Any]] = {}
+        for container in status.get("containerStatuses") or ():
+            statuses.setdefault(container.get("name"), container)
+        slots = {}
+        for name in SLOTS:
+            generation = _int(annotations.get(slot_annotation(name, GENERATION_FIELD)))
+            stage = annotations.get(slot_annotation(name, STAGE_FIELD)) or None
+            record = records.get(stage) if generation and stage else None
+            if record is not None and (record.generation, record.slot) != (generation, name):
+                record = None  # the stage has been swapped in again since, elsewhere
+            container = containers.get(name) or {}
+            found = statuses.get(name)
+            state = (found or {}).get("state") or {}
+            waiting = state.get("waiting")
+            slots[name] = Slot(
+                name=name,
+                generation=generation,
+                stage=stage,
+                record=record,
+                image=container.get("image", ""),
+                resources=container.get("resources") or {},
+                has_status=found is not None,
+                container_id=(found or {}).get("containerID") or "",
+                ready=bool((found or {}).get("ready")),
+                running="running" in state,
+                started_at=(state.get("running") or {}).get("startedAt"),
+                waiting=bool(waiting),
+                waiting_reason=(waiting or {}).get("reason") or "",
+                waiting_message=(waiting or {}).get("message") or "",
+                terminated=Terminated.parse(state.get("terminated")),
+                last_terminated=Terminated.parse(((found or {}).get("lastState") or {}).get("terminated")),
+                restart_count=(found or {}).get("restartCount", 0),
+                allocated=(found or {}).get("allocatedResources") or {},
+                prepare=PrepareRecord.from_annotation(prepared)
+                if (prepared := annotations.get(slot_annotation(name, PREPARED_FIELD)))
+                else None,
+            )
+        return cls(
+            raw=pod,
+            name=metadata.get("name", ""),
+            namespace=metadata.get("namespace", ""),
+            uid=metadata.get("uid") or "",
+            resource_version=metadata.get("resourceVersion"),
+            labels=metadata.get("labels") or {},
+            annotations=annotations,
+            lost=_lost(pod),
+            generation=_int(annotations.get(GENERATION_ANNOTATION)),
+            records=records,
+            slots=slots,
+            phase=status.get("phase") or "",
+            node_name=spec.get("nodeName", ""),
+            grace_period=float(spec.get("terminationGracePeriodSeconds", 30)),
+        )
+
+    def record(self, stage: str) -> StageRecord | None:
+        """The record of `stage`'s latest swap, if any."""
+        return self.records.get(stage)
+
+    def slot(self, name: str) -> Slot:
+        return self.slots[name]
+
+    def slot_of(self, generation: int) -> str | None:
+        """The slot hosting `generation` (None for generation 0, before the first swap)."""
+        return next((s for s in SLOTS if generation and self.slots[s].generation == generation), None)
+
+
+def snapshot(pod: Pod | ChainPod | None) -> ChainPod | None:
+    """`ChainPod.of(pod)`, None for a pod that does not exist."""
+    return None if pod is None else ChainPod.of(pod)
+
+
+def lost_reason(pod: Pod | ChainPod | None) -> str | None:
+    """Why the pod can no longer run stages (gone, terminating, Failed/Succeeded), or None if it can."""
+    view = snapshot(pod)
+    return "the chain pod does not exist" if view is None else view.lost

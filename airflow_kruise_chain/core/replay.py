@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .output import GenerationOutput
-from .podview import Pod, slot_generation
+from .podview import ChainPod, Pod
 
 
 def generation_output(lines: Iterable[str], generation: int) -> Iterator[str]:
@@ -27,17 +27,21 @@ def generation_output(lines: Iterable[str], generation: int) -> Iterator[str]:
         yield output.result_line
 
 
-def read_generation_output(api: Any, pod: Pod, namespace: str, slot: str, generation: int) -> list[str]:
+def read_generation_output(
+    api: Any, pod: Pod | ChainPod, namespace: str, slot: str, generation: int
+) -> list[str]:
     """`generation`'s output from `slot`'s current log, or its previous one (the slot restarted since).
 
     `api` is a `driver.ChainApi`; empty when neither log holds the generation's start marker any more.
     """
-    name = (pod.get("metadata") or {}).get("name") or ""
+    view = ChainPod.of(pod)
     for previous in (False, True):
-        if not previous and slot_generation(pod, slot) != generation:
+        if not previous and view.slot(slot).generation != generation:
             continue
         lines = list(
-            generation_output(api.read_log(name, namespace, slot, previous=previous).splitlines(), generation)
+            generation_output(
+                api.read_log(view.name, namespace, slot, previous=previous).splitlines(), generation
+            )
         )
         if lines:
             return lines

@@ -31,7 +31,7 @@ from .errors import (
     ResizeRefusedError,
     ResizeTimeoutError,
 )
-from .podview import Pod, annotations, container_spec, container_status
+from .podview import ChainPod, Pod
 from .spec import StageSpec, parse_quantity
 
 SIZING_ANNOTATION = "kruise-chain.io/sizing"
@@ -79,9 +79,9 @@ class ChainSizing:
         )
 
     @classmethod
-    def from_pod(cls, pod: Pod) -> ChainSizing | None:
+    def from_pod(cls, pod: Pod | ChainPod) -> ChainSizing | None:
         """The sizing the chain pod carries, or None when it is sized statically."""
-        raw = annotations(pod).get(SIZING_ANNOTATION)
+        raw = ChainPod.of(pod).annotations.get(SIZING_ANNOTATION)
         if not raw or raw == "static":
             return None
         data = json.loads(raw)
@@ -173,16 +173,17 @@ def _static_other(stages: Sequence[StageSpec]) -> Resources:
 
 
 def resize_steps(
-    pod: Pod, slot: str, other: str, target: Resources, parked: Resources, other_idle: bool
+    pod: Pod | ChainPod, slot: str, other: str, target: Resources, parked: Resources, other_idle: bool
 ) -> list[tuple[str, Resources]]:
     """The resizes that size `slot` for `target`, in the order that keeps the pod's reservation at most the
     larger of the two stages plus the parked minimum: first shrink `other` to `parked` (if it is idle and
     larger), then size `slot`."""
+    view = ChainPod.of(pod)
     steps = []
-    current_other = dict((container_spec(pod, other) or {}).get("resources") or {})
+    current_other = dict(view.slot(other).resources or {})
     if other_idle and not same_resources(current_other, parked):
         steps.append((other, parked))
-    current = dict((container_spec(pod, slot) or {}).get("resources") or {})
+    current = dict(view.slot(slot).resources or {})
     if not same_resources(current, target):
         steps.append((slot, target))
     return steps
@@ -197,17 +198,16 @@ def same_resources(a: Mapping[str, Mapping[str, str]], b: Mapping[str, Mapping[s
     return norm(a) == norm(b)
 
 
-def _requests_applied(pod: Pod, slot: str, target: Resources) -> bool:
-    status = container_status(pod, slot) or {}
-    allocated = status.get("allocatedResources") or {}
+def _requests_applied(pod: ChainPod, slot: str, target: Resources) -> bool:
+    allocated = pod.slot(slot).allocated or {}
     want = target.get("requests") or {}
     return all(
         r in allocated and parse_quantity(str(allocated[r])) == parse_quantity(q) for r, q in want.items()
     )
 
 
-def _condition(pod: Pod, ctype: str) -> Mapping[str, Any] | None:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
+def _condition(pod: ChainPod, ctype: str) -> Mapping[str, Any] | None:
+    for cond in (pod.raw.get("status") or {}).get("conditions") or []:
         if cond.get("type") == ctype and cond.get("status") == "True":
             return cond
     return None
@@ -263,12 +263,15 @@ class SlotSizer:
         self.pod_name = pod_name
         self.namespace = namespace
         self.log = log
-        self.last: Pod | None = None
+        self.last: ChainPod | None = None
         """the latest version of the pod seen while resizing"""
 
-    def size(self, pod: Pod, stage: str, slot: str, other: str, other_idle: bool, deadline: float) -> bool:
+    def size(
+        self, pod: Pod | ChainPod, stage: str, slot: str, other: str, other_idle: bool, deadline: float
+    ) -> bool:
         """Size `slot` for `stage` (shrinking the idle `other` slot first); True if that changed the pod
         (False: a static chain pod, the slots were sized already, or a resize could not change them)."""
+        pod = ChainPod.of(pod)
         sizing = ChainSizing.from_pod(pod)
         if sizing is None:
             return False
@@ -280,12 +283,11 @@ class SlotSizer:
                 f"::kruise-chain:: resize {which} to {_describe(resources)} "
                 f"({'parked: its stage is done' if shrinking else 'for stage ' + repr(stage)})"
             )
-            current = dict((container_spec(pod, which) or {}).get("resources") or {})
+            current = dict(pod.slot(which).resources or {})
             self._apply(stage, which, current, resources, sizing, shrinking, deadline)
         # a resize the API server or the kubelet would not make as asked (a limit kept) leaves the pod as it
         # was: nothing changed, so the caller goes on instead of planning again
-        before = (pod.get("metadata") or {}).get("resourceVersion")
-        return self.last is not None and (self.last.get("metadata") or {}).get("resourceVersion") != before
+        return self.last is not None and self.last.resource_version != pod.resource_version
 
     def park(self, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
         """Shrink `slot`, whose stage `stage` has ended (so it holds that stage's size), to the parked
@@ -325,7 +327,7 @@ class SlotSizer:
             progress = _condition(seen, "PodResizeInProgress")
             applied = _requests_applied(seen, slot, target)
             if pending is not None and pending.get("reason") == "Infeasible":
-                node = (seen.get("spec") or {}).get("nodeName", "")
+                node = seen.node_name
                 raise ResizeInfeasibleError(
                     infeasible_message(stage, slot, target, node, pending.get("message", ""))
                 )
@@ -358,11 +360,12 @@ class SlotSizer:
             said.add(note)
             self.log(note)
 
-    def _versions(self, pod: Pod, deadline: float) -> Iterator[Pod]:
-        """`pod`, then every later version of it the API server sends on a watch, until `deadline`."""
+    def _versions(self, raw: Pod, deadline: float) -> Iterator[ChainPod]:
+        """`raw`, then every later version of it the API server sends on a watch, until `deadline`."""
+        pod = ChainPod.of(raw)
         yield pod
         while (remaining := deadline - time.monotonic()) > 0:
-            version = (pod.get("metadata") or {}).get("resourceVersion")
+            version = pod.resource_version
             seen = False
             for new in self.api.watch_pod(
                 self.pod_name, self.namespace, max(1, int(min(remaining, 60))), resource_version=version
@@ -372,7 +375,7 @@ class SlotSizer:
                         f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot"
                     )
                 seen = True
-                pod = new
+                pod = ChainPod.of(new)
                 yield pod
                 if time.monotonic() > deadline:
                     return
@@ -382,7 +385,7 @@ class SlotSizer:
                     raise ChainError(
                         f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot"
                     )
-                pod = fresh
+                pod = ChainPod.of(fresh)
                 yield pod
 
 

@@ -11,47 +11,22 @@ from typing import Any
 from .constants import SLOTS
 from .lines import clip
 from .podview import (
+    FAILED_TO_START_REASONS,
+    ChainPod,
     Pod,
     PrepareRecord,
     StageRecord,
-    annotations,
-    container_status,
-    pod_lost_reason,
-    prepared_for,
-    slot_generation,
-    stage_record,
-    waiting_reason,
+    snapshot,
 )
 from .wire import (  # noqa: F401 (re-exported: the runner's wire format lives in wire.py)
     MAX_OUTPUTS_DEPTH,
-    STAGE_FIELD,
     Marker,
     ResultMarker,
     StartMarker,
     load_outputs,
     matches,
     parse_marker,
-    slot_annotation,
 )
-
-FAILED_TO_START_REASONS = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "ImageInspectError",
-        "RegistryUnavailable",
-        "SignatureValidationFailed",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-        "PreStartHookError",
-        "PostStartHookError",
-        "CrashLoopBackOff",
-    }
-)
-"""Waiting reasons meaning the container cannot start as things stand."""
 
 
 class StageState(StrEnum):
@@ -174,12 +149,12 @@ class StageResult:
 
 
 def _container_state(
-    pod: Pod, slot: str, generation: int, stage: str | None, record: StageRecord | None
+    pod: ChainPod, slot: str, generation: int, stage: str | None, record: StageRecord | None
 ) -> StageStatus:
     """Classify `slot`'s container; `record` is the swap that put `generation` there (None: idle/unknown)."""
     previous_id = record.previous_container_id if record else None
-    status = container_status(pod, slot)
-    if status is None:
+    view = pod.slot(slot)
+    if not view.has_status:
         return StageStatus(
             StageState.SWAPPING,
             slot,
@@ -189,16 +164,14 @@ def _container_state(
             "ContainerStatusPending",
             f"no status for {slot} yet",
         )
-    container_id = status.get("containerID") or ""
-    state = status.get("state") or {}
+    container_id = view.container_id
     context = (slot, generation, stage, container_id)
-    reason = waiting_reason(status)
+    reason = view.waiting_reason
     if reason:
-        message = state["waiting"].get("message") or ""
         stale = record is not None and container_id == previous_id and reason == record.previous_reason
         if reason in FAILED_TO_START_REASONS and not stale:
-            return StageStatus(StageState.FAILED_TO_START, *context, reason, message)
-        return StageStatus(StageState.SWAPPING, *context, reason, message)
+            return StageStatus(StageState.FAILED_TO_START, *context, reason, view.waiting_message)
+        return StageStatus(StageState.SWAPPING, *context, reason, view.waiting_message)
     same_container = record is not None and container_id == previous_id
     if same_container and record is not None and record.action != "go":
         return StageStatus(
@@ -207,20 +180,20 @@ def _container_state(
             "Swapping",
             f"{slot} still shows the container it had before the swap",
         )
-    if "running" in state:
-        if status.get("ready"):
+    if view.running:
+        if view.ready:
             return StageStatus(StageState.FINISHED, *context, confirmed=not same_container)
         return StageStatus(StageState.RUNNING, *context)
-    terminated = state.get("terminated") or {}
+    terminated = view.terminated
     return StageStatus(
         StageState.RUNNING,
         *context,
-        terminated.get("reason") or "Terminated",
-        f"the runner exited (code {terminated.get('exitCode')}); the kubelet restarts it",
+        (terminated.reason if terminated else "") or "Terminated",
+        f"the runner exited (code {terminated.exit_code if terminated else None}); the kubelet restarts it",
     )
 
 
-def _prepared_state(pod: Pod, slot: str, prepared: PrepareRecord) -> StageStatus:
+def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageStatus:
     """State of a slot prepared ahead (no generation): SWAPPING until the kubelet has restarted it on the
     prepared image (a restart the kubelet's back-off holds included: it starts by itself), then FINISHED
     once its new runner is parked (Ready); FAILED_TO_START if the prepared image cannot start."""
@@ -236,9 +209,9 @@ def _prepared_state(pod: Pod, slot: str, prepared: PrepareRecord) -> StageStatus
     )
     status = _container_state(pod, slot, 0, None, record)
     if status.state is StageState.FAILED_TO_START and status.reason == "CrashLoopBackOff":
-        last = ((container_status(pod, slot) or {}).get("lastState") or {}).get("terminated") or {}
-        stopped = last.get("containerID") == prepared.previous_container_id
-        if stopped and last.get("exitCode") in (0, 137, 143):
+        last = pod.slot(slot).last_terminated
+        stopped = last is not None and last.container_id == prepared.previous_container_id
+        if stopped and last is not None and last.exit_code in (0, 137, 143):
             return replace(
                 status,
                 state=StageState.SWAPPING,
@@ -248,32 +221,31 @@ def _prepared_state(pod: Pod, slot: str, prepared: PrepareRecord) -> StageStatus
     return status
 
 
-def slot_status(pod: Pod | None, slot: str) -> StageStatus:
+def slot_status(pod: Pod | ChainPod | None, slot: str) -> StageStatus:
     """State of the generation `slot` hosts; an idle slot (generation 0) is FINISHED once Ready, a slot
     prepared ahead once the kubelet has restarted it on the prepared image (see `_prepared_state`)."""
-    lost = pod_lost_reason(pod)
-    if lost is not None or pod is None:
-        return StageStatus(StageState.POD_LOST, slot, reason="PodLost", message=lost or "")
-    generation = slot_generation(pod, slot)
-    prepared = None if generation else prepared_for(pod, slot)
-    if prepared is not None:
-        return _prepared_state(pod, slot, prepared)
-    stage = annotations(pod).get(slot_annotation(slot, STAGE_FIELD)) or None
-    record = stage_record(pod, stage) if generation and stage else None
-    if record is not None and (record.generation, record.slot) != (generation, slot):
-        record = None  # the stage has been swapped in again since, elsewhere
-    return _container_state(pod, slot, generation, stage, record)
+    view = snapshot(pod)
+    if view is None or view.lost is not None:
+        return StageStatus(StageState.POD_LOST, slot, reason="PodLost", message=_lost_message(view))
+    hosted = view.slot(slot)
+    if hosted.prepared is not None:
+        return _prepared_state(view, slot, hosted.prepared)
+    return _container_state(view, slot, hosted.generation, hosted.stage, hosted.record)
 
 
-def stage_status(pod: Pod | None, stage: str) -> StageStatus:
+def _lost_message(view: ChainPod | None) -> str:
+    return "the chain pod does not exist" if view is None else view.lost or ""
+
+
+def stage_status(pod: Pod | ChainPod | None, stage: str) -> StageStatus:
     """State of `stage`'s latest swap in the chain pod (`pod` None: the pod is gone)."""
-    lost = pod_lost_reason(pod)
-    if lost is not None or pod is None:
-        return StageStatus(StageState.POD_LOST, stage=stage, reason="PodLost", message=lost or "")
-    record = stage_record(pod, stage)
+    view = snapshot(pod)
+    if view is None or view.lost is not None:
+        return StageStatus(StageState.POD_LOST, stage=stage, reason="PodLost", message=_lost_message(view))
+    record = view.record(stage)
     if record is None or record.slot not in SLOTS:
         return StageStatus(StageState.NOT_STARTED, stage=stage)
-    current = slot_generation(pod, record.slot)
+    current = view.slot(record.slot).generation
     if current != record.generation:
         return StageStatus(
             StageState.SUPERSEDED,
@@ -283,10 +255,10 @@ def stage_status(pod: Pod | None, stage: str) -> StageStatus:
             reason="Superseded",
             message=f"{record.slot} now hosts generation {current}; see the log or termination message",
         )
-    return _container_state(pod, record.slot, record.generation, stage, record)
+    return _container_state(view, record.slot, record.generation, stage, record)
 
 
-def restart_backoff(pod: Pod | None, status: StageStatus) -> bool:
+def restart_backoff(pod: Pod | ChainPod | None, status: StageStatus) -> bool:
     """Whether a CrashLoopBackOff is only the kubelet's restart back-off after the swap's own kill.
 
     Restarting the same container again within Kubernetes' back-off window (10 s, doubling) makes the
@@ -295,22 +267,24 @@ def restart_backoff(pod: Pod | None, status: StageStatus) -> bool:
     exits 0 on SIGTERM; 137 after the grace period). That ends by itself; a crash of the stage's new container
     (a different container id, or an error exit) is a real failure to start.
     """
-    if pod is None or status.state is not StageState.FAILED_TO_START or status.reason != "CrashLoopBackOff":
+    view = snapshot(pod)
+    if view is None or status.state is not StageState.FAILED_TO_START or status.reason != "CrashLoopBackOff":
         return False
-    record = stage_record(pod, status.stage) if status.stage else None
+    record = view.record(status.stage) if status.stage else None
     if record is None or not status.slot:
         return False
-    last = ((container_status(pod, status.slot) or {}).get("lastState") or {}).get("terminated") or {}
-    stopped = last.get("containerID") or status.container_id
+    last = view.slot(status.slot).last_terminated
+    stopped = (last.container_id if last else None) or status.container_id
     if record.previous_container_id and stopped != record.previous_container_id:
         return False
-    return last.get("exitCode") in (0, 137, 143)
+    return last is not None and last.exit_code in (0, 137, 143)
 
 
-def current_status(pod: Pod | None, stage: str) -> StageStatus:
+def current_status(pod: Pod | ChainPod | None, stage: str) -> StageStatus:
     """`stage_status`, with the kubelet's restart back-off after our own kill counted as still swapping."""
-    status = stage_status(pod, stage)
-    if restart_backoff(pod, status):
+    view = snapshot(pod)
+    status = stage_status(view, stage)
+    if restart_backoff(view, status):
         return replace(
             status,
             state=StageState.SWAPPING,
@@ -326,12 +300,13 @@ def needs_log(status: StageStatus) -> bool:
     return status.state is StageState.FINISHED and not status.confirmed
 
 
-def confirm_from_log(pod: Pod | None, status: StageStatus, lines: Iterable[str]) -> StageStatus:
+def confirm_from_log(pod: Pod | ChainPod | None, status: StageStatus, lines: Iterable[str]) -> StageStatus:
     """`status` confirmed by the runner's result line for its generation (and token) among `lines` of the
     slot's log, else RUNNING: the runner has not reported the end of that generation yet."""
-    if not needs_log(status) or pod is None or not status.stage:
+    view = snapshot(pod)
+    if not needs_log(status) or view is None or not status.stage:
         return status
-    record = stage_record(pod, status.stage)
+    record = view.record(status.stage)
     token = record.token if record is not None else ""
     for line in lines:
         marker = parse_marker(line)
@@ -345,7 +320,7 @@ def confirm_from_log(pod: Pod | None, status: StageStatus, lines: Iterable[str])
     )
 
 
-def stage_state(pod: Pod | None, stage: str) -> StageState:
+def stage_state(pod: Pod | ChainPod | None, stage: str) -> StageState:
     """Just the `StageState` of `stage_status`."""
     return stage_status(pod, stage).state
 

@@ -18,22 +18,7 @@ from .constants import (
 )
 from .errors import PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
-from .podview import (
-    PREPARE_HISTORY,
-    Pod,
-    PrepareRecord,
-    StageRecord,
-    all_stage_records,
-    container_spec,
-    container_status,
-    int_annotation,
-    pod_lost_reason,
-    prepare_record,
-    prepared_for,
-    slot_generation,
-    stage_record,
-    waiting_reason,
-)
+from .podview import PREPARE_HISTORY, ChainPod, Pod, PrepareRecord, StageRecord
 from .spec import StageSpec
 from .status import StageResult, StageState, current_status, needs_log, slot_status
 from .wire import (
@@ -132,7 +117,9 @@ def build_crr(
     }
 
 
-def build_stop_crr(pod: Pod, record: StageRecord, *, active_deadline_seconds: int = 120) -> dict[str, Any]:
+def build_stop_crr(
+    pod: Pod | ChainPod, record: StageRecord, *, active_deadline_seconds: int = 120
+) -> dict[str, Any]:
     """The ContainerRecreateRequest stopping the generation `record` describes (on_kill, stage timeout).
 
     kruise-daemon stops the slot (SIGTERM, then SIGKILL after the grace period); the runner records the
@@ -150,31 +137,23 @@ def build_stop_crr(pod: Pod, record: StageRecord, *, active_deadline_seconds: in
     )
 
 
-def _identity(pod: Pod) -> tuple[str, str, dict[str, str]]:
-    metadata = pod.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    return (
-        metadata.get("name", ""),
-        metadata.get("namespace", ""),
-        {k: labels[k] for k in _IDENTITY_LABELS if k in labels},
-    )
+def _identity(pod: Pod | ChainPod) -> tuple[str, str, dict[str, str]]:
+    view = ChainPod.of(pod)
+    labels = view.labels
+    return view.name, view.namespace, {k: labels[k] for k in _IDENTITY_LABELS if k in labels}
 
 
-def _slot_of(pod: Pod, generation: int) -> str | None:
-    """The slot hosting `generation` (None for generation 0, before the first swap)."""
-    return next((slot for slot in SLOTS if generation and slot_generation(pod, slot) == generation), None)
-
-
-def earlier_generation(pod: Pod, stage: str, try_number: int) -> StageRecord | None:
+def earlier_generation(pod: Pod | ChainPod, stage: str, try_number: int) -> StageRecord | None:
     """The record of an earlier try's generation of `stage` that is no longer running, else None.
 
     Its result (the slot's log, previous log or termination message, all written by the runner from its
     records) decides between adopting it and running a new generation: pass it to `plan_swap`.
     """
-    record = stage_record(pod, stage)
+    view = ChainPod.of(pod)
+    record = view.record(stage)
     if record is None or record.try_number == try_number:
         return None
-    return None if current_status(pod, stage).state in _ON else record
+    return None if current_status(view, stage).state in _ON else record
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -184,7 +163,7 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
-def restart_hold(pod: Pod, slot: str, image: str, now: datetime) -> tuple[float, str]:
+def restart_hold(pod: Pod | ChainPod, slot: str, image: str, now: datetime) -> tuple[float, str]:
     """Seconds the kubelet's restart back-off will hold `slot`'s next start on `image`, and why.
 
     Models `doBackOff`: the key is (pod, container, hash of name and image); every start after an exit
@@ -195,10 +174,10 @@ def restart_hold(pod: Pod, slot: str, image: str, now: datetime) -> tuple[float,
     """
     restarts = [
         (when, rec.image)
-        for rec in all_stage_records(pod)
+        for rec in ChainPod.of(pod).records.values()
         if rec.slot == slot and rec.action == "patch" and (when := _parse_time(rec.swapped_at)) is not None
     ]
-    prepared = prepare_record(pod, slot)
+    prepared = ChainPod.of(pod).slot(slot).prepare
     for image_, at in prepared.restarts() if prepared is not None else ():
         if (when := _parse_time(at)) is not None:
             restarts.append((when, image_))
@@ -222,16 +201,16 @@ def restart_hold(pod: Pod, slot: str, image: str, now: datetime) -> tuple[float,
     )
 
 
-def _holds(pod: Pod, slot: str, image: str, status: Any) -> bool:
+def _holds(pod: ChainPod, slot: str, image: str, status: Any) -> bool:
     """Whether a usable `slot` can start a stage on `image` by annotations only: it runs that image (a slot
     whose prepared image could not start is left to an image patch)."""
-    if (container_spec(pod, slot) or {}).get("image") != image:
+    if pod.slot(slot).image != image:
         return False
-    return not (status.state is StageState.FAILED_TO_START and prepared_for(pod, slot) is not None)
+    return not (status.state is StageState.FAILED_TO_START and pod.slot(slot).prepared is not None)
 
 
 def plan_swap(
-    pod: Pod,
+    pod: Pod | ChainPod,
     stage: StageSpec,
     *,
     try_number: int,
@@ -259,13 +238,13 @@ def plan_swap(
     carries ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and
     plan again.
     """
-    lost = pod_lost_reason(pod)
-    if lost is not None:
-        raise PodLostError(lost)
-    pod_name, namespace, labels = _identity(pod)
-    record = stage_record(pod, stage.name)
+    view = ChainPod.of(pod)
+    if view.lost is not None:
+        raise PodLostError(view.lost)
+    pod_name, namespace, labels = _identity(view)
+    record = view.record(stage.name)
     if record is not None:
-        status = current_status(pod, stage.name)
+        status = current_status(view, stage.name)
         state = status.state
         if needs_log(status) and (finished is None or record.slot not in finished):
             state = StageState.RUNNING  # Ready from before an annotations-only swap: no result seen yet
@@ -296,10 +275,10 @@ def plan_swap(
                 "task to run the chain again from its first stage"
             )
     now = now or datetime.now(UTC)
-    last = int_annotation(pod, GENERATION_ANNOTATION)
-    last_slot = _slot_of(pod, last)
+    last = view.generation
+    last_slot = view.slot_of(last)
     order = [other_slot(last_slot), last_slot] if last_slot else list(SLOTS)
-    statuses = {slot: slot_status(pod, slot) for slot in SLOTS}
+    statuses = {slot: slot_status(view, slot) for slot in SLOTS}
 
     def usable(slot: str) -> bool:
         status = statuses[slot]
@@ -313,10 +292,10 @@ def plan_swap(
         for slot in order
         if slot not in free
         and statuses[slot].state in _ON
-        and (prepared := prepared_for(pod, slot)) is not None
+        and (prepared := view.slot(slot).prepared) is not None
         and prepared.image == stage.image
     ]
-    if coming and not any(_holds(pod, slot, stage.image, statuses[slot]) for slot in free):
+    if coming and not any(_holds(view, slot, stage.image, statuses[slot]) for slot in free):
         # the kubelet is restarting that slot on this stage's image: waiting for it costs less than a second
         # restart elsewhere (and its prepare was made only when no other slot restarts sooner)
         current = statuses[coming[0]]
@@ -341,27 +320,27 @@ def plan_swap(
             f"{slot} is {current.state} with generation {current.generation}{detail}: "
             f"stage {stage.name!r} must wait for it to finish",
         )
-    holding = [slot for slot in free if _holds(pod, slot, stage.image, statuses[slot])]
+    holding = [slot for slot in free if _holds(view, slot, stage.image, statuses[slot])]
     wait, why = 0.0, ""
     if holding:
         action: SwapAction = "go"
         slot = holding[0]
     else:
         action = "patch"
-        waits = {slot: restart_hold(pod, slot, stage.image, now) for slot in free}
+        waits = {slot: restart_hold(view, slot, stage.image, now) for slot in free}
         slot = min(free, key=lambda s: waits[s][0])  # stable: the other slot first on a tie
         wait, why = waits[slot]
-    status = container_status(pod, slot) or {}
+    chosen = view.slot(slot)
     generation = last + 1
     new_record = StageRecord(
         generation=generation,
         slot=slot,
         image=stage.image,
         try_number=try_number,
-        previous_container_id=status.get("containerID") or "",
+        previous_container_id=chosen.container_id,
         swapped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         action=action,
-        previous_reason=waiting_reason(status),
+        previous_reason=chosen.waiting_reason,
         token=token or new_token(),
     )
     metadata: dict[str, Any] = {
@@ -371,9 +350,8 @@ def plan_swap(
             stage_annotation(stage.name): new_record.to_annotation(),
         }
     }
-    resource_version = (pod.get("metadata") or {}).get("resourceVersion")
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
+    if view.resource_version:
+        metadata["resourceVersion"] = view.resource_version
     patch: dict[str, Any] = {"metadata": metadata}
     if action == "patch":
         patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
@@ -412,7 +390,7 @@ class PreparePlan:
 
 
 def plan_prepare(
-    pod: Pod,
+    pod: Pod | ChainPod,
     stage: str,
     image: str,
     *,
@@ -436,38 +414,37 @@ def plan_prepare(
     def skip(why: str) -> PreparePlan:
         return PreparePlan(idle, stage, image, None, why)
 
-    lost = pod_lost_reason(pod)
-    if lost is not None:
-        return skip(lost)
+    view = ChainPod.of(pod)
+    if view.lost is not None:
+        return skip(view.lost)
     for slot in (running, idle):
-        if (container_spec(pod, slot) or {}).get("image") == image:
+        if view.slot(slot).image == image:
             return skip(f"{slot} already holds {image}: stage {stage!r} starts there with no restart")
-    if stage_record(pod, stage) is not None and current_status(pod, stage).state in _ON:
+    if view.record(stage) is not None and current_status(view, stage).state in _ON:
         return skip(f"stage {stage!r} is already swapped in")
-    status = slot_status(pod, idle)
+    status = slot_status(view, idle)
     reported = finished is not None and idle in finished  # its generation's result line is in its log
     if not reported and (
         status.state is not StageState.FINISHED or not (status.confirmed or finished is None)
     ):
         return skip(f"{idle} is not idle ({status.state}, generation {status.generation})")
     now = now or datetime.now(UTC)
-    wait, why = restart_hold(pod, idle, image, now)
-    there, _ = restart_hold(pod, running, image, now)
+    wait, why = restart_hold(view, idle, image, now)
+    there, _ = restart_hold(view, running, image, now)
     if wait > there:
         return skip(
             f"{why}; {running} would restart on it at once once free, so stage {stage!r}'s swap "
             "takes that one"
         )
     at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    earlier = prepare_record(pod, idle)
+    earlier = view.slot(idle).prepare
     history = (*earlier.history, (earlier.image, earlier.at)) if earlier is not None else ()
-    container = container_status(pod, idle) or {}
     record = PrepareRecord(
         image=image,
         stage=stage,
         at=at,
-        previous_container_id=container.get("containerID") or "",
-        previous_reason=waiting_reason(container),
+        previous_container_id=view.slot(idle).container_id,
+        previous_reason=view.slot(idle).waiting_reason,
         history=history[-PREPARE_HISTORY:],
     )
     metadata: dict[str, Any] = {
@@ -477,9 +454,8 @@ def plan_prepare(
             slot_annotation(idle, PREPARED_FIELD): record.to_annotation(),
         }
     }
-    resource_version = (pod.get("metadata") or {}).get("resourceVersion")
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
+    if view.resource_version:
+        metadata["resourceVersion"] = view.resource_version
     patch = {"metadata": metadata, "spec": {"containers": [{"name": idle, "image": image}]}}
     if wait > 0:
         why = f"{why}: preparing now, that wait passes while the running stage runs"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
     from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
-    from airflow_kruise_chain.core.podview import StageRecord
+    from airflow_kruise_chain.core.podview import ChainPod, StageRecord
     from airflow_kruise_chain.core.sizing import ChainSizing
     from airflow_kruise_chain.core.status import StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
@@ -167,46 +167,37 @@ class ChainSetupOperator(ChainBaseOperator):
 
     def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
         from airflow_kruise_chain.core.errors import StageTimeoutError
-        from airflow_kruise_chain.core.podview import container_spec, container_status
-        from airflow_kruise_chain.core.status import FAILED_TO_START_REASONS
+        from airflow_kruise_chain.core.podview import ChainPod
 
         deadline = time.monotonic() + self.startup_timeout
         last = ""
         while time.monotonic() < deadline:
             remaining = int(max(1, deadline - time.monotonic()))
-            for pod in self.hook.watch_pod(name, namespace, min(remaining, 60)):
-                if pod is None:
+            for raw in self.hook.watch_pod(name, namespace, min(remaining, 60)):
+                if raw is None:
                     raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
-                phase = (pod.get("status") or {}).get("phase")
-                if phase in ("Failed", "Succeeded"):
+                pod = ChainPod.of(raw)
+                if pod.phase in ("Failed", "Succeeded"):
                     raise PodLostError(
-                        f"chain pod {namespace}/{name} ended ({phase}) while starting: "
-                        f"{(pod.get('status') or {}).get('message', '')}"
+                        f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: "
+                        f"{(raw.get('status') or {}).get('message', '')}"
                     )
-                slots = [container_status(pod, s) or {} for s in SLOTS]
-                images = [(container_spec(pod, s) or {}).get("image", "") for s in SLOTS]
-                waiting = [((s.get("state") or {}).get("waiting") or {}) for s in slots]
-                described = [
-                    f"{slot} ({image}) {w.get('reason')}" + (f": {w['message']}" if w.get("message") else "")
-                    for slot, image, w in zip(SLOTS, images, waiting, strict=True)
-                    if w
-                ]
-                reasons = "; ".join(described)
+                waiting = [pod.slot(s) for s in SLOTS if pod.slot(s).waiting]
+                described = {
+                    slot.name: f"{slot.name} ({slot.image}) {slot.waiting_text()}" for slot in waiting
+                }
+                reasons = "; ".join(described.values())
                 if reasons and reasons != last:
                     self.log.info("chain pod starting: %s", reasons)
                     last = reasons
-                bad = [
-                    d
-                    for d, w in zip(described, [w for w in waiting if w], strict=True)
-                    if w.get("reason") in FAILED_TO_START_REASONS
-                ]
+                bad = [described[slot.name] for slot in waiting if slot.failed_to_start]
                 if bad:
                     raise ChainError(
                         f"chain pod {namespace}/{name} cannot start: {'; '.join(bad)}; check the "
                         "stages' image references and the chain's image_pull_secrets"
                     )
-                if phase == "Running" and all(s.get("ready") for s in slots):
-                    return pod
+                if pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS):
+                    return raw
         raise StageTimeoutError(
             f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
             f"not get both slots running; last state: {last or 'Pending'}"
@@ -510,14 +501,13 @@ class KruiseChainOperator(ChainBaseOperator):
         is retired so the stage runs again as a new generation instead of adopting it.
         """
         from airflow_kruise_chain.core.podidentity import generation_identity, missing_inputs
-        from airflow_kruise_chain.core.podview import stage_record
 
         pod = driver.read_pod()
         missing = missing_inputs(pod, self.chain_predecessors())
         if missing:
             raise AirflowFailException(self.missing_inputs_message(driver, missing))
         store = context.get("task_state_store")
-        record = stage_record(pod, self.stage_name)
+        record = pod.record(self.stage_name)
         if store is not None and record is not None:
             if store.get(DELIVERED_KEY) == generation_identity(pod, record.generation):
                 self.log.info(
@@ -528,21 +518,21 @@ class KruiseChainOperator(ChainBaseOperator):
                     self.stage_name,
                 )
                 pod = self.retire(driver, pod, record.generation)
-        return (pod.get("metadata") or {}).get("uid") or ""
+        return pod.uid
 
-    def retire(self, driver: StageDriver, pod: dict[str, Any], generation: int) -> dict[str, Any]:
+    def retire(self, driver: StageDriver, pod: ChainPod, generation: int) -> ChainPod:
         """Remove the stage's record of `generation` (conditional patch, re-read on a conflict)."""
         from airflow_kruise_chain.core.errors import ConflictError
         from airflow_kruise_chain.core.podidentity import retire_patch
-        from airflow_kruise_chain.core.podview import stage_record
+        from airflow_kruise_chain.core.podview import ChainPod
 
         for _ in range(10):
-            record = stage_record(pod, self.stage_name)
+            record = pod.record(self.stage_name)
             if record is None or record.generation != generation:
                 return pod
             try:
                 patch = retire_patch(pod, self.stage_name)
-                return self.hook.patch_pod(driver.pod_name, self.namespace, patch)
+                return ChainPod.of(self.hook.patch_pod(driver.pod_name, self.namespace, patch))
             except ConflictError:
                 pod = driver.read_pod()
         raise ChainError(

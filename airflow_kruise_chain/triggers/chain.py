@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kruise_chain.connection import KubeConnection
-from airflow_kruise_chain.core.podview import pod_lost_reason
+from airflow_kruise_chain.core.podview import lost_reason, snapshot
 from airflow_kruise_chain.core.status import (
     StageState,
     StageStatus,
@@ -19,6 +19,7 @@ from airflow_kruise_chain.core.status import (
 )
 
 if TYPE_CHECKING:
+    from airflow_kruise_chain.core.podview import ChainPod
     from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
 
 TARGETS = {
@@ -138,17 +139,18 @@ class StageTrigger(BaseTrigger):
         self, hook: AsyncKruiseHook, pod: dict[str, Any] | None
     ) -> tuple[TriggerEvent | None, bool]:
         """The event for `pod` (None: keep waiting), and whether a result line is awaited in the log."""
-        status = current_status(pod, self.stage)
+        view = snapshot(pod)
+        status = current_status(view, self.stage)
         if needs_log(status) and status.slot:
             text = await hook.read_log(self.pod_name, self.namespace, status.slot, tail_lines=LOG_TAIL)
-            status = confirm_from_log(pod, status, text.splitlines())
+            status = confirm_from_log(view, status, text.splitlines())
             if status.state is StageState.FINISHED:
                 # the result may be the stage stopped with the pod (deleted meanwhile): look once more
                 now = await hook.read_pod(self.pod_name, self.namespace)
-                if pod_lost_reason(now) is not None:
+                if lost_reason(now) is not None:
                     return self.event_for(now), False
-            return self.event_for(pod, status), status.state is StageState.RUNNING
-        return self.event_for(pod, status), False
+            return self.event_for(view, status), status.state is StageState.RUNNING
+        return self.event_for(view, status), False
 
     async def emit(self, lines: list[str]) -> None:
         """Log the stage's output lines into the task's log; in a thread, as cncf.kubernetes' pod trigger
@@ -160,7 +162,9 @@ class StageTrigger(BaseTrigger):
         for line in lines:
             self.log.info("%s", line)
 
-    def event_for(self, pod: dict[str, Any] | None, status: StageStatus | None = None) -> TriggerEvent | None:
+    def event_for(
+        self, pod: dict[str, Any] | ChainPod | None, status: StageStatus | None = None
+    ) -> TriggerEvent | None:
         """The event to fire for the pod as it is now (`status`: already read), or None to keep waiting."""
         status = status or current_status(pod, self.stage)
         if reached(status.state, self.target):

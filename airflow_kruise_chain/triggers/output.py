@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_kruise_chain.core.driver import _since
 from airflow_kruise_chain.core.output import GenerationOutput
-from airflow_kruise_chain.core.podview import Pod, container_status, stage_record
+from airflow_kruise_chain.core.podview import ChainPod, Pod, snapshot
 from airflow_kruise_chain.core.sizing import ChainSizing
 from airflow_kruise_chain.core.status import StageState, current_status
 
@@ -63,13 +63,13 @@ class StageOutputFollower:
 
     async def run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        pod = await self.hook.read_pod(self.pod_name, self.namespace)
-        record = stage_record(pod, self.stage) if pod is not None else None
+        pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace))
+        record = pod.record(self.stage) if pod is not None else None
         if pod is None or record is None or record.generation != self.generation:
             # gone, or swapped in again since: the resumed task reads the pod and decides
             return self.ended(pod, None)
         self.output.token = record.token
-        watcher = asyncio.create_task(self._watch(pod))
+        watcher = asyncio.create_task(self._watch(pod.raw))
         follower: asyncio.Task[None] | None = None
         followed = ""  # the container whose log stream ended last without the result
         reopened = 0  # streams of that container opened again after they ended
@@ -110,13 +110,13 @@ class StageOutputFollower:
                 if kind == "pod":
                     if value is None:
                         return self.ended(None, None)
-                    pod = value
+                    pod = ChainPod.of(value)
                 elif kind == "log":
                     follower = None
                     if self.output.result is not None:
                         return self.finished(pod)
                     followed = value
-                    pod = await self.hook.read_pod(self.pod_name, self.namespace) or pod
+                    pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace)) or pod
                     if _runs(pod, status.slot or "", followed):  # cut while the container runs
                         reopened += 1
                         if reopened > MAX_REOPEN:  # its log does not hold the result: the task reads it
@@ -178,9 +178,9 @@ class StageOutputFollower:
             **fields,
         }
 
-    def finished(self, pod: Pod | None) -> dict[str, Any]:
+    def finished(self, pod: ChainPod | None) -> dict[str, Any]:
         """The result is in: everything the resumed task needs to report it without reading the log."""
-        record = stage_record(pod, self.stage) if pod is not None else None
+        record = pod.record(self.stage) if pod is not None else None
         return self.payload(
             "finished",
             state=str(StageState.FINISHED),
@@ -189,7 +189,7 @@ class StageOutputFollower:
             sized=pod is not None and ChainSizing.from_pod(pod) is not None,
         )
 
-    def ended(self, pod: Pod | None, status: Any) -> dict[str, Any]:
+    def ended(self, pod: ChainPod | None, status: Any) -> dict[str, Any]:
         """The stage ended without a result in its stream: lost pod, failed start, moved on, or its log does
         not hold the result."""
         if status is None:
@@ -204,10 +204,10 @@ class StageOutputFollower:
         return self.payload("finished", state=str(status.state))
 
 
-def _runs(pod: Pod | None, slot: str, container_id: str) -> bool:
+def _runs(pod: ChainPod | None, slot: str, container_id: str) -> bool:
     """Whether `slot` still runs container `container_id`."""
-    status = (container_status(pod, slot) if pod is not None else None) or {}
-    return status.get("containerID") == container_id and "running" in (status.get("state") or {})
+    hosted = pod.slots.get(slot) if pod is not None else None
+    return hosted is not None and hosted.container_id == container_id and hosted.running
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

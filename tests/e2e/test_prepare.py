@@ -11,7 +11,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_kruise_chain.core.podview import prepared_for
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.sizing import PARKED_REQUESTS
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.validation import memory_bytes
@@ -105,7 +105,10 @@ def test_the_next_stage_only_says_go(e2e_cluster, capfd):
     # a prepared slot holds no generation, and stays parked while the stage before it holds its size
     parked = memory_bytes(PARKED_REQUESTS["memory"])
     prepared = [
-        (pod, slot) for pod in versions(history) for slot in ("slot-a", "slot-b") if prepared_for(pod, slot)
+        (pod, slot)
+        for pod in versions(history)
+        for slot in ("slot-a", "slot-b")
+        if ChainPod.of(pod).slot(slot).prepared
     ]
     assert prepared
     for pod, slot in prepared:

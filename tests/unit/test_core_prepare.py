@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from airflow_kruise_chain.core import SlotBusyError, StageSpec, StageState, plan_swap
-from airflow_kruise_chain.core.podview import PREPARE_HISTORY, prepare_record, prepared_for
+from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
 from tests.unit.test_core_swap import EXTRACT, LOAD, NOW, REPORT, TRANSFORM, FakePod, annotations
@@ -70,8 +70,10 @@ def test_the_next_stage_waits_for_the_prepared_restart_then_only_says_go() -> No
     assert "spec" not in plan.patch
     assert "\nkc_r=0\n" in plan.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"]
     pod.apply(plan.patch)
-    assert prepared_for(pod.pod, "slot-a") is None  # it holds a generation now
-    assert prepare_record(pod.pod, "slot-a") is not None  # kept: the back-off model counts its restart
+    assert ChainPod.of(pod.pod).slot("slot-a").prepared is None  # it holds a generation now
+    assert (
+        ChainPod.of(pod.pod).slot("slot-a").prepare is not None
+    )  # kept: the back-off model counts its restart
 
 
 def test_a_mispredicted_prepare_leaves_the_other_stage_a_normal_swap() -> None:
@@ -188,7 +190,8 @@ def test_prepare_history_is_kept_and_bounded() -> None:
         prepare = plan_prepare(pod.pod, *named(stage), running="slot-b", now=NOW + timedelta(seconds=k))
         pod.apply(prepare.patch)
         pod.start("slot-a", ready=True)
-    record = prepare_record(pod.pod, "slot-a")
+    record = ChainPod.of(pod.pod).slot("slot-a").prepare
+    assert record is not None
     assert record.image == f"acme/p:{PREPARE_HISTORY + 2}"
     assert len(record.history) == PREPARE_HISTORY
     assert record.history[-1] == (f"acme/p:{PREPARE_HISTORY + 1}", "2024-05-01T10:00:09Z")
