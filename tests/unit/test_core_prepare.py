@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import timedelta
 
 import pytest
 
 from airflow_kruise_chain.core import SlotBusyError, StageSpec, StageState, plan_swap
+from airflow_kruise_chain.core.driver import ConflictError, StageDriver, Timeouts
 from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
@@ -195,3 +197,82 @@ def test_prepare_history_is_kept_and_bounded() -> None:
     assert record.image == f"acme/p:{PREPARE_HISTORY + 2}"
     assert len(record.history) == PREPARE_HISTORY
     assert record.history[-1] == (f"acme/p:{PREPARE_HISTORY + 1}", "2024-05-01T10:00:09Z")
+
+
+class Api:
+    """Enough of a `ChainApi` for `StageDriver.swap` and `prepare`: requests counted, 409s on demand."""
+
+    def __init__(self, pod: FakePod, conflicts: int = 0, broken: bool = False) -> None:
+        self.pod = pod
+        self.log = ""
+        self.conflicts = conflicts
+        self.broken = broken
+        self.calls: list[str] = []
+
+    def read_pod(self, name: str, namespace: str) -> dict:
+        self.calls.append("get")
+        if self.broken:
+            raise OSError("connection refused")
+        return copy.deepcopy(self.pod.pod)
+
+    def patch_pod(self, name: str, namespace: str, body: dict) -> dict:
+        self.calls.append("patch")
+        if self.conflicts:
+            self.conflicts -= 1
+            self.pod.bump()  # someone else wrote first
+            raise ConflictError("409")
+        self.pod.apply(body)
+        return copy.deepcopy(self.pod.pod)
+
+    def read_log(self, *args: object, **kwargs: object) -> str:
+        self.calls.append("log")
+        return self.log
+
+
+def swapped(api: Api, stage: StageSpec) -> tuple[StageDriver, object, list[str]]:
+    """`stage` swapped in by a driver after extract ran in slot-a (by annotations; its result in the log)."""
+    extract = json.loads(annotations(api.pod)["airflow-kruise-chain/stage.extract"])
+    api.log = (
+        f"::kruise-chain:: result gen=1 token={extract['token']} stage=extract slot=slot-a exit=0 "
+        "reason=completed started=2024-05-01T10:00:00Z finished=2024-05-01T10:00:01Z outputs=- "
+        "outputs_status=absent"
+    )
+    logged: list[str] = []
+    driver = StageDriver(api, "etl-abc", "data", log=logged.append)
+    plan = driver.swap(stage, 1, Timeouts(swap=5))
+    api.calls.clear()
+    return driver, plan, logged
+
+
+def test_the_driver_says_nothing_to_prepare_without_a_request() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    api = Api(pod)
+    driver, plan, logged = swapped(api, TRANSFORM)  # go in slot-b; slot-a holds extract's image
+    assert driver.prepare(plan, "again", EXTRACT.image) is None
+    assert api.calls == [] and "a slot already holds acme/extract:1.4" in logged[-1]
+
+
+def test_the_driver_prepares_from_the_swap_s_answer_and_replans_after_a_conflict() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    api = Api(pod)
+    driver, plan, logged = swapped(api, TRANSFORM)
+    api.conflicts = 1
+    prepare = driver.prepare(plan, "load", LOAD.image)
+    assert prepare is not None and prepare.patch is not None
+    assert api.calls == ["patch", "get", "patch"]  # the swap's answer first; a 409 re-plans from a read
+    assert pod.image("slot-a") == LOAD.image and ChainPod.of(pod.pod).slot("slot-a").prepared is not None
+    assert logged[-1].startswith(
+        "::kruise-chain:: prepare slot=slot-a image=acme/load:1.1 for the next stage"
+    )
+
+
+def test_a_prepare_that_fails_is_logged_never_raised() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    api = Api(pod)
+    driver, plan, logged = swapped(api, TRANSFORM)
+    api.broken, driver._swapped = True, None  # a driver that did not swap: it must read
+    assert driver.prepare(plan, "load", LOAD.image) is None
+    assert "not preparing for stage 'load': connection refused" in logged[-1]
