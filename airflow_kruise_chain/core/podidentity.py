@@ -89,7 +89,7 @@ def prepare_pod(
         return pod
     log(f"chain pod {namespace}/{name} of this DAG run cannot be reused ({reason}): replacing it")
     if not (pod.get("metadata") or {}).get("deletionTimestamp"):
-        api.delete("Pod", name, namespace)
+        api.delete_pod(name, namespace)
     if wait_gone(api, name, namespace, pod, timeout):
         return None
     raise ChainError(f"the old chain pod {namespace}/{name} is still terminating after {timeout:g}s")

@@ -249,7 +249,7 @@ class KruiseHook(KubernetesHook):
                 w.stop()
             remaining = int(deadline - time.monotonic())
 
-    # -- pods and config maps ------------------------------------------------------------------------
+    # -- pods ---------------------------------------------------------------------------------------
     def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod as a dict, or None if it does not exist."""
         try:
@@ -279,36 +279,32 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             raise _explain(e, "list", "pods", namespace) from e
 
-    def create(self, kind: str, body: dict[str, Any], namespace: str) -> dict[str, Any]:
-        """Create a Pod or ConfigMap; one that already exists under that name is returned as it is, if it
-        carries the labels `body` sets (it is this chain's: an earlier try's, or this call's own create that
+    def create_pod(self, body: dict[str, Any], namespace: str) -> dict[str, Any]:
+        """Create the pod `body`; one that already exists under its name is returned as it is, if it carries
+        the labels `body` sets (it is this chain's: an earlier try's, or this call's own create that
         succeeded though its answer was lost), else KruiseApiError."""
-        create, read, resource = {
-            "Pod": (
-                self.core_v1_client.create_namespaced_pod,
-                self.core_v1_client.read_namespaced_pod,
-                "pods",
-            ),
-            "ConfigMap": (
-                self.core_v1_client.create_namespaced_config_map,
-                self.core_v1_client.read_namespaced_config_map,
-                "configmaps",
-            ),
-        }[kind]
         name = body["metadata"]["name"]
         try:
             return self._call(
-                "create", resource, namespace, name, lambda _: self._raw(create, namespace, body)
+                "create",
+                "pods",
+                namespace,
+                name,
+                lambda _: self._raw(self.core_v1_client.create_namespaced_pod, namespace, body),
             )
         except ApiException as e:
             if e.status != 409:
-                raise _explain(e, "create", resource, namespace, name) from e
-        try:
-            existing = self._call(
-                "get", resource, namespace, name, lambda _: self._raw(read, name, namespace)
+                raise _explain(e, "create", "pods", namespace, name) from e
+        return self._adopt("pods", namespace, body, self.read_pod(name, namespace))
+
+    def _adopt(
+        self, resource: str, namespace: str, body: dict[str, Any], existing: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """`existing`, found under the name of `body` by a create that got 409, if it is this chain's."""
+        if existing is None:
+            raise KruiseApiError(
+                f'{resource} "{body["metadata"]["name"]}" vanished while being created; try again'
             )
-        except ApiException as e:
-            raise _explain(e, "get", resource, namespace, name) from e
         self._check_mine(resource, namespace, body, existing)
         return existing
 
@@ -388,17 +384,24 @@ class KruiseHook(KubernetesHook):
         )
         return any(r.get("name") == "pods/resize" for r in resources.get("resources") or [])
 
-    def delete(self, kind: str, name: str, namespace: str, grace_period_seconds: int | None = None) -> bool:
-        """Delete a Pod or ConfigMap; False if it was already gone (a retry that finds it gone after an
-        attempt that may have deleted it counts as deleted)."""
-        delete, resource = {
-            "Pod": (self.core_v1_client.delete_namespaced_pod, "pods"),
-            "ConfigMap": (self.core_v1_client.delete_namespaced_config_map, "configmaps"),
-        }[kind]
+    def delete_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> bool:
+        """Delete the pod; False if it was already gone."""
+        return self._delete(
+            "pods",
+            namespace,
+            name,
+            lambda: self.core_v1_client.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=grace_period_seconds
+            ),
+        )
+
+    def _delete(self, resource: str, namespace: str, name: str, delete: Callable[[], Any]) -> bool:
+        """Run `delete`; False if the object was already gone (a retry that finds it gone after an attempt
+        that may have deleted it counts as deleted)."""
 
         def attempt(replayed: bool) -> bool:
             try:
-                delete(name, namespace, grace_period_seconds=grace_period_seconds)
+                delete()
                 return True
             except ApiException as e:
                 if e.status == 404:
@@ -525,12 +528,9 @@ class KruiseHook(KubernetesHook):
             if e.status != 409:
                 raise _explain(e, "create", plural, namespace) from e
         got = self.get_kruise(plural, name, namespace)
-        if got is None:
-            raise KruiseApiError(f'{plural} "{name}" vanished while being created; try again')
-        if plural == CRR_PLURAL:
+        if got is not None and plural == CRR_PLURAL:
             self._check_crr_pod(body, got, namespace)
-        self._check_mine(plural, namespace, body, got)
-        return got
+        return self._adopt(plural, namespace, body, got)
 
     def _check_crr_pod(self, body: dict[str, Any], existing: dict[str, Any], namespace: str) -> None:
         """A CRR of a deterministic name may be left from an earlier pod of the same name (it lives until
@@ -581,21 +581,15 @@ class KruiseHook(KubernetesHook):
                 yield ev["object"]
 
     def delete_kruise(self, plural: str, name: str, namespace: str) -> bool:
-        def attempt(replayed: bool) -> bool:
-            try:
-                self.custom_object_client.delete_namespaced_custom_object(
-                    KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
-                )
-                return True
-            except ApiException as e:
-                if e.status == 404:
-                    return replayed
-                raise
-
-        try:
-            return self._call("delete", plural, namespace, name, attempt)
-        except ApiException as e:
-            raise _explain(e, "delete", plural, namespace, name) from e
+        """Delete the Kruise object; False if it was already gone."""
+        return self._delete(
+            plural,
+            namespace,
+            name,
+            lambda: self.custom_object_client.delete_namespaced_custom_object(
+                KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
+            ),
+        )
 
 
 def _retry_delay(log: Any, policy: RetryPolicy, what: str, retry: int, error: BaseException) -> float:

@@ -109,7 +109,7 @@ class ChainSetupOperator(ChainBaseOperator):
             log=self.log.info,
         )
         try:
-            created = self.hook.create("Pod", stamp(pod, digest), spec.namespace)
+            created = self.hook.create_pod(stamp(pod, digest), spec.namespace)
             self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
             self.pod_url(context)
             pod = self.wait_parked(name, spec.namespace)
@@ -128,7 +128,7 @@ class ChainSetupOperator(ChainBaseOperator):
             name,
         )
         try:
-            self.hook.delete("Pod", name, namespace)
+            self.hook.delete_pod(name, namespace)
         except Exception:  # the setup's own error is the one to report; teardown deletes them again
             self.log.exception("could not delete the chain pod %s/%s after the failed setup", namespace, name)
 
@@ -222,7 +222,7 @@ class ChainTeardownOperator(ChainBaseOperator):
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
             return
         pod = self.hook.read_pod(name, self.namespace)
-        found = self.hook.delete("Pod", name, self.namespace)
+        found = self.hook.delete_pod(name, self.namespace)
         if not found:
             self.log.info("chain pod %s/%s was already gone", self.namespace, name)
             return

@@ -117,7 +117,7 @@ def test_setup_refuses_a_pod_of_another_run(e2e_cluster):
     squatter = build_chain_pod(
         spec, pod_name=name, dag_id="d", run_id="run-0", first_images=spec.first_images
     )
-    setup.hook.create("Pod", squatter, "default")
+    setup.hook.create_pod(squatter, "default")
     with pytest.raises(ChainError, match="not this DAG run's chain pod") as info:
         setup.execute(make_context("d", "run-1"))
     assert "refusing to reuse it" in str(info.value)

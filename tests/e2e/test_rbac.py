@@ -51,8 +51,7 @@ def test_missing_verb_message_names_verb_and_resource(e2e_cluster, tmp_path):
     role["rules"][0]["verbs"].remove("patch")
     use_token(e2e_cluster, tmp_path, role)
     hook = KruiseHook(conn_id=None, config_file=str(tmp_path / "kubeconfig-sa"))
-    hook.create(
-        "Pod",
+    hook.create_pod(
         {
             "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "30"]}]},

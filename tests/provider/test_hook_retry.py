@@ -80,13 +80,6 @@ def pod_body(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def configmap_body(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": dict(LABELS if labels is None else labels)},
-        "data": {"k": "v"},
-    }
-
-
 def requests_to(cluster: LocalCluster, method: str, path: str) -> int:
     return sum(n for key, n in cluster.requests.items() if key == f"{method} {path}")
 
@@ -112,7 +105,7 @@ def wait_running(hook: KruiseHook, name: str, namespace: str) -> dict[str, Any]:
 
 # -- reads ----------------------------------------------------------------------------------------------
 def test_a_read_is_retried_on_5xx_and_each_retry_is_logged(faults, hook, namespace):
-    pod = hook.create("Pod", pod_body("p"), namespace)
+    pod = hook.create_pod(pod_body("p"), namespace)
     path = f"/api/v1/namespaces/{namespace}/pods/p"
     faults.fault = FailFirst("GET", path, 503, times=2)
     before = requests_to(faults, "GET", path)
@@ -144,11 +137,11 @@ def test_an_error_that_is_not_transient_is_not_retried(faults, hook, namespace):
 def test_a_429_is_retried_after_the_servers_retry_after(proxy, cluster, namespace):
     # a POST: urllib3 itself only retries idempotent methods on a 429 with Retry-After
     p, hook = proxy
-    p.rules.append(Rule("POST", f"/namespaces/{namespace}/configmaps", "throttle", times=1, retry_after=1))
+    p.rules.append(Rule("POST", f"/namespaces/{namespace}/pods", "throttle", times=1, retry_after=1))
     with structlog.testing.capture_logs() as logs:
-        hook.create("ConfigMap", configmap_body("cm"), namespace)
+        hook.create_pod(pod_body("p"), namespace)
     assert [a for a, _, _ in p.applied] == ["throttle"]
-    assert writes_to(cluster, "POST", f"/api/v1/namespaces/{namespace}/configmaps") == [201]
+    assert writes_to(cluster, "POST", f"/api/v1/namespaces/{namespace}/pods") == [201]
     retries = warnings(logs)
     assert len(retries) == 1 and "HTTP 429" in retries[0] and "in 1.00s" in retries[0], retries
 
@@ -164,16 +157,16 @@ def test_retry_after_is_honoured_and_capped_and_backoff_is_bounded():
 
 # -- creates --------------------------------------------------------------------------------------------
 def test_a_create_that_failed_with_500_is_sent_again_and_creates_one_object(faults, hook, namespace):
-    faults.fault = FailFirst("POST", f"/namespaces/{namespace}/configmaps", 500, times=2)
-    created = hook.create("ConfigMap", configmap_body("cm"), namespace)
-    assert created["metadata"]["name"] == "cm"
-    assert writes_to(faults, "POST", f"/api/v1/namespaces/{namespace}/configmaps") == [500, 500, 201]
+    faults.fault = FailFirst("POST", f"/namespaces/{namespace}/pods", 500, times=2)
+    created = hook.create_pod(pod_body("p"), namespace)
+    assert created["metadata"]["name"] == "p"
+    assert writes_to(faults, "POST", f"/api/v1/namespaces/{namespace}/pods") == [500, 500, 201]
 
 
 def test_a_create_whose_answer_was_lost_finds_its_own_object_on_the_retry(proxy, cluster, namespace):
     p, hook = proxy
     p.rules.append(Rule("POST", f"/namespaces/{namespace}/pods", "lose"))
-    pod = hook.create("Pod", pod_body("lost"), namespace)
+    pod = hook.create_pod(pod_body("lost"), namespace)
     stored = cluster.call(lambda: cluster.store.peek(R.PODS, namespace, "lost"))
     assert pod["metadata"]["uid"] == stored["metadata"]["uid"]  # the one pod the first try created
     assert writes_to(cluster, "POST", f"/api/v1/namespaces/{namespace}/pods") == [201, 409]
@@ -181,14 +174,14 @@ def test_a_create_whose_answer_was_lost_finds_its_own_object_on_the_retry(proxy,
 
 
 def test_an_object_of_that_name_that_is_not_the_chains_is_not_adopted(hook, namespace):
-    hook.create("ConfigMap", configmap_body("cm", labels={"app": "someone-else"}), namespace)
+    hook.create_pod(pod_body("p", labels={"app": "someone-else"}), namespace)
     with pytest.raises(KruiseApiError, match="not this chain's") as err:
-        hook.create("ConfigMap", configmap_body("cm"), namespace)
+        hook.create_pod(pod_body("p"), namespace)
     assert "kruise-chain/chain" in str(err.value) and err.value.status == 409
 
 
 def test_a_crr_left_from_an_earlier_pod_of_the_same_name_is_refused(hook, namespace):
-    hook.create("Pod", pod_body("p"), namespace)
+    hook.create_pod(pod_body("p"), namespace)
     wait_running(hook, "p", namespace)
     crr = {
         "apiVersion": "apps.kruise.io/v1alpha1",
@@ -201,10 +194,10 @@ def test_a_crr_left_from_an_earlier_pod_of_the_same_name_is_refused(hook, namesp
         hook.create_kruise("containerrecreaterequests", crr, namespace)["metadata"]["uid"]
         == (first["metadata"]["uid"])
     )  # same pod: it is this chain's own CRR
-    hook.delete("Pod", "p", namespace, grace_period_seconds=0)
+    hook.delete_pod("p", namespace, grace_period_seconds=0)
     # (a watch opened now may start after the deletion and wait out its window: poll instead)
     wait_for(lambda: hook.read_pod("p", namespace) is None, 30, 0.05, "the pod to be gone")
-    hook.create("Pod", pod_body("p"), namespace)  # the chain pod again, same name, new uid
+    hook.create_pod(pod_body("p"), namespace)  # the chain pod again, same name, new uid
     wait_running(hook, "p", namespace)
     with pytest.raises(KruiseApiError, match="for an earlier pod named 'p'"):
         hook.create_kruise("containerrecreaterequests", crr, namespace)
@@ -212,7 +205,7 @@ def test_a_crr_left_from_an_earlier_pod_of_the_same_name_is_refused(hook, namesp
 
 # -- patches and deletes --------------------------------------------------------------------------------
 def test_a_conditional_patch_is_retried_after_500_and_applied_once(faults, hook, namespace):
-    hook.create("Pod", pod_body("p"), namespace)
+    hook.create_pod(pod_body("p"), namespace)
     pod = wait_running(hook, "p", namespace)  # no more status updates: its version stays
     faults.fault = FailFirst("PATCH", f"/namespaces/{namespace}/pods/p", 500, times=1)
     rv = pod["metadata"]["resourceVersion"]
@@ -223,7 +216,7 @@ def test_a_conditional_patch_is_retried_after_500_and_applied_once(faults, hook,
 
 def test_a_replayed_conditional_patch_that_went_through_gets_a_conflict(proxy, cluster, namespace):
     p, hook = proxy
-    hook.create("Pod", pod_body("p"), namespace)
+    hook.create_pod(pod_body("p"), namespace)
     pod = wait_running(hook, "p", namespace)
     p.rules.append(Rule("PATCH", f"/namespaces/{namespace}/pods/p", "lose"))
     rv = pod["metadata"]["resourceVersion"]
@@ -234,7 +227,7 @@ def test_a_replayed_conditional_patch_that_went_through_gets_a_conflict(proxy, c
 
 
 def test_an_unconditional_patch_is_not_replayed_after_500(faults, hook, namespace):
-    hook.create("Pod", pod_body("p"), namespace)
+    hook.create_pod(pod_body("p"), namespace)
     faults.fault = FailFirst("PATCH", f"/namespaces/{namespace}/pods/p", 500, times=1)
     with pytest.raises(KruiseApiError, match=r"patch pods \"p\".*\(500\)"):
         hook.patch_pod("p", namespace, {"metadata": {"annotations": {"a": "1"}}})
@@ -243,17 +236,16 @@ def test_an_unconditional_patch_is_not_replayed_after_500(faults, hook, namespac
 
 def test_a_delete_whose_answer_was_lost_counts_as_deleted(proxy, cluster, namespace):
     p, hook = proxy
-    hook.create("ConfigMap", configmap_body("cm"), namespace)
-    p.rules.append(Rule("DELETE", f"/namespaces/{namespace}/configmaps/cm", "lose"))
-    assert hook.delete("ConfigMap", "cm", namespace) is True
-    assert writes_to(cluster, "DELETE", f"/api/v1/namespaces/{namespace}/configmaps/cm") == [200, 404]
-    assert hook.delete("ConfigMap", "cm", namespace) is False  # really gone before this call
+    hook.create_pod(pod_body("p"), namespace)
+    p.rules.append(Rule("DELETE", f"/namespaces/{namespace}/pods/p", "lose"))
+    assert hook.delete_pod("p", namespace, grace_period_seconds=0) is True
+    assert writes_to(cluster, "DELETE", f"/api/v1/namespaces/{namespace}/pods/p") == [200, 404]
+    assert hook.delete_pod("p", namespace) is False  # really gone before this call
 
 
 # -- watches and logs -----------------------------------------------------------------------------------
 def test_a_watch_that_fails_to_open_is_opened_again(faults, hook, namespace):
-    hook.create("ConfigMap", configmap_body("cm"), namespace)
-    pod = hook.create("Pod", pod_body("p"), namespace)
+    pod = hook.create_pod(pod_body("p"), namespace)
     faults.fault = FailFirst("GET", f"/namespaces/{namespace}/pods", 502, times=2, query="watch=true")
     first = next(iter(hook.watch_pod("p", namespace, 10)))
     assert first["metadata"]["uid"] == pod["metadata"]["uid"]
@@ -262,7 +254,7 @@ def test_a_watch_that_fails_to_open_is_opened_again(faults, hook, namespace):
 
 def test_a_cut_watch_resumes_from_the_last_version_seen(proxy, namespace):
     p, hook = proxy
-    pod = hook.create("Pod", pod_body("p"), namespace)
+    pod = hook.create_pod(pod_body("p"), namespace)
     p.rules.append(Rule("GET", f"/namespaces/{namespace}/pods", "cut", query="watch=true"))
     seen: list[str] = []
     stream = hook.watch_pod("p", namespace, 20)
@@ -280,8 +272,7 @@ def test_a_cut_watch_resumes_from_the_last_version_seen(proxy, namespace):
 
 def test_a_cut_log_stream_ends_quietly_and_a_log_read_is_retried(faults, proxy, namespace):
     p, hook = proxy
-    hook.create(
-        "Pod",
+    hook.create_pod(
         {
             **pod_body("p"),
             "spec": {
@@ -321,8 +312,7 @@ def test_a_sequence_of_calls_under_random_5xx_and_409_succeeds(faults, hook, nam
         return err
 
     faults.fault = counting
-    hook.create("ConfigMap", configmap_body("cm"), namespace)
-    pod = hook.create("Pod", pod_body("p"), namespace)
+    pod = hook.create_pod(pod_body("p"), namespace)
     wait_running(hook, "p", namespace)
     for i in range(5):
         current = hook.read_pod("p", namespace)
@@ -330,14 +320,15 @@ def test_a_sequence_of_calls_under_random_5xx_and_409_succeeds(faults, hook, nam
         hook.patch_pod("p", namespace, {"metadata": {"resourceVersion": rv, "annotations": {"i": str(i)}}})
     assert hook.read_pod("p", namespace)["metadata"]["annotations"]["i"] == "4"
     assert hook.read_pod("p", namespace)["metadata"]["uid"] == pod["metadata"]["uid"]
-    assert hook.delete("ConfigMap", "cm", namespace) is True
+    assert hook.delete_pod("p", namespace) is True
+    faults.fault = None  # the namespace's own deletion after the test is not under test
     assert answered.count(500) >= 3, answered  # the faults did happen
     created = [c for m, p, c in faults.audit if m == "POST" and p == f"/api/v1/namespaces/{namespace}/pods"]
     assert created.count(201) == 1
 
 
 def test_random_conflicts_reach_the_caller_of_a_conditional_patch(faults, hook, namespace):
-    hook.create("Pod", pod_body("p"), namespace)
+    hook.create_pod(pod_body("p"), namespace)
     pod = wait_running(hook, "p", namespace)
     faults.set_random_faults(conflict=1.0, seed=1)
     rv = pod["metadata"]["resourceVersion"]
@@ -348,7 +339,7 @@ def test_random_conflicts_reach_the_caller_of_a_conditional_patch(faults, hook, 
 
 # -- the async hook (triggers) --------------------------------------------------------------------------
 def test_the_async_hook_retries_reads_and_watches(faults, hook, namespace):
-    pod = hook.create("Pod", pod_body("p"), namespace)
+    pod = hook.create_pod(pod_body("p"), namespace)
     async_hook = AsyncKruiseHook(conn_id=None, config_dict=faults.kubeconfig(), retry_policy=QUICK)
     faults.fault = FailFirst("GET", f"/namespaces/{namespace}/pods/p", 503, times=2)
     got = asyncio.run(async_hook.read_pod("p", namespace))
