@@ -196,3 +196,59 @@ def test_a_killed_workers_stage_output_is_complete_in_the_next_tries_log(airflow
         assert line in log
     assert stack.pods_created() - before == 1
     stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
+
+
+DEFERRED_DAG = '''
+import pendulum
+from airflow.sdk import DAG
+from airflow_kruise_chain.chain import KruiseChain
+
+WORK = """
+echo "live: before deferring"
+sleep 3
+echo "live: while deferred"
+while [ ! -f "$CHAIN_SCRATCH/gate" ]; do sleep 0.2; done
+echo "live: after the gate"
+"""
+
+with DAG("chain_deferred_live", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    with KruiseChain("c", namespace="default", prewarm=False, deferrable=True,
+                     pod_template={"spec": {"terminationGracePeriodSeconds": 2}}) as chain:
+        chain.stage("work", image="busybox:1.36", cmds=["/bin/sh", "-c", WORK])
+'''
+LIVE = ("live: before deferring", "live: while deferred", "live: after the gate")
+
+
+def test_a_deferred_stages_output_is_in_the_task_log_while_it_runs_and_once_after(
+    airflow_stack: AirflowStack,
+) -> None:
+    stack, dag_id = airflow_stack, "chain_deferred_live"
+    stack.add_dag(f"{dag_id}.py", DEFERRED_DAG)
+    run_id = stack.trigger(dag_id)
+    name = pod_name_for("c", dag_id, run_id)
+    pod = stack.wait(
+        lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None), 180, "the chain pod"
+    )
+    uid = pod["metadata"]["uid"]
+    state = lambda: stack.task_instances(dag_id, run_id)["c.work"]["state"]  # noqa: E731
+    stack.wait(lambda: state() == "deferred", 180, "the stage task to defer")
+
+    # the trigger logs the stage's line into the task's log as it comes: the API server shows it while the
+    # stage still runs (it waits for the gate) and the task is still deferred
+    log = stack.wait(
+        lambda: (text := stack.task_log(dag_id, run_id, "c.work", 1)) and LIVE[1] in text and text,
+        120,
+        "the stage's line in the task log",
+    )
+    assert state() == "deferred"
+    assert not container_logs_contain(stack, uid, LIVE[2])  # the stage has not ended
+    assert log.count(LIVE[1]) == 1
+
+    (stack.cluster.root / "pods" / uid / "volumes" / "scratch" / "gate").write_text("go\n")
+    assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+    log = stack.task_log(dag_id, run_id, "c.work", 1)
+    for line in LIVE:  # each line once: the worker, the trigger and the resumed task never log one twice
+        assert log.count(line) == 1, (line, log)
+    assert log.index(LIVE[0]) < log.index(LIVE[1]) < log.index(LIVE[2])
+    assert "::kruise-chain:: end stage=work" in log
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")

@@ -6,6 +6,8 @@ The tasks and the trigger are called directly against the local cluster, as in t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 import tracemalloc
@@ -187,3 +189,36 @@ def test_the_trigger_follows_a_32mb_line_and_a_flood_in_bounded_memory(chain, mo
     # not the 32 MB line, nor the flood (7 MB of lines): a log chunk, a cut line and their copies at a time
     assert peak < 8 * 1024 * 1024, peak
     assert time.monotonic() - started < 300
+
+
+def test_a_trigger_revived_after_a_triggerer_restart_logs_from_the_workers_count(chain):
+    """The triggerer dies while its trigger follows the stage; another revives the trigger from its serialized
+    kwargs. It starts from what the worker logged, so no line is lost; the lines the dead one had logged
+    come again (in the new triggerer's log file); the resumed task logs only what the new one did not."""
+    op, context = chain.stage("ticks", defer_after=0), chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    _, kwargs = deferred.value.trigger.serialize()
+
+    async def until_first_tick(trigger: StageTrigger) -> None:
+        async def watch() -> None:
+            async for _event in trigger.run():
+                raise AssertionError("the stage should still run")
+
+        task = asyncio.create_task(watch())
+        while not any(entry["event"] == "tick-1" for entry in logs):
+            await asyncio.sleep(0.05)
+        task.cancel()  # the triggerer dies: its trigger is cancelled
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(until_first_tick(StageTrigger(**kwargs)))
+    first = [line for line in events(logs) if line.startswith("tick")]
+    assert first == ["tick-1"]
+    with structlog.testing.capture_logs() as logs:
+        event = run_trigger(StageTrigger(**kwargs))
+        result = op.execute_complete(context, event, **deferred.value.kwargs)
+    second = [line for line in events(logs) if line.startswith("tick")]
+    assert second == ["tick-1", "tick-2", "tick-3"]  # nothing lost; tick-1 is logged again
+    assert result["exit_code"] == 0
