@@ -371,7 +371,8 @@ class KruiseChainOperator(ChainBaseOperator):
     running -> it follows it; ended with exit 0 -> it adopts that result (same XCom) and runs nothing; failed,
     interrupted or never started -> it runs the stage again, in place, as a new generation. `on_kill` stops
     the running stage. Timeouts: `swap_timeout`, `pull_timeout` (image pull while swapping in),
-    `stage_timeout` (the stage's run; it is stopped when it runs out).
+    `stage_timeout` (the stage's run; it is stopped when it runs out). `deferrable`: a stage still running
+    `defer_after` seconds after the swap is handed to `StageTrigger`, which logs its output live.
 
     `prepare_next` (default True): once its stage runs, the task gives the idle slot the image of the stage
     predicted to run next (`next_stage`), so that stage's swap is annotations only. Only an image patch: the
