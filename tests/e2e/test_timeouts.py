@@ -104,7 +104,8 @@ def slow_pull_cluster(tmp_path: Path, airflow_home: Path):
     preloaded = ("busybox:1.36", "alpine:3.20", DEFAULT_RUNNER_IMAGE)
     config = ClusterConfig(profile="fast", root=str(tmp_path / "cluster"), preloaded_images=preloaded)
     with LocalCluster(config) as cluster:
-        cluster.profile = dataclasses.replace(cluster.profile, pull_latency=60.0)
+        slow = dataclasses.replace(cluster.profile, pull_latency=60.0)
+        cluster.profile = cluster.kubelet.profile = slow  # the kubelet pulls (it holds its own profile)
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
             {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
@@ -126,7 +127,10 @@ def test_image_pull_timeout(slow_pull_cluster, chain_options, stage_options, nam
 
     failures = Failures()
     with DAG("chain_pull_timeout", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-        with KruiseChain("c", namespace="default", prewarm=False, **chain_options, **FAST_POD) as chain:
+        # the third stage's own swap pulls its image (prepare_next would start the pull while `two` runs)
+        with KruiseChain(
+            "c", namespace="default", prewarm=False, prepare_next=False, **chain_options, **FAST_POD
+        ) as chain:
             one = chain.stage("one", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo one"])
             two = chain.stage("two", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo two"])
             big = chain.stage(
