@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from airflow.providers.cncf.kubernetes.kubernetes_helper_functions import TRANSIENT_CONNECTION_ERRORS
@@ -88,6 +88,52 @@ class RetryPolicy:
             return min(retry_after, self.retry_after_max)
         base = min(self.maximum, self.initial * 2 ** (retry - 1))
         return base / 2 + random.uniform(0, base / 2)
+
+
+@dataclass
+class WatchResume:
+    """How a watch of one object, re-opened after a transient failure, goes on: the sync and the async hook
+    drive their watches with it.
+
+    Each request asks for the time left until the deadline (the first one for the whole timeout) and starts
+    from the last version seen, so no change is missed or seen twice; failures in a row are retried as the
+    retry policy allows.
+    """
+
+    policy: RetryPolicy
+    timeout: int
+    """seconds the whole watch may take"""
+    started: float
+    """clock reading (monotonic, or the event loop's) when the watch began"""
+    version: str | None = None
+    """the last resourceVersion seen (or the caller's): where a re-opened watch starts"""
+    retries: int = 0
+    """failures in a row (an event resets it)"""
+    requests: int = 0
+
+    def request(self, now: float) -> dict[str, Any] | None:
+        """The next watch request's `timeout_seconds` and `resource_version`, or None when less than a
+        second is left."""
+        remaining = self.timeout if self.requests == 0 else int(self.started + self.timeout - now)
+        if remaining < 1:
+            return None
+        self.requests += 1
+        return {"timeout_seconds": remaining, **({"resource_version": self.version} if self.version else {})}
+
+    def seen(self, version: str | None) -> None:
+        """An event arrived, at `version`."""
+        self.retries = 0
+        self.version = version or self.version
+
+    def after(self, error: BaseException) -> Literal["too old", "again", "give up"]:
+        """What to do after `error` from a watch request: end it ("too old": the version it started from is
+        gone, 410; the caller reads the object again), open it again after a back-off, or give up."""
+        if getattr(error, "status", None) == 410 and self.version:
+            return "too old"
+        self.retries += 1
+        if self.retries >= self.policy.attempts or not _transient(error, replay_safe=True):
+            return "give up"
+        return "again"
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -217,37 +263,25 @@ class KruiseHook(KubernetesHook):
         """Watch events of the object `name` for at most `timeout_seconds`. A watch that fails transiently
         is opened again from the last version seen, so no change is missed or seen twice; ends early when
         that version is too old (410 Gone): the caller reads the object again."""
-        deadline = time.monotonic() + timeout_seconds
-        version = resource_version
-        retry = 0
-        remaining = timeout_seconds
-        while remaining >= 1:
+        resume = WatchResume(self.retry_policy, timeout_seconds, time.monotonic(), resource_version)
+        while (request := resume.request(time.monotonic())) is not None:
             w = watch.Watch()
-            extra = {"resource_version": version} if version else {}
             try:
-                for ev in w.stream(
-                    list_call,
-                    *args,
-                    field_selector=f"metadata.name={name}",
-                    timeout_seconds=remaining,
-                    **extra,
-                ):
-                    retry = 0
-                    version = w.resource_version or version
+                for ev in w.stream(list_call, *args, field_selector=f"metadata.name={name}", **request):
+                    resume.seen(w.resource_version)
                     yield ev
                 return
             except (ApiException, *CONNECTION_ERRORS) as e:
-                if isinstance(e, ApiException) and e.status == 410 and version:
+                verdict = resume.after(e)
+                if verdict == "too old":
                     return
-                retry += 1
-                if retry >= self.retry_policy.attempts or not _transient(e, replay_safe=True):
+                if verdict == "give up":
                     if isinstance(e, ApiException):
                         raise _explain(e, "watch", resource, namespace, name) from e
                     raise _unreachable(e, "watch", resource, namespace, name) from e
-                self._back_off(f"watch {resource} {name}", retry, e)
+                self._back_off(f"watch {resource} {name}", resume.retries, e)
             finally:
                 w.stop()
-            remaining = int(deadline - time.monotonic())
 
     # -- pods ---------------------------------------------------------------------------------------
     def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
@@ -648,39 +682,29 @@ class AsyncKruiseHook(AsyncKubernetesHook):
         from kubernetes_asyncio import watch as async_watch
 
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_seconds
-        version = resource_version
-        retry = 0
-        remaining = timeout_seconds
+        resume = WatchResume(self.retry_policy, timeout_seconds, loop.time(), resource_version)
         async with self.get_conn() as api:
             v1 = async_client.CoreV1Api(api)
-            while remaining >= 1:
+            while (request := resume.request(loop.time())) is not None:
                 w = async_watch.Watch()
-                extra = {"resource_version": version} if version else {}
                 try:
                     async with w.stream(
-                        v1.list_namespaced_pod,
-                        namespace,
-                        field_selector=f"metadata.name={name}",
-                        timeout_seconds=remaining,
-                        **extra,
+                        v1.list_namespaced_pod, namespace, field_selector=f"metadata.name={name}", **request
                     ) as stream:
                         async for ev in stream:
-                            retry = 0
-                            version = ev["raw_object"].get("metadata", {}).get("resourceVersion") or version
+                            resume.seen(ev["raw_object"].get("metadata", {}).get("resourceVersion"))
                             yield None if ev["type"] == "DELETED" else ev["raw_object"]
                     return
                 except (AsyncApiException, *CONNECTION_ERRORS) as e:
-                    if getattr(e, "status", None) == 410 and version:
+                    verdict = resume.after(e)
+                    if verdict == "too old":
                         return
-                    retry += 1
-                    if retry >= self.retry_policy.attempts or not _transient(e, replay_safe=True):
+                    if verdict == "give up":
                         raise KruiseApiError(
                             f'watch pods "{name}" in namespace {namespace!r} failed: {_describe(e)}',
                             getattr(e, "status", None),
                         ) from e
-                    await self._back_off(f"watch pods {name}", retry, e)
-                remaining = int(deadline - loop.time())
+                    await self._back_off(f"watch pods {name}", resume.retries, e)
 
     async def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
         from kubernetes_asyncio import client as async_client

@@ -15,9 +15,16 @@ from typing import Any
 import pytest
 import structlog
 from aiohttp import web
+from kubernetes.client import ApiException
 
 from airflow_kruise_chain.core.errors import ConflictError
-from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseApiError, KruiseHook, RetryPolicy
+from airflow_kruise_chain.hooks.kruise import (
+    AsyncKruiseHook,
+    KruiseApiError,
+    KruiseHook,
+    RetryPolicy,
+    WatchResume,
+)
 from airflow_kruise_chain.local import LocalCluster
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.errors import ApiError
@@ -153,6 +160,30 @@ def test_retry_after_is_honoured_and_capped_and_backoff_is_bounded():
     delays = [policy.delay(n, 500, None) for n in range(1, 10)]
     assert all(0.25 <= d <= 0.5 for d in delays[:1])
     assert all(d <= 4.0 for d in delays) and max(delays) >= 2.0  # grows, then stays under the cap
+
+
+def test_a_watch_resumes_from_the_last_version_until_its_deadline():
+    resume = WatchResume(QUICK, timeout=60, started=100.0, version="7")
+    assert resume.request(100.0) == {"timeout_seconds": 60, "resource_version": "7"}  # the whole timeout
+    resume.seen("9")
+    resume.seen(None)  # an event without a version keeps the last one
+    assert resume.after(ConnectionResetError()) == "again"
+    assert resume.request(130.4) == {"timeout_seconds": 29, "resource_version": "9"}  # the time left
+    assert resume.request(159.5) is None  # less than a second left: the watch is over
+    assert WatchResume(QUICK, timeout=5, started=0.0).request(0.0) == {"timeout_seconds": 5}
+
+
+def test_a_watch_is_retried_as_the_policy_allows_and_ends_on_a_gone_version():
+    resume = WatchResume(QUICK, timeout=60, started=0.0, version="7")
+    assert [resume.after(ApiException(status=503)) for _ in range(QUICK.attempts)] == [
+        *["again"] * (QUICK.attempts - 1),
+        "give up",
+    ]
+    resume.seen("8")  # an event: the failures in a row start again
+    assert resume.after(ApiException(status=503)) == "again" and resume.retries == 1
+    assert resume.after(ApiException(status=403)) == "give up"  # not transient
+    assert resume.after(ApiException(status=410)) == "too old"  # the caller reads the object again
+    assert WatchResume(QUICK, timeout=60, started=0.0).after(ApiException(status=410)) == "give up"
 
 
 # -- creates --------------------------------------------------------------------------------------------
