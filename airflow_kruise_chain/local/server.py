@@ -3,484 +3,55 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
-import logging
-import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-import yaml
 from aiohttp import web
 
-from . import fieldmanager, limits, paging, protobuf
+from . import fieldmanager, limits, paging
 from . import resources as R
 from .admission import Admission
 from .admission_policy import Attributes, PolicyAdmission
+from .decoding import (
+    MAX_BODY,
+    MAX_URL,
+    PATCH_TYPES,
+    WARNINGS,
+    apply_body,
+    check_fields,
+    check_preconditions,
+    delete_options,
+    is_dry_run,
+    manager_of,
+    parse_json,
+    query_bool,
+    query_int,
+    query_time,
+    read_body,
+    send_initial_events,
+)
 from .errors import ApiError
 from .events import EventRecorder
 from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
 from .rbac import ADMIN_USER, USER_INFO
 from .resources import Resource
+from .responses import (
+    as_table,
+    error_middleware,
+    escape_warning,
+    json_response,
+    resource_list,
+    serve_openapi,
+    version_info,
+    watch_event,
+)
 from .selectors import FieldSelector, LabelSelector
 from .store import Obj, Store, deep_copy
-from .strategies import Registry
-
-log = logging.getLogger(__name__)
-
-
-def version_info(version: str) -> dict[str, str]:
-    """The `/version` answer for Kubernetes `version` ("1.35.0")."""
-    major, minor = version.split(".")[:2]
-    return {
-        "major": major,
-        "minor": minor,
-        "gitVersion": f"v{version}+kruise-local",
-        "gitCommit": "0000000000000000000000000000000000000000",
-        "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "n/a (Python)",
-        "compiler": "cpython",
-        "platform": "linux/amd64",
-    }
-
-
-_PATCH_TYPES = {
-    "application/strategic-merge-patch+json": "strategic",
-    "application/merge-patch+json": "merge",
-    "application/json-patch+json": "json",
-    "application/apply-patch+yaml": "apply",
-}
-MAX_BODY = 3 * 1024 * 1024
-MAX_DEPTH = 100  # nesting levels of a request body (Kubernetes objects nest a dozen or so)
-MAX_URL = 1024 * 1024  # the request line and each header, as the real server's MaxHeaderBytes
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    # bytes, so aiohttp adds no `; charset=utf-8`: the real server's Content-Type is plain `application/json`
-    return web.Response(status=status, body=json.dumps(data).encode(), content_type="application/json")
-
-
-@web.middleware
-async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
-    """Every failure leaves as a `Status` object; nothing escapes to crash the server."""
-    try:
-        return await handler(request)
-    except ApiError as e:
-        return _json(e.status(), e.code)
-    except web.HTTPException as e:
-        if e.status < 400:
-            raise
-        return _json(ApiError(e.status, e.reason or "request failed").status(), e.status)
-    except (asyncio.CancelledError, ConnectionResetError):
-        raise
-    except Exception as e:
-        log.exception("internal error serving %s %s", request.method, request.path)
-        return _json(ApiError(500, f"internal error: {type(e).__name__}: {e}").status(), 500)
-
-
-def _resource_list(group_version: str, items: list[Resource], hidden: set[str]) -> dict[str, Any]:
-    out = []
-    for res in items:
-        out.append(
-            {
-                "name": res.plural,
-                "singularName": res.singular,
-                "namespaced": res.namespaced,
-                "kind": res.kind,
-                "verbs": list(res.verbs),
-                "shortNames": list(res.short_names),
-            }
-        )
-        for sub in res.subresources:
-            if f"{res.plural}/{sub}" in hidden:
-                continue
-            verbs = {"log": ["get"], "eviction": ["create"], "resize": ["get", "patch", "update"]}.get(
-                sub, ["get", "patch", "update"]
-            )
-            kind = {"eviction": "Eviction", "log": "Pod"}.get(sub, res.kind)
-            out.append(
-                {
-                    "name": f"{res.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": res.namespaced,
-                    "kind": kind,
-                    "verbs": verbs,
-                }
-            )
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
-
-
-def _q_bool(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "").lower() in ("true", "1")
-
-
-def _q_int(request: web.Request, name: str) -> int | None:
-    raw = request.query.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ApiError(400, f"invalid value for query parameter {name}: {raw!r}: not an integer") from None
-
-
-_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
-
-
-def _q_time(request: web.Request, name: str) -> datetime | None:
-    """An RFC 3339 time query parameter, in UTC; None when absent or before any representable time."""
-    raw = request.query.get(name)
-    if not raw:
-        return None
-    try:
-        if not _RFC3339.fullmatch(raw):
-            raise ValueError(raw)
-        parsed = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
-    except ValueError:
-        raise ApiError(
-            400, f"invalid value for query parameter {name}: {raw!r}: not an RFC 3339 time"
-        ) from None
-    try:
-        return parsed.astimezone(UTC)
-    except OverflowError:  # within a day of the ends of the calendar
-        return None if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
-
-
-def _dry_run(request: web.Request, options: str, extra: Any = None) -> bool:
-    """Whether the request is a dry run (`dryRun=All`, or `dryRun: [All]` in DeleteOptions); other values
-    are refused as the real server does."""
-    values = list(request.query.getall("dryRun", []))
-    if extra is not None:
-        if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
-            raise ApiError(400, f"{options}.dryRun must be a list of strings")
-        values += extra
-    for value in values:
-        if value != "All":
-            raise ApiError(
-                422,
-                f'{options}.meta.k8s.io "" is invalid: dryRun: Unsupported value: "{value}": '
-                'supported values: "All"',
-                reason="Invalid",
-            )
-    return bool(values)
-
-
-def _delete_options(opts: Any, grace: int | None) -> tuple[int | None, dict[str, Any], Any]:
-    """Check DeleteOptions: returns (grace period, preconditions, dryRun) or refuses them with a 400/422."""
-    if opts is None:
-        opts = {}
-    if not isinstance(opts, dict):
-        raise ApiError(400, "DeleteOptions must be an object")
-    if opts.get("gracePeriodSeconds") is not None:
-        if not isinstance(opts["gracePeriodSeconds"], int) or isinstance(opts["gracePeriodSeconds"], bool):
-            raise ApiError(400, "DeleteOptions.gracePeriodSeconds must be an integer")
-        grace = opts["gracePeriodSeconds"]
-    pre = opts.get("preconditions")
-    if pre is None:
-        pre = {}
-    if not isinstance(pre, dict):
-        raise ApiError(400, "DeleteOptions.preconditions must be an object")
-    for field in ("uid", "resourceVersion"):
-        if pre.get(field) is not None and not isinstance(pre[field], str):
-            raise ApiError(400, f"DeleteOptions.preconditions.{field} must be a string")
-    if grace is not None and grace < 0:
-        raise ApiError(422, "DeleteOptions.gracePeriodSeconds must be >= 0", reason="Invalid")
-    return grace, pre, opts.get("dryRun")
-
-
-def _check_preconditions(pre: dict[str, Any], meta: dict[str, Any]) -> None:
-    for field in ("uid", "resourceVersion"):
-        value = pre.get(field)
-        if value is not None and meta.get(field) != value:
-            raise ApiError(
-                409,
-                f"Precondition failed: {field} in precondition: {value}, {field} in object meta: "
-                f"{meta.get(field)}",
-            )
-
-
-def _check_resource_version(res: Resource, name: str, old: Obj, new: Obj) -> None:
-    """A stale resourceVersion is a 409 Conflict before any validation: `registry/generic/registry/store.go`
-    `Update` compares it inside GuaranteedUpdate's try-update function before `rest.BeforeUpdate` (defaulting,
-    validation) and admission run, so a stale write that would also be invalid is still a 409."""
-    sent = new["metadata"].get("resourceVersion")
-    if sent and sent != old["metadata"].get("resourceVersion"):
-        raise ApiError(
-            409,
-            f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
-            f'"{name}": the object has been modified; please apply your changes to the latest '
-            "version and try again",
-            kind=res.plural,
-            name=name,
-            group=res.group,
-        )
-
-
-def _before_update(old: Obj, new: Obj) -> None:
-    """`rest.BeforeUpdate`'s resets, before validation: generation, creationTimestamp and a deletionTimestamp
-    already set are the stored ones whatever was sent (so a client that writes times as `+00:00` or drops
-    them replaces without a 422), a missing uid or deletionGracePeriodSeconds is the stored one."""
-    old_meta, meta = old["metadata"], new["metadata"]
-    for key in ("generation", "creationTimestamp", "deletionTimestamp"):
-        if key in old_meta:
-            meta[key] = old_meta[key]
-        elif key == "generation":
-            meta.pop(key, None)
-    for key in ("uid", "deletionGracePeriodSeconds"):
-        if meta.get(key) in (None, "") and old_meta.get(key) is not None:
-            meta[key] = old_meta[key]
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"number {text} is out of range")
-    return value
-
-
-def _clean(value: Any, depth: int = 0) -> Any:
-    """Bound the nesting and replace lone UTF-16 surrogates by U+FFFD, as Go's JSON decoder does."""
-    if depth > MAX_DEPTH:
-        raise ValueError(f"the object is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_clean(k, depth): _clean(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v, depth + 1) for v in value]
-    return value
-
-
-def parse_json(raw: bytes) -> Any:
-    """A request body as the real server decodes JSON: no NaN/Infinity, no out-of-range numbers, bounded
-    nesting; anything else is a ValueError."""
-    try:
-        return _clean(json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float))
-    except RecursionError:
-        raise ValueError(f"the object is nested more than {MAX_DEPTH} levels deep") from None
-
-
-async def _read_body(request: web.Request) -> Any:
-    raw = await request.read()
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "Request entity too large: limit is 3145728", reason="RequestEntityTooLarge")
-    if not raw:
-        raise ApiError(400, "the request body is empty")
-    if request.headers.get("Content-Type", "").split(";")[0].strip().lower() == protobuf.MEDIA_TYPE:
-        return protobuf.decode(raw)
-    try:
-        return parse_json(raw)
-    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
-
-
-_WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("warnings", default=None)
-# kube-openapi's offers for /openapi/v2, in its order; both protobuf spellings answer with the second one
-_OPENAPI_V2_MEDIA = (
-    "application/json",
-    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-)
-
-
-def _accepts(request: web.Request, offered: tuple[str, ...]) -> str | None:
-    """The first offered media type the Accept header allows, clauses in descending q order, as kube-openapi's
-    handler negotiates (`goautoneg.ParseAccept`; no Accept header means */*), or None."""
-    clauses = []
-    for i, raw in enumerate((request.headers.get("Accept") or "*/*").split(",")):
-        media, *params = [x.strip() for x in raw.split(";")]
-        q = 1.0
-        for param in params:
-            key, _, value = param.partition("=")
-            if key.strip() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if media and q > 0:
-            clauses.append((-q, i, media))
-    for _, _, media in sorted(clauses):
-        kind, _, sub = media.partition("/")
-        for offer in offered:
-            o_kind, _, o_sub = offer.partition("/")
-            if kind in ("*", o_kind) and sub in ("*", o_sub):
-                return offer
-    return None
-
-
-def _openapi(request: web.Request, rest: list[str]) -> web.Response:
-    """`/openapi/v2` and `/openapi/v3[/<group-version>]` (kube-openapi `handler` and `handler3`): generated
-    documents (see `openapi.py`); a media type not offered is a 406, as kube-openapi answers it."""
-    from . import openapi
-
-    if request.method not in ("GET", "HEAD"):
-        raise ApiError(405, f"{request.method} is not allowed on {request.path}")
-    if rest == ["v2"]:
-        media = _accepts(request, _OPENAPI_V2_MEDIA)
-        if media is None:
-            raise ApiError(
-                406, "the requested media type is not offered for /openapi/v2", reason="NotAcceptable"
-            )
-        if media == "application/json":
-            body, ctype = openapi.v2_document(), media
-        else:
-            body, ctype = openapi.v2_protobuf(), _OPENAPI_V2_MEDIA[2]
-        return web.Response(body=body, content_type=ctype, headers={"Vary": "Accept"})
-    if rest == ["v3"]:
-        paths = {
-            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv)}"}
-            for gv in openapi.v3_paths()
-        }
-        return _json({"paths": paths})
-    if rest[:1] == ["v3"]:
-        doc = openapi.v3_document("/".join(rest[1:]))
-        if doc is None:
-            raise ApiError(404, f"the server could not find the requested resource ({request.path})")
-        if _accepts(request, ("application/json",)) is None:
-            raise ApiError(406, "only application/json is served for /openapi/v3", reason="NotAcceptable")
-        gv = "/".join(rest[1:])
-        cache = (
-            "public, immutable" if request.query.get("hash") == openapi.v3_hash(gv) else "no-cache, private"
-        )
-        return web.Response(
-            body=doc,
-            content_type="application/json",
-            headers={"Vary": "Accept", "Cache-Control": cache, "Etag": f'"{openapi.v3_hash(gv)}"'},
-        )
-    raise ApiError(404, "the server could not find the requested resource")
-
-
-def _send_initial_events(request: web.Request) -> bool:
-    """Whether a watch asks for a watch-list stream (`sendInitialEvents=true`), checked as apimachinery's
-    `ValidateListOptions` does: it needs resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true."""
-    if request.query.get("sendInitialEvents", "").lower() != "true":
-        return False
-    causes = []
-    if request.query.get("resourceVersionMatch") != "NotOlderThan":
-        causes.append(
-            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
-            "NotOlderThan"
-        )
-    if not _q_bool(request, "allowWatchBookmarks"):
-        causes.append(
-            "allowWatchBookmarks: Required value: sendInitialEvents requires setting allowWatchBookmarks to "
-            "true"
-        )
-    if causes:
-        raise ApiError(422, 'ListOptions.meta.k8s.io "" is invalid: ' + ", ".join(causes), reason="Invalid")
-    return True
-
-
-def _escape_warning(text: str) -> str:
-    """A warning as a quoted-string header value: quotes, backslashes, control and non-ASCII characters
-    escaped (field names are the client's)."""
-    return json.dumps(text[:1024])[1:-1]
-
-
-def _check_fields(request: web.Request, res: Resource, version: str, obj: Obj) -> None:
-    """`fieldValidation` (apiserver `handlers/rest.go` `fieldValidation`; default Warn): fields the schema
-    does not know are a 400 `strict decoding error` under Strict, a `Warning` header under Warn; under Warn
-    and Ignore they are then dropped, as decoding (built-in kinds) and pruning (CRDs) drop them."""
-    directive = request.query.get("fieldValidation") or "Warn"
-    if directive not in ("Ignore", "Warn", "Strict"):
-        raise ApiError(
-            400,
-            f'fieldValidation: Invalid value: "{directive[:64]}": fieldValidation must be one of "Ignore", '
-            '"Warn", or "Strict"',
-        )
-    if directive == "Ignore":
-        fieldmanager.prune_unknown(res, version, obj)
-        return
-    unknown = fieldmanager.unknown_fields(res, version, obj)
-    if not unknown:
-        return
-    fieldmanager.prune_unknown(res, version, obj)
-    messages = [f'unknown field "{path}"' for path in unknown]
-    if directive == "Strict":
-        raise ApiError(400, "strict decoding error: " + ", ".join(messages))
-    warnings = _WARNINGS.get()
-    if warnings is not None:
-        warnings.extend(messages)
-
-
-def _watch_event(
-    request: web.Request, res: Resource, version: str, kind: str, obj: Obj, state: dict[str, bool]
-) -> dict[str, Any]:
-    """A watch event; its object a one-row Table when the watch asked for Tables (`kubectl get -w`), the
-    column definitions only in the first one, as the watch encoder sends them (`NoHeaders` after it); a
-    bookmark's Table has only the resourceVersion (and its annotations)."""
-    from . import printers
-
-    table_version = printers.wants_table(request.headers.get("Accept"))
-    if table_version is None:
-        return {"type": kind, "object": obj}
-    if kind == "BOOKMARK":
-        meta = obj.get("metadata") or {}
-        table = {"kind": "Table", "apiVersion": f"meta.k8s.io/{table_version}", "metadata": meta, "rows": []}
-        return {"type": kind, "object": table}
-    include = request.query.get("includeObject") or "Metadata"
-    meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
-    table = printers.table(res, version, [obj], table_version, include, meta)
-    if state.get("headers_sent"):
-        del table["columnDefinitions"]
-    state["headers_sent"] = True
-    return {"type": kind, "object": table}
-
-
-def _manager(request: web.Request) -> str:
-    return fieldmanager.manager_for(request.query.get("fieldManager"), request.headers.get("User-Agent"))
-
-
-def _apply_body(raw: bytes, res: Resource, version: str) -> Obj:
-    """An apply patch: a YAML (or JSON) object naming its apiVersion and kind; anchors and aliases are refused
-    (an alias bomb would expand without bound)."""
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "Request entity too large: limit is 3145728", reason="RequestEntityTooLarge")
-    try:
-        body = parse_json(raw)
-    except ValueError:
-        try:
-            if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(raw.decode("utf-8"))):
-                raise ApiError(400, "the apply patch may not use YAML aliases")
-            body = _clean(yaml.safe_load(raw.decode("utf-8")))
-        except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise ApiError(400, f"the body of the request was in an unknown format: {e}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the apply patch must be an object")
-    if not body.get("apiVersion") or not body.get("kind"):
-        raise ApiError(400, "the apply patch must set apiVersion and kind")
-    if body.get("apiVersion") != res.api_version(version) or body.get("kind") != res.kind:
-        raise ApiError(
-            400,
-            f"the API version in the data ({body.get('apiVersion')}) and kind ({body.get('kind')}) do not "
-            f"match the expected {res.api_version(version)} {res.kind}",
-        )
-    if not isinstance(body.setdefault("metadata", {}), dict):
-        raise ApiError(400, "metadata must be an object")
-    return body
-
-
-def _as_table(
-    request: web.Request, res: Resource, version: str, objs: list[Obj], meta: dict[str, Any]
-) -> web.Response | None:
-    """A `meta.k8s.io` Table when the Accept header asks for one first (`printers.py`), else None: the
-    API server's `transformResponseObject` / `asTable` with the resource's table convertor."""
-    from . import printers
-
-    table_version = printers.wants_table(request.headers.get("Accept"))
-    if table_version is None:
-        return None
-    include = request.query.get("includeObject") or "Metadata"
-    return _json(printers.table(res, version, objs, table_version, include, meta))
+from .strategies import Registry, before_update, check_resource_version
 
 
 class ContainerLog(Protocol):
@@ -528,7 +99,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(
             middlewares=[
-                _errors,
+                error_middleware,
                 limits.request_limits(request_timeout, max_requests_in_flight),
             ],
             client_max_size=MAX_BODY + 1024,
@@ -545,12 +116,12 @@ class ApiServer:
         self.filters.count_request(request)
         code = 500
         warnings: list[str] = []
-        _WARNINGS.set(warnings)  # each request runs in its own task, with its own context
+        WARNINGS.set(warnings)  # each request runs in its own task, with its own context
         try:
             response = await self.route(request)
             code = response.status
             for warning in warnings:  # unprepared responses only (not watches or logs)
-                response.headers.add("Warning", f'299 - "{_escape_warning(warning)}"')
+                response.headers.add("Warning", f'299 - "{escape_warning(warning)}"')
             return response
         except ApiError as e:
             code = e.code
@@ -566,16 +137,18 @@ class ApiServer:
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return web.Response(text="ok")
         if parts[:1] == ["openapi"]:
-            return _openapi(request, parts[1:])
+            return serve_openapi(request, parts[1:])
         if parts == ["version"]:
             self._discovery_method(request)
-            return _json(version_info(self.kubernetes_version))
+            return json_response(version_info(self.kubernetes_version))
         if parts == ["api"]:
             self._discovery_method(request)
-            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+            return json_response(
+                {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+            )
         if parts == ["apis"]:
             self._discovery_method(request)
-            return _json(self._group_list())
+            return json_response(self._group_list())
         if parts[:1] == ["api"] and len(parts) >= 2:
             if parts[1] != "v1":
                 raise ApiError(404, f"the server could not find the requested resource (version {parts[1]})")
@@ -586,7 +159,7 @@ class ApiServer:
                 raise ApiError(404, f"the server could not find the requested resource (group {group})")
             if len(parts) == 2:
                 self._discovery_method(request)
-                return _json(self._group(group))
+                return json_response(self._group(group))
             version, rest = parts[2], parts[3:]
             if version not in R.groups()[group]:
                 raise ApiError(404, f"the server could not find the requested resource ({group}/{version})")
@@ -596,7 +169,7 @@ class ApiServer:
             self._discovery_method(request)
             gv = f"{group}/{version}" if group else version
             served = [r for r in (*R.STORED, R.POD_METRICS) if r.group == group and version in r.versions]
-            return _json(_resource_list(gv, served, self.hidden_subresources()))
+            return json_response(resource_list(gv, served, self.hidden_subresources()))
         watch_prefix = rest[0] == "watch"
         if watch_prefix:
             rest = rest[1:]
@@ -633,7 +206,7 @@ class ApiServer:
             raise ApiError(400, f"Name parameter invalid: \"{name}\": may not be '.' or '..' nor contain '%'")
         if name is None:
             if method == "GET":
-                if watch_prefix or _q_bool(request, "watch"):
+                if watch_prefix or query_bool(request, "watch"):
                     return await self._watch(request, res, version, namespace)
                 return self._list(request, res, version, namespace)
             if (method == "POST" and namespace is not None) or (method == "POST" and not res.namespaced):
@@ -655,7 +228,9 @@ class ApiServer:
         if method == "GET":
             obj = self._out(self.store.get(res, ns, name), res, version)
             meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-            return (_as_table(request, res, version, [obj], meta) if sub is None else None) or _json(obj)
+            return (as_table(request, res, version, [obj], meta) if sub is None else None) or json_response(
+                obj
+            )
         if method == "PUT":
             return await self._replace(request, res, version, ns, name, sub)
         if method == "PATCH":
@@ -705,17 +280,17 @@ class ApiServer:
         labels, fields = self._selectors(request, res)
         items, meta = paging.page(
             [self._out(o, res, version) for o in self.store.list(res, namespace, labels, fields)],
-            limit=_q_int(request, "limit"),
+            limit=query_int(request, "limit"),
             token=request.query.get("continue"),
             resource_version=request.query.get("resourceVersion"),
             current_rv=self.store.resource_version,
             compacted_rv=self.store.compacted(res),
             across_namespaces=res.namespaced and namespace is None,
         )
-        table = _as_table(request, res, version, items, meta)
+        table = as_table(request, res, version, items, meta)
         if table is not None:
             return table
-        return _json(
+        return json_response(
             {
                 "kind": f"{res.kind}List",
                 "apiVersion": res.api_version(version),
@@ -728,9 +303,9 @@ class ApiServer:
         self, request: web.Request, res: Resource, version: str, namespace: str | None, extra_fields: str = ""
     ) -> web.StreamResponse:
         labels, fields = self._selectors(request, res, extra_fields)
-        timeout = _q_int(request, "timeoutSeconds")
-        bookmarks = _q_bool(request, "allowWatchBookmarks")
-        initial_events = _send_initial_events(request)
+        timeout = query_int(request, "timeoutSeconds")
+        bookmarks = query_bool(request, "allowWatchBookmarks")
+        initial_events = send_initial_events(request)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         try:
@@ -758,13 +333,13 @@ class ApiServer:
                             "apiVersion": res.api_version(version),
                             "metadata": {"resourceVersion": str(self.store.resource_version)},
                         }
-                        event = _watch_event(request, res, version, "BOOKMARK", mark, state)
+                        event = watch_event(request, res, version, "BOOKMARK", mark, state)
                         await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
                     continue
                 if item is None:
                     break
                 kind, obj = item
-                event = _watch_event(
+                event = watch_event(
                     request, res, version, kind, self._out(deep_copy(obj), res, version), state
                 )
                 await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
@@ -788,7 +363,7 @@ class ApiServer:
         that state; changes follow. (The store queued exactly the existing objects when the watch opened.)"""
         for _ in range(watch.queue.qsize()):
             kind, obj = watch.queue.get_nowait()
-            event = _watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version), state)
+            event = watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version), state)
             await resp.write(json.dumps(event).encode() + b"\n")
         mark = {
             "kind": res.kind,
@@ -798,13 +373,13 @@ class ApiServer:
                 "annotations": {"k8s.io/initial-events-end": "true"},
             },
         }
-        event = _watch_event(request, res, version, "BOOKMARK", mark, state)
+        event = watch_event(request, res, version, "BOOKMARK", mark, state)
         await resp.write(json.dumps(event).encode() + b"\n")
 
     async def _create(
         self, request: web.Request, res: Resource, version: str, namespace: str
     ) -> web.Response:
-        return self._create_object(request, res, version, namespace, await _read_body(request))
+        return self._create_object(request, res, version, namespace, await read_body(request))
 
     def _create_object(
         self,
@@ -820,7 +395,7 @@ class ApiServer:
         if not isinstance(meta, dict):
             raise ApiError(400, "metadata must be an object")
         if not applied:
-            _check_fields(request, res, version, obj)
+            check_fields(request, res, version, obj)
         if res.namespaced:
             if meta.get("namespace") not in (None, "", namespace):
                 raise ApiError(
@@ -839,10 +414,10 @@ class ApiServer:
             "generation",
         ):
             meta.pop(server_owned, None)
-        dry_run = _dry_run(request, "CreateOptions")
+        dry_run = is_dry_run(request, "CreateOptions")
         self.registry[res].validate_create(obj)
         if not applied:
-            fieldmanager.update(res, version, None, obj, _manager(request))
+            fieldmanager.update(res, version, None, obj, manager_of(request))
         self._admit_policies(request, "CREATE", res, version, "", obj, None, dry_run)
         if dry_run:  # checked as a real create is, but not stored
             name = meta.get("name") if isinstance(meta.get("name"), str) else ""
@@ -855,10 +430,10 @@ class ApiServer:
                     name=name,
                     group=res.group,
                 )
-            return _json(self._out(obj, res, version), 201)
+            return json_response(self._out(obj, res, version), 201)
         limits.check_object_size(obj)
         created = self.store.create(res, obj)
-        return _json(self._out(created, res, version), 201)
+        return json_response(self._out(created, res, version), 201)
 
     def _require_namespace(self, namespace: str) -> None:
         ns = self.store.peek(R.NAMESPACES, "", namespace)
@@ -891,7 +466,7 @@ class ApiServer:
         grace, pre, dry_run = await self._read_delete_options(request)
         chosen = self.store.list(res, namespace, labels, fields)
         for obj in chosen:  # all or nothing: every precondition holds before anything is deleted
-            _check_preconditions(pre, obj["metadata"])
+            check_preconditions(pre, obj["metadata"])
         for obj in chosen:
             self._admit_policies(request, "DELETE", res, version, "", None, obj, bool(dry_run))
         gone = []
@@ -900,7 +475,7 @@ class ApiServer:
             if not dry_run:
                 obj = self.registry[res].delete(meta.get("namespace", ""), meta["name"], grace)
             gone.append(self._out(obj, res, version))
-        return _json(
+        return json_response(
             {
                 "kind": f"{res.kind}List",
                 "apiVersion": res.api_version(version),
@@ -913,7 +488,7 @@ class ApiServer:
     async def _replace(
         self, request: web.Request, res: Resource, version: str, ns: str, name: str, sub: str | None
     ) -> web.Response:
-        body = self._check_body(await _read_body(request), res, version)
+        body = self._check_body(await read_body(request), res, version)
         meta = body.get("metadata")
         if not isinstance(meta, dict):
             raise ApiError(400, "metadata must be an object")
@@ -935,7 +510,7 @@ class ApiServer:
         self, request: web.Request, res: Resource, version: str, ns: str, name: str, sub: str | None
     ) -> web.Response:
         ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
-        kind = _PATCH_TYPES.get(ctype)
+        kind = PATCH_TYPES.get(ctype)
         if kind == "apply":
             return await self._apply(request, res, version, ns, name, sub)
         if request.query.get("force") is not None:
@@ -949,10 +524,10 @@ class ApiServer:
             raise ApiError(
                 415,
                 f"the body of the request was in an unknown format - accepted media types include: "
-                f"{', '.join(_PATCH_TYPES)}",
+                f"{', '.join(PATCH_TYPES)}",
                 reason="UnsupportedMediaType",
             )
-        body = await _read_body(request)
+        body = await read_body(request)
 
         def apply(old: Obj) -> Obj:
             if kind == "json":
@@ -984,9 +559,9 @@ class ApiServer:
                 f"apply is served for {res.plural} only, not {res.plural}/{sub}",
                 reason="UnsupportedMediaType",
             )
-        force = _q_bool(request, "force")
-        config = _apply_body(await request.read(), res, version)
-        _check_fields(request, res, version, config)
+        force = query_bool(request, "force")
+        config = apply_body(await request.read(), res, version)
+        check_fields(request, res, version, config)
         meta = config["metadata"]
         if meta.get("name") not in (None, name) or (
             res.namespaced and meta.get("namespace") not in (None, "", ns)
@@ -1020,7 +595,7 @@ class ApiServer:
         change: Callable[[Obj], Any],
         track: bool = True,
     ) -> web.Response:
-        dry_run = _dry_run(request, "UpdateOptions" if request.method == "PUT" else "PatchOptions")
+        dry_run = is_dry_run(request, "UpdateOptions" if request.method == "PUT" else "PatchOptions")
         old = self.store.get(res, ns, name)
         new = change(deep_copy(old))
         if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
@@ -1028,25 +603,25 @@ class ApiServer:
         new["metadata"]["name"], new["apiVersion"], new["kind"] = name, old["apiVersion"], old["kind"]
         if res.namespaced:
             new["metadata"]["namespace"] = ns
-        _check_resource_version(res, name, old, new)
-        _before_update(old, new)
+        check_resource_version(res, name, old, new)
+        before_update(old, new)
         strategy = self.registry[res]
         if sub is not None:
             new = strategy.update_subresource(sub, old, new)
         else:
             if track:
-                _check_fields(request, res, version, new)
+                check_fields(request, res, version, new)
             strategy.prepare_for_update(old, new)
             strategy.validate_update(old, new)
             if track:
-                fieldmanager.update(res, version, old, new, _manager(request))
+                fieldmanager.update(res, version, old, new, manager_of(request))
         self._admit_policies(request, "UPDATE", res, version, sub or "", new, old, dry_run)
         if dry_run:  # checked as a real update is, but not stored
             new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
-            return _json(self._out(new, res, version))
+            return json_response(self._out(new, res, version))
         limits.check_object_size(new)
         stored = self.store.update(res, new)
-        return _json(self._out(stored, res, version))
+        return json_response(self._out(stored, res, version))
 
     def _admit_policies(
         self,
@@ -1074,7 +649,7 @@ class ApiServer:
                 old=old,
                 user=USER_INFO.get() or ADMIN_USER,
                 dry_run=dry_run,
-                warnings=_WARNINGS.get(),
+                warnings=WARNINGS.get(),
             )
         )
 
@@ -1083,16 +658,16 @@ class ApiServer:
     ) -> web.Response:
         grace, pre, dry_run = await self._read_delete_options(request)
         current = self.store.get(res, ns, name)
-        _check_preconditions(pre, current["metadata"])
+        check_preconditions(pre, current["metadata"])
         self._admit_policies(request, "DELETE", res, version, "", None, current, dry_run)
         if dry_run:
-            return _json(self._out(current, res, version))
-        return _json(self._out(self.registry[res].delete(ns, name, grace), res, version))
+            return json_response(self._out(current, res, version))
+        return json_response(self._out(self.registry[res].delete(ns, name, grace), res, version))
 
     @staticmethod
     async def _read_delete_options(request: web.Request) -> tuple[int | None, dict[str, Any], bool]:
         """The query's and the body's DeleteOptions: (grace period, preconditions, dry run)."""
-        grace = _q_int(request, "gracePeriodSeconds")
+        grace = query_int(request, "gracePeriodSeconds")
         raw = await request.read()
         opts = None
         if raw:
@@ -1100,11 +675,11 @@ class ApiServer:
                 opts = parse_json(raw)
             except ValueError as e:
                 raise ApiError(400, f"invalid DeleteOptions: {e}") from None
-        grace, pre, dry = _delete_options(opts, grace)
-        return grace, pre, _dry_run(request, "DeleteOptions", dry)
+        grace, pre, dry = delete_options(opts, grace)
+        return grace, pre, is_dry_run(request, "DeleteOptions", dry)
 
     async def _evict(self, request: web.Request, ns: str, name: str) -> web.Response:
-        body = await _read_body(request)
+        body = await read_body(request)
         if (
             not isinstance(body, dict)
             or body.get("kind") not in (None, "Eviction")
@@ -1116,27 +691,27 @@ class ApiServer:
             raise ApiError(400, "Eviction.metadata must be an object")
         if (meta or {}).get("name") not in (None, "", name):
             raise ApiError(400, "name in URL does not match name in Eviction object")
-        grace, pre, dry = _delete_options(body.get("deleteOptions"), None)
-        dry_run = _dry_run(request, "DeleteOptions", dry)
+        grace, pre, dry = delete_options(body.get("deleteOptions"), None)
+        dry_run = is_dry_run(request, "DeleteOptions", dry)
         pod = self.store.get(R.PODS, ns, name)
-        _check_preconditions(pre, pod["metadata"])
+        check_preconditions(pre, pod["metadata"])
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", **body}
         eviction["metadata"] = {**(meta or {}), "name": name, "namespace": ns}
         self._admit_policies(request, "CREATE", R.PODS, "v1", "eviction", eviction, None, dry_run, name=name)
         if dry_run:
-            return _json(
+            return json_response(
                 {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
             )
         self.registry.pods.evict(ns, name, grace)
-        return _json(
+        return json_response(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
         )
 
     # -- logs and metrics ----------------------------------------------------------------------------
     async def _log(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
         pod = self.store.get(R.PODS, ns, name)
-        since_time = _q_time(request, "sinceTime")
-        since_seconds = _q_int(request, "sinceSeconds")
+        since_time = query_time(request, "sinceTime")
+        since_seconds = query_int(request, "sinceSeconds")
         if since_seconds is not None:
             if since_time is not None:
                 raise ApiError(
@@ -1148,12 +723,12 @@ class ApiServer:
                 since_time = datetime.now(UTC) - timedelta(seconds=since_seconds)
             except OverflowError:
                 since_time = None  # further back than any log line
-        tail, limit = _q_int(request, "tailLines"), _q_int(request, "limitBytes")
+        tail, limit = query_int(request, "tailLines"), query_int(request, "limitBytes")
         if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
             raise ApiError(422, "tailLines must be >= 0 and limitBytes > 0", reason="Invalid")
-        source = self.nodes.log_source(pod, request.query.get("container"), _q_bool(request, "previous"))
-        timestamps = _q_bool(request, "timestamps")
-        if not _q_bool(request, "follow"):
+        source = self.nodes.log_source(pod, request.query.get("container"), query_bool(request, "previous"))
+        timestamps = query_bool(request, "timestamps")
+        if not query_bool(request, "follow"):
             data = source.read(
                 since_time=since_time, timestamps=timestamps, tail_lines=tail, limit_bytes=limit
             )
@@ -1181,10 +756,10 @@ class ApiServer:
             metrics = self.nodes.pod_metrics(self.store.get(R.PODS, namespace or "", name))
             if metrics is None:
                 raise ApiError(404, f'podmetrics.metrics.k8s.io "{name}" not found')
-            return _json(metrics)
+            return json_response(metrics)
         labels = LabelSelector.parse(request.query.get("labelSelector"))
         pods = self.store.list(R.PODS, namespace, labels)
         items = [m for p in pods if (m := self.nodes.pod_metrics(p)) is not None]
-        return _json(
+        return json_response(
             {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         )

@@ -20,6 +20,38 @@ from .resources import Resource
 from .store import Obj, Store, deep_copy
 
 
+def check_resource_version(res: Resource, name: str, old: Obj, new: Obj) -> None:
+    """A stale resourceVersion is a 409 Conflict before any validation: `registry/generic/registry/store.go`
+    `Update` compares it inside GuaranteedUpdate's try-update function before `rest.BeforeUpdate` (defaulting,
+    validation) and admission run, so a stale write that would also be invalid is still a 409."""
+    sent = new["metadata"].get("resourceVersion")
+    if sent and sent != old["metadata"].get("resourceVersion"):
+        raise ApiError(
+            409,
+            f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
+            f'"{name}": the object has been modified; please apply your changes to the latest '
+            "version and try again",
+            kind=res.plural,
+            name=name,
+            group=res.group,
+        )
+
+
+def before_update(old: Obj, new: Obj) -> None:
+    """`rest.BeforeUpdate`'s resets, before validation: generation, creationTimestamp and a deletionTimestamp
+    already set are the stored ones whatever was sent (so a client that writes times as `+00:00` or drops
+    them replaces without a 422), a missing uid or deletionGracePeriodSeconds is the stored one."""
+    old_meta, meta = old["metadata"], new["metadata"]
+    for key in ("generation", "creationTimestamp", "deletionTimestamp"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+        elif key == "generation":
+            meta.pop(key, None)
+    for key in ("uid", "deletionGracePeriodSeconds"):
+        if meta.get(key) in (None, "") and old_meta.get(key) is not None:
+            meta[key] = old_meta[key]
+
+
 class Strategy:
     """The rules every stored resource follows."""
 

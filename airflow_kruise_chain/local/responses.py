@@ -1,0 +1,211 @@
+"""What the API server answers (`k8s.io/apiserver/pkg/endpoints`: `handlers/responsewriters` JSON and
+`Status` errors, `handlers/negotiation` content negotiation, `discovery` resource lists, `/version`, the
+OpenAPI documents, watch events and server-side Table output)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from .errors import ApiError
+from .resources import Resource
+from .store import Obj
+
+log = logging.getLogger(__name__)
+
+
+def version_info(version: str) -> dict[str, str]:
+    """The `/version` answer for Kubernetes `version` ("1.35.0")."""
+    major, minor = version.split(".")[:2]
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": f"v{version}+kruise-local",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "n/a (Python)",
+        "compiler": "cpython",
+        "platform": "linux/amd64",
+    }
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    # bytes, so aiohttp adds no `; charset=utf-8`: the real server's Content-Type is plain `application/json`
+    return web.Response(status=status, body=json.dumps(data).encode(), content_type="application/json")
+
+
+@web.middleware
+async def error_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+):
+    """Every failure leaves as a `Status` object; nothing escapes to crash the server."""
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return json_response(e.status(), e.code)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return json_response(ApiError(e.status, e.reason or "request failed").status(), e.status)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as e:
+        log.exception("internal error serving %s %s", request.method, request.path)
+        return json_response(ApiError(500, f"internal error: {type(e).__name__}: {e}").status(), 500)
+
+
+def resource_list(group_version: str, items: list[Resource], hidden: set[str]) -> dict[str, Any]:
+    out = []
+    for res in items:
+        out.append(
+            {
+                "name": res.plural,
+                "singularName": res.singular,
+                "namespaced": res.namespaced,
+                "kind": res.kind,
+                "verbs": list(res.verbs),
+                "shortNames": list(res.short_names),
+            }
+        )
+        for sub in res.subresources:
+            if f"{res.plural}/{sub}" in hidden:
+                continue
+            verbs = {"log": ["get"], "eviction": ["create"], "resize": ["get", "patch", "update"]}.get(
+                sub, ["get", "patch", "update"]
+            )
+            kind = {"eviction": "Eviction", "log": "Pod"}.get(sub, res.kind)
+            out.append(
+                {
+                    "name": f"{res.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": res.namespaced,
+                    "kind": kind,
+                    "verbs": verbs,
+                }
+            )
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
+
+
+# kube-openapi's offers for /openapi/v2, in its order; both protobuf spellings answer with the second one
+OPENAPI_V2_MEDIA = (
+    "application/json",
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+)
+
+
+def accepts(request: web.Request, offered: tuple[str, ...]) -> str | None:
+    """The first offered media type the Accept header allows, clauses in descending q order, as kube-openapi's
+    handler negotiates (`goautoneg.ParseAccept`; no Accept header means */*), or None."""
+    clauses = []
+    for i, raw in enumerate((request.headers.get("Accept") or "*/*").split(",")):
+        media, *params = [x.strip() for x in raw.split(";")]
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media and q > 0:
+            clauses.append((-q, i, media))
+    for _, _, media in sorted(clauses):
+        kind, _, sub = media.partition("/")
+        for offer in offered:
+            o_kind, _, o_sub = offer.partition("/")
+            if kind in ("*", o_kind) and sub in ("*", o_sub):
+                return offer
+    return None
+
+
+def serve_openapi(request: web.Request, rest: list[str]) -> web.Response:
+    """`/openapi/v2` and `/openapi/v3[/<group-version>]` (kube-openapi `handler` and `handler3`): generated
+    documents (see `openapi.py`); a media type not offered is a 406, as kube-openapi answers it."""
+    from . import openapi
+
+    if request.method not in ("GET", "HEAD"):
+        raise ApiError(405, f"{request.method} is not allowed on {request.path}")
+    if rest == ["v2"]:
+        media = accepts(request, OPENAPI_V2_MEDIA)
+        if media is None:
+            raise ApiError(
+                406, "the requested media type is not offered for /openapi/v2", reason="NotAcceptable"
+            )
+        if media == "application/json":
+            body, ctype = openapi.v2_document(), media
+        else:
+            body, ctype = openapi.v2_protobuf(), OPENAPI_V2_MEDIA[2]
+        return web.Response(body=body, content_type=ctype, headers={"Vary": "Accept"})
+    if rest == ["v3"]:
+        paths = {
+            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv)}"}
+            for gv in openapi.v3_paths()
+        }
+        return json_response({"paths": paths})
+    if rest[:1] == ["v3"]:
+        doc = openapi.v3_document("/".join(rest[1:]))
+        if doc is None:
+            raise ApiError(404, f"the server could not find the requested resource ({request.path})")
+        if accepts(request, ("application/json",)) is None:
+            raise ApiError(406, "only application/json is served for /openapi/v3", reason="NotAcceptable")
+        gv = "/".join(rest[1:])
+        cache = (
+            "public, immutable" if request.query.get("hash") == openapi.v3_hash(gv) else "no-cache, private"
+        )
+        return web.Response(
+            body=doc,
+            content_type="application/json",
+            headers={"Vary": "Accept", "Cache-Control": cache, "Etag": f'"{openapi.v3_hash(gv)}"'},
+        )
+    raise ApiError(404, "the server could not find the requested resource")
+
+
+def escape_warning(text: str) -> str:
+    """A warning as a quoted-string header value: quotes, backslashes, control and non-ASCII characters
+    escaped (field names are the client's)."""
+    return json.dumps(text[:1024])[1:-1]
+
+
+def watch_event(
+    request: web.Request, res: Resource, version: str, kind: str, obj: Obj, state: dict[str, bool]
+) -> dict[str, Any]:
+    """A watch event; its object a one-row Table when the watch asked for Tables (`kubectl get -w`), the
+    column definitions only in the first one, as the watch encoder sends them (`NoHeaders` after it); a
+    bookmark's Table has only the resourceVersion (and its annotations)."""
+    from . import printers
+
+    table_version = printers.wants_table(request.headers.get("Accept"))
+    if table_version is None:
+        return {"type": kind, "object": obj}
+    if kind == "BOOKMARK":
+        meta = obj.get("metadata") or {}
+        table = {"kind": "Table", "apiVersion": f"meta.k8s.io/{table_version}", "metadata": meta, "rows": []}
+        return {"type": kind, "object": table}
+    include = request.query.get("includeObject") or "Metadata"
+    meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion", "")}
+    table = printers.table(res, version, [obj], table_version, include, meta)
+    if state.get("headers_sent"):
+        del table["columnDefinitions"]
+    state["headers_sent"] = True
+    return {"type": kind, "object": table}
+
+
+def as_table(
+    request: web.Request, res: Resource, version: str, objs: list[Obj], meta: dict[str, Any]
+) -> web.Response | None:
+    """A `meta.k8s.io` Table when the Accept header asks for one first (`printers.py`), else None: the
+    API server's `transformResponseObject` / `asTable` with the resource's table convertor."""
+    from . import printers
+
+    table_version = printers.wants_table(request.headers.get("Accept"))
+    if table_version is None:
+        return None
+    include = request.query.get("includeObject") or "Metadata"
+    return json_response(printers.table(res, version, objs, table_version, include, meta))
