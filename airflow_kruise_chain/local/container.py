@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalogue import Image
-from .runtime import RunningContainer
+from .processes import RunningContainer
 
 
 def spec_hash(container: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from . import resources as R
 from .backoff import BACKOFF_MAX, IMAGE_BACKOFF_INITIAL, Backoff, check_max_container_restart_period
 from .catalogue import Catalogue, Image
 from .container import Instance
+from .crilog import follow_log, read_log
 from .errors import ApiError
 from .events import EventRecorder
 from .imageref import normalize
@@ -26,7 +27,6 @@ from .nodestate import NodeState
 from .pod_workers import PodWorker
 from .profiles import Profile
 from .resize import ResizeManager
-from .runtime import follow_log, read_log
 from .scheduling import capacity_freed
 from .store import Obj, Store, now_iso
 

@@ -18,11 +18,12 @@ from . import resources as R
 from .backoff import go_duration
 from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
+from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .imageref import normalize
 from .kubelet_env import ContainerEnvironment, expand
 from .pod_status import PodStatusWriter
 from .prober import PodProber
-from .runtime import ContainerLaunch, PodSandbox, RuntimeUnavailable, StartError
+from .sandbox import PodSandbox
 from .store import Obj, deep_copy
 from .validation import parse_quantity
 from .volumes import PodVolumes, VolumeError

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import resources as R
 from .atomicwriter import write_atomically
-from .runtime import Mount
+from .cri import Mount
 from .store import Obj
 
 _FIELD_ANN = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]\Z")

@@ -14,15 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kruise_chain.local.runtime import (
-    ContainerLaunch,
-    ContainerRuntime,
-    Mount,
-    RunningContainer,
-    StartError,
-    follow_log,
-    read_log,
-)
+from airflow_kruise_chain.local.cri import ContainerLaunch, Mount, StartError
+from airflow_kruise_chain.local.crilog import follow_log, read_log
+from airflow_kruise_chain.local.processes import RunningContainer
+from airflow_kruise_chain.local.runtime import ContainerRuntime
 from tests.helpers import is_static_elf
 
 ENDS = 60.0

@@ -1,0 +1,367 @@
+"""A running container as the runtime holds it: a sandboxed process tree (its main process, its descendants
+found through `/proc`), its output piped into the CRI log, its exit code as a shell reports it (128 + signal),
+signals and graceful stop (SIGTERM, SIGKILL after the grace period: `kuberuntime_container.go`
+`killContainer`), its memory (RSS, an OOM kill past the limit) and its termination message
+(`terminationMessagePolicy`, `FallbackToLogsOnError`: the log's last 80 lines, at most 2048 bytes)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal as _signal
+import subprocess
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Protocol
+
+from .crilog import CriLogWriter, read_log
+
+if TYPE_CHECKING:
+    from .cri import ContainerLaunch
+
+
+class Runtime(Protocol):
+    """What a running container keeps of the runtime that started it."""
+
+    sandbox: str
+
+
+MAX_TERMINATION_MESSAGE = 4096  # kubelet reads at most this much of the termination-message file
+
+
+FALLBACK_LOG_LINES = 80  # FallbackToLogsOnError: kubelet reads the last 80 lines ...
+
+
+FALLBACK_LOG_BYTES = 2048  # ... limited to 2048 bytes
+
+
+MEMORY_POLL_SECONDS = 0.1
+
+
+_PIPE_DRAIN_SECONDS = 2.0
+
+
+MAIN_PROCESS_WAIT_SECONDS = 10.0  # bound on the sandbox set-up (mounts) before the main process is forked
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid` (all its threads), via /proc/<pid>/task/*/children or a /proc scan."""
+    if _HAS_PROC_CHILDREN:
+        out: list[int] = []
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    out.extend(int(x) for x in f.read().split())
+            except OSError:
+                pass
+        return out
+    return [p for p, pp in _ppid_table().items() if pp == pid]
+
+
+def _ppid_table() -> dict[int, int]:
+    table: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        table[int(name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return table
+
+
+_HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def descendants(pid: int) -> list[int]:
+    """All descendants of `pid` (not `pid` itself)."""
+    out: list[int] = []
+    todo = _children(pid)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def _ns_pid(pid: int) -> int | None:
+    """The pid of `pid` inside its innermost pid namespace (last field of `NSpid`)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def exit_status(returncode: int) -> int:
+    """Kubelet convention: killed by signal N -> 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    def __init__(self, writer: CriLogWriter, loop: asyncio.AbstractEventLoop) -> None:
+        self.writer = writer
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.writer.feed(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.writer.flush(fd)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class RunningContainer:
+    """A started container. `wait()` may be awaited any number of times, concurrently."""
+
+    def __init__(self, runtime: Runtime, launch: ContainerLaunch, env: dict[str, str], cwd: str | None):
+        self.container_id = launch.container_id
+        self.pid = 0  # host pid of the process the runtime spawned (bwrap / unshare / the command)
+        self.started_at = datetime.now(UTC)
+        self.finished_at: datetime | None = None
+        self.exit_code: int | None = None
+        self.oom_killed = False
+        self.launch = launch
+        self._runtime = runtime
+        self._sandbox = runtime.sandbox
+        self._env = env
+        self._cwd = cwd
+        self._init: int | None = None
+        self._main: int | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._done: asyncio.Task[int] | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self._memory_limit = launch.memory_limit_bytes
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def _spawn(self, cmd: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        writer = CriLogWriter(self.launch.log_path)
+        try:
+            transport, proto = await loop.subprocess_exec(
+                lambda: _Protocol(writer, loop),
+                *cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+            )
+        except BaseException:
+            writer.close()
+            raise
+        self.started_at = datetime.now(UTC)
+        self._transport = transport
+        self.pid = transport.get_pid()
+        if self._sandbox == "none":
+            self._init = self._main = self.pid
+        self._loop = loop
+        self._done = loop.create_task(self._run(transport, proto, writer))
+        self._ensure_monitor()
+        if self._sandbox != "none":
+            await self._await_main()
+
+    async def _run(
+        self, transport: asyncio.SubprocessTransport, proto: _Protocol, writer: CriLogWriter
+    ) -> int:
+        try:
+            await proto.exited
+            code = exit_status(transport.get_returncode() or 0)
+            exited_at = datetime.now(UTC)
+            if self._sandbox == "none":  # emulate the namespace teardown for leftover group members
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pid, _signal.SIGKILL)
+            try:
+                await asyncio.wait_for(asyncio.shield(proto.closed), _PIPE_DRAIN_SECONDS)
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pid, _signal.SIGKILL)
+            if self.oom_killed:
+                code = 137
+            # set only now that all output is in the log: a follower may stop once `running` is false
+            self.exit_code, self.finished_at = code, exited_at
+            return code
+        finally:
+            if self.finished_at is None:
+                self.finished_at = datetime.now(UTC)
+            if self._monitor is not None:
+                self._monitor.cancel()
+            for t in list(self._pending):
+                t.cancel()
+            writer.close()
+            transport.close()
+
+    # -- process discovery --
+
+    def _init_pid(self) -> int | None:
+        """Host pid of pid 1 of the container's pid namespace (bwrap's / our reaper)."""
+        if self._init is None and self.finished_at is None:
+            for c in _children(self.pid):
+                if _ns_pid(c) == 1:
+                    self._init = c
+                    break
+        return self._init
+
+    def _main_pid(self) -> int | None:
+        """Host pid of the container's main process, once it exists: the first process the namespace's pid 1
+        forked (pid 2 unless something else joined the namespace first; orphans adopted later come after)."""
+        if self._main is None and self.finished_at is None:
+            init = self._init_pid()
+            if init is not None:
+                ranked = sorted((ns, c) for c in _children(init) if (ns := _ns_pid(c)) is not None)
+                if ranked:
+                    self._main = ranked[0][1]
+        return self._main
+
+    async def _await_main(self) -> None:
+        """Wait until the main process exists, as a runtime's StartContainer returns only once it does:
+        nothing (an exec probe, a signal) may enter the namespace before it."""
+        deadline = time.monotonic() + MAIN_PROCESS_WAIT_SECONDS
+        while self._main_pid() is None and self.finished_at is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+
+    def _tree(self) -> list[int]:
+        """Host pids of the container's processes (everything under the namespace's pid 1, not pid 1)."""
+        if self._sandbox == "none":
+            return [self.pid, *descendants(self.pid)]
+        init = self._init_pid()
+        return descendants(init) if init is not None else []
+
+    # -- API --
+
+    async def wait(self) -> int:
+        """Exit code (killed by signal N -> 128+N; 137 after an OOM kill)."""
+        assert self._done is not None
+        return await asyncio.shield(self._done)
+
+    @property
+    def running(self) -> bool:
+        return self.finished_at is None
+
+    def signal_children(self, sig: int) -> int:
+        """Send `sig` to every descendant of the main process (not the main process); returns how many."""
+        main = self._main_pid() if self._sandbox != "none" else self.pid
+        pids = descendants(main) if main else []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        return len(pids)
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the container. SIGKILL kills the whole process tree (pid namespace / process group);
+        other signals go to the main process, as a container runtime does (the namespace dies with it)."""
+        if self.finished_at is not None:
+            return
+        if sig == _signal.SIGKILL:
+            init = self._init_pid()
+            for pid in (init, self.pid):
+                if pid:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, _signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, _signal.SIGKILL)
+            return
+        main = self._main_pid()
+        if main is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(main, sig)
+            return
+        task = asyncio.get_running_loop().create_task(self._signal_later(sig))  # still setting up
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _signal_later(self, sig: int) -> None:
+        while self.finished_at is None:
+            main = self._main_pid()
+            if main is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(main, sig)
+                return
+            await asyncio.sleep(0.002)
+
+    async def stop(self, grace_seconds: float) -> int:
+        """SIGTERM the main process, SIGKILL the tree after `grace_seconds`; returns the exit code."""
+        if self.finished_at is None:
+            if grace_seconds > 0:
+                self.signal(_signal.SIGTERM)
+                try:
+                    return await asyncio.wait_for(self.wait(), grace_seconds)
+                except TimeoutError:
+                    pass
+            self.signal(_signal.SIGKILL)
+        return await self.wait()
+
+    def rss_bytes(self) -> int:
+        """Summed RSS of the container's processes (bwrap's own processes excluded)."""
+        return sum(_rss(p) for p in self._tree())
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """The memory limit enforced now; settable (in-place resize), from any thread."""
+        return self._memory_limit
+
+    @memory_limit_bytes.setter
+    def memory_limit_bytes(self, value: int | None) -> None:
+        self._memory_limit = value
+        if self._loop is not None and value is not None:
+            self._loop.call_soon_threadsafe(self._ensure_monitor)
+
+    def _ensure_monitor(self) -> None:
+        if self._memory_limit is None or self.finished_at is not None:
+            return
+        if self._monitor is None or self._monitor.done():
+            assert self._loop is not None
+            self._monitor = self._loop.create_task(self._watch_memory())
+
+    async def _watch_memory(self) -> None:
+        """Sample the RSS now and every ~100 ms; over the limit -> SIGKILL the tree, as the OOM killer."""
+        while self.finished_at is None and (limit := self._memory_limit) is not None:
+            if self.rss_bytes() > limit:
+                self.oom_killed = True
+                self.signal(_signal.SIGKILL)
+                return
+            await asyncio.sleep(MEMORY_POLL_SECONDS)
+
+    def termination_message(self, policy: str = "File") -> str:
+        """The termination message as the kubelet reports it (File or FallbackToLogsOnError)."""
+        try:
+            with open(self.launch.termination_host_path, "rb") as f:
+                msg = f.read(MAX_TERMINATION_MESSAGE)
+        except OSError:
+            msg = b""
+        if not msg and policy == "FallbackToLogsOnError" and self.exit_code not in (None, 0):
+            msg = read_log(
+                self.launch.log_path, tail_lines=FALLBACK_LOG_LINES, limit_bytes=FALLBACK_LOG_BYTES
+            )
+        return msg.decode(errors="replace")
