@@ -1,10 +1,9 @@
-"""Shape of the package (ARCHITECTURE.md): no import cycle (imports under `if TYPE_CHECKING:` count), the
-provider never imports the local cluster, the local cluster imports neither the provider nor its core; and of
-the local cluster's admission code: `local/validation/` is split by concern into small modules."""
+"""Shape of the package (ARCHITECTURE.md): no import cycle (imports under `if TYPE_CHECKING:` count), no
+module over ~800 lines, the provider never imports the local cluster, the local cluster imports neither the
+provider nor its core; `local/validation/` is a package of modules by concern."""
 
 from __future__ import annotations
 
-import ast
 import functools
 from pathlib import Path
 
@@ -66,6 +65,22 @@ def test_no_import_cycle_in_the_package_but_the_known_one() -> None:
     assert _cycles() <= KNOWN_CYCLES
 
 
+LONG_MODULES = {"hooks/kruise.py": 813, "operators/chain.py": 837}
+"""provider modules over the bound, left for the provider's side of issue 15: each may only shrink, and goes
+from this list once it is within the bound"""
+
+
+def _lines() -> dict[str, int]:
+    top = PACKAGE.parents[1]
+    return {str(path.relative_to(top)): len(path.read_text().splitlines()) for path in top.rglob("*.py")}
+
+
+def test_no_module_of_the_package_exceeds_800_lines() -> None:
+    sizes = _lines()
+    assert len(sizes) > 80
+    assert {name: n for name, n in sizes.items() if n > LONG_MODULES.get(name, MAX_LINES)} == {}
+
+
 def test_the_provider_never_imports_the_local_cluster() -> None:
     provider = _provider_modules()
     seen = ("chain", "core.driver", "hooks.kruise", "operators.chain", "sensors.hotswap", "triggers.chain")
@@ -89,36 +104,6 @@ def _modules() -> list[Path]:
 
 def test_validation_is_a_package_of_several_modules() -> None:
     assert len(_modules()) > 5
-
-
-def test_no_validation_module_exceeds_800_lines() -> None:
-    sizes = {path.name: len(path.read_text().splitlines()) for path in _modules()}
-    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
-
-
-def test_validation_modules_import_each_other_without_a_cycle() -> None:
-    deps: dict[str, set[str]] = {}
-    for path in _modules():
-        tree = ast.parse(path.read_text())
-        deps[path.stem] = {
-            node.module
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
-        }
-    assert deps["__init__"], "the package re-exports its modules' public names"
-    done: set[str] = set()
-
-    def visit(module: str, stack: tuple[str, ...]) -> None:
-        assert module not in stack, f"import cycle: {' -> '.join((*stack, module))}"
-        if module in done:
-            return
-        for dep in deps.get(module, set()):
-            visit(dep, (*stack, module))
-        done.add(module)
-
-    for module in deps:
-        if module != "__init__":
-            visit(module, ())
 
 
 def test_public_names_are_importable_from_the_package() -> None:
