@@ -793,7 +793,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             try:
                 resp = await self._retrying(f"get pods/log {name}", open_stream)
             except AsyncApiException as e:
-                if e.status == 400:  # not started yet, or gone
+                if e.status in (400, 404):  # not started yet, or gone (the pod too): the caller reads the pod
                     return
                 raise _log_failed(e, namespace, name) from e
             except CONNECTION_ERRORS as e:

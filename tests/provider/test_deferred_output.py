@@ -222,3 +222,15 @@ def test_a_trigger_revived_after_a_triggerer_restart_logs_from_the_workers_count
     second = [line for line in events(logs) if line.startswith("tick")]
     assert second == ["tick-1", "tick-2", "tick-3"]  # nothing lost; tick-1 is logged again
     assert result["exit_code"] == 0
+
+
+def test_the_async_log_stream_of_a_pod_that_is_gone_just_ends(kube_env):
+    """The trigger reads the pod to tell why a stream ended: a pod deleted before the stream is opened again
+    (404) ends the stream like a container that stopped, and is then reported as lost, not as an error."""
+    from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
+
+    async def lines() -> list[list[str]]:
+        hook = AsyncKruiseHook(conn_id="kubernetes_default")
+        return [batch async for batch in hook.follow_log("no-such-pod", NS, "slot-a")]
+
+    assert asyncio.run(lines()) == []
