@@ -22,6 +22,7 @@ from .imageref import normalize, split_image
 from .profiles import Profile
 from .selectors import LabelSelector
 from .store import Obj, Store, deep_copy, now_iso
+from .tasks import BackgroundTasks
 
 if TYPE_CHECKING:
     from .kubelet import Kubelet
@@ -98,13 +99,10 @@ class Kruise:
         self.pulls: set[tuple[str, str, str, int]] = set()
         self.crr_tasks: dict[str, asyncio.Task[None]] = {}
         self.pod_locks: dict[str, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.tasks = BackgroundTasks()
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self.tasks.spawn(coro)
 
     def start(self) -> None:
         self.store.listen(self.on_change)
@@ -604,5 +602,4 @@ class Kruise:
             self.store.mark_deleted(res, ns, name, None)
 
     async def shutdown(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
+        self.tasks.cancel()

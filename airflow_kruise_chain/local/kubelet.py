@@ -29,6 +29,7 @@ from .profiles import Profile
 from .resize import ResizeManager
 from .scheduling import capacity_freed
 from .store import Obj, Store, now_iso
+from .tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class Kubelet:
         self.volume_retry = 1.0
         self.sync_period = 60.0
         self._runtime = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.tasks = BackgroundTasks()
         self.resizes = ResizeManager(self.store, self.profile, self.workers, self.spawn)
 
     @property
@@ -111,9 +112,7 @@ class Kubelet:
                     st.wake.set()
 
     def spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.tasks.spawn(coro)
 
     def start(self) -> None:
         self.store.listen(self.on_change)
@@ -246,5 +245,4 @@ class Kubelet:
     async def shutdown(self) -> None:
         for w in list(self.workers.values()):
             await w.terminate(0, remove=False)
-        for t in list(self._tasks):
-            t.cancel()
+        self.tasks.cancel()

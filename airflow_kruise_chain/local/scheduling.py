@@ -23,6 +23,7 @@ from . import resources as R
 from .events import EventRecorder
 from .profiles import Profile
 from .store import Obj, Store, now_iso
+from .tasks import BackgroundTasks
 from .validation import cpu_millis, memory_bytes
 
 RESOURCES = ("cpu", "memory")
@@ -190,12 +191,10 @@ class Scheduler:
         self.profile = profile
         self.unschedulable: dict[str, tuple[str, str]] = {}
         self._next_node = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.tasks = BackgroundTasks()
 
     def spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.tasks.spawn(coro)
 
     def start(self) -> None:
         self.store.listen(self.on_change)
@@ -315,5 +314,4 @@ class Scheduler:
                 self.spawn(self.schedule(pod))
 
     async def shutdown(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        self.tasks.cancel()

@@ -1,0 +1,25 @@
+"""The background tasks of one part of the local cluster (scheduler, kubelet, Kruise controllers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+
+class BackgroundTasks:
+    """Tasks a part started: referenced until they end (the loop keeps only weak references), cancelled when
+    the part stops."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
