@@ -71,7 +71,7 @@ def test_kubelet_restarts_at_once_after_its_own_kill(cluster, core, namespace, m
 
     core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
     first = wait_for(lambda: running(core, namespace, "p", "c"), what="container running")
-    monkeypatch.setattr(cluster, "profile", Profile("slow-relist", exit_detection=60.0))
+    monkeypatch.setattr(cluster.kubelet, "profile", Profile("slow-relist", exit_detection=60.0))
     core.patch_namespaced_pod(
         "p", namespace, {"spec": {"containers": [{"name": "c", "image": "alpine:3.20"}]}}
     )
