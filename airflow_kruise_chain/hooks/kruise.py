@@ -13,185 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
-from airflow.providers.cncf.kubernetes.kubernetes_helper_functions import TRANSIENT_CONNECTION_ERRORS
-from airflow.sdk.exceptions import AirflowFailException
 from kubernetes import watch
 from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.lines import LineSplitter
-from airflow_kruise_chain.core.swap import CRR_PLURAL, IMAGE_PULL_JOB_PLURAL, KRUISE_GROUP, KRUISE_VERSION
+from airflow_kruise_chain.core.swap import CRR_PLURAL, KRUISE_GROUP, KRUISE_VERSION
+from airflow_kruise_chain.hooks.retry import (
+    CONNECTION_ERRORS,
+    KruiseApiError,
+    PrewarmUnavailableError,
+    RetryPolicy,
+    WatchResume,
+    describe,
+    explain,
+    retry_delay,
+    transient,
+    unreachable,
+)
+
+__all__ = ["AsyncKruiseHook", "KruiseApiError", "KruiseHook", "PrewarmUnavailableError", "RetryPolicy"]
 
 T = TypeVar("T")
 
 SMP = "application/strategic-merge-patch+json"
 CRR_POD_UID_LABEL = "crr.apps.kruise.io/pod-uid"
-
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
-"""HTTP statuses worth another try: throttled (429) or a server/proxy hiccup (5xx)"""
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    *TRANSIENT_CONNECTION_ERRORS,
-    ConnectionError,
-    TimeoutError,
-)
-"""A connection refused, reset or timed out (urllib3 and aiohttp, as cncf.kubernetes counts them)"""
-
-GATE_HELP = (
-    "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
-    'Enable it with `helm upgrade kruise openkruise/kruise --set featureGates="ImagePullJobGate=true"` '
-    "(or add ImagePullJobGate=true to the kruise-manager --feature-gates flag), or set "
-    '`prewarm=False` / `on_prewarm_unavailable="skip"` on the chain to run without prewarming.'
-)
-
-
-class KruiseApiError(RuntimeError):
-    """A Kubernetes API call failed; the message says which call, on what, and what to do."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class PrewarmUnavailableError(KruiseApiError, AirflowFailException):
-    """OpenKruise's ImagePullJobGate is off, so images cannot be prewarmed.
-
-    An `AirflowFailException`: retrying cannot help until the cluster's configuration changes.
-    """
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded exponential back-off for transient API failures."""
-
-    attempts: int = 6
-    """tries of one call in all, the first included"""
-    initial: float = 0.5
-    """seconds before the first retry; doubled for each further one"""
-    maximum: float = 8.0
-    """cap on the exponential delay"""
-    retry_after_max: float = 60.0
-    """cap on a delay the server asks for with Retry-After"""
-
-    def delay(self, retry: int, status: int | None, headers: Mapping[str, str] | None) -> float:
-        """Seconds to wait before retry number `retry` (from 1): the server's Retry-After if it sent one, else
-        the exponential delay with jitter (between half of it and all of it)."""
-        retry_after = _retry_after(headers)
-        if retry_after is not None and status in RETRYABLE_STATUSES:
-            return min(retry_after, self.retry_after_max)
-        base = min(self.maximum, self.initial * 2 ** (retry - 1))
-        return base / 2 + random.uniform(0, base / 2)
-
-
-@dataclass
-class WatchResume:
-    """How a watch of one object, re-opened after a transient failure, goes on: the sync and the async hook
-    drive their watches with it.
-
-    Each request asks for the time left until the deadline (the first one for the whole timeout) and starts
-    from the last version seen, so no change is missed or seen twice; failures in a row are retried as the
-    retry policy allows.
-    """
-
-    policy: RetryPolicy
-    timeout: int
-    """seconds the whole watch may take"""
-    started: float
-    """clock reading (monotonic, or the event loop's) when the watch began"""
-    version: str | None = None
-    """the last resourceVersion seen (or the caller's): where a re-opened watch starts"""
-    retries: int = 0
-    """failures in a row (an event resets it)"""
-    requests: int = 0
-
-    def request(self, now: float) -> dict[str, Any] | None:
-        """The next watch request's `timeout_seconds` and `resource_version`, or None when less than a
-        second is left."""
-        remaining = self.timeout if self.requests == 0 else int(self.started + self.timeout - now)
-        if remaining < 1:
-            return None
-        self.requests += 1
-        return {"timeout_seconds": remaining, **({"resource_version": self.version} if self.version else {})}
-
-    def seen(self, version: str | None) -> None:
-        """An event arrived, at `version`."""
-        self.retries = 0
-        self.version = version or self.version
-
-    def after(self, error: BaseException) -> Literal["too old", "again", "give up"]:
-        """What to do after `error` from a watch request: end it ("too old": the version it started from is
-        gone, 410; the caller reads the object again), open it again after a back-off, or give up."""
-        if getattr(error, "status", None) == 410 and self.version:
-            return "too old"
-        self.retries += 1
-        if self.retries >= self.policy.attempts or not _transient(error, replay_safe=True):
-            return "give up"
-        return "again"
-
-
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Retry-After in seconds (the API server sends whole seconds; an HTTP date is not used by it)."""
-    value = (headers or {}).get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _transient(error: BaseException, replay_safe: bool) -> bool:
-    """Whether `error` is worth another try of a call (`replay_safe`: repeating it cannot do harm)."""
-    if isinstance(error, (ApiException, AsyncApiException)):
-        return error.status == 429 or (replay_safe and error.status in RETRYABLE_STATUSES)
-    return replay_safe and isinstance(error, CONNECTION_ERRORS)
-
-
-def _describe(error: BaseException) -> str:
-    status = getattr(error, "status", None)
-    if status is not None:
-        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
-    return f"{type(error).__name__}: {error}"
-
-
-def _explain(e: ApiException, verb: str, resource: str, namespace: str, name: str = "") -> KruiseApiError:
-    try:
-        message = json.loads(e.body or "{}").get("message") or e.reason
-    except (TypeError, ValueError):
-        message = e.reason
-    target = f'{resource} "{name}"' if name else resource
-    if e.status == 403 and "ImagePullJobGate" in str(message):
-        return PrewarmUnavailableError(f"{GATE_HELP} (API said: {message})", 403)
-    if e.status == 403:
-        return KruiseApiError(
-            f"permission denied: cannot {verb} {target} in namespace {namespace!r}. Grant the verb "
-            f"'{verb}' on '{resource}' to the connection's identity (see the Role in README.md). API said: "
-            f"{message}",
-            403,
-        )
-    if e.status == 404 and resource in (IMAGE_PULL_JOB_PLURAL, CRR_PLURAL) and not name:
-        return KruiseApiError(
-            f"the cluster does not serve apps.kruise.io/{resource}: install OpenKruise >= 1.8 "
-            f"(https://openkruise.io/docs/installation). API said: {message}",
-            404,
-        )
-    gave_up = " (still failing after retries)" if e.status in RETRYABLE_STATUSES else ""
-    return KruiseApiError(
-        f"{verb} {target} in namespace {namespace!r} failed ({e.status}){gave_up}: {message}", e.status
-    )
-
-
-def _unreachable(error: BaseException, verb: str, resource: str, namespace: str, name: str) -> KruiseApiError:
-    target = f'{resource} "{name}"' if name else resource
-    return KruiseApiError(
-        f"{verb} {target} in namespace {namespace!r} failed: cannot reach the Kubernetes API server "
-        f"(still failing after retries): {_describe(error)}"
-    )
 
 
 def _foreign_labels(body: Mapping[str, Any], existing: Mapping[str, Any]) -> list[str]:
@@ -236,15 +88,15 @@ class KruiseHook(KubernetesHook):
                 return call(replayed)
             except (ApiException, *CONNECTION_ERRORS) as e:
                 retry += 1
-                if retry >= self.retry_policy.attempts or not _transient(e, replay_safe):
+                if retry >= self.retry_policy.attempts or not transient(e, replay_safe):
                     if isinstance(e, ApiException):
                         raise
-                    raise _unreachable(e, verb, resource, namespace, name) from e
+                    raise unreachable(e, verb, resource, namespace, name) from e
                 self._back_off(f"{verb} {resource} {name}".strip(), retry, e)
                 replayed = replayed or getattr(e, "status", None) != 429
 
     def _back_off(self, what: str, retry: int, error: BaseException) -> None:
-        time.sleep(_retry_delay(self.log, self.retry_policy, what, retry, error))
+        time.sleep(retry_delay(self.log, self.retry_policy, what, retry, error))
 
     def _raw(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         resp = call(*args, _preload_content=False, **kwargs)
@@ -277,8 +129,8 @@ class KruiseHook(KubernetesHook):
                     return
                 if verdict == "give up":
                     if isinstance(e, ApiException):
-                        raise _explain(e, "watch", resource, namespace, name) from e
-                    raise _unreachable(e, "watch", resource, namespace, name) from e
+                        raise explain(e, "watch", resource, namespace, name) from e
+                    raise unreachable(e, "watch", resource, namespace, name) from e
                 self._back_off(f"watch {resource} {name}", resume.retries, e)
             finally:
                 w.stop()
@@ -297,7 +149,7 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             if e.status == 404:
                 return None
-            raise _explain(e, "get", "pods", namespace, name) from e
+            raise explain(e, "get", "pods", namespace, name) from e
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         try:
@@ -311,7 +163,7 @@ class KruiseHook(KubernetesHook):
                 ),
             )["items"]
         except ApiException as e:
-            raise _explain(e, "list", "pods", namespace) from e
+            raise explain(e, "list", "pods", namespace) from e
 
     def create_pod(self, body: dict[str, Any], namespace: str) -> dict[str, Any]:
         """Create the pod `body`; one that already exists under its name is returned as it is, if it carries
@@ -328,7 +180,7 @@ class KruiseHook(KubernetesHook):
             )
         except ApiException as e:
             if e.status != 409:
-                raise _explain(e, "create", "pods", namespace, name) from e
+                raise explain(e, "create", "pods", namespace, name) from e
         return self._adopt("pods", namespace, body, self.read_pod(name, namespace))
 
     def _adopt(
@@ -378,7 +230,7 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             if e.status == 409:
                 raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
-            raise _explain(e, "patch", "pods", namespace, name) from e
+            raise explain(e, "patch", "pods", namespace, name) from e
 
     def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Strategic-merge patch of the pod's `resize` subresource (in-place resize of container resources).
@@ -400,11 +252,11 @@ class KruiseHook(KubernetesHook):
             if e.status in (404, 405) and "could not find the requested resource" in (e.body or ""):
                 raise ResizeUnsupportedError(
                     f"the cluster serves no pods/resize (Kubernetes < 1.33, or InPlacePodVerticalScaling "
-                    f"off): {_explain(e, 'patch', 'pods/resize', namespace, name)}"
+                    f"off): {explain(e, 'patch', 'pods/resize', namespace, name)}"
                 ) from e
             if e.status == 422:
-                raise ResizeRefusedError(str(_explain(e, "patch", "pods/resize", namespace, name))) from e
-            raise _explain(e, "patch", "pods/resize", namespace, name) from e
+                raise ResizeRefusedError(str(explain(e, "patch", "pods/resize", namespace, name))) from e
+            raise explain(e, "patch", "pods/resize", namespace, name) from e
 
     def serves_resize(self) -> bool:
         """Whether the API server serves `pods/resize` (API discovery of core/v1)."""
@@ -445,7 +297,7 @@ class KruiseHook(KubernetesHook):
         try:
             return self._call("delete", resource, namespace, name, attempt)
         except ApiException as e:
-            raise _explain(e, "delete", resource, namespace, name) from e
+            raise explain(e, "delete", resource, namespace, name) from e
 
     def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
@@ -492,7 +344,7 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             if e.status == 400:
                 return ""
-            raise _explain(e, "get", "pods/log", namespace, name) from e
+            raise explain(e, "get", "pods/log", namespace, name) from e
 
     def follow_log(
         self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
@@ -518,14 +370,14 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             if e.status == 400:  # not started yet, or gone
                 return
-            raise _explain(e, "get", "pods/log", namespace, name) from e
+            raise explain(e, "get", "pods/log", namespace, name) from e
         lines = LineSplitter()
         try:
             for chunk in resp.stream(amt=65536, decode_content=False):
                 yield from lines.feed(chunk)
         except CONNECTION_ERRORS as e:
             self.log.warning(
-                "Kubernetes API: log stream of %s/%s %s cut (%s)", namespace, name, container, _describe(e)
+                "Kubernetes API: log stream of %s/%s %s cut (%s)", namespace, name, container, describe(e)
             )
             return
         finally:
@@ -560,7 +412,7 @@ class KruiseHook(KubernetesHook):
             )
         except ApiException as e:
             if e.status != 409:
-                raise _explain(e, "create", plural, namespace) from e
+                raise explain(e, "create", plural, namespace) from e
         got = self.get_kruise(plural, name, namespace)
         if got is not None and plural == CRR_PLURAL:
             self._check_crr_pod(body, got, namespace)
@@ -596,7 +448,7 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             if e.status == 404:
                 return None
-            raise _explain(e, "get", plural, namespace, name) from e
+            raise explain(e, "get", plural, namespace, name) from e
 
     def watch_kruise(
         self, plural: str, name: str, namespace: str, timeout_seconds: int
@@ -626,20 +478,6 @@ class KruiseHook(KubernetesHook):
         )
 
 
-def _retry_delay(log: Any, policy: RetryPolicy, what: str, retry: int, error: BaseException) -> float:
-    """How long to wait before retry `retry` of `what`, logged as a warning in the task log."""
-    delay = policy.delay(retry, getattr(error, "status", None), getattr(error, "headers", None))
-    log.warning(
-        "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
-        what,
-        _describe(error),
-        retry,
-        policy.attempts - 1,
-        delay,
-    )
-    return delay
-
-
 class AsyncKruiseHook(AsyncKubernetesHook):
     """The async calls a trigger needs: read and watch the chain pod, with transient failures retried."""
 
@@ -648,7 +486,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
         self.retry_policy = retry_policy or RetryPolicy()
 
     async def _back_off(self, what: str, retry: int, error: BaseException) -> None:
-        await asyncio.sleep(_retry_delay(self.log, self.retry_policy, what, retry, error))
+        await asyncio.sleep(retry_delay(self.log, self.retry_policy, what, retry, error))
 
     async def _get_field(self, field_name: str) -> Any:
         """As cncf.kubernetes' async hook, but a `config_file` given to the hook is the kubeconfig, as the
@@ -665,7 +503,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 return await call()
             except Exception as e:
                 retry += 1
-                if retry >= self.retry_policy.attempts or not _transient(e, replay_safe=True):
+                if retry >= self.retry_policy.attempts or not transient(e, replay_safe=True):
                     raise
                 await self._back_off(what, retry, e)
 
@@ -701,7 +539,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                         return
                     if verdict == "give up":
                         raise KruiseApiError(
-                            f'watch pods "{name}" in namespace {namespace!r} failed: {_describe(e)}',
+                            f'watch pods "{name}" in namespace {namespace!r} failed: {describe(e)}',
                             getattr(e, "status", None),
                         ) from e
                     await self._back_off(f"watch pods {name}", resume.retries, e)
@@ -732,7 +570,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     f'get pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}', e.status
                 ) from e
             except CONNECTION_ERRORS as e:
-                raise _unreachable(e, "get", "pods", namespace, name) from e
+                raise unreachable(e, "get", "pods", namespace, name) from e
 
     async def read_log(self, name: str, namespace: str, container: str, *, tail_lines: int) -> str:
         """The last `tail_lines` lines of the container's log ('' when it has none yet); bounded on purpose:
@@ -757,7 +595,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     return ""
                 raise _log_failed(e, namespace, name) from e
             except CONNECTION_ERRORS as e:
-                raise _unreachable(e, "get", "pods/log", namespace, name) from e
+                raise unreachable(e, "get", "pods/log", namespace, name) from e
 
     async def follow_log(
         self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
@@ -797,7 +635,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     return
                 raise _log_failed(e, namespace, name) from e
             except CONNECTION_ERRORS as e:
-                raise _unreachable(e, "get", "pods/log", namespace, name) from e
+                raise unreachable(e, "get", "pods/log", namespace, name) from e
             lines = LineSplitter()
             try:
                 async for chunk in resp.content.iter_chunked(LOG_CHUNK):
@@ -806,7 +644,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                         yield batch
             except (*CONNECTION_ERRORS, aiohttp.ClientPayloadError) as e:
                 what = f"{namespace}/{name} {container}"
-                self.log.warning("Kubernetes API: log stream of %s cut (%s)", what, _describe(e))
+                self.log.warning("Kubernetes API: log stream of %s cut (%s)", what, describe(e))
                 return
             finally:
                 resp.close()  # a follow stream is never reused

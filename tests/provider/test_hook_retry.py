@@ -18,13 +18,8 @@ from aiohttp import web
 from kubernetes.client import ApiException
 
 from airflow_kruise_chain.core.errors import ConflictError
-from airflow_kruise_chain.hooks.kruise import (
-    AsyncKruiseHook,
-    KruiseApiError,
-    KruiseHook,
-    RetryPolicy,
-    WatchResume,
-)
+from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseApiError, KruiseHook, RetryPolicy
+from airflow_kruise_chain.hooks.retry import WatchResume
 from airflow_kruise_chain.local import LocalCluster
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.errors import ApiError

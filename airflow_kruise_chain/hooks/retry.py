@@ -1,0 +1,190 @@
+"""How `KruiseHook` and `AsyncKruiseHook` meet API failures: which are transient, how long to wait before
+another try (`RetryPolicy`), how a cut watch resumes (`WatchResume`), and the errors a failed call raises.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from airflow.providers.cncf.kubernetes.kubernetes_helper_functions import TRANSIENT_CONNECTION_ERRORS
+from airflow.sdk.exceptions import AirflowFailException
+from kubernetes.client import ApiException
+from kubernetes_asyncio.client import ApiException as AsyncApiException
+
+from airflow_kruise_chain.core.swap import CRR_PLURAL, IMAGE_PULL_JOB_PLURAL
+
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""HTTP statuses worth another try: throttled (429) or a server/proxy hiccup (5xx)"""
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    *TRANSIENT_CONNECTION_ERRORS,
+    ConnectionError,
+    TimeoutError,
+)
+"""A connection refused, reset or timed out (urllib3 and aiohttp, as cncf.kubernetes counts them)"""
+
+GATE_HELP = (
+    "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
+    'Enable it with `helm upgrade kruise openkruise/kruise --set featureGates="ImagePullJobGate=true"` '
+    "(or add ImagePullJobGate=true to the kruise-manager --feature-gates flag), or set "
+    '`prewarm=False` / `on_prewarm_unavailable="skip"` on the chain to run without prewarming.'
+)
+
+
+class KruiseApiError(RuntimeError):
+    """A Kubernetes API call failed; the message says which call, on what, and what to do."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PrewarmUnavailableError(KruiseApiError, AirflowFailException):
+    """OpenKruise's ImagePullJobGate is off, so images cannot be prewarmed.
+
+    An `AirflowFailException`: retrying cannot help until the cluster's configuration changes.
+    """
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential back-off for transient API failures."""
+
+    attempts: int = 6
+    """tries of one call in all, the first included"""
+    initial: float = 0.5
+    """seconds before the first retry; doubled for each further one"""
+    maximum: float = 8.0
+    """cap on the exponential delay"""
+    retry_after_max: float = 60.0
+    """cap on a delay the server asks for with Retry-After"""
+
+    def delay(self, retry: int, status: int | None, headers: Mapping[str, str] | None) -> float:
+        """Seconds to wait before retry number `retry` (from 1): the server's Retry-After if it sent one, else
+        the exponential delay with jitter (between half of it and all of it)."""
+        retry_after = _retry_after(headers)
+        if retry_after is not None and status in RETRYABLE_STATUSES:
+            return min(retry_after, self.retry_after_max)
+        base = min(self.maximum, self.initial * 2 ** (retry - 1))
+        return base / 2 + random.uniform(0, base / 2)
+
+
+@dataclass
+class WatchResume:
+    """How a watch of one object, re-opened after a transient failure, goes on: the sync and the async hook
+    drive their watches with it.
+
+    Each request asks for the time left until the deadline (the first one for the whole timeout) and starts
+    from the last version seen, so no change is missed or seen twice; failures in a row are retried as the
+    retry policy allows.
+    """
+
+    policy: RetryPolicy
+    timeout: int
+    """seconds the whole watch may take"""
+    started: float
+    """clock reading (monotonic, or the event loop's) when the watch began"""
+    version: str | None = None
+    """the last resourceVersion seen (or the caller's): where a re-opened watch starts"""
+    retries: int = 0
+    """failures in a row (an event resets it)"""
+    requests: int = 0
+
+    def request(self, now: float) -> dict[str, Any] | None:
+        """The next watch request's `timeout_seconds` and `resource_version`, or None when less than a
+        second is left."""
+        remaining = self.timeout if self.requests == 0 else int(self.started + self.timeout - now)
+        if remaining < 1:
+            return None
+        self.requests += 1
+        return {"timeout_seconds": remaining, **({"resource_version": self.version} if self.version else {})}
+
+    def seen(self, version: str | None) -> None:
+        """An event arrived, at `version`."""
+        self.retries = 0
+        self.version = version or self.version
+
+    def after(self, error: BaseException) -> Literal["too old", "again", "give up"]:
+        """What to do after `error` from a watch request: end it ("too old": the version it started from is
+        gone, 410; the caller reads the object again), open it again after a back-off, or give up."""
+        if getattr(error, "status", None) == 410 and self.version:
+            return "too old"
+        self.retries += 1
+        if self.retries >= self.policy.attempts or not transient(error, replay_safe=True):
+            return "give up"
+        return "again"
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Retry-After in seconds (the API server sends whole seconds; an HTTP date is not used by it)."""
+    value = (headers or {}).get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def transient(error: BaseException, replay_safe: bool) -> bool:
+    """Whether `error` is worth another try of a call (`replay_safe`: repeating it cannot do harm)."""
+    if isinstance(error, (ApiException, AsyncApiException)):
+        return error.status == 429 or (replay_safe and error.status in RETRYABLE_STATUSES)
+    return replay_safe and isinstance(error, CONNECTION_ERRORS)
+
+
+def describe(error: BaseException) -> str:
+    status = getattr(error, "status", None)
+    if status is not None:
+        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
+    return f"{type(error).__name__}: {error}"
+
+
+def explain(e: ApiException, verb: str, resource: str, namespace: str, name: str = "") -> KruiseApiError:
+    try:
+        message = json.loads(e.body or "{}").get("message") or e.reason
+    except (TypeError, ValueError):
+        message = e.reason
+    target = f'{resource} "{name}"' if name else resource
+    if e.status == 403 and "ImagePullJobGate" in str(message):
+        return PrewarmUnavailableError(f"{GATE_HELP} (API said: {message})", 403)
+    if e.status == 403:
+        return KruiseApiError(
+            f"permission denied: cannot {verb} {target} in namespace {namespace!r}. Grant the verb "
+            f"'{verb}' on '{resource}' to the connection's identity (see the Role in README.md). API said: "
+            f"{message}",
+            403,
+        )
+    if e.status == 404 and resource in (IMAGE_PULL_JOB_PLURAL, CRR_PLURAL) and not name:
+        return KruiseApiError(
+            f"the cluster does not serve apps.kruise.io/{resource}: install OpenKruise >= 1.8 "
+            f"(https://openkruise.io/docs/installation). API said: {message}",
+            404,
+        )
+    gave_up = " (still failing after retries)" if e.status in RETRYABLE_STATUSES else ""
+    return KruiseApiError(
+        f"{verb} {target} in namespace {namespace!r} failed ({e.status}){gave_up}: {message}", e.status
+    )
+
+
+def unreachable(error: BaseException, verb: str, resource: str, namespace: str, name: str) -> KruiseApiError:
+    target = f'{resource} "{name}"' if name else resource
+    return KruiseApiError(
+        f"{verb} {target} in namespace {namespace!r} failed: cannot reach the Kubernetes API server "
+        f"(still failing after retries): {describe(error)}"
+    )
+
+
+def retry_delay(log: Any, policy: RetryPolicy, what: str, retry: int, error: BaseException) -> float:
+    """How long to wait before retry `retry` of `what`, logged as a warning in the task log."""
+    delay = policy.delay(retry, getattr(error, "status", None), getattr(error, "headers", None))
+    log.warning(
+        "Kubernetes API: %s failed (%s); retry %d of %d in %.2fs",
+        what,
+        describe(error),
+        retry,
+        policy.attempts - 1,
+        delay,
+    )
+    return delay
