@@ -10,14 +10,13 @@ from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.core.manifest import check_annotations_size
-from airflow_kruise_chain.operators.base import ChainBaseOperator
+from airflow_kruise_chain.operators.base import ChainBaseOperator, check_positive, unwrap_literals
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,
     ChainTeardownOperator,
     KruiseChainOperator,
     check_prepare_next,
-    unwrap_literals,
 )
 
 CHAIN_TASKS = ("setup", "prewarm", "teardown")
@@ -95,8 +94,7 @@ class KruiseChain:
             ("startup_timeout", startup_timeout),
             ("pull_timeout", pull_timeout),
         ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")
+            check_positive(field, value)
         self.name = name
         self.namespace = namespace
         self.prewarm = prewarm

@@ -7,9 +7,10 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, Context, literal
 
 from airflow_kruise_chain.connection import DEFAULT_CONN_ID, KubeConnection
+from airflow_kruise_chain.core.errors import ChainConfigError
 from airflow_kruise_chain.links import ChainPodLink
 
 if TYPE_CHECKING:
@@ -74,3 +75,35 @@ class ChainBaseOperator(BaseOperator):
     def pod_url(self, context: Context) -> None:
         """Record the chain pod's dashboard URL: the task's 'Chain pod' link."""
         ChainPodLink.persist(context, self.namespace, self.pod_name(context))
+
+
+# -- argument checks at parse time, shared by the chain's tasks and `KruiseChain` ------------------------
+_LITERAL = type(literal(""))
+
+
+def unwrap_literals(value: Any) -> Any:
+    """`value` with each Airflow `literal(x)` replaced by `x` (rendering does the same when the task runs)."""
+    if isinstance(value, _LITERAL):
+        return value.value
+    if isinstance(value, dict):
+        return {k: unwrap_literals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unwrap_literals(v) for v in value]
+    return value
+
+
+def templated(value: Any) -> bool:
+    """Whether `value` (or anything in it) holds a Jinja expression, rendered only when the task runs."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(templated(k) or templated(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(templated(v) for v in value)
+    return False
+
+
+def check_positive(field: str, value: Any) -> None:
+    """ChainConfigError naming `field` unless `value` is a positive number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Context, literal
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kruise_chain.config import default_deferrable, memory_sample_interval, runner_image
@@ -17,7 +17,7 @@ from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLo
 from airflow_kruise_chain.core.image import parse_image_reference
 from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 from airflow_kruise_chain.links import ChainPodLink
-from airflow_kruise_chain.operators.base import ChainBaseOperator
+from airflow_kruise_chain.operators.base import ChainBaseOperator, check_positive, templated, unwrap_literals
 
 if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
@@ -56,7 +56,7 @@ class ChainSetupOperator(ChainBaseOperator):
         for key in ("name", "namespace"):
             if key not in chain:
                 raise ChainConfigError(key, "is required")
-        _check_positive("startup_timeout", startup_timeout)
+        check_positive("startup_timeout", startup_timeout)
         super().__init__(chain_name=chain["name"], namespace=chain["namespace"], **kwargs)
         self.chain = chain
         self.startup_timeout = startup_timeout
@@ -66,7 +66,7 @@ class ChainSetupOperator(ChainBaseOperator):
             "stages"
         ):  # KruiseChain fills the stages in when its block ends, and validates them then
             spec = ChainSpec.from_dict(chain)
-            if not _templated(self.namespace):
+            if not templated(self.namespace):
                 spec.validate()
 
     def execute(self, context: Context) -> dict[str, str]:
@@ -281,7 +281,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
     ) -> None:
         if on_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_unavailable", f"must be 'fail' or 'skip', not {on_unavailable!r}")
-        _check_positive("pull_timeout", pull_timeout)
+        check_positive("pull_timeout", pull_timeout)
         for i, image in enumerate(images):
             try:
                 parse_image_reference(image)
@@ -421,11 +421,11 @@ class KruiseChainOperator(ChainBaseOperator):
         if isinstance(defer_after, bool) or not isinstance(defer_after, (int, float)) or defer_after < 0:
             raise ChainConfigError("defer_after", f"must be a number of seconds >= 0, not {defer_after!r}")
         self.defer_after = defer_after
-        _check_positive("swap_timeout", swap_timeout)
+        check_positive("swap_timeout", swap_timeout)
         for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):
             if limit is not None:
-                _check_positive(field, limit)
-        if not _templated([self.image, self.cmds, self.arguments, self.env]):
+                check_positive(field, limit)
+        if not templated([self.image, self.cmds, self.arguments, self.env]):
             self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before a swap
 
     def stage_spec(self) -> StageSpec:
@@ -584,7 +584,7 @@ class KruiseChainOperator(ChainBaseOperator):
             if not isinstance(task, ChainTeardownOperator):
                 todo.extend(task.downstream_list)
         following = next((t for t in self.dag.tasks if t.task_id in found), None)
-        if not isinstance(following, KruiseChainOperator) or _templated(following.image):
+        if not isinstance(following, KruiseChainOperator) or templated(following.image):
             return None
         return following.stage_name, following.image
 
@@ -797,36 +797,6 @@ def _check_one_pod_per_chain(setup: ChainSetupOperator) -> None:
             )
 
 
-_LITERAL = type(literal(""))
-
-
-def unwrap_literals(value: Any) -> Any:
-    """`value` with each Airflow `literal(x)` replaced by `x` (rendering does the same when the task runs)."""
-    if isinstance(value, _LITERAL):
-        return value.value
-    if isinstance(value, dict):
-        return {k: unwrap_literals(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [unwrap_literals(v) for v in value]
-    return value
-
-
-def _templated(value: Any) -> bool:
-    """Whether `value` (or anything in it) holds a Jinja expression, rendered only when the task runs."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, dict):
-        return any(_templated(k) or _templated(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_templated(v) for v in value)
-    return False
-
-
 def check_prepare_next(value: Any) -> None:
     if not isinstance(value, bool):
         raise ChainConfigError("prepare_next", f"must be True or False, not {value!r}")
-
-
-def _check_positive(field: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")
