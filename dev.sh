@@ -65,7 +65,10 @@ test)
 	shift
 	ruff check airflow_kruise_chain tests bench example_dags
 	ruff format --check airflow_kruise_chain tests bench example_dags
-	exec python -m pytest -q "$@"
+	# TEST_WORKERS pytest processes (default 2), each taking whole test files (module fixtures start once),
+	# the longest first (tests/conftest.py): most of the end-to-end tests' time is waiting on clusters,
+	# Airflow and subprocesses. TEST_WORKERS=0: one process.
+	exec python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 	;;
 bench)
 	setup

@@ -37,6 +37,24 @@ if "airflow" not in __import__("sys").modules:
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "example_dags")
 
 
+LONGEST_FIRST = ("tests/airflow/", "tests/ui/", "tests/e2e/")
+"""Directories whose files run longest (a real Airflow, the UI's runs, DAG runs), in that order."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `pytest -n N --dist loadfile --no-loadscope-reorder` (./dev.sh test), hand out the longest files
+    first, so that the workers end on short ones rather than one worker on a long file. A single process keeps
+    the usual order."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        path = Path(item.path).relative_to(ROOT).as_posix()
+        return next((i for i, top in enumerate(LONGEST_FIRST) if path.startswith(top)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: each file's tests keep their order
+
+
 CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "kruise-crds"
 
 
