@@ -200,8 +200,13 @@ class StageDriver:
         self._sizing: ChainSizing | object | None = _UNKNOWN
         """how the pod is sized (`core.sizing`), learnt at the swap"""
         self._resized: ChainPod | None = None
-        """the pod as the swap's resizes left it: the next planning pass starts from it"""
+        """the pod the next planning pass starts from, instead of a read: as the caller has just read it,
+        or as the swap's resizes left it"""
         self._pump_stop: threading.Event | None = None
+        self._patched: ChainPod | None = None
+        """the pod as the swap's patch left it: waiting for the stage's start begins from it"""
+        self._finished: set[tuple[str, int]] = set()
+        """(slot, generation) whose result line this driver has seen: ended for good, never read again"""
         self.on_started: Callable[[], None] | None = None
         """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
         self._swapped: tuple[Pod, set[str]] | None = None
@@ -229,13 +234,17 @@ class StageDriver:
         pod = self.api.read_pod(self.pod_name, self.namespace)
         return None if pod is None else ChainPod.of(pod)
 
-    def swap(self, stage: StageSpec, try_number: int, timeouts: Timeouts) -> SwapPlan:
+    def swap(
+        self, stage: StageSpec, try_number: int, timeouts: Timeouts, pod: ChainPod | None = None
+    ) -> SwapPlan:
         """Swap `stage` in, or find the generation that already runs it, and return the plan carried out.
 
         An earlier try's generation (its worker died) is followed while it runs and adopted if it ended with
         exit 0: a stage that finished is never run again. Waits while the slot it needs is still busy; a
         409 Conflict (a concurrent write) re-plans from a fresh read, so no update is lost or applied twice.
+        `pod`: the pod as the caller has just read it (the first plan starts from it instead of a read).
         """
+        self._resized = pod
         deadline = time.monotonic() + timeouts.swap
         conflicts = 0
         followed: StageResult | None = None  # the result of an earlier try's generation, followed to its end
@@ -289,10 +298,11 @@ class StageDriver:
                     f"{stage.name!r} again as a new generation"
                 )
             assert plan.patch is not None
-            if self.size_slot(pod, stage, plan, deadline):
+            if self.size_slot(pod, stage, plan, deadline, finished):
                 continue  # the resizes changed the pod: plan the guarded patch from a fresh read
             try:
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
+                self._patched = ChainPod.of(swapped)
             except ConflictError:
                 conflicts += 1
                 if time.monotonic() > deadline:
@@ -350,32 +360,53 @@ class StageDriver:
             self.log(f"::kruise-chain:: not preparing for stage {stage!r}: {err}")
         return None
 
-    def size_slot(self, pod: ChainPod, stage: StageSpec, plan: SwapPlan, deadline: float) -> bool:
+    def size_slot(
+        self, pod: ChainPod, stage: StageSpec, plan: SwapPlan, deadline: float, finished: set[str]
+    ) -> bool:
         """Size the slot for `stage` by in-place resize, the idle other slot parked first (`core.sizing`);
-        True if it resized anything. A chain pod sized statically is left alone."""
+        True if it resized anything. A chain pod sized statically is left alone. The other slot counts as
+        idle only when its generation is known to have ended (`finished`: its result is in its log), never
+        from a readiness that may predate an annotations-only swap: a running stage is never shrunk."""
         other = other_slot(plan.slot)
-        other_idle = slot_status(pod, other).state not in (StageState.SWAPPING, StageState.RUNNING)
+        status = slot_status(pod, other)
+        other_idle = other in finished or (
+            status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed
+        )
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         self._sizing = ChainSizing.from_pod(pod)
-        resized = sizer.size(pod, stage.name, plan.slot, other, other_idle, deadline)
+        restarting = plan.action == "patch"  # an image patch: the kubelet restarts the slot
+        resized = sizer.size(pod, stage.name, plan.slot, other, other_idle, deadline, restarting)
         self._resized = sizer.last
         return resized
 
     def park_slot(self, plan: SwapPlan, timeouts: Timeouts) -> None:
-        """The stage in `plan` has ended: shrink its slot to the parked minimum (in-place sizing only). A
-        resize that fails here is logged: the next swap parks the slot again once it shows idle."""
-        self.park(plan.stage, plan.slot, timeouts)
+        """The stage in `plan` has ended: shrink its slot to the parked minimum (in-place sizing only)."""
+        self.park(plan.stage, plan.slot, plan.generation, timeouts)
 
-    def park(self, stage: str, slot: str, timeouts: Timeouts) -> None:
-        """`park_slot` for `stage`, which ran in `slot`."""
-        if self._sizing is _UNKNOWN:  # not swapped by this driver: the pod says how it is sized
-            pod = self.snapshot()
-            self._sizing = ChainSizing.from_pod(pod) if pod is not None else None
-        if not isinstance(self._sizing, ChainSizing):
+    def park(self, stage: str, slot: str, generation: int, timeouts: Timeouts) -> None:
+        """Shrink `slot`, where generation `generation` of `stage` has ended, to the parked minimum.
+
+        Only while the slot still holds that generation (the resize is guarded by the pod's
+        resourceVersion): a slot another task has swapped since holds that task's stage, which must not be
+        shrunk. A resize that fails here is logged: the next swap parks the slot once it shows idle."""
+        if self._sizing is None:
             return
+        deadline = time.monotonic() + timeouts.swap
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         try:
-            sizer.park(self._sizing, stage, slot, time.monotonic() + timeouts.swap)
+            for _ in range(10):
+                pod = self.snapshot()
+                if pod is None or pod.slot(slot).generation != generation:
+                    return
+                if self._sizing is _UNKNOWN:  # not swapped by this driver: the pod says how it is sized
+                    self._sizing = ChainSizing.from_pod(pod)
+                if not isinstance(self._sizing, ChainSizing):
+                    return
+                try:
+                    sizer.park(pod, self._sizing, stage, slot, deadline)
+                    return
+                except ConflictError:
+                    continue  # the pod changed since it was read: look again
         except ChainError as err:
             self.log(f"could not park {slot} after stage {stage!r}: {err}")
 
@@ -392,6 +423,9 @@ class StageDriver:
             )
             if not status.generation or not status.stage or not ambiguous:
                 continue
+            if (slot, status.generation) in self._finished:
+                out.add(slot)
+                continue
             record = pod.record(status.stage)
             token = record.token if record is not None else ""
             text = self.api.read_log(self.pod_name, self.namespace, slot, tail_lines=TAIL_LINES + 5)
@@ -400,6 +434,7 @@ class StageDriver:
                 for line in text.splitlines()
             ):
                 out.add(slot)
+                self._finished.add((slot, status.generation))
         return out
 
     def wait_pod_change(self, pod: ChainPod, deadline: float) -> ChainPod | None:
@@ -427,7 +462,9 @@ class StageDriver:
         """
         swap_deadline = started + timeouts.swap
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
-        pod = self.snapshot()
+        # the swap's patch answered with the pod as it left it: no need to read it again
+        patched, self._patched = self._patched, None
+        pod = patched or self.snapshot()
         if pod is None:
             raise self.lost(None, f"while swapping stage {plan.stage!r} in")
         reported = ""
@@ -476,11 +513,22 @@ class StageDriver:
         (see `stop`) when it runs out, silent or not, and raises StageTimeoutError. `skip`: the first `skip`
         lines of the generation's output (`GenerationOutput`) were logged by an earlier reader: they go to
         `quiet`, not `log`. `detach_at` (monotonic): a stage still running then is left running and
-        `Detached` is returned, with how far its output was logged.
+        `Detached` is returned, with how far its output was logged. Once the stage's end is known its slot
+        is parked (in-place sizing), before the result goes back to the caller: the slot does not hold the
+        stage's size while Airflow switches tasks.
         """
-        if plan.action == "adopt":
-            assert plan.result is not None
-            return plan.result
+        result = plan.result if plan.action == "adopt" else None
+        if result is None:
+            followed = self._follow(plan, timeouts, skip, detach_at)
+            if isinstance(followed, Detached):
+                return followed
+            result = followed
+        self.park_slot(plan, timeouts)
+        return result
+
+    def _follow(
+        self, plan: SwapPlan, timeouts: Timeouts, skip: int, detach_at: float | None
+    ) -> StageResult | Detached:
         started = self.wait_started(plan, timeouts, time.monotonic(), detach_at)
         if started is None:
             return Detached(skip)
@@ -795,5 +843,4 @@ class StageDriver:
         plan = self.swap(stage, try_number, timeouts)
         result = self.follow(plan, timeouts)
         assert isinstance(result, StageResult)  # no detach_at: followed to the end
-        self.park_slot(plan, timeouts)
         return result

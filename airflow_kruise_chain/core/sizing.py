@@ -37,9 +37,10 @@ from .spec import StageSpec, parse_quantity
 SIZING_ANNOTATION = "kruise-chain.io/sizing"
 SIZING_MODES = ("auto", "in-place", "static")
 RESIZABLE = ("cpu", "memory")
-PARKED_REQUESTS = {"cpu": "10m", "memory": "16Mi"}
+PARKED_REQUESTS = {"cpu": "10m", "memory": "4Mi"}
 PARKED_LIMITS = {"cpu": "100m", "memory": "32Mi"}
-"""The parked minimum: what an idle slot (its runner waiting for a stage) reserves, and its limits."""
+"""The parked minimum: what an idle slot (its runner waiting for a stage) reserves, and its limits. A parked
+runner (busybox sh polling a file with builtins) measures 1.8 MiB RSS: 4Mi requested leaves twice that."""
 
 Resources = dict[str, dict[str, str]]
 
@@ -104,7 +105,9 @@ def plan_sizing(
     Raises ChainConfigError naming the stages when a stage's size next to a parked slot would have another
     QoS class than the pod is created with (the API server refuses such a resize).
     """
+    parked = parked or {}
     mentioned = {r for s in stages for kind in ("requests", "limits") for r in s.resources.get(kind, {})}
+    mentioned |= {r for kind in ("requests", "limits") for r in parked.get(kind, {})}
     resizable = [r for r in RESIZABLE if r in mentioned]
     bounded = {
         r
@@ -119,30 +122,30 @@ def plan_sizing(
         for r in bounded
     }
     fixed = _static_other(stages)
+    parked_requests = {**PARKED_REQUESTS, **dict(parked.get("requests", {}))}
     sizes: dict[str, Resources] = {}
     for stage in stages:
         requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
         own_requests, own_limits = stage.resources.get("requests", {}), stage.resources.get("limits", {})
         for r in resizable:
-            requests[r] = own_requests.get(r) or own_limits.get(r) or PARKED_REQUESTS[r]
+            requests[r] = own_requests.get(r) or own_limits.get(r) or parked_requests[r]
             if r in bounded:
                 limits[r] = own_limits.get(r) or max_limit[r]
         sizes[stage.name] = _resources(requests, limits)
     guaranteed = bool(sizes) and all(qos_class([size]) == "Guaranteed" for size in sizes.values())
-    if parked is not None:
-        parked_size = _resources(
-            {**fixed.get("requests", {}), **dict(parked.get("requests", {}))},
-            {**fixed.get("limits", {}), **dict(parked.get("limits", {}))},
-        )
-    else:
-        requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
-        for r in resizable:
-            requests[r] = PARKED_LIMITS[r] if guaranteed else PARKED_REQUESTS[r]
-            if r in bounded:
-                limits[r] = PARKED_LIMITS[r]
-        parked_size = _resources(requests, limits)
-    qos = qos_class([parked_size, parked_size])  # the pod is created with both slots parked
-    changing = {name: qos_class([size, parked_size]) for name, size in sizes.items()}
+    requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
+    for r in resizable:
+        requests[r] = PARKED_LIMITS[r] if guaranteed else PARKED_REQUESTS[r]
+        if r in bounded:
+            limits[r] = PARKED_LIMITS[r]
+    # parked_resources overrides the default parked minimum resource by resource
+    requests.update(parked.get("requests", {}))
+    limits.update(parked.get("limits", {}))
+    parked_size = _resources(requests, limits)
+    _check_same_shape(sizes, parked_size)
+    init = init_resources(parked_size)
+    qos = qos_class([parked_size, parked_size, init])  # the pod is created with both slots parked
+    changing = {name: qos_class([size, parked_size, init]) for name, size in sizes.items()}
     changing = {name: other for name, other in changing.items() if other != qos}
     if changing:
         named = ", ".join(f"{name!r} ({other})" for name, other in changing.items())
@@ -152,7 +155,49 @@ def plan_sizing(
             f"{named} would change its QoS class, which an in-place resize may not do; give those stages "
             "(or parked_resources) the same shape of requests and limits, or use sizing='static'",
         )
+    # Every size then keeps the pod's QoS class next to any other (two stages at once included): the init
+    # container keeps the parked size, so a Burstable or BestEffort parked size fixes the class whatever
+    # the slots hold, and a Guaranteed one means every stage is Guaranteed.
     return ChainSizing(qos=qos, parked=parked_size, stages=sizes)
+
+
+def _shape(resources: Mapping[str, Mapping[str, str]]) -> set[tuple[str, str]]:
+    return {(kind, r) for kind, values in resources.items() for r in values if r in RESIZABLE}
+
+
+def _check_same_shape(sizes: Mapping[str, Resources], parked: Resources) -> None:
+    """Every stage's size names the same cpu/memory requests and limits as the parked size: a resize may
+    not remove a request or a limit, and adding a memory limit is refused before Kubernetes 1.34."""
+    want = _shape(parked)
+    for name, size in sizes.items():
+        have = _shape(size)
+        if have != want:
+            extra = ", ".join(f"{kind}.{r}" for kind, r in sorted(want - have))
+            missing = ", ".join(f"{kind}.{r}" for kind, r in sorted(have - want))
+            detail = "; ".join(
+                part
+                for part in (
+                    f"parked_resources sets {extra}, which stage {name!r} leaves unset" if extra else "",
+                    f"stage {name!r} sets {missing}, which parked_resources leaves unset" if missing else "",
+                )
+                if part
+            )
+            raise ChainConfigError(
+                "parked_resources",
+                f"{detail}: an in-place resize can neither add nor remove a request or limit, so the parked "
+                "size must set the same cpu/memory requests and limits as the stages' sizes; change "
+                "parked_resources (or leave it out for the default) or use sizing='static'",
+            )
+
+
+def init_resources(parked: Mapping[str, Mapping[str, str]]) -> Resources:
+    """The chain pod's init container's resources: the parked size's cpu and memory. The init container
+    counts for the pod's QoS class (`ComputePodQOS`) and reserves no more than one parked slot."""
+    return {
+        kind: {r: q for r, q in values.items() if r in RESIZABLE}
+        for kind, values in parked.items()
+        if any(r in RESIZABLE for r in values)
+    }
 
 
 def _resources(requests: Mapping[str, str], limits: Mapping[str, str]) -> Resources:
@@ -238,6 +283,28 @@ def infeasible_message(stage: str, slot: str, target: Resources, node: str, mess
     )
 
 
+def refused_message(
+    stage: str, slot: str, target: Resources, sizing: ChainSizing, refused: Exception
+) -> ResizeRefusedError:
+    """The stage's error for a resize the API server refused (422): the stage, the request and the fix."""
+    if "qos" in str(refused).lower():
+        fix = (
+            f"an in-place resize may not change the pod's QoS class ({sizing.qos}): the chain pod's sizing "
+            f"(annotation {SIZING_ANNOTATION}) or its containers' resources were changed after it was "
+            "created; clear the DAG run from the chain's setup task to start a fresh pod, or use "
+            "sizing='static'"
+        )
+    else:
+        fix = (
+            "give the stage resources this cluster accepts for an in-place resize (only cpu and memory, "
+            "same requests and limits set as the parked size), or use sizing='static'"
+        )
+    return ResizeRefusedError(
+        f"stage {stage!r} could not be sized in {slot}: the API server refused to resize it to "
+        f"{_describe(target)} (422: {refused}); {fix}"
+    )
+
+
 # -- carrying it out -------------------------------------------------------------------------------------
 class ResizeApi(Protocol):
     """What sizing needs from a Kubernetes client."""
@@ -251,8 +318,12 @@ class ResizeApi(Protocol):
     ) -> Iterator[dict[str, Any] | None]: ...
 
 
-def resize_body(slot: str, resources: Resources) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": slot, "resources": resources}]}}
+def resize_body(slot: str, resources: Resources, version: str | None = None) -> dict[str, Any]:
+    """A `pods/resize` patch of one container; with `version`, applied only to that resourceVersion."""
+    body: dict[str, Any] = {"spec": {"containers": [{"name": slot, "resources": resources}]}}
+    if version:
+        body["metadata"] = {"resourceVersion": version}
+    return body
 
 
 class SlotSizer:
@@ -267,10 +338,22 @@ class SlotSizer:
         """the latest version of the pod seen while resizing"""
 
     def size(
-        self, pod: Pod | ChainPod, stage: str, slot: str, other: str, other_idle: bool, deadline: float
+        self,
+        pod: Pod | ChainPod,
+        stage: str,
+        slot: str,
+        other: str,
+        other_idle: bool,
+        deadline: float,
+        restarting: bool = False,
     ) -> bool:
         """Size `slot` for `stage` (shrinking the idle `other` slot first); True if that changed the pod
-        (False: a static chain pod, the slots were sized already, or a resize could not change them)."""
+        (False: a static chain pod, the slots were sized already, or a resize could not change them).
+
+        `restarting`: the swap restarts `slot` (an image patch), whose new container starts with what the
+        kubelet has allocated: the slot's resize is done once admitted (allocatedResources), without
+        waiting for the kubelet to apply it to the container being replaced. Otherwise (the running runner
+        starts the stage) it is done once applied to the running container."""
         pod = ChainPod.of(pod)
         sizing = ChainSizing.from_pod(pod)
         if sizing is None:
@@ -284,18 +367,23 @@ class SlotSizer:
                 f"({'parked: its stage is done' if shrinking else 'for stage ' + repr(stage)})"
             )
             current = dict(pod.slot(which).resources or {})
-            self._apply(stage, which, current, resources, sizing, shrinking, deadline)
+            admitted = restarting and not shrinking
+            self._apply(stage, which, current, resources, sizing, shrinking, deadline, admitted=admitted)
         # a resize the API server or the kubelet would not make as asked (a limit kept) leaves the pod as it
         # was: nothing changed, so the caller goes on instead of planning again
         return self.last is not None and self.last.resource_version != pod.resource_version
 
-    def park(self, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
-        """Shrink `slot`, whose stage `stage` has ended (so it holds that stage's size), to the parked
-        minimum."""
+    def park(self, pod: Pod | ChainPod, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
+        """Shrink `slot`, whose stage `stage` has ended, to the parked minimum. The resize is guarded by
+        `pod`'s resourceVersion: the client's ConflictError (409) when the pod changed since `pod`."""
+        pod = ChainPod.of(pod)
+        current = dict(pod.slot(slot).resources or {})
+        if same_resources(current, sizing.parked):
+            return
         self.log(
             f"::kruise-chain:: resize {slot} to {_describe(sizing.parked)} (parked: stage {stage!r} ended)"
         )
-        self._apply(stage, slot, sizing.for_stage(stage), sizing.parked, sizing, True, deadline)
+        self._apply(stage, slot, current, sizing.parked, sizing, True, deadline, pod.resource_version)
 
     def _apply(
         self,
@@ -306,20 +394,23 @@ class SlotSizer:
         sizing: ChainSizing,
         shrinking: bool,
         deadline: float,
+        version: str | None = None,
+        admitted: bool = False,
     ) -> None:
-        """Resize `slot` from `current` to `target` and wait until the kubelet applied it."""
+        """Resize `slot` from `current` to `target` (only if the pod is still at `version`, when given) and
+        wait until the kubelet applied it (`admitted`: until it allocated it)."""
         try:
-            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
         except ResizeRefusedError as refused:
             if "memory limits cannot be decreased" not in str(refused):
-                raise
+                raise refused_message(stage, slot, target, sizing, refused) from refused
             # before 1.34 the API server refuses any in-place memory limit decrease: keep the limit
             target = _keep_memory_limit(target, current)
             self.log(
                 f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
                 f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
             )
-            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+            pod = self._resize(stage, slot, target, sizing)
         said: set[str] = set()
         for seen in self._versions(pod, deadline):
             self.last = seen
@@ -344,16 +435,22 @@ class SlotSizer:
                         "parking its requests"
                     )
                     target = _keep_memory_limit(target, current)
-                    self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+                    self._resize(stage, slot, target, sizing)
                     shrinking = False
                     continue
                 self._say(said, f"waiting: the kubelet could not apply the resize of {slot} yet: {message}")
-            elif applied and progress is None:
+            elif applied and (progress is None or admitted):
                 return
         raise ResizeTimeoutError(
             f"swap timeout: resizing {slot} for stage {stage!r} to {_describe(target)} did not complete: "
             + "; ".join(sorted(said) or ["not applied yet"])
         )
+
+    def _resize(self, stage: str, slot: str, target: Resources, sizing: ChainSizing) -> Pod:
+        try:
+            return self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+        except ResizeRefusedError as refused:
+            raise refused_message(stage, slot, target, sizing, refused) from refused
 
     def _say(self, said: set[str], note: str) -> None:
         if note not in said:
@@ -417,4 +514,8 @@ def size_pod(pod: dict[str, Any], sizing: ChainSizing | None) -> dict[str, Any]:
     if sizing is not None:
         for container in out["spec"]["containers"]:
             container["resources"] = json.loads(json.dumps(sizing.parked))
+        init = init_resources(sizing.parked)
+        for container in out["spec"].get("initContainers") or []:
+            if init:
+                container["resources"] = {**container.get("resources", {}), **json.loads(json.dumps(init))}
     return out

@@ -236,7 +236,8 @@ class KruiseHook(KubernetesHook):
         """Strategic-merge patch of the pod's `resize` subresource (in-place resize of container resources).
 
         404 (no such subresource: Kubernetes < 1.33 or the InPlacePodVerticalScaling gate off) raises
-        ResizeUnsupportedError, 422 ResizeRefusedError with the API server's reason."""
+        ResizeUnsupportedError, 422 ResizeRefusedError with the API server's reason, 409 (a body with a
+        stale `metadata.resourceVersion`) ConflictError."""
         try:
             return self._call(
                 "patch",
@@ -256,6 +257,8 @@ class KruiseHook(KubernetesHook):
                 ) from e
             if e.status == 422:
                 raise ResizeRefusedError(str(explain(e, "patch", "pods/resize", namespace, name))) from e
+            if e.status == 409:
+                raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
             raise explain(e, "patch", "pods/resize", namespace, name) from e
 
     def serves_resize(self) -> bool:

@@ -456,9 +456,10 @@ class KruiseChainOperator(ChainBaseOperator):
         stage = self.stage_spec()
         driver = self.driver(context)
         self.pod_url(context)
-        pod_uid = self.prepare_try(context, driver)
+        pod = self.prepare_try(context, driver)
+        pod_uid = pod.uid
         self._running = (driver, stage.name)
-        plan = driver.swap(stage, context["ti"].try_number, self.timeouts())
+        plan = driver.swap(stage, context["ti"].try_number, self.timeouts(), pod=pod)
         if plan.action == "adopt":
             self.replay(driver, plan)
         following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
@@ -493,8 +494,9 @@ class KruiseChainOperator(ChainBaseOperator):
             return self.finish(context, followed, pod_uid)
         return self.finish(context, self.follow(context, driver, plan), pod_uid)
 
-    def prepare_try(self, context: Context, driver: StageDriver) -> str:
-        """Check what this try finds in the chain pod before any swap; return the pod's uid.
+    def prepare_try(self, context: Context, driver: StageDriver) -> ChainPod:
+        """Check what this try finds in the chain pod before any swap; return the pod as read (the swap
+        plans from it).
 
         Fails at once (no retry) when a predecessor stage never ran in this pod: its outputs are not in the
         scratch volume (a fresh pod). When this stage's latest generation in the pod is one whose success an
@@ -519,7 +521,7 @@ class KruiseChainOperator(ChainBaseOperator):
                     self.stage_name,
                 )
                 pod = self.retire(driver, pod, record.generation)
-        return pod.uid
+        return pod
 
     def retire(self, driver: StageDriver, pod: ChainPod, generation: int) -> ChainPod:
         """Remove the stage's record of `generation` (conditional patch, re-read on a conflict)."""
@@ -674,8 +676,7 @@ class KruiseChainOperator(ChainBaseOperator):
         monitor = self.monitor(context, driver, record, sample_memory=False)
         driver.log_end(result)
         monitor.finished(result)
-        if event.get("sized"):
-            driver.park(self.stage_name, record.slot, self.timeouts())
+        driver.park(self.stage_name, record.slot, record.generation, self.timeouts())
         return result
 
     def monitor(
@@ -747,7 +748,6 @@ class KruiseChainOperator(ChainBaseOperator):
         if isinstance(result, Detached):
             return result
         monitor.finished(result)
-        driver.park_slot(plan, self.timeouts())
         return result
 
     def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:

@@ -239,9 +239,9 @@ def deferred(pod: dict[str, Any]) -> bool:
 
 
 def test_a_deferred_resize_waits_until_the_node_has_room(node_1gi, capfd):
-    """The 512Mi stage does not fit next to a 500Mi pod: its resize is Deferred, the task waits (and says
-    why) until that pod is deleted, then runs the stage."""
-    core = blocker(node_1gi, "500Mi")
+    """The 512Mi stage does not fit next to a 520Mi pod (512Mi + 4Mi parked + 520Mi > 1Gi): its resize is
+    Deferred, the task waits (and says why) until that pod is deleted, then runs the stage."""
+    core = blocker(node_1gi, "520Mi")
     with PodSampler(node_1gi) as sampler:
         freed = threading.Event()
 
@@ -265,7 +265,7 @@ def test_a_deferred_resize_waits_until_the_node_has_room(node_1gi, capfd):
 
 
 def test_a_resize_deferred_past_the_swap_timeout_fails_the_stage(node_1gi, capfd):
-    blocker(node_1gi, "500Mi")
+    blocker(node_1gi, "520Mi")
     failures = Failures()
     run = run_inline(chain_dag("sizing_deferred_timeout", failures=failures, swap_timeout=5))
     assert str(run.state) == "failed"

@@ -290,3 +290,22 @@ def test_without_in_place_resize_the_subresource_is_not_served(tmp_path):
         assert "pods/resize" not in resources and "pods/status" in resources
     finally:
         c.stop()
+
+
+def test_a_resize_with_a_stale_resource_version_is_a_conflict(score, ns):
+    """A patch body's metadata.resourceVersion is a precondition on the resize subresource too (409)."""
+    score.create_namespaced_pod(ns, pod_body("p", container("c", "sleep 60", resources=memory("64Mi"))))
+    stale = score.read_namespaced_pod("p", ns).metadata.resource_version
+    score.patch_namespaced_pod("p", ns, {"metadata": {"labels": {"moved": "on"}}})
+    body = {
+        "metadata": {"resourceVersion": stale},
+        "spec": {"containers": [{"name": "c", "resources": memory("96Mi")}]},
+    }
+    with pytest.raises(ApiException) as err:
+        score.patch_namespaced_pod_resize("p", ns, body)
+    assert err.value.status == 409
+    current = score.read_namespaced_pod("p", ns)
+    assert current.spec.containers[0].resources.requests["memory"] == "64Mi"
+    body["metadata"]["resourceVersion"] = current.metadata.resource_version
+    score.patch_namespaced_pod_resize("p", ns, body)
+    assert score.read_namespaced_pod("p", ns).spec.containers[0].resources.requests["memory"] == "96Mi"

@@ -47,13 +47,13 @@ def test_each_stage_gets_its_own_size_and_idle_slots_the_parked_minimum():
 
 def test_a_stage_without_a_memory_request_gets_the_parked_request_and_the_largest_limit():
     sizing = plan_sizing([stage("small"), stage("big", **mem("1Gi", "2Gi"))])
-    assert sizing.for_stage("small") == {"requests": {"memory": "16Mi"}, "limits": {"memory": "2Gi"}}
+    assert sizing.for_stage("small") == {"requests": {"memory": "4Mi"}, "limits": {"memory": "2Gi"}}
 
 
 def test_an_unbounded_request_leaves_the_slot_without_a_limit():
     sizing = plan_sizing([stage("a", **mem("1Gi")), stage("b", **mem("64Mi", "128Mi"))])
     assert sizing.for_stage("b") == {"requests": {"memory": "64Mi"}}
-    assert sizing.parked == {"requests": {"memory": "16Mi"}}
+    assert sizing.parked == {"requests": {"memory": "4Mi"}}
 
 
 def test_a_guaranteed_chain_stays_guaranteed_with_a_guaranteed_parked_size():
@@ -131,3 +131,45 @@ def test_infeasible_names_the_stage_the_request_and_the_node_allocatable():
     )
     assert "stage 'big'" in message and "memory 512Mi" in message
     assert "node node-0 has memory 256Mi allocatable" in message and "Infeasible" in message
+
+
+def test_the_init_container_keeps_the_parked_size_so_no_pair_of_stages_changes_the_qos():
+    g = {"cpu": "500m", "memory": "256Mi"}
+    guaranteed = plan_sizing(
+        [stage("a", requests=g, limits=g), stage("b", limits={"cpu": "1", "memory": "1Gi"})]
+    )
+    burstable = plan_sizing([stage("a", **mem("64Mi", "128Mi")), stage("b", **mem("1Gi", "1Gi"))])
+    for sizing in (guaranteed, burstable):
+        pod = size_pod(
+            {"metadata": {}, "spec": {"containers": [{"name": "slot-a"}], "initContainers": [{"name": "i"}]}},
+            sizing,
+        )
+        init = pod["spec"]["initContainers"][0]["resources"]
+        assert init == {k: v for k, v in sizing.parked.items() if v}
+        sizes = [*sizing.stages.values(), sizing.parked]
+        for one in sizes:  # any two slots at once (two stages, or a stage and a parked slot)
+            for two in sizes:
+                assert qos_class([one, two, init]) == sizing.qos
+    assert guaranteed.qos == "Guaranteed" and burstable.qos == "Burstable"
+
+
+@pytest.mark.parametrize(
+    ("parked", "named"),
+    [
+        ({"limits": {"memory": "32Mi"}}, "parked_resources sets limits.memory, which stage 'a' leaves unset"),
+        ({"requests": {"cpu": "10m"}, "limits": {"cpu": "10m"}}, "limits.cpu"),
+    ],
+)
+def test_a_parked_size_a_resize_could_not_reach_fails_at_parse_naming_the_field(parked, named):
+    chain = ChainSpec(
+        "c", "default", [stage("a", **mem("64Mi")), stage("b", **mem("1Gi"))], parked_resources=parked
+    )
+    with pytest.raises(ChainConfigError) as err:
+        chain.validate()
+    assert err.value.field == "parked_resources"
+    assert named in str(err.value) and "sizing='static'" in str(err.value)
+
+
+def test_parked_resources_override_the_default_resource_by_resource():
+    sizing = plan_sizing([stage("a", **mem("64Mi", "128Mi"))], {"requests": {"memory": "8Mi"}})
+    assert sizing.parked == {"requests": {"memory": "8Mi"}, "limits": {"memory": PARKED_LIMITS["memory"]}}
