@@ -203,8 +203,8 @@ class StageDriver:
         """the pod the next planning pass starts from, instead of a read: as the caller has just read it,
         or as the swap's resizes left it"""
         self._pump_stop: threading.Event | None = None
-        self._patched: ChainPod | None = None
-        """the pod as the swap's patch left it: waiting for the stage's start begins from it"""
+        self._patched: Pod | None = None
+        """the pod as the swap's patch answered it: waiting for the stage's start begins from it"""
         self._finished: set[tuple[str, int]] = set()
         """(slot, generation) whose result line this driver has seen: ended for good, never read again"""
         self.on_started: Callable[[], None] | None = None
@@ -302,7 +302,7 @@ class StageDriver:
                 continue  # the resizes changed the pod: plan the guarded patch from a fresh read
             try:
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
-                self._patched = ChainPod.of(swapped)
+                self._patched = swapped
             except ConflictError:
                 conflicts += 1
                 if time.monotonic() > deadline:
@@ -464,7 +464,7 @@ class StageDriver:
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
         # the swap's patch answered with the pod as it left it: no need to read it again
         patched, self._patched = self._patched, None
-        pod = patched or self.snapshot()
+        pod = ChainPod.of(patched) if patched is not None else self.snapshot()
         if pod is None:
             raise self.lost(None, f"while swapping stage {plan.stage!r} in")
         reported = ""
