@@ -27,7 +27,7 @@ from .errors import (
 )
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod, Pod, lost_reason
-from .sizing import ChainSizing, SlotSizer
+from .sizing import SlotSizer
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -124,7 +124,6 @@ PUMP_LINES = 1024
 """log lines the follow thread may read ahead of the reader"""
 _END = object()
 _DETACH = object()
-_UNKNOWN = object()
 
 
 @dataclass(frozen=True)
@@ -197,16 +196,11 @@ class StageDriver:
         self.log = log
         self.quiet: Callable[[str], None] = lambda _line: None
         """receives the output lines an earlier reader logged (`follow`'s `skip`), instead of `log`"""
-        self._sizing: ChainSizing | object | None = _UNKNOWN
-        """how the pod is sized (`core.sizing`), learnt at the swap"""
         self._resized: ChainPod | None = None
-        """the pod the next planning pass starts from, instead of a read: as the caller has just read it,
-        or as the swap's resizes left it"""
+        """the pod the next planning pass starts from instead of a read (the caller's, or the resizes')"""
         self._pump_stop: threading.Event | None = None
-        self._patched: Pod | None = None
-        """the pod as the swap's patch answered it: waiting for the stage's start begins from it"""
-        self._finished: set[tuple[str, int]] = set()
-        """(slot, generation) whose result line this driver has seen: ended for good, never read again"""
+        self._patched: Pod | None = None  # the swap patch's answer: waiting for the start begins from it
+        self._finished: set[tuple[str, int]] = set()  # (slot, generation) seen ended: never read again
         self.on_started: Callable[[], None] | None = None
         """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
         self._swapped: tuple[Pod, set[str]] | None = None
@@ -298,7 +292,7 @@ class StageDriver:
                     f"{stage.name!r} again as a new generation"
                 )
             assert plan.patch is not None
-            if self.size_slot(pod, stage, plan, deadline, finished):
+            if self.size_slot(pod, plan, deadline, finished):
                 continue  # the resizes changed the pod: plan the guarded patch from a fresh read
             try:
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
@@ -360,22 +354,10 @@ class StageDriver:
             self.log(f"::kruise-chain:: not preparing for stage {stage!r}: {err}")
         return None
 
-    def size_slot(
-        self, pod: ChainPod, stage: StageSpec, plan: SwapPlan, deadline: float, finished: set[str]
-    ) -> bool:
-        """Size the slot for `stage` by in-place resize, the idle other slot parked first (`core.sizing`);
-        True if it resized anything. A chain pod sized statically is left alone. The other slot counts as
-        idle only when its generation is known to have ended (`finished`: its result is in its log), never
-        from a readiness that may predate an annotations-only swap: a running stage is never shrunk."""
-        other = other_slot(plan.slot)
-        status = slot_status(pod, other)
-        other_idle = other in finished or (
-            status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed
-        )
+    def size_slot(self, pod: ChainPod, plan: SwapPlan, deadline: float, finished: set[str]) -> bool:
+        """Size the slot for the plan's stage (`SlotSizer.size_for_swap`); True if it resized anything."""
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
-        self._sizing = ChainSizing.from_pod(pod)
-        restarting = plan.action == "patch"  # an image patch: the kubelet restarts the slot
-        resized = sizer.size(pod, stage.name, plan.slot, other, other_idle, deadline, restarting)
+        resized = sizer.size_for_swap(pod, plan.stage, plan.slot, plan.action == "patch", finished, deadline)
         self._resized = sizer.last
         return resized
 
@@ -384,29 +366,10 @@ class StageDriver:
         self.park(plan.stage, plan.slot, plan.generation, timeouts)
 
     def park(self, stage: str, slot: str, generation: int, timeouts: Timeouts) -> None:
-        """Shrink `slot`, where generation `generation` of `stage` has ended, to the parked minimum.
-
-        Only while the slot still holds that generation (the resize is guarded by the pod's
-        resourceVersion): a slot another task has swapped since holds that task's stage, which must not be
-        shrunk. A resize that fails here is logged: the next swap parks the slot once it shows idle."""
-        if self._sizing is None:
-            return
-        deadline = time.monotonic() + timeouts.swap
+        """`SlotSizer.park_generation`; a failure is logged: the next swap parks the slot once it is idle."""
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         try:
-            for _ in range(10):
-                pod = self.snapshot()
-                if pod is None or pod.slot(slot).generation != generation:
-                    return
-                if self._sizing is _UNKNOWN:  # not swapped by this driver: the pod says how it is sized
-                    self._sizing = ChainSizing.from_pod(pod)
-                if not isinstance(self._sizing, ChainSizing):
-                    return
-                try:
-                    sizer.park(pod, self._sizing, stage, slot, deadline)
-                    return
-                except ConflictError:
-                    continue  # the pod changed since it was read: look again
+            sizer.park_generation(stage, slot, generation, time.monotonic() + timeouts.swap)
         except ChainError as err:
             self.log(f"could not park {slot} after stage {stage!r}: {err}")
 
@@ -462,9 +425,7 @@ class StageDriver:
         """
         swap_deadline = started + timeouts.swap
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
-        # the swap's patch answered with the pod as it left it: no need to read it again
-        patched, self._patched = self._patched, None
-        pod = ChainPod.of(patched) if patched is not None else self.snapshot()
+        pod, self._patched = (ChainPod.of(self._patched) if self._patched else self.snapshot()), None
         if pod is None:
             raise self.lost(None, f"while swapping stage {plan.stage!r} in")
         reported = ""
@@ -513,22 +474,11 @@ class StageDriver:
         (see `stop`) when it runs out, silent or not, and raises StageTimeoutError. `skip`: the first `skip`
         lines of the generation's output (`GenerationOutput`) were logged by an earlier reader: they go to
         `quiet`, not `log`. `detach_at` (monotonic): a stage still running then is left running and
-        `Detached` is returned, with how far its output was logged. Once the stage's end is known its slot
-        is parked (in-place sizing), before the result goes back to the caller: the slot does not hold the
-        stage's size while Airflow switches tasks.
+        `Detached` is returned, with how far its output was logged.
         """
-        result = plan.result if plan.action == "adopt" else None
-        if result is None:
-            followed = self._follow(plan, timeouts, skip, detach_at)
-            if isinstance(followed, Detached):
-                return followed
-            result = followed
-        self.park_slot(plan, timeouts)
-        return result
-
-    def _follow(
-        self, plan: SwapPlan, timeouts: Timeouts, skip: int, detach_at: float | None
-    ) -> StageResult | Detached:
+        if plan.action == "adopt":
+            assert plan.result is not None
+            return plan.result
         started = self.wait_started(plan, timeouts, time.monotonic(), detach_at)
         if started is None:
             return Detached(skip)
@@ -843,4 +793,5 @@ class StageDriver:
         plan = self.swap(stage, try_number, timeouts)
         result = self.follow(plan, timeouts)
         assert isinstance(result, StageResult)  # no detach_at: followed to the end
+        self.park_slot(plan, timeouts)
         return result

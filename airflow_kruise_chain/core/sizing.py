@@ -19,20 +19,23 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
+from .constants import other_slot
 from .errors import (
     ChainConfigError,
     ChainError,
+    ConflictError,
     ResizeInfeasibleError,
     ResizeRefusedError,
     ResizeTimeoutError,
 )
 from .podview import ChainPod, Pod
 from .spec import StageSpec, parse_quantity
+from .status import StageState, slot_status
 
 SIZING_ANNOTATION = "kruise-chain.io/sizing"
 SIZING_MODES = ("auto", "in-place", "static")
@@ -372,6 +375,42 @@ class SlotSizer:
         # a resize the API server or the kubelet would not make as asked (a limit kept) leaves the pod as it
         # was: nothing changed, so the caller goes on instead of planning again
         return self.last is not None and self.last.resource_version != pod.resource_version
+
+    def size_for_swap(
+        self,
+        pod: ChainPod,
+        stage: str,
+        slot: str,
+        restarting: bool,
+        finished: Collection[str],
+        deadline: float,
+    ) -> bool:
+        """`size` for a swap of `stage` into `slot`. The other slot counts as idle (parked first) only when
+        its generation is known to have ended (in `finished`: its result is in its log, or a status the pod
+        can vouch for), never from a readiness that may predate an annotations-only swap: a running stage
+        is never shrunk."""
+        other = other_slot(slot)
+        status = slot_status(pod, other)
+        idle = other in finished or (
+            status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed
+        )
+        return self.size(pod, stage, slot, other, idle, deadline, restarting)
+
+    def park_generation(self, stage: str, slot: str, generation: int, deadline: float) -> None:
+        """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
+        that generation: the resize is guarded by the pod's resourceVersion (read again after a conflict),
+        since a slot another task has swapped since holds that task's stage, which must not be shrunk."""
+        for _ in range(10):
+            raw = self.api.read_pod(self.pod_name, self.namespace)
+            pod = ChainPod.of(raw) if raw is not None else None
+            sizing = ChainSizing.from_pod(pod) if pod is not None else None
+            if pod is None or sizing is None or pod.slot(slot).generation != generation:
+                return
+            try:
+                self.park(pod, sizing, stage, slot, deadline)
+                return
+            except ConflictError:
+                continue
 
     def park(self, pod: Pod | ChainPod, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
         """Shrink `slot`, whose stage `stage` has ended, to the parked minimum. The resize is guarded by

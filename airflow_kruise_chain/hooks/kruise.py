@@ -233,20 +233,16 @@ class KruiseHook(KubernetesHook):
             raise explain(e, "patch", "pods", namespace, name) from e
 
     def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Strategic-merge patch of the pod's `resize` subresource (in-place resize of container resources).
-
-        404 (no such subresource: Kubernetes < 1.33 or the InPlacePodVerticalScaling gate off) raises
-        ResizeUnsupportedError, 422 ResizeRefusedError with the API server's reason, 409 (a body with a
-        stale `metadata.resourceVersion`) ConflictError."""
+        """Strategic-merge patch of the pod's `resize` subresource: ResizeUnsupportedError on 404 (Kubernetes
+        < 1.33, InPlacePodVerticalScaling off), ResizeRefusedError on 422, ConflictError on 409 (stale rv)."""
+        resize = self.core_v1_client.patch_namespaced_pod_resize
         try:
             return self._call(
                 "patch",
                 "pods/resize",
                 namespace,
                 name,
-                lambda _: self._raw(
-                    self.core_v1_client.patch_namespaced_pod_resize, name, namespace, body, _content_type=SMP
-                ),
+                lambda _: self._raw(resize, name, namespace, body, _content_type=SMP),
                 replay_safe=True,
             )
         except ApiException as e:

@@ -742,6 +742,8 @@ class KruiseChainOperator(ChainBaseOperator):
         try:
             with monitor.sampling():
                 result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at)
+                if not isinstance(result, Detached):  # park as soon as the result is read
+                    driver.park_slot(plan, self.timeouts())
         except Exception as err:
             monitor.failed(err)
             raise
