@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
@@ -9,6 +12,7 @@ from airflow_kruise_chain.core.sizing import (
     PARKED_LIMITS,
     PARKED_REQUESTS,
     ChainSizing,
+    SlotSizer,
     infeasible_message,
     plan_sizing,
     qos_class,
@@ -173,3 +177,60 @@ def test_a_parked_size_a_resize_could_not_reach_fails_at_parse_naming_the_field(
 def test_parked_resources_override_the_default_resource_by_resource():
     sizing = plan_sizing([stage("a", **mem("64Mi", "128Mi"))], {"requests": {"memory": "8Mi"}})
     assert sizing.parked == {"requests": {"memory": "8Mi"}, "limits": {"memory": PARKED_LIMITS["memory"]}}
+
+
+class _ParkApi:
+    """A ResizeApi over one pod: resizes guarded by resourceVersion (409 once, when `conflict`), applied at
+    once by a 'kubelet' (allocatedResources follow the spec)."""
+
+    def __init__(self, pod: dict, conflict: bool = False) -> None:
+        self.pod, self.conflict, self.resizes, self.reads = pod, conflict, [], 0
+
+    def read_pod(self, name: str, namespace: str) -> dict:
+        self.reads += 1
+        return json.loads(json.dumps(self.pod))
+
+    def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
+        from airflow_kruise_chain.core.errors import ConflictError
+
+        self.resizes.append(body)
+        if self.conflict or body["metadata"]["resourceVersion"] != self.pod["metadata"]["resourceVersion"]:
+            self.conflict = False
+            self.pod["metadata"]["resourceVersion"] = str(int(self.pod["metadata"]["resourceVersion"]) + 1)
+            raise ConflictError("409")
+        for ctr in body["spec"]["containers"]:
+            spec = next(c for c in self.pod["spec"]["containers"] if c["name"] == ctr["name"])
+            spec["resources"] = ctr["resources"]
+            status = next(c for c in self.pod["status"]["containerStatuses"] if c["name"] == ctr["name"])
+            status["allocatedResources"] = dict(ctr["resources"].get("requests") or {})
+        self.pod["metadata"]["resourceVersion"] = str(int(self.pod["metadata"]["resourceVersion"]) + 1)
+        return json.loads(json.dumps(self.pod))
+
+    def watch_pod(self, *args: object, **kwargs: object):
+        return iter(())
+
+
+def _sized_pod(generation_a: int) -> tuple[dict, ChainSizing]:
+    from airflow_kruise_chain.core.wire import slot_annotation
+
+    sizing = plan_sizing([stage("big", **mem("1Gi")), stage("small", **mem("64Mi"))])
+    pod = size_pod(
+        _pod(sizing.for_stage("big"), sizing.parked) | {"metadata": {"resourceVersion": "7"}}, sizing
+    )
+    pod["spec"]["containers"][0]["resources"] = sizing.for_stage("big")  # slot-a holds big's size
+    pod["metadata"]["annotations"][slot_annotation("slot-a", "generation")] = str(generation_a)
+    pod["status"] = {"containerStatuses": [{"name": "slot-a"}, {"name": "slot-b"}]}
+    return pod, sizing
+
+
+def test_a_slot_is_parked_only_while_it_holds_the_ended_generation():
+    pod, sizing = _sized_pod(generation_a=3)
+    api = _ParkApi(pod, conflict=True)
+    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3, time.monotonic() + 5)
+    assert len(api.resizes) == 2 and api.reads == 2  # the 409 re-read the pod, the second resize parked
+    assert api.pod["spec"]["containers"][0]["resources"] == sizing.parked
+    # another task has swapped slot-a since (generation 4 runs there): its size is left alone
+    pod, sizing = _sized_pod(generation_a=4)
+    api = _ParkApi(pod)
+    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3, time.monotonic() + 5)
+    assert api.resizes == [] and api.pod["spec"]["containers"][0]["resources"] == sizing.for_stage("big")
