@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.core.status import StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
 
-XCOM_POD = "chain_pod"
 DELIVERED_KEY = "delivered_generation"
 """task_state_store key: the pod uid and generation whose success a try of this stage task delivered"""
 
