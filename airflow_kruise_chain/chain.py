@@ -10,7 +10,12 @@ from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
 from airflow_kruise_chain.core.manifest import check_annotations_size
-from airflow_kruise_chain.operators.base import ChainBaseOperator, check_positive, unwrap_literals
+from airflow_kruise_chain.operators.base import (
+    ChainBaseOperator,
+    check_defer_after,
+    check_positive,
+    unwrap_literals,
+)
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,
@@ -53,7 +58,9 @@ class KruiseChain:
     stage or the setup failed, unless `keep_pod=True`). Any other task declared inside the block (a
     `HotSwapSensor`, a task using the stages' results) also runs after `setup` and before `teardown`.
     `prepare_next` (default True): while a stage runs, its task gives the idle slot the image of the stage
-    predicted to run next (see `KruiseChainOperator`). Definitions are validated when the DAG is parsed.
+    predicted to run next (see `KruiseChainOperator`). `deferrable`, `defer_after` and `prepare_next` are
+    the stages' defaults; `chain.stage(...)` may override each. Definitions are validated when the DAG is
+    parsed.
     """
 
     def __init__(
@@ -69,6 +76,7 @@ class KruiseChain:
         cluster_context: str | None = None,
         in_cluster: bool | None = None,
         deferrable: bool = default_deferrable(),
+        defer_after: float = 1.0,
         swap_timeout: float = 600,
         startup_timeout: float = 300,
         pull_timeout: int = 600,
@@ -87,6 +95,7 @@ class KruiseChain:
                 "(e.g. KruiseChain('etl', namespace='data'))",
             )
         check_prepare_next(prepare_next)
+        check_defer_after(defer_after)
         if on_prewarm_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_prewarm_unavailable", "must be 'fail' or 'skip'")
         for field, value in (
@@ -101,6 +110,7 @@ class KruiseChain:
         self.on_prewarm_unavailable = on_prewarm_unavailable
         self.keep_pod = keep_pod
         self.deferrable = deferrable
+        self.defer_after = defer_after
         self.prepare_next = prepare_next
         self.swap_timeout = swap_timeout
         self.startup_timeout = startup_timeout
@@ -201,6 +211,7 @@ class KruiseChain:
             )
         self.stages.append(spec)
         operator_kwargs.setdefault("deferrable", self.deferrable)
+        operator_kwargs.setdefault("defer_after", self.defer_after)
         operator_kwargs.setdefault("prepare_next", self.prepare_next)
         task = KruiseChainOperator(
             task_id=name,

@@ -8,8 +8,9 @@ Modes (same stage program, same data, stage images `ghcr.io/airflow-kruise-chain
 
 - `noop`: Airflow's floor: the same DAG shape of Python tasks that only sleep the stage program's pause.
 - `chain`: a `KruiseChain` (provider defaults, prewarm); plus one mode per option the provider offers
-  (detected from KruiseChain's signature: the prepared next slot flipped, `chain-deferrable`,
-  start_from_trigger); `--list-modes` shows them. Data in the chain's scratch `emptyDir`.
+  (detected from KruiseChain's signature: the prepared next slot flipped, `chain-deferrable` = deferrable
+  with `defer_after=0`, every stage handed to the trigger right after its swap, start_from_trigger);
+  `--list-modes` shows them. Data in the chain's scratch `emptyDir`.
 - `kpo` / `kpo1`: one `KubernetesPodOperator` per stage (apache-airflow-providers-cncf-kubernetes), default
   settings / `startup_check_interval_seconds=1` (tuned). Data through a `hostPath` folder standing in for a
   ReadWriteMany PVC (the local cluster has none).
@@ -82,6 +83,7 @@ BASE_MODES = ("noop", "chain", "kpo", "kpo1", "all")
 MODE_NAMES = {
     "noop": "no-op tasks (floor)",
     "chain": "chain",
+    "chain-deferrable": "chain, deferred at once",
     "kpo": "KPO, pod per task",
     "kpo1": "KPO, startup check 1 s",
     "all": "all at once",
@@ -161,7 +163,12 @@ def chain_variants() -> dict[str, dict[str, Any]]:
             default = params[name].default
             variants[f"chain-{name}-{'off' if default else 'on'}"] = {name: not default}
     if "deferrable" in params:
-        variants["chain-deferrable"] = {"deferrable": True}
+        # stages that really defer: handed to the trigger right after the swap, not followed on the worker
+        # first (a short stage would end within the default `defer_after` and never defer)
+        variants["chain-deferrable"] = {
+            "deferrable": True,
+            **({"defer_after": 0} if "defer_after" in params else {}),
+        }
         if "start_from_trigger" in params:
             variants["chain-start-from-trigger"] = {"deferrable": True, "start_from_trigger": True}
     return variants

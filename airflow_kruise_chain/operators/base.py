@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -107,3 +108,9 @@ def check_positive(field: str, value: Any) -> None:
     """ChainConfigError naming `field` unless `value` is a positive number of seconds."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")
+
+
+def check_defer_after(value: Any) -> None:
+    """ChainConfigError naming `defer_after` unless `value` is a finite number of seconds >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ChainConfigError("defer_after", f"must be a finite number of seconds >= 0, not {value!r}")

@@ -17,7 +17,13 @@ from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLo
 from airflow_kruise_chain.core.image import parse_image_reference
 from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 from airflow_kruise_chain.links import ChainPodLink
-from airflow_kruise_chain.operators.base import ChainBaseOperator, check_positive, templated, unwrap_literals
+from airflow_kruise_chain.operators.base import (
+    ChainBaseOperator,
+    check_defer_after,
+    check_positive,
+    templated,
+    unwrap_literals,
+)
 
 if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
@@ -417,8 +423,7 @@ class KruiseChainOperator(ChainBaseOperator):
         self.pull_timeout = pull_timeout
         self._running: tuple[StageDriver, str] | None = None
         self.deferrable = deferrable
-        if isinstance(defer_after, bool) or not isinstance(defer_after, (int, float)) or defer_after < 0:
-            raise ChainConfigError("defer_after", f"must be a number of seconds >= 0, not {defer_after!r}")
+        check_defer_after(defer_after)
         self.defer_after = defer_after
         check_positive("swap_timeout", swap_timeout)
         for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):

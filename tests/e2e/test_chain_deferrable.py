@@ -51,10 +51,11 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
     from airflow_kruise_chain.sensors.hotswap import HotSwapSensor
 
     with DAG("chain_deferrable", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-        with KruiseChain("c", namespace="default", prewarm=False, deferrable=True, **FAST_POD) as chain:
-            produce = chain.stage(
-                "produce", image="busybox:1.36", cmds=["/bin/sh", "-c", PRODUCE], defer_after=0
-            )
+        # `defer_after=0` for the chain: both stages inherit it and defer right after their swap
+        with KruiseChain(
+            "c", namespace="default", prewarm=False, deferrable=True, defer_after=0, **FAST_POD
+        ) as chain:
+            produce = chain.stage("produce", image="busybox:1.36", cmds=["/bin/sh", "-c", PRODUCE])
             wait = HotSwapSensor(
                 task_id="wait",
                 chain_name="c",
@@ -71,9 +72,7 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
                 return result["outputs"]["lines"]
 
             checked = check(produce.output)
-            consume = chain.stage(
-                "consume", image="alpine:3.20", cmds=["/bin/sh", "-c", CONSUME], defer_after=0
-            )
+            consume = chain.stage("consume", image="alpine:3.20", cmds=["/bin/sh", "-c", CONSUME])
             produce >> wait >> checked >> consume
     run = run_inline(dag)
     out, everything = output(capfd, caplog)

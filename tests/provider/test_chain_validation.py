@@ -172,6 +172,23 @@ def test_the_setup_task_carries_the_whole_chain_as_a_dict():
             "True or False",
             id="bad-prepare-next",
         ),
+        *(
+            pytest.param(
+                stages({"name": "extract", **OK}),
+                {"defer_after": value},
+                "defer_after",
+                "finite number of seconds >= 0",
+                id=f"bad-defer-after-{value!r}",
+            )
+            for value in (-1, "1", True, None, float("nan"), float("inf"))
+        ),
+        pytest.param(
+            stages({"name": "extract", **OK, "defer_after": -0.5}),
+            {},
+            "defer_after",
+            "finite number of seconds >= 0",
+            id="bad-stage-defer-after",
+        ),
         pytest.param(
             stages({"name": "extract", **OK}),
             {"swap_timeout": 0},
@@ -203,6 +220,26 @@ def test_invalid_definition_fails_at_parse_naming_the_field(body, chain_kwargs, 
     assert detail in str(err.value)
 
 
+def test_stages_inherit_the_chains_task_options_and_may_override_them():
+    dag = build(
+        stages(
+            {"name": "extract", **OK},
+            {"name": "load", **OK, "defer_after": 30, "deferrable": False, "prepare_next": True},
+        ),
+        deferrable=True,
+        defer_after=0,
+        prepare_next=False,
+    )
+    extract, load = dag.task_dict["etl.extract"], dag.task_dict["etl.load"]
+    assert (extract.deferrable, extract.defer_after, extract.prepare_next) == (True, 0, False)
+    assert (load.deferrable, load.defer_after, load.prepare_next) == (False, 30, True)
+
+
+def test_defer_after_defaults_to_one_second():
+    dag = build(stages({"name": "extract", **OK}))
+    assert dag.task_dict["etl.extract"].defer_after == 1.0
+
+
 def test_a_chain_without_stages_fails_at_parse():
     with pytest.raises(ChainConfigError, match=r"^stages: a chain needs at least one stage"):
         build(lambda chain: None)
@@ -223,6 +260,7 @@ def test_stage_outside_the_with_block_fails():
         ({"container_resources": {"limits": {"cpu": "one"}}}, "stage.resources.limits['cpu']"),
         ({"swap_timeout": -1}, "swap_timeout"),
         ({"prepare_next": 1}, "prepare_next"),
+        ({"defer_after": False}, "defer_after"),
     ],
 )
 def test_a_stage_operator_used_directly_fails_at_parse(kwargs, field):
