@@ -116,6 +116,13 @@ class Timeouts:
     pull: float | None = None
     """from the swap request, while the slot waits in ContainerCreating (pulling the stage's image)"""
 
+    def ran_out(self, since: float, pulling: bool) -> tuple[str, float] | None:
+        """The timeout (option name, seconds) that has run out now for a swap requested at `since`."""
+        elapsed = time.monotonic() - since
+        if pulling and self.pull is not None and self.pull <= self.swap and elapsed > self.pull:
+            return "pull_timeout", self.pull
+        return ("swap_timeout", self.swap) if elapsed > self.swap else None
+
 
 RESULT_COPY_WAIT = 5.0
 """seconds the copy of a result line from the container's other stream is awaited once the first is read
@@ -239,7 +246,8 @@ class StageDriver:
         `pod`: the pod as the caller has just read it (the first plan starts from it instead of a read).
         """
         self._resized = pod
-        deadline = time.monotonic() + timeouts.swap
+        started = time.monotonic()
+        deadline = started + timeouts.swap
         conflicts = 0
         followed: StageResult | None = None  # the result of an earlier try's generation, followed to its end
         while True:
@@ -256,7 +264,11 @@ class StageDriver:
             try:
                 plan = plan_swap(pod, stage, try_number=try_number, earlier_result=result, finished=finished)
             except SlotBusyError as busy:
-                if time.monotonic() > deadline:
+                # a slot prepared for this stage and still pulling its image: pull_timeout applies to the wait
+                pulling = busy.preparing == PULLING
+                if late := timeouts.ran_out(started, pulling):
+                    if pulling:
+                        raise StageTimeoutError.pull(*late, stage.image, stage.name, str(busy)) from None
                     raise StageTimeoutError(f"swap timeout ({timeouts.swap:g}s): {busy}") from None
                 self.log(f"waiting: {busy}")
                 # a result line changes nothing in the pod: look at the logs again soon
@@ -441,23 +453,12 @@ class StageDriver:
             if status.reason and status.reason != reported:
                 self.log(f"::kruise-chain:: {plan.slot} {detail}")
                 reported = status.reason
-            pulling = status.reason == PULLING
-            now = time.monotonic()
-            if pulling and now > min(pull_deadline, swap_deadline):
-                which, limit = (
-                    ("pull_timeout", timeouts.pull)
-                    if timeouts.pull is not None and pull_deadline <= swap_deadline
-                    else ("swap_timeout", timeouts.swap)
-                )
+            pulling, now, where = status.reason == PULLING, time.monotonic(), f"{plan.slot}: {detail}"
+            if late := timeouts.ran_out(started, pulling):
+                if pulling:
+                    raise StageTimeoutError.pull(*late, plan.record.image, plan.stage, where)
                 raise StageTimeoutError(
-                    f"image pull timeout ({which} {limit:g}s): the image {plan.record.image} of stage "
-                    f"{plan.stage!r} is still not pulled on the chain pod's node ({plan.slot}: {detail}); "
-                    "prewarm it (prewarm=True) or allow more time"
-                )
-            if now > swap_deadline:
-                raise StageTimeoutError(
-                    f"swap timeout ({timeouts.swap:g}s): stage {plan.stage!r} did not start in "
-                    f"{plan.slot}: {detail}"
+                    f"swap timeout ({timeouts.swap:g}s): stage {plan.stage!r} did not start in {where}"
                 )
             if detach_at is not None and now >= detach_at:
                 return None

@@ -41,13 +41,18 @@ class ChainConfigError(ChainError, ValueError):
 
 
 class SlotBusyError(ChainError):
-    """The slot a swap needs still hosts a generation that has not finished."""
+    """The slot a swap needs still hosts a generation that has not finished, or is being prepared for the
+    stage's image (`preparing`: the kubelet's waiting reason for that slot, e.g. ContainerCreating while it
+    pulls)."""
 
-    def __init__(self, slot: str, generation: int, state: str, message: str) -> None:
+    def __init__(
+        self, slot: str, generation: int, state: str, message: str, preparing: str | None = None
+    ) -> None:
         super().__init__(message)
         self.slot = slot
         self.generation = generation
         self.state = state
+        self.preparing = preparing
 
 
 class PodLostError(ChainError):
@@ -85,6 +90,14 @@ class StageStartError(ChainError):
 
 class StageTimeoutError(ChainError):
     """A stage exceeded one of its timeouts; the message names which."""
+
+    @classmethod
+    def pull(cls, which: str, limit: float, image: str, stage: str, where: str) -> StageTimeoutError:
+        """A stage whose image is still not pulled when `which` (`limit` seconds) runs out."""
+        return cls(
+            f"image pull timeout ({which} {limit:g}s): the image {image} of stage {stage!r} is still not "
+            f"pulled on the chain pod's node ({where}); prewarm it (prewarm=True) or allow more time"
+        )
 
 
 class ResultUnavailableError(ChainError):

@@ -306,6 +306,7 @@ def plan_swap(
             f"{coming[0]} is being prepared for {stage.image} (the kubelet restarts it: {current.reason}"
             f"{': ' + current.message if current.message else ''}): stage {stage.name!r} waits to start "
             "there without another restart",
+            preparing=current.reason or current.state,
         )
     if not free:
         slot = order[0]

@@ -114,12 +114,13 @@ def slow_pull_cluster(tmp_path: Path, airflow_home: Path):
         os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
 
 
+@pytest.mark.parametrize("prepare_next", [False, True], ids=["own-pull", "prepared-slot-pulling"])
 @pytest.mark.parametrize(
     ("chain_options", "stage_options", "named"),
     [({}, {"pull_timeout": 2}, "pull_timeout 2s"), ({"swap_timeout": 3}, {}, "swap_timeout 3s")],
     ids=["pull_timeout", "swap_timeout-while-pulling"],
 )
-def test_image_pull_timeout(slow_pull_cluster, chain_options, stage_options, named):
+def test_image_pull_timeout(slow_pull_cluster, chain_options, stage_options, named, prepare_next):
     import pendulum
     from airflow.sdk import DAG
 
@@ -127,9 +128,10 @@ def test_image_pull_timeout(slow_pull_cluster, chain_options, stage_options, nam
 
     failures = Failures()
     with DAG("chain_pull_timeout", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-        # the third stage's own swap pulls its image (prepare_next would start the pull while `two` runs)
+        # the third stage's image is pulled by its own swap, or (prepare_next) by the prepare made while `two`
+        # runs: the stage then waits for that slot, and the same timeouts apply to the wait
         with KruiseChain(
-            "c", namespace="default", prewarm=False, prepare_next=False, **chain_options, **FAST_POD
+            "c", namespace="default", prewarm=False, prepare_next=prepare_next, **chain_options, **FAST_POD
         ) as chain:
             one = chain.stage("one", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo one"])
             two = chain.stage("two", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo two"])
