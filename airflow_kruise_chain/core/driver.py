@@ -48,6 +48,7 @@ from .swap import (
     plan_prepare,
     plan_swap,
 )
+from .watch import pod_watch, resource_version, watch_until
 
 __all__ = [
     "CRR_PLURAL",
@@ -414,16 +415,15 @@ class StageDriver:
 
     def wait_pod_change(self, pod: ChainPod, deadline: float) -> ChainPod | None:
         """Block until the pod changes (its new snapshot, None if deleted) or `deadline` passes (None)."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        rv = pod.resource_version
-        for new in self.api.watch_pod(self.pod_name, self.namespace, max(1, int(min(remaining, 60)))):
-            if new is None:
-                return None
-            if (new.get("metadata") or {}).get("resourceVersion") != rv:
-                return ChainPod.of(new)
-        return None
+        watch, read = pod_watch(self.api, self.pod_name, self.namespace)
+        changed, new = watch_until(
+            watch,
+            lambda seen: resource_version(seen) != pod.resource_version,
+            deadline,
+            version=pod.resource_version,
+            relist=read,
+        )
+        return ChainPod.of(new) if changed and new is not None else None
 
     # -- waiting -------------------------------------------------------------------------------------
     def wait_started(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .constants import SLOTS
 from .errors import ChainError
 from .podview import ChainPod, Pod
+from .watch import wait_pod_gone
 from .wire import PREFIX, stage_annotation
 
 SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
@@ -90,27 +90,9 @@ def prepare_pod(
     log(f"chain pod {namespace}/{name} of this DAG run cannot be reused ({reason}): replacing it")
     if not (pod.get("metadata") or {}).get("deletionTimestamp"):
         api.delete_pod(name, namespace)
-    if wait_gone(api, name, namespace, pod, timeout):
+    if wait_pod_gone(api, name, namespace, (pod.get("metadata") or {}).get("resourceVersion"), timeout):
         return None
     raise ChainError(f"the old chain pod {namespace}/{name} is still terminating after {timeout:g}s")
-
-
-def wait_gone(api: Any, name: str, namespace: str, pod: Pod, timeout: float) -> bool:
-    """Whether the pod (as last read: `pod`) is gone within `timeout` seconds; watch-based."""
-    deadline = time.monotonic() + timeout
-    version = (pod.get("metadata") or {}).get("resourceVersion")
-    while time.monotonic() < deadline:
-        for seen in api.watch_pod(
-            name, namespace, int(max(1, min(60, deadline - time.monotonic()))), resource_version=version
-        ):
-            if seen is None:
-                return True
-            version = (seen.get("metadata") or {}).get("resourceVersion") or version
-        current = api.read_pod(name, namespace)
-        if current is None:
-            return True
-        version = (current.get("metadata") or {}).get("resourceVersion")
-    return False
 
 
 def missing_inputs(pod: Pod | ChainPod, predecessors: Iterable[str]) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -36,6 +35,7 @@ from .errors import (
 from .podview import ChainPod, Pod
 from .spec import StageSpec, parse_quantity
 from .status import StageState, slot_status
+from .watch import pod_watch, watch_versions
 
 SIZING_ANNOTATION = "kruise-chain.io/sizing"
 SIZING_MODES = ("auto", "in-place", "static")
@@ -500,29 +500,11 @@ class SlotSizer:
         """`raw`, then every later version of it the API server sends on a watch, until `deadline`."""
         pod = ChainPod.of(raw)
         yield pod
-        while (remaining := deadline - time.monotonic()) > 0:
-            version = pod.resource_version
-            seen = False
-            for new in self.api.watch_pod(
-                self.pod_name, self.namespace, max(1, int(min(remaining, 60))), resource_version=version
-            ):
-                if new is None:
-                    raise ChainError(
-                        f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot"
-                    )
-                seen = True
-                pod = ChainPod.of(new)
-                yield pod
-                if time.monotonic() > deadline:
-                    return
-            if not seen:  # the watch ended (timeout, or a version too old): read the pod again
-                fresh = self.api.read_pod(self.pod_name, self.namespace)
-                if fresh is None:
-                    raise ChainError(
-                        f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot"
-                    )
-                pod = ChainPod.of(fresh)
-                yield pod
+        watch, read = pod_watch(self.api, self.pod_name, self.namespace)
+        for new in watch_versions(watch, deadline, version=pod.resource_version, relist=read):
+            if new is None:
+                raise ChainError(f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot")
+            yield ChainPod.of(new)
 
 
 def _keep_memory_limit(target: Resources, current: Mapping[str, Mapping[str, str]]) -> Resources:

@@ -450,9 +450,15 @@ class KruiseHook(KubernetesHook):
             raise explain(e, "get", plural, namespace, name) from e
 
     def watch_kruise(
-        self, plural: str, name: str, namespace: str, timeout_seconds: int
+        self,
+        plural: str,
+        name: str,
+        namespace: str,
+        timeout_seconds: int,
+        resource_version: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Yield the Kruise object each time it changes, for at most `timeout_seconds`."""
+        """Yield the Kruise object each time it changes, for at most `timeout_seconds` (from
+        `resource_version` on, if given; ends early when it is too old: 410 Gone)."""
         for ev in self._watch(
             plural,
             name,
@@ -460,7 +466,7 @@ class KruiseHook(KubernetesHook):
             self.custom_object_client.list_namespaced_custom_object,
             (KRUISE_GROUP, KRUISE_VERSION, namespace, plural),
             timeout_seconds,
-            None,
+            resource_version,
         ):
             if ev["type"] != "DELETED":
                 yield ev["object"]

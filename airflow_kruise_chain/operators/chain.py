@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
     from airflow_kruise_chain.core.podview import ChainPod, StageRecord
     from airflow_kruise_chain.core.sizing import ChainSizing
-    from airflow_kruise_chain.core.status import StageResult
+    from airflow_kruise_chain.core.status import Outcome, StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
 
 DELIVERED_KEY = "delivered_generation"
@@ -173,36 +173,34 @@ class ChainSetupOperator(ChainBaseOperator):
     def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
         from airflow_kruise_chain.core.errors import StageTimeoutError
         from airflow_kruise_chain.core.podview import ChainPod
+        from airflow_kruise_chain.core.watch import pod_watch, watch_versions
 
         deadline = time.monotonic() + self.startup_timeout
         last = ""
-        while time.monotonic() < deadline:
-            remaining = int(max(1, deadline - time.monotonic()))
-            for raw in self.hook.watch_pod(name, namespace, min(remaining, 60)):
-                if raw is None:
-                    raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
-                pod = ChainPod.of(raw)
-                if pod.phase in ("Failed", "Succeeded"):
-                    raise PodLostError(
-                        f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: "
-                        f"{(raw.get('status') or {}).get('message', '')}"
-                    )
-                waiting = [pod.slot(s) for s in SLOTS if pod.slot(s).waiting]
-                described = {
-                    slot.name: f"{slot.name} ({slot.image}) {slot.waiting_text()}" for slot in waiting
-                }
-                reasons = "; ".join(described.values())
-                if reasons and reasons != last:
-                    self.log.info("chain pod starting: %s", reasons)
-                    last = reasons
-                bad = [described[slot.name] for slot in waiting if slot.failed_to_start]
-                if bad:
-                    raise ChainError(
-                        f"chain pod {namespace}/{name} cannot start: {'; '.join(bad)}; check the "
-                        "stages' image references and the chain's image_pull_secrets"
-                    )
-                if pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS):
-                    return raw
+        watch, read = pod_watch(self.hook, name, namespace)
+        for raw in watch_versions(watch, deadline, relist=read):
+            if raw is None:
+                raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
+            pod = ChainPod.of(raw)
+            if pod.phase in ("Failed", "Succeeded"):
+                raise PodLostError(
+                    f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: "
+                    f"{(raw.get('status') or {}).get('message', '')}"
+                )
+            waiting = [pod.slot(s) for s in SLOTS if pod.slot(s).waiting]
+            described = {slot.name: f"{slot.name} ({slot.image}) {slot.waiting_text()}" for slot in waiting}
+            reasons = "; ".join(described.values())
+            if reasons and reasons != last:
+                self.log.info("chain pod starting: %s", reasons)
+                last = reasons
+            bad = [described[slot.name] for slot in waiting if slot.failed_to_start]
+            if bad:
+                raise ChainError(
+                    f"chain pod {namespace}/{name} cannot start: {'; '.join(bad)}; check the "
+                    "stages' image references and the chain's image_pull_secrets"
+                )
+            if pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS):
+                return raw
         raise StageTimeoutError(
             f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
             f"not get both slots running; last state: {last or 'Pending'}"
@@ -222,6 +220,8 @@ class ChainTeardownOperator(ChainBaseOperator):
         self.keep_pod = keep_pod
 
     def execute(self, context: Context) -> None:
+        from airflow_kruise_chain.core.watch import wait_pod_gone
+
         name = self.pod_name(context)
         if self.keep_pod:
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
@@ -233,9 +233,8 @@ class ChainTeardownOperator(ChainBaseOperator):
             return
         # wait until the pod is really gone (its containers stopped), so the run ends with nothing left behind
         grace = float(((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-        if self.wait_gone(
-            name, (pod or {}).get("metadata", {}).get("resourceVersion"), grace + self.delete_margin
-        ):
+        version = (pod or {}).get("metadata", {}).get("resourceVersion")
+        if wait_pod_gone(self.hook, name, self.namespace, version, grace + self.delete_margin):
             self.log.info("chain pod %s/%s deleted", self.namespace, name)
         else:
             self.log.warning(
@@ -244,21 +243,6 @@ class ChainTeardownOperator(ChainBaseOperator):
                 name,
                 grace + self.delete_margin,
             )
-
-    def wait_gone(self, name: str, resource_version: str | None, timeout: float) -> bool:
-        """Whether the pod is gone within `timeout` (watched from the version read before deleting)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            window = int(max(1, min(60, deadline - time.monotonic())))
-            for pod in self.hook.watch_pod(name, self.namespace, window, resource_version=resource_version):
-                if pod is None:
-                    return True
-                resource_version = pod["metadata"].get("resourceVersion") or resource_version
-            current = self.hook.read_pod(name, self.namespace)
-            if current is None:
-                return True
-            resource_version = current["metadata"].get("resourceVersion")
-        return False
 
 
 class ChainPrewarmOperator(ChainBaseOperator):
@@ -299,9 +283,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
         self.backoff_limit = backoff_limit
 
     def execute(self, context: Context) -> dict[str, str]:
-        from airflow_kruise_chain.core.errors import StageTimeoutError
         from airflow_kruise_chain.core.manifest import chain_labels
-        from airflow_kruise_chain.core.status import image_pull_job_outcome
         from airflow_kruise_chain.core.swap import (
             IMAGE_PULL_JOB_PLURAL,
             build_image_pull_job,
@@ -343,26 +325,34 @@ class ChainPrewarmOperator(ChainBaseOperator):
         deadline = time.monotonic() + self.pull_timeout * (self.backoff_limit + 1) + 30
         results: dict[str, str] = {}
         for image, job_name in jobs.items():
-            outcome = None
-            while outcome is None or outcome == "running":
-                if time.monotonic() > deadline:
-                    raise StageTimeoutError(
-                        f"image pull timeout: ImagePullJob {job_name} for {image} did not complete"
-                    )
-                for job in self.hook.watch_kruise(
-                    IMAGE_PULL_JOB_PLURAL,
-                    job_name,
-                    self.namespace,
-                    int(max(1, min(60, deadline - time.monotonic()))),
-                ):
-                    outcome = image_pull_job_outcome(job)
-                    if outcome != "running":
-                        break
+            outcome = self.wait_pull_job(job_name, image, deadline)
             if outcome == "failed":
                 raise KruiseApiError(f"prewarm failed: {outcome.message}")
             self.log.info("::kruise-chain:: prewarmed %s: %s", image, outcome.message)
             results[image] = job_name
         return results
+
+    def wait_pull_job(self, job_name: str, image: str, deadline: float) -> Outcome:
+        """The outcome of ImagePullJob `job_name` once it completes (StageTimeoutError at `deadline`)."""
+        from airflow_kruise_chain.core.errors import StageTimeoutError
+        from airflow_kruise_chain.core.status import image_pull_job_outcome
+        from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL
+        from airflow_kruise_chain.core.watch import watch_until
+
+        def watch(seconds: int, version: str | None) -> Iterator[dict[str, Any]]:
+            return self.hook.watch_kruise(IMAGE_PULL_JOB_PLURAL, job_name, self.namespace, seconds, version)
+
+        done, job = watch_until(
+            watch,
+            lambda job: job is not None and image_pull_job_outcome(job) != "running",
+            deadline,
+            relist=lambda: self.hook.get_kruise(IMAGE_PULL_JOB_PLURAL, job_name, self.namespace),
+        )
+        if not done or job is None:
+            raise StageTimeoutError(
+                f"image pull timeout: ImagePullJob {job_name} for {image} did not complete"
+            )
+        return image_pull_job_outcome(job)
 
 
 class KruiseChainOperator(ChainBaseOperator):

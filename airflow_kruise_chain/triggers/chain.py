@@ -17,6 +17,7 @@ from airflow_kruise_chain.core.status import (
     current_status,
     needs_log,
 )
+from airflow_kruise_chain.core.watch import awatch_versions, resource_version
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.core.podview import ChainPod
@@ -112,22 +113,30 @@ class StageTrigger(BaseTrigger):
                 payload["message"] = f"stage {self.stage!r} did not reach finished within {self.timeout:.0f}s"
             yield TriggerEvent(payload)
             return
-        while loop.time() < deadline:
-            # read first: a watch of a pod that is already gone would wait out its window without an event
-            pod = await hook.read_pod(self.pod_name, self.namespace)
-            event, pending = await self.check(hook, pod)
+        # read first: a watch of a pod that is already gone would wait out its window without an event
+        pod = await hook.read_pod(self.pod_name, self.namespace)
+        event, pending = await self.check(hook, pod)
+        if event is not None:
+            yield event
+            return
+        assert pod is not None
+        awaiting = [pending]  # whether a result line is awaited in the log (read by the window, late)
+
+        def watch(seconds: int, version: str | None) -> AsyncIterator[dict[str, Any] | None]:
+            return hook.watch_pod(self.pod_name, self.namespace, seconds, resource_version=version)
+
+        async for seen in awatch_versions(
+            watch,
+            deadline,
+            version=resource_version(pod),
+            relist=lambda: hook.read_pod(self.pod_name, self.namespace),
+            # a result line changes nothing in the pod: while one is awaited, look at the log again soon
+            window=lambda: 2 if awaiting[0] else 60,
+        ):
+            event, awaiting[0] = await self.check(hook, seen)
             if event is not None:
                 yield event
                 return
-            assert pod is not None
-            version = (pod.get("metadata") or {}).get("resourceVersion")
-            # a result line changes nothing in the pod: while one is awaited, look at the log again soon
-            window = int(max(1, min(2 if pending else 60, deadline - loop.time())))
-            async for pod in hook.watch_pod(self.pod_name, self.namespace, window, resource_version=version):
-                event, pending = await self.check(hook, pod)
-                if event is not None:
-                    yield event
-                    return
         yield TriggerEvent(
             {
                 "status": "timeout",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_kruise_chain.core.driver import _since
@@ -17,6 +18,7 @@ from airflow_kruise_chain.core.output import GenerationOutput
 from airflow_kruise_chain.core.podview import ChainPod, Pod, snapshot
 from airflow_kruise_chain.core.sizing import ChainSizing
 from airflow_kruise_chain.core.status import StageState, current_status
+from airflow_kruise_chain.core.watch import awatch_versions, resource_version
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
@@ -133,18 +135,19 @@ class StageOutputFollower:
     async def _watch(self, pod: Pod) -> None:
         """Pod changes into the queue (None: deleted) until cancelled; a watch window that ends is renewed."""
         try:
-            version = (pod.get("metadata") or {}).get("resourceVersion")
-            while True:
-                async for new in self.hook.watch_pod(self.pod_name, self.namespace, 60, version):
-                    await self._changes.put(("pod", new))
-                    if new is None:
-                        return
-                    version = (new.get("metadata") or {}).get("resourceVersion") or version
-                current = await self.hook.read_pod(self.pod_name, self.namespace)  # after a 410, or a window
-                await self._changes.put(("pod", current))
-                if current is None:
+
+            def watch(seconds: int, version: str | None) -> AsyncIterator[dict[str, Any] | None]:
+                return self.hook.watch_pod(self.pod_name, self.namespace, seconds, version)
+
+            async for new in awatch_versions(
+                watch,
+                math.inf,
+                version=resource_version(pod),
+                relist=lambda: self.hook.read_pod(self.pod_name, self.namespace),  # after a 410, or a window
+            ):
+                await self._changes.put(("pod", new))
+                if new is None:
                     return
-                version = (current.get("metadata") or {}).get("resourceVersion")
         except Exception as e:  # handed to the loop, which raises it
             await self._changes.put(("error", e))
 
