@@ -9,7 +9,6 @@ times (`container_stopped_at`, `container_started_at`) have one-second resolutio
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,12 +19,11 @@ from typing import Any
 from .constants import SLOTS
 from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
-from .podview import ChainPod, Pod, lost_reason, snapshot
-from .status import StageResult, StartMarker, parse_marker, slot_status
+from .podview import ChainPod, Pod, Slot, lost_reason
+from .status import StageResult, StartMarker, slot_status
 from .wire import MARKER
 
 XCOM_KEY = "chain_state"
-_WAITING_LINE = re.compile(re.escape(MARKER) + r" (slot-[ab]) ([A-Za-z]+)\b")
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -84,21 +82,12 @@ class StageTrack:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def container_times(pod: Pod | ChainPod | None, slot: str) -> tuple[str | None, str | None]:
-    """When `slot`'s previous container stopped and its current one started, per the kubelet."""
-    view = snapshot(pod)
-    if view is None:
-        return None, None
-    hosted = view.slot(slot)
-    return (hosted.last_terminated.finished_at if hosted.last_terminated else None), hosted.started_at
-
-
 class StageMonitor:
-    """Follows a stage run for monitoring: log markers, the published `StageTrack`, memory sampling.
+    """Follows a stage run for monitoring: the driver's events (`core.events.StageEvents`), the published
+    `StageTrack`, memory sampling.
 
-    `publish` receives the track as a dict each time it changes; `read_pod` and `read_metrics` read the
-    chain pod and its PodMetrics (None when unavailable); `interval` is the memory sampling period
-    (0: no sampling).
+    `publish` receives the track as a dict each time it changes; `read_metrics` reads the chain pod's
+    PodMetrics (None when unavailable); `interval` is the memory sampling period (0: no sampling).
     """
 
     def __init__(
@@ -106,19 +95,19 @@ class StageMonitor:
         track: StageTrack,
         *,
         publish: Callable[[dict[str, Any]], None],
-        read_pod: Callable[[], Pod | None],
         read_metrics: ReadMetrics,
         log: Callable[[str], None],
         interval: float = 1.0,
     ) -> None:
         self.track = track
         self.publish = publish
-        self.read_pod = read_pod
         self.read_metrics = read_metrics
         self.log = log
         self.interval = interval
         self._swapped = time.monotonic()
         self._sampler: MemorySampler | None = None
+        self.on_end: Callable[[], None] | None = None
+        """called first when the stage ends (the operator parks its slot: as soon as the result is read)"""
 
     def swapped(self) -> None:
         """The swap request was made (or found, on a reattach): publish the swapping state."""
@@ -126,26 +115,19 @@ class StageMonitor:
         self.track.swapped_at = self.track.swapped_at or now_iso()
         self.publish(self.track.to_xcom())
 
-    def observe(self, log: Callable[[str], None]) -> Callable[[str], None]:
-        """Wrap the driver's log: notes waiting reasons and the stage's start marker, then logs the line."""
+    def waiting(self, slot: str, reason: str, message: str) -> None:
+        """The slot waits (pull, back-off, ...): note the reason."""
+        if slot == self.track.slot:
+            self.track.waiting.append({"reason": reason, "at": now_iso()})
 
-        def observed(line: str) -> None:
-            log(line)
-            waiting = _WAITING_LINE.search(line)
-            if waiting and waiting.group(1) == self.track.slot:
-                self.track.waiting.append({"reason": waiting.group(2), "at": now_iso()})
-            marker = parse_marker(line)
-            if isinstance(marker, StartMarker) and marker.generation == self.track.generation:
-                self.started(marker)
-
-        return observed
-
-    def started(self, marker: StartMarker) -> None:
+    def started(self, marker: StartMarker, slot: Slot | None) -> None:
         """The runner announced the stage: log the container start (image pull included), publish."""
         track = self.track
         track.state = "running"
         track.started_at = marker.at.isoformat()
-        track.container_stopped_at, track.container_started_at = container_times(self.read_pod(), track.slot)
+        last = slot.last_terminated if slot is not None else None
+        track.container_stopped_at = last.finished_at if last is not None else None
+        track.container_started_at = slot.started_at if slot is not None else None
         waited = ", ".join(w["reason"] for w in track.waiting) or "none"
         self.log(
             f"{MARKER} pull stage={track.stage} slot={track.slot} image={track.image} "
@@ -159,29 +141,36 @@ class StageMonitor:
 
     @contextmanager
     def sampling(self) -> Iterator[None]:
-        """Sample the slot's memory from the stage's start marker to the end of the block (nothing when
-        `interval` is 0): a slot still pulling or backing off costs no metrics reads."""
-        if self.interval <= 0:
-            yield
-            return
-        sampler = self._sampler = MemorySampler(self.read_metrics, self.track.slot, interval=self.interval)
+        """Sample the slot's memory from the stage's start marker until it ends (at the latest, the end of
+        the block; nothing when `interval` is 0): a slot still pulling or backing off costs no metrics
+        reads."""
+        if self.interval > 0:
+            self._sampler = MemorySampler(self.read_metrics, self.track.slot, interval=self.interval)
         try:
             yield
         finally:
-            sampler.stop()
-            self._sampler = None
-            peak = sampler.peak()
-            self.track.memory_peak_bytes = peak.container_bytes
-            self.track.pod_memory_peak_bytes = peak.pod_bytes
-            self.track.memory_samples = peak.samples
-            self.log(
-                f"{MARKER} memory stage={self.track.stage} slot={self.track.slot} "
-                f"peak={_mib(peak.container_bytes)} pod_peak={_mib(peak.pod_bytes)} "
-                f"samples={peak.samples} every={peak.interval:g}s"
-            )
+            self._stop_sampling()
 
-    def finished(self, result: StageResult) -> None:
-        """The stage's result is in: publish it."""
+    def _stop_sampling(self) -> None:
+        sampler, self._sampler = self._sampler, None
+        if sampler is None:
+            return
+        sampler.stop()
+        peak = sampler.peak()
+        self.track.memory_peak_bytes = peak.container_bytes
+        self.track.pod_memory_peak_bytes = peak.pod_bytes
+        self.track.memory_samples = peak.samples
+        self.log(
+            f"{MARKER} memory stage={self.track.stage} slot={self.track.slot} "
+            f"peak={_mib(peak.container_bytes)} pod_peak={_mib(peak.pod_bytes)} "
+            f"samples={peak.samples} every={peak.interval:g}s"
+        )
+
+    def ended(self, result: StageResult) -> None:
+        """The stage's result is in: `on_end`, stop sampling, publish it."""
+        if self.on_end is not None:
+            self.on_end()
+        self._stop_sampling()
         track = self.track
         track.state = "succeeded" if result.succeeded else "failed"
         track.started_at = result.started_at.isoformat()
@@ -193,6 +182,7 @@ class StageMonitor:
 
     def failed(self, error: BaseException) -> None:
         """The stage could not run to a result (failed to start, timeout, pod lost): publish why."""
+        self._stop_sampling()
         self.track.state = "failed"
         self.track.error = str(error).splitlines()[0][:500] if str(error) else type(error).__name__
         self.publish(self.track.to_xcom())

@@ -1,7 +1,7 @@
 """Running one stage of a chain against the API: swap it in, follow it, read its result, stop it.
 
-The driver talks to the cluster through `ChainApi` (the provider's `KruiseHook` implements it), so it knows
-Kubernetes and OpenKruise but nothing of Airflow.
+The driver talks to the cluster through `api.ChainApi` (the provider's `KruiseHook` implements it), so it
+knows Kubernetes and OpenKruise but nothing of Airflow.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
 
+from .api import ChainApi
 from .constants import SLOTS, other_slot
 from .errors import (
     ChainError,
@@ -25,6 +25,7 @@ from .errors import (
     StageStartError,
     StageTimeoutError,
 )
+from .events import NO_EVENTS, StageEvents
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod, Pod, lost_reason
 from .sizing import SlotSizer
@@ -35,9 +36,11 @@ from .status import (
     StageState,
     StageStatus,
     current_status,
+    killed_by_kubelet,
     matches,
     parse_marker,
     slot_status,
+    with_kill_reason,
 )
 from .swap import (
     CRR_PLURAL,
@@ -68,42 +71,6 @@ LOST_POLICY = (
     "a chain cannot go on without its pod (the scratch data of the earlier stages is gone with it): clear "
     "the DAG run from the chain's setup task to run the chain again from its first stage in a fresh pod"
 )
-
-
-class ChainApi(Protocol):
-    """What the driver needs from a Kubernetes client."""
-
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None: ...
-
-    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
-
-    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
-
-    def delete_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> bool: ...
-
-    def create_kruise(self, plural: str, body: dict[str, Any], namespace: str) -> dict[str, Any]: ...
-
-    def get_kruise(self, plural: str, name: str, namespace: str) -> dict[str, Any] | None: ...
-
-    def delete_kruise(self, plural: str, name: str, namespace: str) -> bool: ...
-
-    def watch_pod(
-        self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
-    ) -> Iterator[dict[str, Any] | None]: ...
-
-    def follow_log(
-        self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
-    ) -> Iterator[str]: ...
-
-    def read_log(
-        self,
-        name: str,
-        namespace: str,
-        container: str,
-        *,
-        tail_lines: int | None = None,
-        previous: bool = False,
-    ) -> str: ...
 
 
 @dataclass
@@ -148,31 +115,6 @@ def _lost_detail(pod: Pod | ChainPod | None) -> str:
     return lost_reason(pod) or "it cannot run stages"
 
 
-def _killed_by_kubelet(pod: ChainPod, plan: SwapPlan) -> str:
-    """Why the stage's own container was killed, runner and all, if the kubelet says so (OOMKilled), else ''.
-
-    The runner then records the generation as exit 137 `interrupted` when it restarts: this is the cause.
-    """
-    slot = pod.slot(plan.slot)
-    last = slot.last_terminated
-    if last is None:
-        return ""
-    # an image patch's own kill stops the container the slot had before; after an annotations-only swap that
-    # container is the one that ran the stage
-    swapped_out = plan.record.action != "go" and last.container_id == plan.record.previous_container_id
-    if last.reason != "OOMKilled" or swapped_out:
-        return ""
-    limit = ((slot.resources or {}).get("limits") or {}).get("memory")
-    return (
-        f"OOMKilled (exit code {last.exit_code}): it used more memory than its slot's limit"
-        f"{' of ' + str(limit) if limit else ''}; raise the stage's resources limits.memory"
-    )
-
-
-def _with_kill_reason(result: StageResult, killed: str) -> StageResult:
-    return replace(result, reason="OOMKilled") if killed and result.reason == "interrupted" else result
-
-
 def _swap_how(plan: SwapPlan) -> str:
     """How the swap starts the stage, for the log."""
     if plan.action == "go":
@@ -202,8 +144,8 @@ class StageDriver:
         self.pod_name = pod_name
         self.namespace = namespace
         self.log = log
-        self.quiet: Callable[[str], None] = lambda _line: None
-        """receives the output lines an earlier reader logged (`follow`'s `skip`), instead of `log`"""
+        self.last_read: ChainPod | None = None
+        """the chain pod as the driver last read it"""
         self._resized: ChainPod | None = None
         """the pod the next planning pass starts from instead of a read (the caller's, or the resizes')"""
         self._pump_stop: threading.Event | None = None
@@ -234,7 +176,8 @@ class StageDriver:
     def snapshot(self) -> ChainPod | None:
         """Read the chain pod once: its snapshot, None when it does not exist."""
         pod = self.api.read_pod(self.pod_name, self.namespace)
-        return None if pod is None else ChainPod.of(pod)
+        self.last_read = None if pod is None else ChainPod.of(pod)
+        return self.last_read
 
     def swap(
         self, stage: StageSpec, try_number: int, timeouts: Timeouts, pod: ChainPod | None = None
@@ -423,11 +366,19 @@ class StageDriver:
             version=pod.resource_version,
             relist=read,
         )
-        return ChainPod.of(new) if changed and new is not None else None
+        if not changed or new is None:
+            return None
+        self.last_read = ChainPod.of(new)
+        return self.last_read
 
     # -- waiting -------------------------------------------------------------------------------------
     def wait_started(
-        self, plan: SwapPlan, timeouts: Timeouts, started: float, detach_at: float | None = None
+        self,
+        plan: SwapPlan,
+        timeouts: Timeouts,
+        started: float,
+        detach_at: float | None = None,
+        events: StageEvents = NO_EVENTS,
     ) -> StageStatus | None:
         """Wait until the stage's new container exists (or fails to start); watch-based. None when
         `detach_at` (monotonic) passes first.
@@ -452,6 +403,7 @@ class StageDriver:
             detail = f"{status.reason or status.state}{': ' + status.message if status.message else ''}"
             if status.reason and status.reason != reported:
                 self.log(f"::kruise-chain:: {plan.slot} {detail}")
+                events.waiting(plan.slot, status.reason, status.message)
                 reported = status.reason
             pulling, now, where = status.reason == PULLING, time.monotonic(), f"{plan.slot}: {detail}"
             if late := timeouts.ran_out(started, pulling):
@@ -467,20 +419,40 @@ class StageDriver:
             pod = new if new is not None else self.snapshot()
 
     def follow(
-        self, plan: SwapPlan, timeouts: Timeouts, *, skip: int = 0, detach_at: float | None = None
+        self,
+        plan: SwapPlan,
+        timeouts: Timeouts,
+        *,
+        skip: int = 0,
+        detach_at: float | None = None,
+        events: StageEvents = NO_EVENTS,
     ) -> StageResult | Detached:
         """Stream the stage's output through `log` until its result line; survives container restarts.
 
         An adopted plan returns its result at once. With `timeouts.execution`, a watchdog stops the stage
         (see `stop`) when it runs out, silent or not, and raises StageTimeoutError. `skip`: the first `skip`
-        lines of the generation's output (`GenerationOutput`) were logged by an earlier reader: they go to
-        `quiet`, not `log`. `detach_at` (monotonic): a stage still running then is left running and
-        `Detached` is returned, with how far its output was logged.
+        lines of the generation's output (`GenerationOutput`) were logged by an earlier reader: not logged
+        again. `detach_at` (monotonic): a stage still running then is left running and
+        `Detached` is returned, with how far its output was logged. `events` hears how it goes
+        (`core.events`).
         """
+        events.swapped()
+        try:
+            outcome = self._follow(plan, timeouts, skip, detach_at, events)
+        except Exception as err:
+            events.failed(err)
+            raise
+        if isinstance(outcome, StageResult):
+            events.ended(outcome)
+        return outcome
+
+    def _follow(
+        self, plan: SwapPlan, timeouts: Timeouts, skip: int, detach_at: float | None, events: StageEvents
+    ) -> StageResult | Detached:
         if plan.action == "adopt":
             assert plan.result is not None
             return plan.result
-        started = self.wait_started(plan, timeouts, time.monotonic(), detach_at)
+        started = self.wait_started(plan, timeouts, time.monotonic(), detach_at, events)
         if started is None:
             return Detached(skip)
         hook, self.on_started = self.on_started, None
@@ -509,11 +481,13 @@ class StageDriver:
                 if isinstance(item, Exception):
                     failure = item
                     break
-                logged, fresh = output.feed(str(item))
-                for line in logged:
-                    self.quiet(line)
+                announced = output.started
+                _, fresh = output.feed(str(item))  # lines an earlier reader logged are not logged again
                 for line in fresh:
                     self.log(line)
+                if output.started is not announced and output.started is not None:
+                    last = self.last_read
+                    events.started(output.started, last.slot(plan.slot) if last is not None else None)
                 if output.complete:
                     return self.ended(plan, output)
                 if output.result is not None and copy_until is None:
@@ -530,11 +504,11 @@ class StageDriver:
                 raise failure
             if status.state is StageState.SUPERSEDED:
                 return self.result_from_history(plan, pod, tail)
-            killed = _killed_by_kubelet(pod, plan)
+            killed = killed_by_kubelet(pod, plan.slot, plan.record)
             if status.state is StageState.FAILED_TO_START:
                 result = self.result_from_history(plan, pod, tail, required=False)
                 if result is not None:
-                    return _with_kill_reason(result, killed)
+                    return with_kill_reason(result, killed)
                 if killed:  # the crash-loop back-off after the kill: the runner records it once restarted
                     raise ChainError(
                         f"stage {plan.stage!r} (generation {plan.generation} in {plan.slot}) was killed: "
@@ -543,10 +517,10 @@ class StageDriver:
                 raise StageStartError(status, plan.record.image)
             result = self.result_from_history(plan, pod, tail, required=False)
             if result is not None:
-                return _with_kill_reason(result, killed)
+                return with_kill_reason(result, killed)
             if deadline is not None and time.monotonic() > deadline:
                 self.expire(plan, timeouts)
-            streamed = self.wait_restarted(plan, pod, streamed, deadline)
+            streamed = self.wait_restarted(plan, pod, streamed, deadline, events)
 
     def ended(self, plan: SwapPlan, output: GenerationOutput) -> StageResult:
         """The result of `plan`'s generation, whose result line `output` has read."""
@@ -563,18 +537,25 @@ class StageDriver:
                 )
             # an interrupted generation's result, printed by its restarted runner: the restart
             # may reach the log before the pod status says why the kubelet killed it
-            killed = _killed_by_kubelet(pod, plan)
+            killed = killed_by_kubelet(pod, plan.slot, plan.record)
             settle = time.monotonic() + 2.0
             while not killed and result.reason == "interrupted" and time.monotonic() < settle:
                 pod = self.wait_pod_change(pod, settle)
                 if pod is None:
                     break
-                killed = _killed_by_kubelet(pod, plan)
-            result = _with_kill_reason(result, killed)
+                killed = killed_by_kubelet(pod, plan.slot, plan.record)
+            result = with_kill_reason(result, killed)
         self.log_end(result)
         return result
 
-    def wait_restarted(self, plan: SwapPlan, pod: ChainPod, streamed: str, deadline: float | None) -> str:
+    def wait_restarted(
+        self,
+        plan: SwapPlan,
+        pod: ChainPod,
+        streamed: str,
+        deadline: float | None,
+        events: StageEvents = NO_EVENTS,
+    ) -> str:
         """After the log stream of container `streamed` ended without the result: wait on the pod watch until
         the slot runs another container (returned: follow its log), fails to start, moves on or the pod goes
         (the caller reads the pod and decides), or `deadline` passes. A container that still runs (the
@@ -600,6 +581,7 @@ class StageDriver:
                     f"::kruise-chain:: {plan.slot} {reason}{': ' + message if message else ''} (stage "
                     f"{plan.stage!r} generation {plan.generation}: waiting for the kubelet to restart it)"
                 )
+                events.waiting(plan.slot, reason, message)
                 reported = reason
             until = time.monotonic() + 60 if deadline is None else deadline
             if running:

@@ -71,7 +71,7 @@ def prepare_pod(
 
     Refuses (ChainError) a pod of that name that belongs to another DAG run or chain (`labels` differ). A pod
     of this run that `unusable_reason` rejects is deleted and waited for, so that a fresh one can be created:
-    the chain then starts again from its first stage. `api` is a `driver.ChainApi`.
+    the chain then starts again from its first stage. `api` is a `api.ChainApi`.
     """
     pod = api.read_pod(name, namespace)
     if pod is None:

@@ -32,7 +32,7 @@ def read_generation_output(
 ) -> list[str]:
     """`generation`'s output from `slot`'s current log, or its previous one (the slot restarted since).
 
-    `api` is a `driver.ChainApi`; empty when neither log holds the generation's start marker any more.
+    `api` is a `api.ChainApi`; empty when neither log holds the generation's start marker any more.
     """
     view = ChainPod.of(pod)
     for previous in (False, True):

@@ -294,6 +294,31 @@ def current_status(pod: Pod | ChainPod | None, stage: str) -> StageStatus:
     return status
 
 
+def killed_by_kubelet(pod: ChainPod, slot: str, record: StageRecord) -> str:
+    """Why the stage's own container (generation `record` in `slot`) was killed, runner and all, if the
+    kubelet says so (OOMKilled), else ''. The runner then records the generation as exit 137 `interrupted`
+    when it restarts: this is the cause."""
+    hosted = pod.slot(slot)
+    last = hosted.last_terminated
+    if last is None:
+        return ""
+    # an image patch's own kill stops the container the slot had before; after an annotations-only swap that
+    # container is the one that ran the stage
+    swapped_out = record.action != "go" and last.container_id == record.previous_container_id
+    if last.reason != "OOMKilled" or swapped_out:
+        return ""
+    limit = ((hosted.resources or {}).get("limits") or {}).get("memory")
+    return (
+        f"OOMKilled (exit code {last.exit_code}): it used more memory than its slot's limit"
+        f"{' of ' + str(limit) if limit else ''}; raise the stage's resources limits.memory"
+    )
+
+
+def with_kill_reason(result: StageResult, killed: str) -> StageResult:
+    """`result`, its reason `OOMKilled` when an interrupted stage was `killed` (`killed_by_kubelet`)."""
+    return replace(result, reason="OOMKilled") if killed and result.reason == "interrupted" else result
+
+
 def needs_log(status: StageStatus) -> bool:
     """Whether `status` is a FINISHED the pod alone cannot vouch for (see `StageStatus.confirmed`): read the
     slot's log and pass it to `confirm_from_log`."""

@@ -128,7 +128,7 @@ async def awatch_versions(
 
 
 class PodApi(Protocol):
-    """The pod reads a pod wait needs (`driver.ChainApi` has them)."""
+    """The pod reads a pod wait needs (`api.ChainApi` has them)."""
 
     def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None: ...
 

@@ -668,8 +668,9 @@ class KruiseChainOperator(ChainBaseOperator):
             return None
         result = StageResult.from_marker(marker, image=record.image, log_tail=event.get("tail") or ())
         monitor = self.monitor(context, driver, record, sample_memory=False)
+        monitor.swapped()
         driver.log_end(result)
-        monitor.finished(result)
+        monitor.ended(result)
         driver.park(self.stage_name, record.slot, record.generation, self.timeouts())
         return result
 
@@ -682,7 +683,8 @@ class KruiseChainOperator(ChainBaseOperator):
         swapped_now: bool = False,
         sample_memory: bool = True,
     ) -> StageMonitor:
-        """The monitor of `record`'s generation: pull and memory log markers, and the `chain_state` XCom."""
+        """The monitor of `record`'s generation (the driver's events: pull and memory log markers, and the
+        `chain_state` XCom)."""
         from airflow_kruise_chain.core.chainstate import XCOM_KEY as XCOM_CHAIN_STATE
         from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack
 
@@ -702,12 +704,10 @@ class KruiseChainOperator(ChainBaseOperator):
                 swapped_at=None if swapped_now else record.swapped_at,
             ),
             publish=lambda state: ti.xcom_push(key=XCOM_CHAIN_STATE, value=state),
-            read_pod=lambda: self.hook.read_pod(driver.pod_name, self.namespace),
             read_metrics=lambda: self.hook.pod_metrics(driver.pod_name, self.namespace),
             log=self.log.info,
             interval=memory_sample_interval() if sample_memory else 0,
         )
-        monitor.swapped()
         return monitor
 
     def follow(
@@ -722,8 +722,6 @@ class KruiseChainOperator(ChainBaseOperator):
     ) -> Any:
         """`driver.follow` with monitoring (see `monitor`); `skip` and `detach_at` as there: returns the
         `StageResult`, or `Detached` with the stage still running."""
-        from airflow_kruise_chain.core.driver import Detached
-
         monitor = self.monitor(
             context,
             driver,
@@ -731,19 +729,9 @@ class KruiseChainOperator(ChainBaseOperator):
             swapped_now=plan.action in ("patch", "go"),
             sample_memory=sample_memory,
         )
-        driver.log = monitor.observe(driver.log)
-        driver.quiet = monitor.observe(lambda _line: None)  # lines the trigger logged: seen, not logged again
-        try:
-            with monitor.sampling():
-                result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at)
-                if not isinstance(result, Detached):  # park as soon as the result is read
-                    driver.park_slot(plan, self.timeouts())
-        except Exception as err:
-            monitor.failed(err)
-            raise
-        if isinstance(result, Detached):
-            return result
-        monitor.finished(result)
+        monitor.on_end = lambda: driver.park_slot(plan, self.timeouts())  # park as soon as the result is read
+        with monitor.sampling():
+            result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)
         return result
 
     def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:

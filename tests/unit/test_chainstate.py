@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack, chain_view, stage_phases
 from airflow_kruise_chain.core.metrics import MemorySampler, container_memory
-from airflow_kruise_chain.core.status import StageResult
+from airflow_kruise_chain.core.podview import ChainPod
+from airflow_kruise_chain.core.status import StageResult, StartMarker
 from airflow_kruise_chain.links import pod_dashboard_url
 
 
@@ -89,10 +90,11 @@ def test_chain_view_without_the_pod_rebuilds_slots_and_parks_until_the_next_swap
     assert not view["live"] and view["pod_state"] == "not read: the DAG run has ended"
 
 
-def test_monitor_publishes_swap_start_and_result_from_the_driver_log() -> None:
+def test_monitor_publishes_swap_start_and_result_from_the_driver_events() -> None:
     published: list[dict] = []
     lines: list[str] = []
     pod = {
+        "metadata": {"annotations": {}},
         "status": {
             "containerStatuses": [
                 {
@@ -101,28 +103,28 @@ def test_monitor_publishes_swap_start_and_result_from_the_driver_log() -> None:
                     "lastState": {"terminated": {"finishedAt": "2026-01-01T00:00:01Z"}},
                 }
             ]
-        }
+        },
     }
     data = StageTrack.from_xcom(track("transform", "slot-b", 2, 0))
     data.swapped_at, data.state = None, "swapping"
     monitor = StageMonitor(
         data,
         publish=published.append,
-        read_pod=lambda: pod,
         read_metrics=lambda: metrics(slot_b="4Mi"),
         log=lines.append,
         interval=0.01,
     )
-    monitor.swapped()
-    observe = monitor.observe(lines.append)
-    with monitor.sampling():
-        observe("::kruise-chain:: slot-b ContainerCreating")
-        observe("::kruise-chain:: start gen=2 stage=transform slot=slot-b at=2026-01-01T00:00:02.5Z")
-        observe("stage output")
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    monitor.finished(StageResult("transform", 2, "slot-b", "img", 0, "completed", at, at, 0.0, log_tail=[]))
+    with monitor.sampling():
+        monitor.swapped()
+        monitor.waiting("slot-a", "ErrImagePull", "")  # the other slot: not this stage's wait
+        monitor.waiting("slot-b", "ContainerCreating", "pulling")
+        monitor.started(StartMarker(2, "transform", "slot-b", at, "t"), ChainPod.of(pod).slot("slot-b"))
+        time.sleep(0.05)
+        monitor.ended(StageResult("transform", 2, "slot-b", "img", 0, "completed", at, at, 0.0, log_tail=[]))
     assert [p["state"] for p in published] == ["swapping", "running", "succeeded"]
     assert published[1]["container_started_at"] == "2026-01-01T00:00:02Z"
+    assert published[1]["container_stopped_at"] == "2026-01-01T00:00:01Z"
     assert [w["reason"] for w in published[1]["waiting"]] == ["ContainerCreating"]
     assert published[2]["memory_peak_bytes"] == 4 * 2**20 and published[2]["exit_code"] == 0
     assert any(line.startswith("::kruise-chain:: pull stage=transform") for line in lines)
@@ -190,19 +192,17 @@ def test_memory_sampling_starts_with_the_stage_not_with_the_swap() -> None:
         return StageMonitor(
             StageTrack.from_xcom(track(stage, slot, generation, 0)),
             publish=lambda _state: None,
-            read_pod=lambda: None,
             read_metrics=read,
             log=lambda _line: None,
             interval=0.01,
         )
 
     monitor = sampled("transform", "slot-b", 2)
-    observe = monitor.observe(lambda _line: None)
     with monitor.sampling():
-        observe("::kruise-chain:: slot-b ImagePullBackOff")
+        monitor.waiting("slot-b", "ImagePullBackOff", "")
         time.sleep(0.1)
         assert reads == []
-        observe("::kruise-chain:: start gen=2 stage=transform slot=slot-b at=2026-01-01T00:00:02.5Z")
+        monitor.started(StartMarker(2, "transform", "slot-b", datetime(2026, 1, 1, tzinfo=UTC)), None)
     assert reads and monitor.track.memory_peak_bytes == 4 * 2**20
 
     never = sampled("load", "slot-a", 3)
