@@ -51,7 +51,7 @@ _EXPORTS = {
     "ChainSpec": "spec",
     "StageSpec": "spec",
     "effective_pull_policy": "spec",
-    "parse_quantity": "spec",
+    "parse_quantity": "resources",
     "Outcome": "status",
     "ResultMarker": "status",
     "StageResult": "status",

@@ -26,7 +26,8 @@ from .constants import (
 )
 from .errors import ChainConfigError
 from .podview import StageRecord
-from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value, parse_quantity
+from .resources import slot_resources
+from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value
 from .wire import (
     DEFAULT_RUNNER_IMAGE,
     GENERATION_ANNOTATION,
@@ -103,36 +104,6 @@ def chain_labels(dag_id: str, run_id: str, chain: str) -> dict[str, str]:
 def chain_selector(dag_id: str, run_id: str, chain: str) -> str:
     """Label selector matching the objects of one chain in one DAG run."""
     return ",".join(f"{key}={value}" for key, value in chain_labels(dag_id, run_id, chain).items())
-
-
-def slot_resources(stages: Sequence[StageSpec]) -> dict[str, dict[str, str]]:
-    """Resources of a slot able to host any of `stages`: the max request and the max limit per resource.
-
-    A request defaults to the limit (as in Kubernetes). A resource that some stage requests without a limit
-    gets no limit, so the slot never caps a stage tighter than the stage itself does.
-    """
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    unbounded: set[str] = set()
-    for stage in stages:
-        stage_requests = stage.resources.get("requests", {})
-        stage_limits = stage.resources.get("limits", {})
-        for res in stage_requests.keys() | stage_limits.keys():
-            _keep_max(requests, res, stage_requests.get(res) or stage_limits[res])
-            if res in stage_limits:
-                _keep_max(limits, res, stage_limits[res])
-            else:
-                unbounded.add(res)
-    result = {"requests": dict(sorted(requests.items()))} if requests else {}
-    bounded = {res: text for res, text in sorted(limits.items()) if res not in unbounded}
-    if bounded:
-        result["limits"] = bounded
-    return result
-
-
-def _keep_max(quantities: dict[str, str], resource: str, text: str) -> None:
-    if resource not in quantities or parse_quantity(text) > parse_quantity(quantities[resource]):
-        quantities[resource] = text
 
 
 def slot_pull_policy(stages: Sequence[StageSpec]) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import parse_quantity
+from .resources import parse_quantity
 
 ReadMetrics = Callable[[], Mapping[str, Any] | None]
 

@@ -1,14 +1,14 @@
 """Sizing each slot for the stage it runs, through in-place pod resize (`pods/resize`, KEP-1287, GA in 1.35).
 
-Without it both slots reserve the largest stage's requests for the whole run (`manifest.slot_resources`, the
+Without it both slots reserve the largest stage's requests for the whole run (`resources.slot_resources`, the
 static sizing). With it, a swap first shrinks the other, idle slot to the parked minimum, then sizes the
 swapped slot for its stage, so the pod never reserves more than the larger of the two stages plus the parked
 minimum. Both slots start parked: a prepared slot stays small until its stage starts.
 
 Only cpu and memory can be resized. The slot's other resources (ephemeral-storage, extended resources) keep
 the static sizing. The pod's QoS class is fixed at creation and no resize may change it (the API server
-refuses with 422): it is computed here from every stage's size and the parked size, and a chain whose sizes
-would change it fails at parse time.
+refuses with 422): `resources.plan_sizing` computes it from every stage's size and the parked size, and a
+chain whose sizes would change it fails at parse time. This module carries that plan out.
 
 The sizing the setup task chose travels with the pod, in its `kruise-chain.io/sizing` annotation, so each
 stage task (another process) finds its stage's size there.
@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Protocol
 
 from .constants import other_slot
 from .errors import (
-    ChainConfigError,
     ChainError,
     ConflictError,
     ResizeInfeasibleError,
@@ -33,191 +31,16 @@ from .errors import (
     ResizeTimeoutError,
 )
 from .podview import ChainPod, Pod
-from .spec import StageSpec, parse_quantity
+from .resources import (
+    SIZING_ANNOTATION,
+    ChainSizing,
+    Resources,
+    init_resources,
+    parse_quantity,
+    quantity_max,
+)
 from .status import StageState, slot_status
 from .watch import pod_watch, watch_versions
-
-SIZING_ANNOTATION = "kruise-chain.io/sizing"
-SIZING_MODES = ("auto", "in-place", "static")
-RESIZABLE = ("cpu", "memory")
-PARKED_REQUESTS = {"cpu": "10m", "memory": "4Mi"}
-PARKED_LIMITS = {"cpu": "100m", "memory": "32Mi"}
-"""The parked minimum: what an idle slot (its runner waiting for a stage) reserves, and its limits. A parked
-runner (busybox sh polling a file with builtins) measures 1.8 MiB RSS: 4Mi requested leaves twice that."""
-
-Resources = dict[str, dict[str, str]]
-
-
-# -- planning (pure) ------------------------------------------------------------------------------------
-def qos_class(containers: Sequence[Mapping[str, Mapping[str, str]]]) -> str:
-    """The QoS class of a pod whose containers have these resources (`ComputePodQOS`)."""
-    any_set = False
-    guaranteed = True
-    for resources in containers:
-        requests = {k: v for k, v in (resources.get("requests") or {}).items() if k in RESIZABLE}
-        limits = {k: v for k, v in (resources.get("limits") or {}).items() if k in RESIZABLE}
-        any_set = any_set or bool(requests or limits)
-        if set(limits) != set(RESIZABLE):
-            guaranteed = False
-        elif any(parse_quantity(requests.get(r, limits[r])) != parse_quantity(limits[r]) for r in RESIZABLE):
-            guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-@dataclass(frozen=True)
-class ChainSizing:
-    """Per-stage slot resources, the parked size and the QoS class they all keep."""
-
-    qos: str
-    parked: Resources
-    stages: Mapping[str, Resources] = field(default_factory=dict)
-
-    def for_stage(self, name: str) -> Resources:
-        return self.stages.get(name, self.parked)
-
-    def annotation(self) -> str:
-        return json.dumps(
-            {"qos": self.qos, "parked": self.parked, "stages": dict(self.stages)}, sort_keys=True
-        )
-
-    @classmethod
-    def from_pod(cls, pod: Pod | ChainPod) -> ChainSizing | None:
-        """The sizing the chain pod carries, or None when it is sized statically."""
-        raw = ChainPod.of(pod).annotations.get(SIZING_ANNOTATION)
-        if not raw or raw == "static":
-            return None
-        data = json.loads(raw)
-        return cls(qos=data["qos"], parked=data["parked"], stages=data["stages"])
-
-
-def _quantity_max(values: Sequence[str]) -> str:
-    return max(values, key=parse_quantity)
-
-
-def plan_sizing(
-    stages: Sequence[StageSpec], parked: Mapping[str, Mapping[str, str]] | None = None
-) -> ChainSizing:
-    """The in-place sizing of a chain of `stages` (already validated).
-
-    Per resizable resource a stage mentions, its slot requests the stage's request (or its limit); a stage
-    that does not mention it requests the parked minimum. A resource has a limit when some stage limits it
-    and none requests it unbounded (as the static sizing decides); a stage without a limit of its own then
-    gets the largest stage limit. `parked` overrides the parked minimum (`PARKED_REQUESTS`/`PARKED_LIMITS`).
-    Raises ChainConfigError naming the stages when a stage's size next to a parked slot would have another
-    QoS class than the pod is created with (the API server refuses such a resize).
-    """
-    parked = parked or {}
-    mentioned = {r for s in stages for kind in ("requests", "limits") for r in s.resources.get(kind, {})}
-    mentioned |= {r for kind in ("requests", "limits") for r in parked.get(kind, {})}
-    resizable = [r for r in RESIZABLE if r in mentioned]
-    bounded = {
-        r
-        for r in resizable
-        if any(r in s.resources.get("limits", {}) for s in stages)
-        and not any(
-            r in s.resources.get("requests", {}) and r not in s.resources.get("limits", {}) for s in stages
-        )
-    }
-    max_limit = {
-        r: _quantity_max([s.resources["limits"][r] for s in stages if r in s.resources.get("limits", {})])
-        for r in bounded
-    }
-    fixed = _static_other(stages)
-    parked_requests = {**PARKED_REQUESTS, **dict(parked.get("requests", {}))}
-    sizes: dict[str, Resources] = {}
-    for stage in stages:
-        requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
-        own_requests, own_limits = stage.resources.get("requests", {}), stage.resources.get("limits", {})
-        for r in resizable:
-            requests[r] = own_requests.get(r) or own_limits.get(r) or parked_requests[r]
-            if r in bounded:
-                limits[r] = own_limits.get(r) or max_limit[r]
-        sizes[stage.name] = _resources(requests, limits)
-    guaranteed = bool(sizes) and all(qos_class([size]) == "Guaranteed" for size in sizes.values())
-    requests, limits = dict(fixed.get("requests", {})), dict(fixed.get("limits", {}))
-    for r in resizable:
-        requests[r] = PARKED_LIMITS[r] if guaranteed else PARKED_REQUESTS[r]
-        if r in bounded:
-            limits[r] = PARKED_LIMITS[r]
-    # parked_resources overrides the default parked minimum resource by resource
-    requests.update(parked.get("requests", {}))
-    limits.update(parked.get("limits", {}))
-    parked_size = _resources(requests, limits)
-    _check_same_shape(sizes, parked_size)
-    init = init_resources(parked_size)
-    qos = qos_class([parked_size, parked_size, init])  # the pod is created with both slots parked
-    changing = {name: qos_class([size, parked_size, init]) for name, size in sizes.items()}
-    changing = {name: other for name, other in changing.items() if other != qos}
-    if changing:
-        named = ", ".join(f"{name!r} ({other})" for name, other in changing.items())
-        raise ChainConfigError(
-            "stages",
-            f"the chain pod starts {qos} (both slots parked at {parked_size}), but sizing a slot for "
-            f"{named} would change its QoS class, which an in-place resize may not do; give those stages "
-            "(or parked_resources) the same shape of requests and limits, or use sizing='static'",
-        )
-    # Every size then keeps the pod's QoS class next to any other (two stages at once included): the init
-    # container keeps the parked size, so a Burstable or BestEffort parked size fixes the class whatever
-    # the slots hold, and a Guaranteed one means every stage is Guaranteed.
-    return ChainSizing(qos=qos, parked=parked_size, stages=sizes)
-
-
-def _shape(resources: Mapping[str, Mapping[str, str]]) -> set[tuple[str, str]]:
-    return {(kind, r) for kind, values in resources.items() for r in values if r in RESIZABLE}
-
-
-def _check_same_shape(sizes: Mapping[str, Resources], parked: Resources) -> None:
-    """Every stage's size names the same cpu/memory requests and limits as the parked size: a resize may
-    not remove a request or a limit, and adding a memory limit is refused before Kubernetes 1.34."""
-    want = _shape(parked)
-    for name, size in sizes.items():
-        have = _shape(size)
-        if have != want:
-            extra = ", ".join(f"{kind}.{r}" for kind, r in sorted(want - have))
-            missing = ", ".join(f"{kind}.{r}" for kind, r in sorted(have - want))
-            detail = "; ".join(
-                part
-                for part in (
-                    f"parked_resources sets {extra}, which stage {name!r} leaves unset" if extra else "",
-                    f"stage {name!r} sets {missing}, which parked_resources leaves unset" if missing else "",
-                )
-                if part
-            )
-            raise ChainConfigError(
-                "parked_resources",
-                f"{detail}: an in-place resize can neither add nor remove a request or limit, so the parked "
-                "size must set the same cpu/memory requests and limits as the stages' sizes; change "
-                "parked_resources (or leave it out for the default) or use sizing='static'",
-            )
-
-
-def init_resources(parked: Mapping[str, Mapping[str, str]]) -> Resources:
-    """The chain pod's init container's resources: the parked size's cpu and memory. The init container
-    counts for the pod's QoS class (`ComputePodQOS`) and reserves no more than one parked slot."""
-    return {
-        kind: {r: q for r, q in values.items() if r in RESIZABLE}
-        for kind, values in parked.items()
-        if any(r in RESIZABLE for r in values)
-    }
-
-
-def _resources(requests: Mapping[str, str], limits: Mapping[str, str]) -> Resources:
-    out: Resources = {}
-    if requests:
-        out["requests"] = dict(sorted(requests.items()))
-    if limits:
-        out["limits"] = dict(sorted(limits.items()))
-    return out
-
-
-def _static_other(stages: Sequence[StageSpec]) -> Resources:
-    """The static sizing of the resources a resize cannot change."""
-    from .manifest import slot_resources
-
-    static = slot_resources(stages)
-    return {kind: {r: q for r, q in values.items() if r not in RESIZABLE} for kind, values in static.items()}
 
 
 def resize_steps(
@@ -512,7 +335,7 @@ def _keep_memory_limit(target: Resources, current: Mapping[str, Mapping[str, str
     if limit is None:
         return target
     kept: Resources = {k: dict(v) for k, v in target.items()}
-    kept.setdefault("limits", {})["memory"] = _quantity_max(
+    kept.setdefault("limits", {})["memory"] = quantity_max(
         [limit, kept.get("limits", {}).get("memory", limit)]
     )
     return kept

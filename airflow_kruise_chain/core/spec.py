@@ -11,6 +11,7 @@ from typing import Any
 from .constants import SLOTS
 from .errors import ChainConfigError
 from .image import parse_image_reference
+from .resources import SIZING_MODES, parse_quantity, plan_sizing
 from .wire import MAX_OUTPUTS_BYTES, PREFIX, run_spec
 
 MAX_NAME_LENGTH = 40
@@ -30,29 +31,12 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
-_BINARY_SUFFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _POD_TEMPLATE_FORBIDDEN = {
     ("metadata", "name"): "the pod name is derived from the DAG, run and chain",
     ("metadata", "namespace"): "set ChainSpec.namespace instead",
     ("spec", "restartPolicy"): "slots must run under restartPolicy Always",
 }
 _SLOT_CONTAINER_FORBIDDEN = ("command", "args", "env", "image", "readinessProbe")
-
-
-def parse_quantity(text: str) -> Decimal:
-    """Parse a Kubernetes quantity (``500m``, ``2Gi``, ``1e3``) strictly; ValueError if it is invalid."""
-    match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5Gi, 512Mi)")
-    suffix = match.group(3) or ""
-    number = text[: len(text) - len(suffix)]
-    if suffix in _BINARY_SUFFIX:
-        return Decimal(number) * (Decimal(1024) ** _BINARY_SUFFIX[suffix])
-    if suffix in _DECIMAL_SUFFIX:
-        return Decimal(number).scaleb(_DECIMAL_SUFFIX[suffix])
-    return Decimal(number).scaleb(int(suffix[1:]))
 
 
 def is_label_value(value: str) -> bool:
@@ -182,7 +166,7 @@ class ChainSpec:
     """how slots are sized: "in-place" (each swap resizes the slot for its stage, the idle one parked),
     "static" (both slots for the largest stage), "auto" (in-place where the cluster serves pods/resize)"""
     parked_resources: Mapping[str, Mapping[str, str]] | None = None
-    """what an idle slot keeps under in-place sizing (default: `core.sizing` PARKED_REQUESTS/LIMITS)"""
+    """what an idle slot keeps under in-place sizing (default: `core.resources` PARKED_REQUESTS/LIMITS)"""
     runner_image: str | None = None
     """image of the init container that installs the stage runner: it must hold a statically linked
     /bin/busybox (None: `wire.DEFAULT_RUNNER_IMAGE`, or ``[kruise_chain] runner_image``)"""
@@ -285,8 +269,6 @@ class ChainSpec:
         self._check_sizing()
 
     def _check_sizing(self) -> None:
-        from .sizing import SIZING_MODES, plan_sizing
-
         if self.sizing not in SIZING_MODES:
             raise ChainConfigError(
                 "sizing", f"must be one of {', '.join(map(repr, SIZING_MODES))}, not {self.sizing!r}"

@@ -15,6 +15,7 @@ from airflow_kruise_chain.config import default_deferrable, memory_sample_interv
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
 from airflow_kruise_chain.core.image import parse_image_reference
+from airflow_kruise_chain.core.resources import ChainSizing, plan_sizing
 from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 from airflow_kruise_chain.links import ChainPodLink
 from airflow_kruise_chain.operators.base import (
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
     from airflow_kruise_chain.core.podview import ChainPod, StageRecord
-    from airflow_kruise_chain.core.sizing import ChainSizing
     from airflow_kruise_chain.core.status import Outcome, StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
 
@@ -139,8 +139,6 @@ class ChainSetupOperator(ChainBaseOperator):
 
     def sizing(self, spec: ChainSpec) -> ChainSizing | None:
         """Per-stage in-place sizing, or None for the static sizing (said once here, in the setup log)."""
-        from airflow_kruise_chain.core.sizing import plan_sizing
-
         if spec.sizing == "static":
             self.log.info(
                 "sizing: static (sizing='static'): both slots reserve the largest stage's resources"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_kruise_chain.core.driver import _since
 from airflow_kruise_chain.core.output import GenerationOutput
 from airflow_kruise_chain.core.podview import ChainPod, Pod, snapshot
-from airflow_kruise_chain.core.sizing import ChainSizing
+from airflow_kruise_chain.core.resources import ChainSizing
 from airflow_kruise_chain.core.status import StageState, current_status
 from airflow_kruise_chain.core.watch import awatch_versions, resource_version
 

@@ -12,7 +12,7 @@ import pendulum
 import pytest
 
 from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.core.sizing import PARKED_REQUESTS
+from airflow_kruise_chain.core.resources import PARKED_REQUESTS
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.validation import memory_bytes
 from tests.e2e.conftest import xcoms

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client, config, watch
 
 from airflow_kruise_chain.core.constants import CHAIN_LABEL
-from airflow_kruise_chain.core.sizing import PARKED_REQUESTS
+from airflow_kruise_chain.core.resources import PARKED_REQUESTS
 from airflow_kruise_chain.local import ClusterConfig, LocalCluster
 from airflow_kruise_chain.local.validation import memory_bytes
 from tests.e2e.inline import FAST_POD, Failures, run_inline, task_states

@@ -18,7 +18,8 @@ from kubernetes import client, config, watch
 
 from airflow_kruise_chain.core.constants import CHAIN_LABEL
 from airflow_kruise_chain.core.errors import ChainError
-from airflow_kruise_chain.core.sizing import SIZING_ANNOTATION, ChainSizing, SlotSizer
+from airflow_kruise_chain.core.resources import SIZING_ANNOTATION, ChainSizing
+from airflow_kruise_chain.core.sizing import SlotSizer
 from airflow_kruise_chain.hooks.kruise import KruiseHook
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.validation import pod_qos_class

@@ -20,7 +20,8 @@ from airflow_kruise_chain.core import (
     pod_name_for,
     runner_script,
 )
-from airflow_kruise_chain.core.manifest import INIT_SCRIPT, deep_merge, slot_pull_policy, slot_resources
+from airflow_kruise_chain.core.manifest import INIT_SCRIPT, deep_merge, slot_pull_policy
+from airflow_kruise_chain.core.resources import slot_resources
 from airflow_kruise_chain.core.wire import RUNNER_COMMAND
 
 RUN_ID = "manual__2024-05-01T10:00:00.123456+00:00"

@@ -8,17 +8,14 @@ import time
 import pytest
 
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
-from airflow_kruise_chain.core.sizing import (
+from airflow_kruise_chain.core.resources import (
     PARKED_LIMITS,
     PARKED_REQUESTS,
     ChainSizing,
-    SlotSizer,
-    infeasible_message,
     plan_sizing,
     qos_class,
-    resize_steps,
-    size_pod,
 )
+from airflow_kruise_chain.core.sizing import SlotSizer, infeasible_message, resize_steps, size_pod
 
 
 def stage(name: str, **resources: dict[str, str]) -> StageSpec:

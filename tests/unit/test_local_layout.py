@@ -37,15 +37,6 @@ def test_the_graph_sees_every_module_of_the_package() -> None:
     assert on_disk - set(_graph().modules) == set(), "a subpackage without __init__.py is invisible to grimp"
 
 
-KNOWN_CYCLES = {
-    ("core.sizing", "core.spec"),
-    ("core.manifest", "core.sizing"),
-    ("core.manifest", "core.spec"),
-}
-"""core's spec -> sizing -> manifest -> spec loop (imports inside functions), left for core's side of issue
-15: when it is gone, this set goes too. Nothing else may join it."""
-
-
 def _cycles() -> set[tuple[str, str]]:
     """Every pair of modules that import each other, directly or through others."""
     graph = _graph()
@@ -57,12 +48,8 @@ def _cycles() -> set[tuple[str, str]]:
     return pairs
 
 
-def test_no_import_cycle_in_the_local_cluster() -> None:
-    assert {pair for pair in _cycles() if pair[0].startswith("local")} == set()
-
-
-def test_no_import_cycle_in_the_package_but_the_known_one() -> None:
-    assert _cycles() <= KNOWN_CYCLES
+def test_no_import_cycle_in_the_package() -> None:
+    assert _cycles() == set()
 
 
 LONG_MODULES = {"operators/chain.py": 900}
