@@ -28,7 +28,10 @@ def get_provider_info() -> dict:
         "operators": [
             {
                 "integration-name": "OpenKruise chain",
-                "python-modules": ["airflow_kruise_chain.operators.chain"],
+                "python-modules": [
+                    "airflow_kruise_chain.operators.chain",
+                    "airflow_kruise_chain.operators.pod",
+                ],
             },
         ],
         "sensors": [

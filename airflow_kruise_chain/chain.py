@@ -16,13 +16,8 @@ from airflow_kruise_chain.operators.base import (
     check_positive,
     unwrap_literals,
 )
-from airflow_kruise_chain.operators.chain import (
-    ChainPrewarmOperator,
-    ChainSetupOperator,
-    ChainTeardownOperator,
-    KruiseChainOperator,
-    check_prepare_next,
-)
+from airflow_kruise_chain.operators.chain import ChainPrewarmOperator, KruiseChainOperator, check_prepare_next
+from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
 
 CHAIN_TASKS = ("setup", "prewarm", "teardown")
 """Task ids of a chain's own tasks: no stage may take them."""

@@ -1,0 +1,240 @@
+"""The chain pod's lifecycle: the setup task creates it (sized, both slots parked), the teardown task
+deletes it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from airflow.sdk import Context
+
+from airflow_kruise_chain.config import runner_image
+from airflow_kruise_chain.core.constants import SLOTS
+from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
+from airflow_kruise_chain.core.resources import ChainSizing, plan_sizing
+from airflow_kruise_chain.core.spec import ChainSpec
+from airflow_kruise_chain.links import ChainPodLink
+from airflow_kruise_chain.operators.base import (
+    ChainBaseOperator,
+    check_positive,
+    templated,
+)
+
+
+class ChainSetupOperator(ChainBaseOperator):
+    """Create the chain's persistent pod and wait until both slots are parked (its init container installs
+    the stage runner first).
+
+    Idempotent: a retry, or a second try after a worker crash, finds the pod it created by name.
+    Returns `{"pod": name, "namespace": ns, "node": node}` (XCom).
+    """
+
+    ui_color = "#d4e8ff"
+    operator_extra_links = (ChainPodLink(),)
+
+    def __init__(
+        self,
+        *,
+        chain: dict[str, Any],
+        startup_timeout: float = 300,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(chain, dict):
+            raise ChainConfigError("chain", "must be a dict with name, namespace and stages")
+        for key in ("name", "namespace"):
+            if key not in chain:
+                raise ChainConfigError(key, "is required")
+        check_positive("startup_timeout", startup_timeout)
+        super().__init__(chain_name=chain["name"], namespace=chain["namespace"], **kwargs)
+        self.chain = chain
+        self.startup_timeout = startup_timeout
+        if self.has_dag():
+            _check_one_pod_per_chain(self)
+        if chain.get(
+            "stages"
+        ):  # KruiseChain fills the stages in when its block ends, and validates them then
+            spec = ChainSpec.from_dict(chain)
+            if not templated(self.namespace):
+                spec.validate()
+
+    def execute(self, context: Context) -> dict[str, str]:
+        from airflow_kruise_chain.core.manifest import (
+            build_chain_pod,
+            chain_labels,
+            check_annotations_size,
+            pod_name_for,
+        )
+        from airflow_kruise_chain.core.podidentity import prepare_pod, spec_hash, stamp
+        from airflow_kruise_chain.core.sizing import size_pod
+
+        # everything is checked before the first write: an invalid chain creates nothing in the cluster
+        spec = ChainSpec.from_dict({**self.chain, "namespace": self.namespace})
+        if spec.runner_image is None:
+            spec = replace(spec, runner_image=runner_image())
+        spec.validate()
+        check_annotations_size(spec)
+        dag_id, run_id = context["dag"].dag_id, context["run_id"]
+        name = pod_name_for(spec.name, dag_id, run_id, self.chain_path)
+        labels = chain_labels(dag_id, run_id, self.chain_id)
+        pod = build_chain_pod(
+            spec,
+            pod_name=name,
+            dag_id=dag_id,
+            run_id=run_id,
+            first_images=spec.first_images,
+            chain_path=self.chain_path,
+        )
+        pod = size_pod(pod, self.sizing(spec))
+        digest = spec_hash(pod)
+        # never another run's pod; one of this run is reused only if healthy and built from this chain
+        prepare_pod(
+            self.hook,
+            name,
+            spec.namespace,
+            labels,
+            digest,
+            timeout=self.startup_timeout,
+            log=self.log.info,
+        )
+        try:
+            created = self.hook.create_pod(stamp(pod, digest), spec.namespace)
+            self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
+            self.pod_url(context)
+            pod = self.wait_parked(name, spec.namespace)
+        except BaseException:
+            self.remove(name, spec.namespace)
+            raise
+        node = pod["spec"].get("nodeName", "")
+        self.log.info("chain pod %s is running on node %s with both slots parked", name, node)
+        return {"pod": name, "namespace": spec.namespace, "node": node}
+
+    def remove(self, name: str, namespace: str) -> None:
+        """A failed setup leaves nothing behind: delete this run's chain pod."""
+        self.log.warning(
+            "setup failed: deleting chain pod %s/%s so that nothing is left behind",
+            namespace,
+            name,
+        )
+        try:
+            self.hook.delete_pod(name, namespace)
+        except Exception:  # the setup's own error is the one to report; teardown deletes them again
+            self.log.exception("could not delete the chain pod %s/%s after the failed setup", namespace, name)
+
+    def sizing(self, spec: ChainSpec) -> ChainSizing | None:
+        """Per-stage in-place sizing, or None for the static sizing (said once here, in the setup log)."""
+        if spec.sizing == "static":
+            self.log.info(
+                "sizing: static (sizing='static'): both slots reserve the largest stage's resources"
+            )
+            return None
+        if not self.hook.serves_resize():
+            if spec.sizing == "in-place":
+                raise ChainError(
+                    "sizing='in-place' but the cluster serves no pods/resize (Kubernetes < 1.33, or the "
+                    "InPlacePodVerticalScaling feature gate off): use sizing='auto' or 'static'"
+                )
+            self.log.info(
+                "sizing: static: the cluster serves no pods/resize (Kubernetes < 1.33, or the "
+                "InPlacePodVerticalScaling feature gate off), so both slots reserve the largest stage's "
+                "resources"
+            )
+            return None
+        sizing = plan_sizing(spec.stages, spec.parked_resources)
+        if sizing.qos == "BestEffort":
+            self.log.info("sizing: no stage requests cpu or memory: nothing to size")
+            return None
+        self.log.info(
+            "sizing: in-place: each swap resizes its slot for the stage and parks the idle one at %s "
+            "(QoS %s)",
+            sizing.parked,
+            sizing.qos,
+        )
+        return sizing
+
+    def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
+        from airflow_kruise_chain.core.errors import StageTimeoutError
+        from airflow_kruise_chain.core.podview import ChainPod
+        from airflow_kruise_chain.core.watch import pod_watch, watch_versions
+
+        deadline = time.monotonic() + self.startup_timeout
+        last = ""
+        watch, read = pod_watch(self.hook, name, namespace)
+        for raw in watch_versions(watch, deadline, relist=read):
+            if raw is None:
+                raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
+            pod = ChainPod.of(raw)
+            if pod.phase in ("Failed", "Succeeded"):
+                raise PodLostError(
+                    f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: "
+                    f"{(raw.get('status') or {}).get('message', '')}"
+                )
+            waiting = [pod.slot(s) for s in SLOTS if pod.slot(s).waiting]
+            described = {slot.name: f"{slot.name} ({slot.image}) {slot.waiting_text()}" for slot in waiting}
+            reasons = "; ".join(described.values())
+            if reasons and reasons != last:
+                self.log.info("chain pod starting: %s", reasons)
+                last = reasons
+            bad = [described[slot.name] for slot in waiting if slot.failed_to_start]
+            if bad:
+                raise ChainError(
+                    f"chain pod {namespace}/{name} cannot start: {'; '.join(bad)}; check the "
+                    "stages' image references and the chain's image_pull_secrets"
+                )
+            if pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS):
+                return raw
+        raise StageTimeoutError(
+            f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
+            f"not get both slots running; last state: {last or 'Pending'}"
+        )
+
+
+class ChainTeardownOperator(ChainBaseOperator):
+    """Delete the chain pod (Airflow teardown: runs even when a stage failed)."""
+
+    ui_color = "#ffe4d4"
+
+    delete_margin: float = 15.0
+    """seconds allowed beyond the pod's grace period for it to disappear"""
+
+    def __init__(self, *, keep_pod: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.keep_pod = keep_pod
+
+    def execute(self, context: Context) -> None:
+        from airflow_kruise_chain.core.watch import wait_pod_gone
+
+        name = self.pod_name(context)
+        if self.keep_pod:
+            self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
+            return
+        pod = self.hook.read_pod(name, self.namespace)
+        found = self.hook.delete_pod(name, self.namespace)
+        if not found:
+            self.log.info("chain pod %s/%s was already gone", self.namespace, name)
+            return
+        # wait until the pod is really gone (its containers stopped), so the run ends with nothing left behind
+        grace = float(((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        version = (pod or {}).get("metadata", {}).get("resourceVersion")
+        if wait_pod_gone(self.hook, name, self.namespace, version, grace + self.delete_margin):
+            self.log.info("chain pod %s/%s deleted", self.namespace, name)
+        else:
+            self.log.warning(
+                "chain pod %s/%s is still terminating %.0fs after its deletion; the cluster will remove it",
+                self.namespace,
+                name,
+                grace + self.delete_margin,
+            )
+
+
+def _check_one_pod_per_chain(setup: ChainSetupOperator) -> None:
+    """Refuse a second setup task of the same chain (name and task-group path) in a DAG: both would create,
+    and their stages would share, one pod."""
+    for task in setup.dag.tasks:
+        if isinstance(task, ChainSetupOperator) and task is not setup and task.chain_id == setup.chain_id:
+            raise ChainConfigError(
+                "name",
+                f"chain {setup.chain_id!r} already has a setup task ({task.task_id}) in DAG "
+                f"{setup.dag.dag_id!r}: two chains of one name share one pod unless they are in different "
+                "task groups; rename one",
+            )
