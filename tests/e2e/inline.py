@@ -8,6 +8,7 @@ bundle. Import Airflow only inside tests: the `airflow_home` fixture must set AI
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 
@@ -92,3 +93,18 @@ def start_markers(cluster: Any, pod_uid: str) -> list[tuple[int, str, str]]:
     for log in (cluster.root / "pods" / pod_uid / "containers").rglob("*.log"):
         found += [(int(g), s, slot) for g, s, slot in re.findall(START_IN_CRI_LOG, log.read_text())]
     return sorted(set(found))
+
+
+def in_thread(fn: Any) -> dict[str, Any]:
+    """Run `fn` in a daemon thread: the dict gets its `thread`, then its `result` or the `error` it raised."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = fn()
+        except Exception as e:  # the test inspects it
+            outcome["error"] = e
+
+    outcome["thread"] = threading.Thread(target=work, daemon=True)
+    outcome["thread"].start()
+    return outcome

@@ -6,7 +6,6 @@ files the test writes into the pod's scratch volume, so the order is forced, not
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.operators.chain import ChainSetupOperator, KruiseChainOperator
-from tests.e2e.inline import FAST_POD, start_markers
+from tests.e2e.inline import FAST_POD, in_thread, start_markers
 from tests.helpers import wait_for
 from tests.provider.support import make_context
 
@@ -45,20 +44,6 @@ def setup(dag_id: str, run_id: str) -> dict[str, str]:
     stages = [{"name": n, "image": i, "cmds": ["/bin/sh", "-c", GATED]} for n, i in IMAGES.items()]
     chain = {"name": "c", "namespace": "default", "stages": stages, **FAST_POD}
     return ChainSetupOperator(task_id="setup", chain=chain).execute(make_context(dag_id, run_id))
-
-
-def in_thread(fn: Any) -> dict[str, Any]:
-    outcome: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            outcome["result"] = fn()
-        except Exception as e:  # the test inspects it
-            outcome["error"] = e
-
-    outcome["thread"] = threading.Thread(target=work, daemon=True)
-    outcome["thread"].start()
-    return outcome
 
 
 def test_a_stage_waits_for_its_slot_to_be_free(e2e_cluster):

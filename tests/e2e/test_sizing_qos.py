@@ -24,7 +24,7 @@ from airflow_kruise_chain.hooks.kruise import KruiseHook
 from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.local.validation import pod_qos_class
 from airflow_kruise_chain.operators.chain import ChainSetupOperator, KruiseChainOperator
-from tests.e2e.inline import FAST_POD, start_markers
+from tests.e2e.inline import FAST_POD, in_thread, start_markers
 from tests.helpers import wait_for
 from tests.provider.support import make_context
 
@@ -60,20 +60,6 @@ def stage(name: str) -> KruiseChainOperator:
         container_resources=resources(name),
         swap_timeout=60,
     )
-
-
-def in_thread(fn: Any) -> dict[str, Any]:
-    outcome: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            outcome["result"] = fn()
-        except Exception as e:  # the test inspects it
-            outcome["error"] = e
-
-    outcome["thread"] = threading.Thread(target=work, daemon=True)
-    outcome["thread"].start()
-    return outcome
 
 
 class Pods:
