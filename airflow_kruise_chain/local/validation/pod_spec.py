@@ -528,6 +528,22 @@ def _container_common_causes(
     return causes
 
 
+def _lifecycle_and_probe_causes(ctr: Mapping[str, Any], path: str, grace: int | None) -> list[Cause]:
+    """The lifecycle hooks and probes of a regular container or of an init container with restartPolicy
+    Always (the only init containers that may have them)."""
+    causes: list[Cause] = []
+    lifecycle = ctr.get("lifecycle")
+    if isinstance(lifecycle, Mapping):
+        for hook in ("postStart", "preStop"):
+            if lifecycle.get(hook) is not None:
+                causes += _handler_causes(
+                    lifecycle[hook], f"{path}.lifecycle.{hook}", grace, allow_sleep=True
+                )
+    for probe in _PROBES:
+        causes += _probe_causes(ctr.get(probe), f"{path}.{probe}", grace, probe)
+    return causes
+
+
 def _containers_causes(spec: Mapping[str, Any], volumes: set[str], relaxed: bool) -> list[Cause]:
     causes: list[Cause] = []
     grace = _int(spec.get("terminationGracePeriodSeconds"))
@@ -546,15 +562,7 @@ def _containers_causes(spec: Mapping[str, Any], volumes: set[str], relaxed: bool
             causes.append(duplicate(f"{path}.name", name))
         else:
             names.add(name)
-        lifecycle = ctr.get("lifecycle")
-        if isinstance(lifecycle, Mapping):
-            for hook in ("postStart", "preStop"):
-                if lifecycle.get(hook) is not None:
-                    causes += _handler_causes(
-                        lifecycle[hook], f"{path}.lifecycle.{hook}", grace, allow_sleep=True
-                    )
-        for probe in _PROBES:
-            causes += _probe_causes(ctr.get(probe), f"{path}.{probe}", grace, probe)
+        causes += _lifecycle_and_probe_causes(ctr, path, grace)
         if ctr.get("restartPolicy") is not None:
             causes.append(forbidden(f"{path}.restartPolicy", "may not be set for non-init containers"))
     all_names = {c.get("name") for c in containers if isinstance(c, Mapping)}
@@ -575,15 +583,7 @@ def _containers_causes(spec: Mapping[str, Any], volumes: set[str], relaxed: bool
         elif name:
             all_names.add(name)
         if restart_always:
-            lifecycle = ctr.get("lifecycle")
-            if isinstance(lifecycle, Mapping):
-                for hook in ("postStart", "preStop"):
-                    if lifecycle.get(hook) is not None:
-                        causes += _handler_causes(
-                            lifecycle[hook], f"{path}.lifecycle.{hook}", grace, allow_sleep=True
-                        )
-            for probe in _PROBES:
-                causes += _probe_causes(ctr.get(probe), f"{path}.{probe}", grace, probe)
+            causes += _lifecycle_and_probe_causes(ctr, path, grace)
         else:
             for key in ("lifecycle", *_PROBES):
                 if ctr.get(key) is not None:
