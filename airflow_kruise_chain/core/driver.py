@@ -325,7 +325,7 @@ class StageDriver:
         """`SlotSizer.park_generation`; a failure is logged: the next swap parks the slot once it is idle."""
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         try:
-            sizer.park_generation(stage, slot, generation, time.monotonic() + timeouts.swap)
+            sizer.park_generation(stage, slot, generation, time.monotonic() + timeouts.swap, self.last_read)
         except ChainError as err:
             self.log(f"could not park {slot} after stage {stage!r}: {err}")
 

@@ -219,10 +219,16 @@ class SlotSizer:
         )
         return self.size(pod, stage, slot, other, idle, deadline, restarting)
 
-    def park_generation(self, stage: str, slot: str, generation: int, deadline: float) -> None:
+    def park_generation(
+        self, stage: str, slot: str, generation: int, deadline: float, seen: ChainPod | None = None
+    ) -> None:
         """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
         that generation: the resize is guarded by the pod's resourceVersion (read again after a conflict),
-        since a slot another task has swapped since holds that task's stage, which must not be shrunk."""
+        since a slot another task has swapped since holds that task's stage, which must not be shrunk.
+        `seen`: the pod as the caller last read it; one sized statically needs no read (the sizing
+        annotation is fixed when setup creates the pod)."""
+        if seen is not None and ChainSizing.from_pod(seen) is None:
+            return
         for _ in range(10):
             raw = self.api.read_pod(self.pod_name, self.namespace)
             pod = ChainPod.of(raw) if raw is not None else None

@@ -231,3 +231,20 @@ def test_a_slot_is_parked_only_while_it_holds_the_ended_generation():
     api = _ParkApi(pod)
     SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3, time.monotonic() + 5)
     assert api.resizes == [] and api.pod["spec"]["containers"][0]["resources"] == sizing.for_stage("big")
+
+
+def test_a_statically_sized_chain_parks_without_reading_the_pod():
+    """The sizing annotation is fixed when setup creates the pod: the pod as last read tells a static chain,
+    so its stage tasks make no park read; a sized chain's park still reads the pod to guard its resize."""
+    from airflow_kruise_chain.core.podview import ChainPod
+
+    pod, sizing = _sized_pod(generation_a=3)
+    static = size_pod(json.loads(json.dumps(pod)), None)
+    api = _ParkApi(static)
+    sizer = SlotSizer(api, "p", "ns", lambda _line: None)
+    sizer.park_generation("big", "slot-a", 3, time.monotonic() + 5, seen=ChainPod.of(static))
+    assert api.reads == 0 and api.resizes == []
+    api = _ParkApi(pod)
+    sizer = SlotSizer(api, "p", "ns", lambda _line: None)
+    sizer.park_generation("big", "slot-a", 3, time.monotonic() + 5, seen=ChainPod.of(pod))
+    assert api.reads == 1 and api.pod["spec"]["containers"][0]["resources"] == sizing.parked
