@@ -10,6 +10,7 @@ DEFAULT_DASHBOARD_URL = (
     "http://localhost:8001/api/v1/namespaces/kubernetes-dashboard/services/https:kubernetes-dashboard:/proxy"
 )
 DEFAULT_MEMORY_SAMPLE_INTERVAL = 1.0
+DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL = 60.0
 DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
 
 OPTIONS: dict[str, dict[str, str | None]] = {
@@ -34,13 +35,26 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "",
     },
     "memory_sample_interval": {
-        "description": "Seconds between two reads of the chain pod's metrics.k8s.io PodMetrics while a stage "
-        "runs, for the stage's peak memory (needs a metrics server and `get` on pods.metrics.k8s.io). "
-        "0 turns sampling off.",
+        "description": "Seconds from the first to the second read of the chain pod's metrics.k8s.io "
+        "PodMetrics while a stage runs, for the stage's peak memory (needs a metrics server and `get` on "
+        "pods.metrics.k8s.io); each later gap is twice the last, up to memory_sample_max_interval, and no "
+        "read comes before the metrics server can have a newer sample (the last one's timestamp + window, "
+        "i.e. its --metric-resolution). A stage of T seconds makes at most 2 + ceil(log2(max / interval)) "
+        "+ T / max reads. The peak is the largest working set among the samples taken while the stage "
+        "ran: a spike shorter than the gaps can be missed. 0 turns sampling off.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "0.5",
         "default": str(DEFAULT_MEMORY_SAMPLE_INTERVAL),
+    },
+    "memory_sample_max_interval": {
+        "description": "The longest gap, in seconds, between two metrics reads of a running stage (see "
+        "memory_sample_interval): a long stage costs one read per this many seconds. Never below "
+        "memory_sample_interval.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "30",
+        "default": str(DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL),
     },
     "runner_image": {
         "description": "Image of the chain pod's init container that installs the stage runner: it must "
@@ -88,3 +102,13 @@ def memory_sample_interval() -> float:
     from airflow.providers.common.compat.sdk import conf
 
     return max(0.0, conf.getfloat(SECTION, "memory_sample_interval", fallback=DEFAULT_MEMORY_SAMPLE_INTERVAL))
+
+
+def memory_sample_max_interval() -> float:
+    """``[kruise_chain] memory_sample_max_interval`` in seconds (the longest gap between two reads)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return max(
+        0.0,
+        conf.getfloat(SECTION, "memory_sample_max_interval", fallback=DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL),
+    )

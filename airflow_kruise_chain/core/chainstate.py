@@ -87,7 +87,8 @@ class StageMonitor:
     `StageTrack`, memory sampling.
 
     `publish` receives the track as a dict each time it changes; `read_metrics` reads the chain pod's
-    PodMetrics (None when unavailable); `interval` is the memory sampling period (0: no sampling).
+    PodMetrics (None when unavailable); `interval` is the first gap between two memory samples (0: no
+    sampling), `max_interval` the longest (see `MemorySampler`).
     """
 
     def __init__(
@@ -98,12 +99,14 @@ class StageMonitor:
         read_metrics: ReadMetrics,
         log: Callable[[str], None],
         interval: float = 1.0,
+        max_interval: float = 60.0,
     ) -> None:
         self.track = track
         self.publish = publish
         self.read_metrics = read_metrics
         self.log = log
         self.interval = interval
+        self.max_interval = max_interval
         self._swapped = time.monotonic()
         self._sampler: MemorySampler | None = None
         self.on_end: Callable[[], None] | None = None
@@ -137,7 +140,7 @@ class StageMonitor:
         )
         self.publish(track.to_xcom())
         if self._sampler is not None:
-            self._sampler.start()
+            self._sampler.start(since=marker.at)
 
     @contextmanager
     def sampling(self) -> Iterator[None]:
@@ -145,17 +148,19 @@ class StageMonitor:
         the block; nothing when `interval` is 0): a slot still pulling or backing off costs no metrics
         reads."""
         if self.interval > 0:
-            self._sampler = MemorySampler(self.read_metrics, self.track.slot, interval=self.interval)
+            self._sampler = MemorySampler(
+                self.read_metrics, self.track.slot, interval=self.interval, max_interval=self.max_interval
+            )
         try:
             yield
         finally:
             self._stop_sampling()
 
-    def _stop_sampling(self) -> None:
+    def _stop_sampling(self, until: datetime | None = None) -> None:
         sampler, self._sampler = self._sampler, None
         if sampler is None:
             return
-        sampler.stop()
+        sampler.stop(until)
         peak = sampler.peak()
         self.track.memory_peak_bytes = peak.container_bytes
         self.track.pod_memory_peak_bytes = peak.pod_bytes
@@ -163,14 +168,14 @@ class StageMonitor:
         self.log(
             f"{MARKER} memory stage={self.track.stage} slot={self.track.slot} "
             f"peak={_mib(peak.container_bytes)} pod_peak={_mib(peak.pod_bytes)} "
-            f"samples={peak.samples} every={peak.interval:g}s"
+            f"samples={peak.samples} reads={peak.reads} first_gap={peak.interval:g}s"
         )
 
     def ended(self, result: StageResult) -> None:
         """The stage's result is in: `on_end`, stop sampling, publish it."""
         if self.on_end is not None:
             self.on_end()
-        self._stop_sampling()
+        self._stop_sampling(until=result.finished_at)
         track = self.track
         track.state = "succeeded" if result.succeeded else "failed"
         track.started_at = result.started_at.isoformat()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import durationpy
 
 from .resources import parse_quantity
 
@@ -25,6 +30,30 @@ def container_memory(metrics: Mapping[str, Any] | None) -> dict[str, int]:
     return usage
 
 
+def sample_time(metrics: Mapping[str, Any] | None) -> tuple[datetime | None, float]:
+    """When a PodMetrics sample was taken and its window in seconds (None, 0.0 when it does not say).
+
+    The metrics API's sample covers [timestamp - window, timestamp]; metrics-server replaces it once per
+    `--metric-resolution` (the window is the time between its last two scrapes), so a read before
+    timestamp + window returns the same sample."""
+    try:
+        taken = datetime.fromisoformat(str((metrics or {})["timestamp"]).replace("Z", "+00:00"))
+        window = durationpy.from_str(str((metrics or {}).get("window") or "0s")).total_seconds()
+    except (KeyError, ValueError):
+        return None, 0.0
+    return (taken if taken.tzinfo else None), max(window, 0.0)
+
+
+def max_reads(duration: float, interval: float, max_interval: float) -> int:
+    """The most metrics reads a `MemorySampler` makes for a stage of `duration` seconds: one at the start,
+    ceil(log2(max_interval / interval)) while the gap doubles, one per `max_interval` after, one at the end
+    (and never more than one per new sample: see `MemorySampler`)."""
+    if interval <= 0:
+        return 0
+    cap = max(interval, max_interval)
+    return 2 + math.ceil(math.log2(cap / interval)) + math.floor(duration / cap)
+
+
 @dataclass(frozen=True)
 class MemoryPeak:
     """What a `MemorySampler` saw: the peak of one container and of the whole pod, in bytes."""
@@ -33,27 +62,46 @@ class MemoryPeak:
     pod_bytes: int | None
     samples: int
     interval: float
+    reads: int = 0
 
 
 class MemorySampler:
-    """Samples a pod's PodMetrics every `interval` seconds on a thread; keeps the peaks.
+    """Samples a pod's PodMetrics on a thread while a stage runs; keeps the peaks.
 
-    Use as a context manager around the stage. The first sample is taken at once and one more when it ends,
-    so a stage shorter than `interval` still gets two samples. Sampling gives up after `max_misses`
-    consecutive reads without metrics (no metrics server, or no permission): the peak stays None.
+    Use as a context manager around the stage, or `start` at the stage's start and `stop` at its end. The
+    reads follow the metrics pipeline instead of a clock: one at the start; then after `interval` seconds,
+    each gap twice the last up to `max_interval`, and never before the sample read last is due for renewal
+    (its `timestamp` + `window`: metrics-server publishes a new one once per `--metric-resolution`, 15 s by
+    default); a last one at the end unless the sample read last is not due yet. So a stage of T seconds costs
+    at most `max_reads(T, interval, max_interval)` reads, one per new sample at most. A sample taken outside
+    the stage, before `since` or after `until` (its start and end, widened to the API's whole seconds),
+    measured the slot's previous stage or its idle runner: it counts neither as a sample nor for the peaks.
+    Sampling gives up after `max_misses` consecutive reads without metrics (no metrics server, or no
+    permission): the peak stays None.
     """
 
     def __init__(
-        self, read: ReadMetrics, container: str, *, interval: float = 1.0, max_misses: int = 3
+        self,
+        read: ReadMetrics,
+        container: str,
+        *,
+        interval: float = 1.0,
+        max_interval: float = 60.0,
+        max_misses: int = 3,
     ) -> None:
         self.read = read
         self.container = container
         self.interval = interval
+        self.max_interval = max(interval, max_interval)
         self.max_misses = max_misses
+        self.since: datetime | None = None
+        self.until: datetime | None = None
         self.container_peak: int | None = None
         self.pod_peak: int | None = None
         self.samples = 0
+        self.reads = 0
         self.misses = 0
+        self._renewed_at = 0.0  # monotonic time from which the metrics API may hold a newer sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -61,35 +109,51 @@ class MemorySampler:
         """Read the metrics once and update the peaks."""
         if self.misses >= self.max_misses:
             return
-        usage = container_memory(self.read())
+        self.reads += 1
+        metrics = self.read()
+        usage = container_memory(metrics)
         if not usage:
             self.misses += 1
             return
         self.misses = 0
+        taken, window = sample_time(metrics)
+        if taken is not None and window > 0:
+            due = (taken + timedelta(seconds=window) - datetime.now(taken.tzinfo)).total_seconds()
+            self._renewed_at = time.monotonic() + min(max(due, 0.0), window)  # a skewed clock waits <= window
+        if taken is not None and not _within(taken, self.since, self.until):
+            return
         self.samples += 1
         self.pod_peak = max(self.pod_peak or 0, sum(usage.values()))
         if self.container in usage:
             self.container_peak = max(self.container_peak or 0, usage[self.container])
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        gap, last = self.interval, time.monotonic()
+        while not self._stop.wait(max(last + gap, self._renewed_at) - time.monotonic()):
+            last = time.monotonic()
             self.sample()
+            gap = min(2 * gap, self.max_interval)
 
-    def start(self) -> None:
-        """Take the first sample and go on every `interval` seconds on a thread (once; later calls no-op)."""
+    def start(self, since: datetime | None = None) -> None:
+        """Take the first sample (samples taken before `since` do not count) and go on on a thread (once;
+        later calls no-op)."""
         if self._thread is not None:
             return
+        self.since = since
         self.sample()
         self._thread = threading.Thread(target=self._run, name=f"memory-{self.container}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the thread and take a last sample (nothing if it never started)."""
+    def stop(self, until: datetime | None = None) -> None:
+        """Stop the thread and take a last sample if a newer one can exist (samples taken after `until` do
+        not count; nothing if it never started)."""
         if self._thread is None:
             return
+        self.until = until
         self._stop.set()
         self._thread.join()
-        self.sample()
+        if time.monotonic() >= self._renewed_at:
+            self.sample()
 
     def __enter__(self) -> MemorySampler:
         self.start()
@@ -99,4 +163,17 @@ class MemorySampler:
         self.stop()
 
     def peak(self) -> MemoryPeak:
-        return MemoryPeak(self.container_peak, self.pod_peak, self.samples, self.interval)
+        return MemoryPeak(self.container_peak, self.pod_peak, self.samples, self.interval, self.reads)
+
+
+def _within(taken: datetime, since: datetime | None, until: datetime | None) -> bool:
+    """Whether a sample taken at `taken` (whole seconds) falls in [since, until] widened to whole seconds."""
+    if since is not None and taken < _aware(since).replace(microsecond=0):
+        return False
+    if until is None:
+        return True
+    return taken <= _aware(until).replace(microsecond=0) + timedelta(seconds=bool(until.microsecond))
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

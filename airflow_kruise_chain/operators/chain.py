@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kruise_chain.config import default_deferrable, memory_sample_interval
+from airflow_kruise_chain.config import (
+    default_deferrable,
+    memory_sample_interval,
+    memory_sample_max_interval,
+)
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
 from airflow_kruise_chain.core.image import parse_image_reference
 from airflow_kruise_chain.core.spec import StageSpec
@@ -507,6 +511,7 @@ class KruiseChainOperator(ChainBaseOperator):
             read_metrics=lambda: self.hook.pod_metrics(driver.pod_name, self.namespace),
             log=self.log.info,
             interval=memory_sample_interval() if sample_memory else 0,
+            max_interval=memory_sample_max_interval(),
         )
         return monitor
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from airflow_kruise_chain.core import ChainError
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
+from airflow_kruise_chain.core.metrics import max_reads, sample_time
 from airflow_kruise_chain.hooks.kruise import KruiseHook
+from airflow_kruise_chain.local import LocalCluster
 from tests.provider.test_sensor_trigger import NS, chain_run  # noqa: F401  (the fixture)
 
 
@@ -56,3 +60,35 @@ def test_a_stage_that_cannot_start_records_why(chain_run):  # noqa: F811
     # the swap phase ends when the failure was recorded, not "ongoing"
     (swap,) = chain_view([state])["stages"][0]["phases"]
     assert swap["phase"] == "swap" and swap["end"] == state["updated_at"]
+
+
+def test_a_stage_reads_the_metrics_api_a_bounded_number_of_times(
+    chain_run,  # noqa: F811
+    kube_env: LocalCluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 2 s stage sampled from 0.05 s on, the gap doubling up to 0.4 s: at most max_reads(T) metrics reads
+    for a task of T seconds, and no read of a sample the local cluster has not renewed yet (its PodMetrics
+    say window 1s, timestamp in whole seconds: one new sample a second), where a clock at 0.05 s made 40."""
+    monkeypatch.setenv("AIRFLOW__KRUISE_CHAIN__MEMORY_SAMPLE_INTERVAL", "0.05")
+    monkeypatch.setenv("AIRFLOW__KRUISE_CHAIN__MEMORY_SAMPLE_MAX_INTERVAL", "0.4")
+    context = chain_run.context()
+    reads: list[str] = []
+
+    def tap(request: Any) -> None:
+        if request.path.startswith("/apis/metrics.k8s.io/"):
+            reads.append(request.path)
+
+    kube_env.fault = tap
+    began = time.monotonic()
+    try:
+        chain_run.stage("slow").execute(context)
+    finally:
+        kube_env.fault = None
+    took = time.monotonic() - began
+    done = context["ti"].xcom[XCOM_KEY]
+    assert done["state"] == "succeeded" and done["memory_samples"] >= 1 and done["memory_peak_bytes"] > 0
+    _, window = sample_time(KruiseHook(conn_id="kubernetes_default").pod_metrics(done["pod"], NS))
+    assert window == 1.0
+    assert reads and set(reads) == {f"/apis/metrics.k8s.io/v1beta1/namespaces/{NS}/pods/{done['pod']}"}
+    assert len(reads) <= min(max_reads(took, 0.05, 0.4), math.ceil(took / window) + 2)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack, chain_view, stage_phases
-from airflow_kruise_chain.core.metrics import MemorySampler, container_memory
+from airflow_kruise_chain.core.metrics import MemorySampler, container_memory, max_reads, sample_time
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.status import StageResult, StartMarker
 from airflow_kruise_chain.links import pod_dashboard_url
@@ -210,3 +210,82 @@ def test_memory_sampling_starts_with_the_stage_not_with_the_swap() -> None:
     with never.sampling():
         time.sleep(0.05)
     assert reads == [] and never.track.memory_peak_bytes is None
+
+
+def stamped(taken: datetime, window: str, **usage: str) -> dict:
+    """A PodMetrics as metrics-server serves it: the sample's `timestamp` and `window` with the usage."""
+    return {**metrics(**usage), "timestamp": taken.strftime("%Y-%m-%dT%H:%M:%SZ"), "window": window}
+
+
+def test_sample_time_reads_the_timestamp_and_the_go_duration_window() -> None:
+    taken = datetime(2026, 1, 1, 0, 0, 7, tzinfo=UTC)
+    assert sample_time(stamped(taken, "15.001s", a="1Mi")) == (taken, 15.001)
+    assert sample_time(stamped(taken, "1m0s", a="1Mi")) == (taken, 60.0)
+    assert sample_time(metrics(a="1Mi")) == (None, 0.0)  # no timestamp: nothing known
+    assert sample_time({"timestamp": "yesterday", "window": "1s"}) == (None, 0.0)
+    assert sample_time({"timestamp": "2026-01-01T00:00:00Z", "window": "soon"}) == (None, 0.0)
+
+
+def test_a_sample_the_metrics_server_has_not_renewed_is_not_read_again() -> None:
+    """metrics-server replaces a pod's sample once per --metric-resolution (window 15 s here): a stage that
+    runs for less than that costs one read, however short `interval` is."""
+    reads: list[int] = []
+
+    def read() -> dict:
+        reads.append(1)
+        return stamped(datetime.now(UTC), "15s", slot_a="4Mi")
+
+    sampler = MemorySampler(read, "slot-a", interval=0.01, max_interval=0.01)
+    sampler.start()
+    time.sleep(0.3)
+    sampler.stop()
+    assert reads == [1] and sampler.peak().container_bytes == 4 * 2**20 and sampler.peak().reads == 1
+
+
+def test_the_gap_between_reads_doubles_up_to_the_cap() -> None:
+    """Without a timestamp to go by, the reads still back off: a stage of T seconds makes at most
+    max_reads(T) of them (2 + log2(cap / interval) + T / cap), not T / interval."""
+    reads: list[float] = []
+
+    def read() -> dict:
+        reads.append(time.monotonic())
+        return metrics(slot_a="4Mi")
+
+    sampler = MemorySampler(read, "slot-a", interval=0.01, max_interval=0.08)
+    began = time.monotonic()
+    with sampler:
+        time.sleep(0.8)
+    elapsed = time.monotonic() - began
+    assert 2 <= len(reads) <= max_reads(elapsed, 0.01, 0.08)
+    assert max_reads(5, 1, 60) == 8 and max_reads(600, 1, 60) == 18 and max_reads(0.2, 1, 60) == 8
+    assert max_reads(10, 0, 60) == 0
+
+
+def test_a_sample_taken_before_the_stage_started_is_not_its_memory() -> None:
+    """The metrics server's sample can predate the stage by up to its resolution: it measured the slot's
+    previous stage (or the parked runner), so it counts neither as a sample nor for the peak; the next read
+    waits for the sample after it."""
+    started = datetime.now(UTC)
+    old = stamped(started - timedelta(seconds=5), "15s", slot_a="900Mi")
+    sampler = MemorySampler(lambda: old, "slot-a", interval=0.01)
+    sampler.start(since=started)
+    sampler.stop()
+    peak = sampler.peak()
+    assert (peak.container_bytes, peak.pod_bytes, peak.samples, peak.reads) == (None, None, 0, 1)
+
+
+def test_a_sample_taken_after_the_stage_ended_is_not_its_memory() -> None:
+    """The last read can return a sample scraped after the stage's program exited (the idle runner): it is
+    not the stage's; one taken within the stage's last second still is (the API's timestamps are whole
+    seconds)."""
+    now = datetime.now(UTC)
+    served = [stamped(now, "1s", slot_a="900Mi"), stamped(now - timedelta(seconds=20), "1s", slot_a="4Mi")]
+    sampler = MemorySampler(served.pop, "slot-a", interval=60)
+    sampler.start(since=now - timedelta(seconds=30))
+    sampler.stop(until=now - timedelta(seconds=10))
+    peak = sampler.peak()
+    assert (peak.container_bytes, peak.samples, peak.reads) == (4 * 2**20, 1, 2)  # the start's sample only
+    inside = MemorySampler(lambda: stamped(now, "1s", slot_a="4Mi"), "slot-a", interval=60)
+    inside.start(since=now.replace(microsecond=500000))
+    inside.stop(until=now.replace(microsecond=900000))
+    assert inside.peak().container_bytes == 4 * 2**20
