@@ -104,6 +104,19 @@ def split_gap(
     return ordered[i] - stage_end, next_start - ordered[i]
 
 
+def airflow_steps(
+    stage_end: float, task_end: float | None, next_task_start: float | None, until: float
+) -> tuple[float, float, float] | None:
+    """Split Airflow's part of a stage switch (stage k's end -> `until`: the first API request of task k+1,
+    or, for a task that makes none, stage k+1's start) at Airflow's record of the two task instances:
+    (*task tail*: stage k's end -> task k's end_date, *Airflow gap*: task k's end_date -> task k+1's
+    start_date, *task head*: task k+1's start_date -> `until`). The three add up to the part. None without
+    both records."""
+    if task_end is None or next_task_start is None:
+        return None
+    return task_end - stage_end, next_task_start - task_end, until - next_task_start
+
+
 def start_to_start(tis: Mapping[str, Mapping[str, Any]], n: int) -> list[float]:
     """Stage task k+1's start minus task k's (k = 1..n-1), from task instances as Airflow's REST API lists
     them (task id -> {"start_date": ISO 8601}); a task id's task-group prefix is ignored (`chain.s01`)."""

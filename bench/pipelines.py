@@ -29,8 +29,10 @@ together. Everything is measured from what the cluster and Airflow record, never
 - overhead per stage: stage k+1's program start minus stage k's end, from the timestamps the stage program
   prints, read from the containers' CRI log files on the node. Split at the first API request (request log
   of the API server) at or after both stage k's end and task k+1's start_date (Airflow's task instance):
-  Airflow's part before it, the chain's part (or KPO's) after it. Also Airflow's own task gap (task k+1
-  start_date - task k end_date).
+  Airflow's part before it, the chain's part (or KPO's) after it. Airflow's part split again at the task
+  instances' records: task tail (stage k's end -> task k's end_date), Airflow's gap (task k's end_date ->
+  task k+1's start_date) and task head (task k+1's start_date -> that request; a no-op task's: -> its stage
+  start).
 - back-off: container-seconds waiting in CrashLoopBackOff (pod statuses sampled every 0.1 s) and BackOff
   events at the end.
 - peak RSS: the metrics API sampled every 0.1 s, peak of the sum over every container of every pod.
@@ -763,6 +765,8 @@ def analyse(
     gaps: list[float] = []
     split_client: list[float] = []
     split_cluster: list[float] = []
+    task_tails: list[float] = []  # stage k's end -> task k's end_date
+    task_heads: list[float] = []  # task k+1's start_date -> its first API request (no-op: its stage start)
     startup: list[float] = []
     per_pipeline = []
     for r in results:
@@ -802,6 +806,15 @@ def analyse(
                 split_cluster.append(split[1])
             elif mode == "noop":
                 split_client.append(stages[k + 1]["start"] - stages[k]["end"])
+            else:
+                continue
+            # Airflow's part by the task instances' records: task k's tail, Airflow's gap, task k+1's head
+            until = stages[k]["end"] + split[0] if split is not None else stages[k + 1]["start"]
+            task_end = (ti.get(f"s{k:02d}") or [None, None])[1]
+            steps = figures.airflow_steps(stages[k]["end"], task_end, task_start, until)
+            if steps is not None:
+                task_tails.append(steps[0])  # steps[1], Airflow's gap, is task_gap_median_s (every pair)
+                task_heads.append(steps[2])
         startup.append(stages[1]["start"] - r["start"])
         per_pipeline.append(
             {
@@ -881,6 +894,10 @@ def analyse(
         "overhead_request_to_start_p95_s": figures.percentile(split_cluster, 95) if split_cluster else None,
         "chain_part_median_s": figures.median(split_cluster) if mode != "noop" else 0.0,
         "task_gap_median_s": figures.median(ti_gaps),
+        "task_tail_median_s": figures.median(task_tails),
+        "task_tail_p95_s": figures.percentile(task_tails, 95) if task_tails else None,
+        "task_head_median_s": figures.median(task_heads),
+        "task_head_p95_s": figures.percentile(task_heads, 95) if task_heads else None,
         "backoff_container_s": figures.integrate([(t, sum(b.values())) for t, b in sampler.backoff], end),
         "reserved_gib_s": statistics.fmean(
             figures.integrate([(t, a.get(r["namespace"], 0) / figures.GIB) for t, a in sampler.reserved], end)
@@ -921,7 +938,8 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 COLUMNS = (
     "profile", "workload", "mode", "N", "at once", "wall s", "overhead/stage s median (p95)",
-    "Airflow part s median (p95)", "chain part s median (p95)", "task gap s (Airflow record)",
+    "Airflow part s median (p95)", "chain part s median (p95)",
+    "Airflow part: task tail / Airflow gap / task head s median",
     "back-off container·s / events", "peak RSS MiB", "reserved GiB·s per pipeline (peak MiB)",
     "API req/stage",
     "get / list / watch / create / patch / update / delete per stage", "pods", "ok",
@@ -949,7 +967,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{fmt(r['overhead_to_request_median_s'], 3)} ({fmt(r['overhead_to_request_p95_s'], 3)})",
             f"{fmt(r['overhead_request_to_start_median_s'], 3)} "
             f"({fmt(r['overhead_request_to_start_p95_s'], 3)})",
-            fmt(r["task_gap_median_s"], 3),
+            " / ".join(
+                fmt(r.get(k), 3) for k in ("task_tail_median_s", "task_gap_median_s", "task_head_median_s")
+            ),
             f"{fmt(r['backoff_container_s'], 1)} / {r['backoff_events']}",
             peak,
             f"{fmt(r['reserved_gib_s'], 2)} ({fmt(r['reserved_peak_mib'], 0)})",
@@ -1081,7 +1101,9 @@ def main() -> int:
             print(
                 f"{time.perf_counter() - t:5.1f} s: wall {fmt(row['wall_s'], 1)} s, overhead/stage "
                 f"{fmt(row['overhead_median_s'], 3)} s (Airflow {fmt(row['overhead_to_request_median_s'], 3)}"
-                f" + chain {fmt(row['overhead_request_to_start_median_s'], 3)}), peak "
+                f" = tail {fmt(row['task_tail_median_s'], 3)} + gap {fmt(row['task_gap_median_s'], 3)}"
+                f" + head {fmt(row['task_head_median_s'], 3)}; + chain "
+                f"{fmt(row['overhead_request_to_start_median_s'], 3)}), peak "
                 f"{fmt(row['peak_memory_mib'], 1)} MiB, {fmt(row['reserved_gib_s'], 2)} GiB·s, back-off "
                 f"{fmt(row['backoff_container_s'], 1)} s, "
                 f"{fmt(row['api_requests_per_stage'], 1)} req/stage, {row['pods_created']} pods"

@@ -103,6 +103,16 @@ def test_split_gap_at_the_next_tasks_first_request() -> None:
     assert figures.split_gap(10.0, 11.0, None, []) is None
 
 
+def test_airflow_steps_split_the_airflow_part_at_the_task_records() -> None:
+    # stage k ends at 10.0, task k ends at 10.15, task k+1 starts at 10.2, its first request at 10.3
+    tail, gap, head = figures.airflow_steps(10.0, 10.15, 10.2, 10.3)  # type: ignore[misc]
+    assert (tail, gap, head) == pytest.approx((0.15, 0.05, 0.1))
+    assert tail + gap + head == pytest.approx(10.3 - 10.0)  # the whole Airflow part, nothing left over
+    # a record Airflow did not keep: no split
+    assert figures.airflow_steps(10.0, None, 10.2, 10.3) is None
+    assert figures.airflow_steps(10.0, 10.15, None, 10.3) is None
+
+
 def test_start_to_start_from_task_instances() -> None:
     tis = {
         "bench.setup": {"start_date": "2026-12-03T10:00:00+00:00"},
