@@ -317,15 +317,15 @@ class StageDriver:
         self._resized = sizer.last
         return resized
 
-    def park_slot(self, plan: SwapPlan, timeouts: Timeouts) -> None:
+    def park_slot(self, plan: SwapPlan) -> None:
         """The stage in `plan` has ended: shrink its slot to the parked minimum (in-place sizing only)."""
-        self.park(plan.stage, plan.slot, plan.generation, timeouts)
+        self.park(plan.stage, plan.slot, plan.generation)
 
-    def park(self, stage: str, slot: str, generation: int, timeouts: Timeouts) -> None:
+    def park(self, stage: str, slot: str, generation: int) -> None:
         """`SlotSizer.park_generation`; a failure is logged: the next swap parks the slot once it is idle."""
         sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
         try:
-            sizer.park_generation(stage, slot, generation, time.monotonic() + timeouts.swap, self.last_read)
+            sizer.park_generation(stage, slot, generation, self.last_read)
         except ChainError as err:
             self.log(f"could not park {slot} after stage {stage!r}: {err}")
 
@@ -776,5 +776,5 @@ class StageDriver:
         plan = self.swap(stage, try_number, timeouts)
         result = self.follow(plan, timeouts)
         assert isinstance(result, StageResult)  # no detach_at: followed to the end
-        self.park_slot(plan, timeouts)
+        self.park_slot(plan)
         return result

@@ -187,6 +187,8 @@ class Slot:
     restart_count: int = 0
     allocated: Mapping[str, Any] | None = None
     """``allocatedResources`` of the container status"""
+    actual: Mapping[str, Any] | None = None
+    """``resources`` of the container status: what the running container has (a resize applied or not)"""
     prepare: PrepareRecord | None = None
     """the record of the slot's latest prepare, if any (see `prepared`: it may be used or overtaken)"""
 
@@ -299,6 +301,7 @@ class ChainPod:
                 last_terminated=Terminated.parse(((found or {}).get("lastState") or {}).get("terminated")),
                 restart_count=(found or {}).get("restartCount", 0),
                 allocated=(found or {}).get("allocatedResources") or {},
+                actual=(found or {}).get("resources") or {},
                 prepare=PrepareRecord.from_annotation(prepared)
                 if (prepared := annotations.get(slot_annotation(name, PREPARED_FIELD)))
                 else None,

@@ -185,6 +185,8 @@ class SlotSizer:
         if sizing is None:
             return False
         target = sizing.for_stage(stage)
+        if other_idle and self._keep_refused_limit(pod, other, sizing):
+            pod, other_idle = self.last or pod, False  # parked as far as the kubelet lets it
         steps = resize_steps(pod, slot, other, target, sizing.parked, other_idle)
         for which, resources in steps:
             shrinking = which == other
@@ -219,14 +221,12 @@ class SlotSizer:
         )
         return self.size(pod, stage, slot, other, idle, deadline, restarting)
 
-    def park_generation(
-        self, stage: str, slot: str, generation: int, deadline: float, seen: ChainPod | None = None
-    ) -> None:
+    def park_generation(self, stage: str, slot: str, generation: int, seen: ChainPod | None = None) -> None:
         """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
         that generation: the resize is guarded by the pod's resourceVersion (read again after a conflict),
         since a slot another task has swapped since holds that task's stage, which must not be shrunk.
         `seen`: the pod as the caller last read it; one sized statically needs no read (the sizing
-        annotation is fixed when setup creates the pod)."""
+        annotation is fixed when setup creates the pod). Does not wait for the kubelet (see `park`)."""
         if seen is not None and ChainSizing.from_pod(seen) is None:
             return
         for _ in range(10):
@@ -236,14 +236,19 @@ class SlotSizer:
             if pod is None or sizing is None or pod.slot(slot).generation != generation:
                 return
             try:
-                self.park(pod, sizing, stage, slot, deadline)
+                self.park(pod, sizing, stage, slot)
                 return
             except ConflictError:
                 continue
 
-    def park(self, pod: Pod | ChainPod, sizing: ChainSizing, stage: str, slot: str, deadline: float) -> None:
+    def park(self, pod: Pod | ChainPod, sizing: ChainSizing, stage: str, slot: str) -> None:
         """Shrink `slot`, whose stage `stage` has ended, to the parked minimum. The resize is guarded by
-        `pod`'s resourceVersion: the client's ConflictError (409) when the pod changed since `pod`."""
+        `pod`'s resourceVersion: the client's ConflictError (409) when the pod changed since `pod`.
+
+        Returns once the API server took the resize, without waiting for the kubelet to apply it: nothing
+        waits on a parked slot. The next swap's sizing copes with a resize still in progress (a resize of its
+        own slot is done only once the pod's is) and with a limit the kubelet refused to lower (the usage
+        is above it: `_keep_refused_limit`)."""
         pod = ChainPod.of(pod)
         current = dict(pod.slot(slot).resources or {})
         if same_resources(current, sizing.parked):
@@ -251,7 +256,25 @@ class SlotSizer:
         self.log(
             f"::kruise-chain:: resize {slot} to {_describe(sizing.parked)} (parked: stage {stage!r} ended)"
         )
-        self._apply(stage, slot, current, sizing.parked, sizing, True, deadline, pod.resource_version)
+        self._request(stage, slot, current, sizing.parked, sizing, pod.resource_version)
+
+    def _keep_refused_limit(self, pod: ChainPod, other: str, sizing: ChainSizing) -> bool:
+        """When the kubelet refused to lower idle slot `other`'s memory limit to the parked one (its usage is
+        above it: `PodResizeInProgress` Error naming it, left by a park that did not wait), park its requests
+        and keep the limit it runs with (its container status), so the pod's resize can complete. True if
+        it resized `other`."""
+        if not _limit_refused_for(pod, other) or not same_resources(
+            dict(pod.slot(other).resources or {}), sizing.parked
+        ):
+            return False
+        running = dict(pod.slot(other).actual or {})
+        target = _keep_memory_limit(sizing.parked, running)
+        self.log(
+            f"the kubelet refused to lower {other}'s memory limit to the parked one: keeping its limit "
+            f"{(running.get('limits') or {}).get('memory')}, parking its requests"
+        )
+        self.last = ChainPod.of(self._resize("park", other, target, sizing))
+        return True
 
     def _apply(
         self,
@@ -267,18 +290,7 @@ class SlotSizer:
     ) -> None:
         """Resize `slot` from `current` to `target` (only if the pod is still at `version`, when given) and
         wait until the kubelet applied it (`admitted`: until it allocated it)."""
-        try:
-            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
-        except ResizeRefusedError as refused:
-            if "memory limits cannot be decreased" not in str(refused):
-                raise refused_message(stage, slot, target, sizing, refused) from refused
-            # before 1.34 the API server refuses any in-place memory limit decrease: keep the limit
-            target = _keep_memory_limit(target, current)
-            self.log(
-                f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
-                f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
-            )
-            pod = self._resize(stage, slot, target, sizing)
+        pod, target = self._request(stage, slot, current, target, sizing, version)
         said: set[str] = set()
         for seen in self._versions(pod, deadline):
             self.last = seen
@@ -314,9 +326,38 @@ class SlotSizer:
             + "; ".join(sorted(said) or ["not applied yet"])
         )
 
-    def _resize(self, stage: str, slot: str, target: Resources, sizing: ChainSizing) -> Pod:
+    def _request(
+        self,
+        stage: str,
+        slot: str,
+        current: Mapping[str, Mapping[str, str]],
+        target: Resources,
+        sizing: ChainSizing,
+        version: str | None,
+    ) -> tuple[Pod, Resources]:
+        """Ask the API server to resize `slot` from `current` to `target` (only if the pod is still at
+        `version`, when given): the pod it answers and the target it took (the limit kept when it refused
+        to lower a memory limit)."""
         try:
-            return self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target))
+            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
+        except ResizeRefusedError as refused:
+            if "memory limits cannot be decreased" not in str(refused):
+                raise refused_message(stage, slot, target, sizing, refused) from refused
+            # before 1.34 the API server refuses any in-place memory limit decrease: keep the limit
+            target = _keep_memory_limit(target, current)
+            self.log(
+                f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
+                f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
+            )
+            pod = self._resize(stage, slot, target, sizing, version)  # refused: the pod did not change
+        self.last = ChainPod.of(pod)
+        return pod, target
+
+    def _resize(
+        self, stage: str, slot: str, target: Resources, sizing: ChainSizing, version: str | None = None
+    ) -> Pod:
+        try:
+            return self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
         except ResizeRefusedError as refused:
             raise refused_message(stage, slot, target, sizing, refused) from refused
 
@@ -334,6 +375,18 @@ class SlotSizer:
             if new is None:
                 raise ChainError(f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot")
             yield ChainPod.of(new)
+
+
+_LIMIT_REFUSED = re.compile(r'attempting to set container "([^"]+)" memory limit')
+
+
+def _limit_refused_for(pod: ChainPod, container: str) -> bool:
+    """Whether the kubelet refuses to lower `container`'s memory limit below its usage (`PodResizeInProgress`
+    Error, kuberuntime `validateMemoryResizeAction`)."""
+    progress = _condition(pod, "PodResizeInProgress")
+    if progress is None or progress.get("reason") != "Error":
+        return False
+    return container in _LIMIT_REFUSED.findall(progress.get("message", ""))
 
 
 def _keep_memory_limit(target: Resources, current: Mapping[str, Mapping[str, str]]) -> Resources:

@@ -475,7 +475,7 @@ class KruiseChainOperator(ChainBaseOperator):
         monitor.swapped()
         driver.log_end(result)
         monitor.ended(result)
-        driver.park(self.stage_name, record.slot, record.generation, self.timeouts())
+        driver.park(self.stage_name, record.slot, record.generation)
         return result
 
     def monitor(
@@ -534,7 +534,7 @@ class KruiseChainOperator(ChainBaseOperator):
             swapped_now=plan.action in ("patch", "go"),
             sample_memory=sample_memory,
         )
-        monitor.on_end = lambda: driver.park_slot(plan, self.timeouts())  # park as soon as the result is read
+        monitor.on_end = lambda: driver.park_slot(plan)  # park as soon as the result is read
         with monitor.sampling():
             result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)
         return result

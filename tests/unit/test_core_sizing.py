@@ -223,13 +223,13 @@ def _sized_pod(generation_a: int) -> tuple[dict, ChainSizing]:
 def test_a_slot_is_parked_only_while_it_holds_the_ended_generation():
     pod, sizing = _sized_pod(generation_a=3)
     api = _ParkApi(pod, conflict=True)
-    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3, time.monotonic() + 5)
+    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3)
     assert len(api.resizes) == 2 and api.reads == 2  # the 409 re-read the pod, the second resize parked
     assert api.pod["spec"]["containers"][0]["resources"] == sizing.parked
     # another task has swapped slot-a since (generation 4 runs there): its size is left alone
     pod, sizing = _sized_pod(generation_a=4)
     api = _ParkApi(pod)
-    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3, time.monotonic() + 5)
+    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3)
     assert api.resizes == [] and api.pod["spec"]["containers"][0]["resources"] == sizing.for_stage("big")
 
 
@@ -242,9 +242,98 @@ def test_a_statically_sized_chain_parks_without_reading_the_pod():
     static = size_pod(json.loads(json.dumps(pod)), None)
     api = _ParkApi(static)
     sizer = SlotSizer(api, "p", "ns", lambda _line: None)
-    sizer.park_generation("big", "slot-a", 3, time.monotonic() + 5, seen=ChainPod.of(static))
+    sizer.park_generation("big", "slot-a", 3, seen=ChainPod.of(static))
     assert api.reads == 0 and api.resizes == []
     api = _ParkApi(pod)
     sizer = SlotSizer(api, "p", "ns", lambda _line: None)
-    sizer.park_generation("big", "slot-a", 3, time.monotonic() + 5, seen=ChainPod.of(pod))
+    sizer.park_generation("big", "slot-a", 3, seen=ChainPod.of(pod))
     assert api.reads == 1 and api.pod["spec"]["containers"][0]["resources"] == sizing.parked
+
+
+class _SlowKubeletApi(_ParkApi):
+    """A _ParkApi whose kubelet has not applied anything yet (no allocation follows a resize): counts the
+    watches opened on the pod."""
+
+    def __init__(self, pod: dict) -> None:
+        super().__init__(pod)
+        self.watches = 0
+
+    def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
+        allocated = [dict(c.get("allocatedResources") or {}) for c in self.pod["status"]["containerStatuses"]]
+        answer = super().resize_pod(name, namespace, body)
+        for status, kept in zip(self.pod["status"]["containerStatuses"], allocated, strict=True):
+            status["allocatedResources"] = kept
+        return answer | {"status": self.pod["status"]}
+
+    def watch_pod(self, *args: object, **kwargs: object):
+        self.watches += 1
+        return iter(())
+
+
+def test_a_park_does_not_wait_for_the_kubelet_to_apply_its_resize():
+    """Nothing waits on a parked slot: the stage task parks with one guarded resize and goes on (the next
+    swap's sizing waits for the pod's resize, if it must)."""
+    pod, sizing = _sized_pod(generation_a=3)
+    api = _SlowKubeletApi(pod)
+    SlotSizer(api, "p", "ns", lambda _line: None).park_generation("big", "slot-a", 3)
+    assert api.reads == 1 and len(api.resizes) == 1 and api.watches == 0
+    assert api.resizes[0]["metadata"]["resourceVersion"] == "7"  # guarded by the version it read
+    assert api.pod["spec"]["containers"][0]["resources"] == sizing.parked
+
+
+class _RefusingKubeletApi(_ParkApi):
+    """A kubelet (1.34+) that applies each resize at once, except a memory limit below `usage` on slot-a:
+    then `PodResizeInProgress` Error names it, as kuberuntime's `validateMemoryResizeAction` does."""
+
+    def __init__(self, pod: dict, usage: int) -> None:
+        super().__init__(pod)
+        self.usage = usage
+
+    def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
+        from airflow_kruise_chain.local.validation import memory_bytes
+
+        super().resize_pod(name, namespace, body | {"metadata": dict(self.pod["metadata"])})
+        conditions = []
+        for spec, status in zip(
+            self.pod["spec"]["containers"], self.pod["status"]["containerStatuses"], strict=True
+        ):
+            limit = (spec["resources"].get("limits") or {}).get("memory")
+            if spec["name"] == "slot-a" and limit and memory_bytes(limit) < self.usage:
+                message = f'attempting to set container "slot-a" memory limit ({memory_bytes(limit)}) below '
+                conditions.append(
+                    {"type": "PodResizeInProgress", "status": "True", "reason": "Error", "message": message}
+                )
+                continue
+            status["resources"] = json.loads(json.dumps(spec["resources"]))
+        self.pod["status"]["conditions"] = conditions
+        return json.loads(json.dumps(self.pod))
+
+
+def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking():
+    """A park that did not wait may leave the kubelet refusing to lower the parked slot's memory limit (its
+    usage is above the parked limit): the next swap parks that slot's requests and keeps the limit it runs
+    with, then sizes its own slot; it does not wait on the refusal until its swap timeout."""
+    from airflow_kruise_chain.core.podview import ChainPod
+
+    sizing = plan_sizing([stage("big", **mem("1Gi", "1536Mi")), stage("small", **mem("64Mi", "96Mi"))])
+    pod = size_pod(_pod(sizing.parked, sizing.parked) | {"metadata": {"resourceVersion": "7"}}, sizing)
+    pod["status"] = {
+        "containerStatuses": [
+            {"name": "slot-a", "resources": sizing.for_stage("big")},  # big ran there: 1536Mi limit
+            {"name": "slot-b", "resources": sizing.parked},
+        ]
+    }
+    api = _RefusingKubeletApi(pod, usage=100 * 2**20)
+    api.resize_pod("p", "ns", {"spec": {"containers": [{"name": "slot-a", "resources": sizing.parked}]}})
+    assert api.pod["status"]["conditions"][0]["reason"] == "Error"  # the park: its limit is refused
+    api.resizes.clear()
+    lines: list[str] = []
+    sizer = SlotSizer(api, "p", "ns", lines.append)
+    sizer.size_for_swap(ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
+    kept = {"requests": sizing.parked["requests"], "limits": {"memory": "1536Mi"}}
+    assert [b["spec"]["containers"][0] for b in api.resizes] == [
+        {"name": "slot-a", "resources": kept},
+        {"name": "slot-b", "resources": sizing.for_stage("small")},
+    ]
+    assert api.pod["status"]["conditions"] == []
+    assert any("refused to lower slot-a's memory limit" in line for line in lines)
