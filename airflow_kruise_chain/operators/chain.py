@@ -540,8 +540,11 @@ class KruiseChainOperator(ChainBaseOperator):
         return result
 
     def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:
+        """Report `result`: returned (Airflow pushes it as `return_value`), or, when the stage failed or
+        the task does not push its return value, pushed here (a failed task returns nothing)."""
         data = result.to_xcom()
-        context["ti"].xcom_push(key="return_value", value=data)
+        if not result.succeeded or not self.do_xcom_push:
+            context["ti"].xcom_push(key="return_value", value=data)
         self.log.info(
             "::kruise-chain:: stage %s generation %s in %s exited %s after %.2fs",
             result.stage,

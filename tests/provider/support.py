@@ -18,9 +18,12 @@ class FakeTI:
     def __init__(self, try_number: int = 1) -> None:
         self.try_number = try_number
         self.xcom: dict[str, Any] = {}
+        self.pushes: list[str] = []
+        """the key of each push, in order"""
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
+        self.pushes.append(key)
 
 
 def make_context(dag_id: str, run_id: str, try_number: int = 1) -> dict[str, Any]:

@@ -220,7 +220,8 @@ def test_deferrable_operator_swaps_defers_and_logs_the_stage_output_once(chain_r
         assert event["status"] == "finished" and event["generation"] == 1
         result = op.execute_complete(context, event, **kwargs)
     assert result["exit_code"] == 0 and result["generation"] == 1
-    assert context["ti"].xcom["return_value"] == result
+    # the result is returned for Airflow to push (do_xcom_push): the operator pushes no copy of its own
+    assert "return_value" not in context["ti"].pushes
     lines = [entry["event"] for entry in logs]
     output = [line for line in lines if line.startswith("slow-")]
     assert output == ["slow-begins", "slow-output-line", "slow-ends"]
@@ -242,7 +243,19 @@ def test_deferrable_operator_fails_with_the_exit_code_after_resuming(chain_run):
     with pytest.raises(ChainError, match="exit code 3") as err:
         op.execute_complete(context, event, **deferred.value.kwargs)
     assert str(err.value).splitlines()[-2:] == ["a", "b"]
-    assert context["ti"].xcom["return_value"]["exit_code"] == 3
+    assert context["ti"].xcom["return_value"]["exit_code"] == 3  # a failed task returns nothing: pushed
+
+
+def test_a_stage_pushes_its_result_itself_only_when_airflow_would_not(chain_run):
+    """A succeeding stage returns its result, which Airflow pushes as `return_value` (do_xcom_push): one push
+    per task, not two. With do_xcom_push=False (Airflow pushes nothing) the operator still pushes it."""
+    context = chain_run.context()
+    result = chain_run.stage("quick").execute(context)
+    assert result["exit_code"] == 0
+    assert "return_value" not in context["ti"].pushes
+    context = chain_run.context()
+    result = chain_run.stage("quick", do_xcom_push=False).execute(context)
+    assert context["ti"].pushes.count("return_value") == 1 and context["ti"].xcom["return_value"] == result
 
 
 def test_deferrable_operator_fails_with_the_reason_when_the_stage_cannot_start(chain_run):
