@@ -1,13 +1,15 @@
 """A running container as the runtime holds it: a sandboxed process tree (its main process, its descendants
 found through `/proc`), its output piped into the CRI log, its exit code as a shell reports it (128 + signal),
 signals and graceful stop (SIGTERM, SIGKILL after the grace period: `kuberuntime_container.go`
-`killContainer`), its memory (RSS, an OOM kill past the limit) and its termination message
-(`terminationMessagePolicy`, `FallbackToLogsOnError`: the log's last 80 lines, at most 2048 bytes)."""
+`killContainer`), its memory (resident pages, each address space once; an OOM kill past the limit) and its
+termination message (`terminationMessagePolicy`, `FallbackToLogsOnError`: the log's last 80 lines, at most
+2048 bytes)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal as _signal
 import subprocess
@@ -106,12 +108,48 @@ def _ns_pid(pid: int) -> int | None:
     return None
 
 
-def _rss(pid: int) -> int:
+def _statm(pid: int) -> tuple[int, int]:
+    """(size, resident) of `pid`'s address space in pages; (0, 0) once it is gone."""
     try:
         with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE_SIZE
-    except (OSError, ValueError, IndexError):
-        return 0
+            size, resident = f.read().split()[:2]
+        return int(size), int(resident)
+    except (OSError, ValueError):
+        return 0, 0
+
+
+# kcmp(2) syscall numbers (x86_64: arch/x86/entry/syscalls/syscall_64.tbl; aarch64 and riscv64:
+# include/uapi/asm-generic/unistd.h) and its KCMP_VM type (include/uapi/linux/kcmp.h).
+_KCMP = {"x86_64": 312, "aarch64": 272, "riscv64": 272}.get(os.uname().machine)
+_KCMP_VM = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _same_address_space(a: int, b: int) -> bool:
+    """Whether processes `a` and `b` share one address space (kcmp KCMP_VM): a vfork child until its exec,
+    a clone(CLONE_VM) process. False where kcmp is missing or refused (they are then counted apart)."""
+    return _KCMP is not None and _LIBC.syscall(_KCMP, a, b, _KCMP_VM, 0, 0) == 0
+
+
+def memory_bytes(pids: list[int]) -> int:
+    """The memory of these processes as their cgroup is charged for it: the resident pages of each address
+    space once. The kubelet's container_memory_working_set_bytes, which metrics-server serves
+    (`pkg/scraper/client/resource/decode.go`), is the cgroup's usage minus inactive_file (cAdvisor
+    `container/libcontainer/handler.go` `setMemoryStats`), and a page is charged once however many processes
+    map it: a vfork child (glibc's posix_spawn and system(), as awk's system() calls it) shares its parent's
+    pages until its exec, and adds none. Processes that merely fork are still counted apart."""
+    total = 0
+    seen: list[tuple[int, int]] = []  # (pid, size) of each address space counted
+    for pid in pids:
+        size, resident = _statm(pid)
+        candidates = [p for p, s in seen if s == size]
+        if any(_same_address_space(pid, p) for p in candidates):
+            continue
+        if candidates:  # it may have exec'd since it was read: read what it holds now
+            size, resident = _statm(pid)
+        seen.append((pid, size))
+        total += resident * _PAGE_SIZE
+    return total
 
 
 def exit_status(returncode: int) -> int:
@@ -323,8 +361,9 @@ class RunningContainer:
         return await self.wait()
 
     def rss_bytes(self) -> int:
-        """Summed RSS of the container's processes (bwrap's own processes excluded)."""
-        return sum(_rss(p) for p in self._tree())
+        """Resident memory of the container's processes, each address space once (`memory_bytes`; bwrap's
+        own processes excluded)."""
+        return memory_bytes(self._tree())
 
     @property
     def memory_limit_bytes(self) -> int | None:

@@ -391,6 +391,42 @@ def test_pod_metrics_report_real_memory(api_client, core, namespace):
     assert mem.endswith("Ki") and 100 < int(mem[:-2]) < 200_000
 
 
+# Holds 48 MiB, then posix_spawn()s a child whose file action (opening a FIFO nobody writes) blocks it before
+# its exec: glibc's posix_spawn (and its system(), which awk's system() calls) clones with CLONE_VM and
+# CLONE_VFORK, so until then the child shares the parent's address space. The shell says "spawned" once the
+# child is there.
+_VFORK_HOLD = """
+import os
+hold = bytearray(48 << 20)
+for i in range(0, len(hold), 4096):
+    hold[i] = 1
+os.mkfifo("/tmp/never-written")
+os.posix_spawn("/bin/true", ["true"], dict(os.environ),
+               file_actions=[(os.POSIX_SPAWN_OPEN, 3, "/tmp/never-written", os.O_RDONLY, 0)])
+"""
+
+
+def test_pod_metrics_count_an_address_space_shared_by_a_vfork_child_once(api_client, core, namespace):
+    """metrics-server serves the kubelet's container_memory_working_set_bytes (cgroup usage minus
+    inactive_file): pages are charged to the cgroup once, so a vfork child that shares its parent's memory
+    until its exec adds none, however long it takes to exec."""
+    from kubernetes import client
+
+    script = (
+        f"python3 -c '{_VFORK_HOLD}' & pid=$!; "
+        'until [ -n "$(cat /proc/$pid/task/$pid/children)" ]; do sleep 0.05; done; echo spawned; sleep 60'
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", script, image="python:3.11-slim")))
+    wait_for(lambda: "spawned" in log_of(core, namespace, "p", "c"), timeout=60, what="vfork child")
+    m = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", namespace, "pods", "p"
+    )
+    mem = m["containers"][0]["usage"]["memory"]
+    assert mem.endswith("Ki")
+    used = int(mem[:-2]) * 1024
+    assert 48 << 20 < used < 72 << 20, f"{used / 2**20:.1f} MiB: the shared 48 MiB counted twice?"
+
+
 def test_pod_metrics_list_omits_pods_without_a_running_sandbox(api_client, core, namespace):
     """metrics-server lists what it has samples for: an unschedulable pod is left out, not a 404 for all."""
     from kubernetes import client
