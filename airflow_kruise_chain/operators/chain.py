@@ -253,19 +253,23 @@ class KruiseChainOperator(ChainBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         stage = self.stage_spec()
         driver = self.driver(context)
-        self.pod_url(context)
-        pod = self.prepare_try(context, driver)
-        pod_uid = pod.uid
-        self._running = (driver, stage.name)
-        plan = driver.swap(stage, context["ti"].try_number, self.timeouts(), pod=pod)
-        if plan.action == "adopt":
-            self.replay(driver, plan)
-        following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
-        if following is not None:
-            if self.deferrable or plan.action == "go":
-                driver.prepare(plan, *following)  # a go restarts nothing the prepare could slow down
-            else:  # after the kubelet has started this stage's new container
-                driver.on_started = lambda: driver.prepare(plan, *following)
+        try:
+            pod = self.prepare_try(context, driver)
+            pod_uid = pod.uid
+            self._running = (driver, stage.name)
+            plan = driver.swap(stage, context["ti"].try_number, self.timeouts(), pod=pod)
+            if plan.action == "adopt":
+                self.replay(driver, plan)
+            following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
+            if following is not None:
+                if self.deferrable or plan.action == "go":
+                    driver.prepare(plan, *following)  # a go restarts nothing the prepare could slow down
+                else:  # after the kubelet has started this stage's new container
+                    driver.on_started = lambda: driver.prepare(plan, *following)
+        finally:
+            # the 'Chain pod' link once the swap is made, while the kubelet starts the stage (its XCom does
+            # not hold up the swap); a task that fails before records it too
+            self.pod_url(context)
         if self.deferrable and plan.action != "adopt":
             from airflow_kruise_chain.core.driver import Detached
             from airflow_kruise_chain.triggers.chain import StageTrigger

@@ -258,6 +258,40 @@ def test_a_stage_pushes_its_result_itself_only_when_airflow_would_not(chain_run)
     assert context["ti"].pushes.count("return_value") == 1 and context["ti"].xcom["return_value"] == result
 
 
+def test_the_chain_pod_link_is_recorded_once_the_swap_is_made(chain_run, kube_env):
+    """The 'Chain pod' link's XCom does not hold up the task's first request: it is pushed after the swap
+    request, while the kubelet starts the stage; a task that fails before its swap records it too."""
+    from airflow_kruise_chain.core.errors import PodLostError
+    from airflow_kruise_chain.links import ChainPodLink
+
+    link = ChainPodLink().xcom_key
+    requests: list[str] = []
+    kube_env.fault = lambda request: requests.append(f"{request.method} {request.path}")
+    context = chain_run.context()
+    push = context["ti"].xcom_push
+    pushed_after: dict[str, int] = {}
+
+    def recording(key: str, value: Any) -> None:
+        pushed_after.setdefault(key, len(requests))
+        push(key, value)
+
+    context["ti"].xcom_push = recording
+    try:
+        chain_run.stage("quick").execute(context)
+    finally:
+        kube_env.fault = None
+    before_link = requests[: pushed_after[link]]
+    assert any(r.startswith("PATCH /api/v1/") and not r.endswith("/resize") for r in before_link), requests
+    # no chain pod: the task fails at its first read, with the link recorded
+    lost = KruiseChainOperator(
+        task_id="lost", chain_name="nopod", namespace=NS, stage_name="quick", **STAGES["quick"]
+    )
+    context = chain_run.context()
+    with pytest.raises(PodLostError):
+        lost.execute(context)
+    assert link in context["ti"].pushes
+
+
 def test_deferrable_operator_fails_with_the_reason_when_the_stage_cannot_start(chain_run):
     op = chain_run.stage("missing", deferrable=True, defer_after=0)
     with pytest.raises(TaskDeferred) as deferred:
