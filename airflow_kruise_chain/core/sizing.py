@@ -181,6 +181,7 @@ class SlotSizer:
         waiting for the kubelet to apply it to the container being replaced. Otherwise (the running runner
         starts the stage) it is done once applied to the running container."""
         pod = ChainPod.of(pod)
+        version = pod.resource_version
         sizing = ChainSizing.from_pod(pod)
         if sizing is None:
             return False
@@ -199,7 +200,7 @@ class SlotSizer:
             self._apply(stage, which, current, resources, sizing, shrinking, deadline, admitted=admitted)
         # a resize the API server or the kubelet would not make as asked (a limit kept) leaves the pod as it
         # was: nothing changed, so the caller goes on instead of planning again
-        return self.last is not None and self.last.resource_version != pod.resource_version
+        return self.last is not None and self.last.resource_version != version
 
     def size_for_swap(
         self,

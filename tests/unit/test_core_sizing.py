@@ -325,7 +325,8 @@ def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking()
     }
     api = _RefusingKubeletApi(pod, usage=100 * 2**20)
     api.resize_pod("p", "ns", {"spec": {"containers": [{"name": "slot-a", "resources": sizing.parked}]}})
-    assert api.pod["status"]["conditions"][0]["reason"] == "Error"  # the park: its limit is refused
+    refused = api.pod["status"]["conditions"][0]
+    assert refused["reason"] == "Error"  # the park: its limit is refused
     api.resizes.clear()
     lines: list[str] = []
     sizer = SlotSizer(api, "p", "ns", lines.append)
@@ -337,3 +338,13 @@ def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking()
     ]
     assert api.pod["status"]["conditions"] == []
     assert any("refused to lower slot-a's memory limit" in line for line in lines)
+    # slot-b already sized for the stage: keeping slot-a's limit is the only resize, and it says it resized
+    # (the swap plans its resourceVersion-guarded patch from the pod as it is now)
+    api.pod["spec"]["containers"][0]["resources"] = json.loads(json.dumps(sizing.parked))
+    api.pod["status"]["containerStatuses"][0]["resources"] = sizing.for_stage("big")
+    api.pod["status"]["conditions"] = [dict(refused)]
+    api.resizes.clear()
+    resized = sizer.size_for_swap(
+        ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3
+    )
+    assert resized and [b["spec"]["containers"][0]["name"] for b in api.resizes] == ["slot-a"]
