@@ -35,13 +35,14 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "",
     },
     "memory_sample_interval": {
-        "description": "Seconds from the first to the second read of the chain pod's metrics.k8s.io "
-        "PodMetrics while a stage runs, for the stage's peak memory (needs a metrics server and `get` on "
-        "pods.metrics.k8s.io); each later gap is twice the last, up to memory_sample_max_interval, and no "
+        "description": "Seconds from a stage's start to the first read of the chain pod's metrics.k8s.io "
+        "PodMetrics, for the stage's peak memory (needs a metrics server and `get` on "
+        "pods.metrics.k8s.io); each later gap is twice the last, up to memory_sample_max_interval, no "
         "read comes before the metrics server can have a newer sample (the last one's timestamp + window, "
-        "i.e. its --metric-resolution). A stage of T seconds makes at most 2 + ceil(log2(max / interval)) "
-        "+ T / max reads. The peak is the largest working set among the samples taken while the stage "
-        "ran: a spike shorter than the gaps can be missed. 0 turns sampling off.",
+        "i.e. its --metric-resolution), and one more read at the stage's end if it can. A stage of T "
+        "seconds makes at most 1 + ceil(log2(max / interval)) + floor(T / max) reads. The peak is the "
+        "largest working set among the samples taken while the stage ran: a spike shorter than the gaps "
+        "can be missed. 0 turns sampling off.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "0.5",

@@ -45,13 +45,13 @@ def sample_time(metrics: Mapping[str, Any] | None) -> tuple[datetime | None, flo
 
 
 def max_reads(duration: float, interval: float, max_interval: float) -> int:
-    """The most metrics reads a `MemorySampler` makes for a stage of `duration` seconds: one at the start,
+    """The most metrics reads a `MemorySampler` makes for a stage of `duration` seconds:
     ceil(log2(max_interval / interval)) while the gap doubles, one per `max_interval` after, one at the end
     (and never more than one per new sample: see `MemorySampler`)."""
     if interval <= 0:
         return 0
     cap = max(interval, max_interval)
-    return 2 + math.ceil(math.log2(cap / interval)) + math.floor(duration / cap)
+    return 1 + math.ceil(math.log2(cap / interval)) + math.floor(duration / cap)
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,11 @@ class MemorySampler:
     """Samples a pod's PodMetrics on a thread while a stage runs; keeps the peaks.
 
     Use as a context manager around the stage, or `start` at the stage's start and `stop` at its end. The
-    reads follow the metrics pipeline instead of a clock: one at the start; then after `interval` seconds,
-    each gap twice the last up to `max_interval`, and never before the sample read last is due for renewal
-    (its `timestamp` + `window`: metrics-server publishes a new one once per `--metric-resolution`, 15 s by
-    default); a last one at the end unless the sample read last is not due yet. So a stage of T seconds costs
+    reads follow the metrics pipeline instead of a clock: none at the start (the stage's program has only
+    begun, and the metrics server's sample predates it); the first `interval` seconds in, each later gap twice
+    the last up to `max_interval`, and never before the sample read last is due for renewal (its `timestamp`
+    + `window`: metrics-server publishes a new one once per `--metric-resolution`, 15 s by default); a last
+    one at the end unless the sample read last is not due yet. So a stage of T seconds costs
     at most `max_reads(T, interval, max_interval)` reads, one per new sample at most. A sample taken outside
     the stage, before `since` or after `until` (its start and end, widened to the API's whole seconds),
     measured the slot's previous stage or its idle runner: it counts neither as a sample nor for the peaks.
@@ -135,12 +136,11 @@ class MemorySampler:
             gap = min(2 * gap, self.max_interval)
 
     def start(self, since: datetime | None = None) -> None:
-        """Take the first sample (samples taken before `since` do not count) and go on on a thread (once;
-        later calls no-op)."""
+        """Sample on a thread from now on (samples taken before `since` do not count; once, later calls
+        no-op)."""
         if self._thread is not None:
             return
         self.since = since
-        self.sample()
         self._thread = threading.Thread(target=self._run, name=f"memory-{self.container}", daemon=True)
         self._thread.start()
 

@@ -44,7 +44,7 @@ def test_a_running_stage_shows_live_in_its_slot_then_its_result_and_peak_memory(
     worker.join(timeout=30)
     done = xcom[XCOM_KEY]
     assert done["state"] == "succeeded" and done["exit_code"] == 0 and done["duration_seconds"] >= 2
-    assert done["memory_samples"] >= 2 and done["memory_peak_bytes"] > 0
+    assert done["memory_samples"] >= 1 and done["memory_peak_bytes"] > 0
     assert done["memory_peak_bytes"] <= done["pod_memory_peak_bytes"]
     assert done["swapped_at"] <= done["started_at"] < done["finished_at"]
 
