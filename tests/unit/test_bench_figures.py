@@ -221,6 +221,27 @@ def test_target_requests_bounded_and_watch_based() -> None:
     assert lines_for([dict(short, api_requests_per_stage=16.0)], "watch-based")[0].startswith("MISSED: ")
     # bounded, but without both durations polling cannot be told from watching
     assert lines_for([short], "watch-based")[0].startswith("NOT MEASURED: ")
+    # the memory sampler's metrics reads are their own group, within their stated bound (7 for a 5 s stage
+    # with the provider's default intervals, 1 s doubling up to 60 s): the other requests stay flat
+    sampled = dict(long, api_requests_per_stage=13.5, api_by_verb_per_stage={"watch": 1.0, "metrics": 4.0})
+    (line,) = lines_for([short, sampled], "watch-based")
+    assert line.startswith("MET: ") and "4.0-4.0 (5 s stages, bound 7)" in line
+    assert "N=10: 9.0 (0.2 s) vs 9.5 (5 s)" in line
+    # a sampler reading once a second: past its bound
+    clocked = dict(
+        sampled, api_requests_per_stage=21.5, api_by_verb_per_stage={"watch": 1.0, "metrics": 12.0}
+    )
+    clocked["workload"] = "distinct/uniform/10s"
+    assert lines_for([clocked], "watch-based")[0].startswith("MISSED: ")
+
+
+def test_requests_grouped_by_verb_with_the_metrics_reads_apart() -> None:
+    assert figures.request_group("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ns/pods/p", "") == "metrics"
+    assert figures.request_group("GET", "/api/v1/namespaces/ns/pods/p", "") == "get"
+    assert figures.request_group("GET", "/api/v1/namespaces/ns/pods", "watch=1") == "watch"
+    assert figures.stage_seconds("distinct/uniform/0.2s") == 0.2
+    assert figures.stage_seconds("one/uniform/5s") == 5.0
+    assert figures.stage_seconds("scheduler") is None
 
 
 def test_targets_per_chain_variant_and_scheduler_line() -> None:
