@@ -28,7 +28,7 @@ from .errors import (
 from .events import NO_EVENTS, StageEvents
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod, Pod, lost_reason
-from .sizing import SlotSizer
+from .sizing import BackgroundPark, SlotSizer
 from .spec import StageSpec
 from .status import (
     ResultMarker,
@@ -323,11 +323,12 @@ class StageDriver:
 
     def park(self, stage: str, slot: str, generation: int) -> None:
         """`SlotSizer.park_generation`; a failure is logged: the next swap parks the slot once it is idle."""
-        sizer = SlotSizer(self.api, self.pod_name, self.namespace, self.log)
-        try:
-            sizer.park_generation(stage, slot, generation, self.last_read)
-        except ChainError as err:
-            self.log(f"could not park {slot} after stage {stage!r}: {err}")
+        self.start_park(stage, slot, generation).settle()
+
+    def start_park(self, stage: str, slot: str, generation: int) -> BackgroundPark:
+        """`park` on a thread: `settle` the returned park before the task returns."""
+        api, name, ns, seen = self.api, self.pod_name, self.namespace, self.last_read
+        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen)
 
     def finished_slots(self, pod: ChainPod) -> set[str]:
         """Slots whose current generation's result line (its generation and token) is in their log.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Protocol
@@ -376,6 +377,49 @@ class SlotSizer:
             if new is None:
                 raise ChainError(f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot")
             yield ChainPod.of(new)
+
+
+class BackgroundPark:
+    """`SlotSizer.park_generation` on a thread: the stage task's other work at the stage's end (publishing its
+    state) does not wait for the park's requests. `settle` waits for it, then logs what it said on the
+    caller's thread; a ChainError is logged (the next swap parks the slot once it is idle), anything else
+    raised."""
+
+    def __init__(
+        self,
+        api: ResizeApi,
+        pod_name: str,
+        namespace: str,
+        log: Callable[[str], None],
+        stage: str,
+        slot: str,
+        generation: int,
+        seen: ChainPod | None,
+    ) -> None:
+        self.log = log
+        self._lines: list[str] = []
+        self._error: BaseException | None = None
+        sizer = SlotSizer(api, pod_name, namespace, self._lines.append)
+
+        def park() -> None:
+            try:
+                sizer.park_generation(stage, slot, generation, seen)
+            except ChainError as err:
+                self._lines.append(f"could not park {slot} after stage {stage!r}: {err}")
+            except BaseException as err:  # raised by settle, on the caller's thread
+                self._error = err
+
+        self._thread = threading.Thread(target=park, name=f"park-{slot}", daemon=True)
+        self._thread.start()
+
+    def settle(self) -> None:
+        self._thread.join()
+        lines, self._lines = self._lines, []
+        for line in lines:
+            self.log(line)
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 _LIMIT_REFUSED = re.compile(r'attempting to set container "([^"]+)" memory limit')

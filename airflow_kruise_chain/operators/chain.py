@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
     from airflow_kruise_chain.core.podview import ChainPod, StageRecord
+    from airflow_kruise_chain.core.sizing import BackgroundPark
     from airflow_kruise_chain.core.status import Outcome, StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
 
@@ -538,9 +539,15 @@ class KruiseChainOperator(ChainBaseOperator):
             swapped_now=plan.action in ("patch", "go"),
             sample_memory=sample_memory,
         )
-        monitor.on_end = lambda: driver.park_slot(plan)  # park as soon as the result is read
-        with monitor.sampling():
-            result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)
+        parks: list[BackgroundPark] = []
+        # park as soon as the result is read, while the monitor publishes the end; parked before returning
+        monitor.on_end = lambda: parks.append(driver.start_park(plan.stage, plan.slot, plan.generation))
+        try:
+            with monitor.sampling():
+                result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)
+        finally:
+            for park in parks:
+                park.settle()
         return result
 
     def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:

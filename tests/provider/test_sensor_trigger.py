@@ -258,6 +258,35 @@ def test_a_stage_pushes_its_result_itself_only_when_airflow_would_not(chain_run)
     assert context["ti"].pushes.count("return_value") == 1 and context["ti"].xcom["return_value"] == result
 
 
+def test_a_stage_task_parks_its_slot_while_it_publishes_the_stage_end(chain_run, monkeypatch):
+    """The park's requests (a read and a guarded resize) do not wait for the task's `chain_state` XCom at the
+    stage's end, nor it for them: they overlap; the park is done before the task returns."""
+    from airflow_kruise_chain.core.chainstate import XCOM_KEY
+    from airflow_kruise_chain.core.sizing import SlotSizer
+
+    published, parked = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+    real = SlotSizer.park_generation
+
+    def park(self: SlotSizer, *args: Any, **kwargs: Any) -> None:
+        overlapped.append(published.wait(timeout=10))  # the end's publish goes on meanwhile
+        real(self, *args, **kwargs)
+        parked.set()
+
+    monkeypatch.setattr(SlotSizer, "park_generation", park)
+    context = chain_run.context()
+    push = context["ti"].xcom_push
+
+    def recording(key: str, value: Any) -> None:
+        if key == XCOM_KEY and value["state"] in ("succeeded", "failed"):
+            published.set()
+        push(key, value)
+
+    context["ti"].xcom_push = recording
+    assert chain_run.stage("quick").execute(context)["exit_code"] == 0
+    assert overlapped == [True] and parked.is_set()
+
+
 def test_the_chain_pod_link_is_recorded_once_the_swap_is_made(chain_run, kube_env):
     """The 'Chain pod' link's XCom does not hold up the task's first request: it is pushed after the swap
     request, while the kubelet starts the stage; a task that fails before its swap records it too."""

@@ -348,3 +348,31 @@ def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking()
         ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3
     )
     assert resized and [b["spec"]["containers"][0]["name"] for b in api.resizes] == ["slot-a"]
+
+
+def test_a_background_park_logs_what_it_said_and_raises_what_it_raised_when_settled():
+    """`BackgroundPark` runs `park_generation` on a thread; `settle` waits for it, then logs its lines on the
+    caller's thread, logs a ChainError (the next swap parks the slot) and raises anything else."""
+    from airflow_kruise_chain.core.errors import ChainError
+    from airflow_kruise_chain.core.sizing import BackgroundPark
+
+    pod, sizing = _sized_pod(generation_a=3)
+    api = _ParkApi(pod)
+    lines: list[str] = []
+    park = BackgroundPark(api, "p", "ns", lines.append, "big", "slot-a", 3, None)
+    park.settle()
+    assert api.pod["spec"]["containers"][0]["resources"] == sizing.parked
+    assert len(lines) == 1 and "resize slot-a to" in lines[0]
+
+    class Failing(_ParkApi):
+        error: Exception = ChainError("the API server is away")
+
+        def read_pod(self, name: str, namespace: str) -> dict:
+            raise self.error
+
+    lines.clear()
+    BackgroundPark(Failing(pod), "p", "ns", lines.append, "big", "slot-a", 3, None).settle()
+    assert lines == ["could not park slot-a after stage 'big': the API server is away"]
+    Failing.error = RuntimeError("a bug")
+    with pytest.raises(RuntimeError, match="a bug"):
+        BackgroundPark(Failing(pod), "p", "ns", lines.append, "big", "slot-a", 3, None).settle()
