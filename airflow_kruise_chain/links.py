@@ -26,7 +26,9 @@ class ChainPodLink(BaseOperatorLink):
     """'Chain pod': the chain pod in a Kubernetes dashboard (``[kruise_chain] dashboard_url``).
 
     Airflow 3's API server resolves operator links from XCom only, so the task stores the URL when it runs
-    (`persist`); the link then shows on that task instance, also after the pod is gone.
+    (`persist`), and Airflow stores `get_link`'s answer again when the task ends; the link then shows on that
+    task instance, also after the pod is gone. A chain task's URL follows from the task and its DAG run, so
+    `get_link` computes it rather than reading the XCom back.
     """
 
     name = "Chain pod"
@@ -36,6 +38,9 @@ class ChainPodLink(BaseOperatorLink):
         context["ti"].xcom_push(key=cls().xcom_key, value=pod_dashboard_url(namespace, pod))
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        pod_url = getattr(operator, "chain_pod_url", None)
+        if pod_url is not None:
+            return pod_url(ti_key.dag_id, ti_key.run_id)
         from airflow.sdk.execution_time.xcom import XCom
 
         return XCom.get_value(key=self.xcom_key, ti_key=ti_key) or ""

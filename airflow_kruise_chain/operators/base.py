@@ -12,7 +12,7 @@ from airflow.sdk import BaseOperator, Context, literal
 
 from airflow_kruise_chain.connection import DEFAULT_CONN_ID, KubeConnection
 from airflow_kruise_chain.core.errors import ChainConfigError
-from airflow_kruise_chain.links import ChainPodLink
+from airflow_kruise_chain.links import ChainPodLink, pod_dashboard_url
 
 if TYPE_CHECKING:
     # the hook pulls in the Kubernetes clients: imported when a task runs, not when its DAG file is parsed
@@ -69,13 +69,20 @@ class ChainBaseOperator(BaseOperator):
 
     def pod_name(self, context: Context) -> str:
         """The chain pod of this DAG run."""
+        return self._pod_name(context["dag"].dag_id, context["run_id"])
+
+    def _pod_name(self, dag_id: str, run_id: str) -> str:
         from airflow_kruise_chain.core.manifest import pod_name_for
 
-        return pod_name_for(self.chain_name, context["dag"].dag_id, context["run_id"], self.chain_path)
+        return pod_name_for(self.chain_name, dag_id, run_id, self.chain_path)
 
     def pod_url(self, context: Context) -> None:
         """Record the chain pod's dashboard URL: the task's 'Chain pod' link."""
         ChainPodLink.persist(context, self.namespace, self.pod_name(context))
+
+    def chain_pod_url(self, dag_id: str, run_id: str) -> str:
+        """The dashboard URL of the chain pod of DAG run `run_id` (what the 'Chain pod' link shows)."""
+        return pod_dashboard_url(self.namespace, self._pod_name(dag_id, run_id))
 
 
 # -- argument checks at parse time, shared by the chain's tasks and `KruiseChain` ------------------------
