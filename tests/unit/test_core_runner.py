@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from inotify_simple import INotify, flags
 
 from airflow_kruise_chain.core import ResultMarker, StageSpec, StartMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import READINESS_COMMAND
@@ -342,6 +343,95 @@ def test_idle_runner_parks_and_exits_0_when_stopped(slot, runners, sig: int) -> 
     assert runner.process.poll() is None
     assert runner.stop(sig) == 0
     assert runner.drain() == []
+
+
+class Polls:
+    """Counts the runner's reads of its volume file: its opens, seen by inotify on the downwardAPI folder
+    (opens and closes alternate, so the kernel merges no two of them)."""
+
+    def __init__(self, slot: Slot) -> None:
+        self.name = slot.name
+        (slot.meta / slot.name).write_text("")  # the annotation as the pod is created: empty
+        self.inotify = INotify()
+        self.inotify.add_watch(slot.meta, flags.OPEN | flags.CLOSE_NOWRITE)
+        self.count = 0
+
+    def update(self, timeout: float = 0.0) -> int:
+        for event in self.inotify.read(timeout=int(timeout * 1000)):
+            if event.mask & flags.OPEN and event.name == self.name:
+                self.count += 1
+        return self.count
+
+    def during(self, seconds: float) -> int:
+        """The polls made in the next `seconds`."""
+        start = self.update()
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.update(timeout=min(left, 0.2))
+        return self.update() - start
+
+    def wait_for(self, count: int, timeout: float) -> float:
+        """Wait until `count` more polls were made (at most `timeout` seconds); the seconds it took."""
+        target = self.update() + count
+        start = time.monotonic()
+        while self.update(timeout=0.2) < target:
+            assert time.monotonic() - start < timeout, f"{self.count - target + count} of {count} polls"
+        return time.monotonic() - start
+
+
+def test_an_idle_runner_polls_at_most_every_0_1_s_once_its_fast_polls_are_spent(slot, runners) -> None:
+    polls = Polls(slot)
+    runner = runners(slot, None, 0, KC_HOT_POLLS="5")
+    polls.wait_for(6, timeout=TIMEOUT)  # its fast polls after the start, and one more
+    # an upper bound only (a loaded machine makes fewer): no more than one poll per 0.1 s
+    assert 0 < polls.during(2.0) <= 2.0 / 0.1 + 2
+    # no nudge came: the slow poll is the backstop that still takes a new run spec
+    slot.assign(sh_stage('echo "found by the slow poll"'), 1)
+    assert runner.result(1).exit_code == 0
+    assert "found by the slow poll" in runner.seen
+
+
+def test_a_nudge_makes_a_parked_runner_poll_fast_for_a_while(slot, runners) -> None:
+    polls = Polls(slot)
+    runners(slot, None, 0, KC_HOT_POLLS="100")
+    polls.wait_for(101, timeout=30)  # the fast polls after its start are spent
+    assert polls.during(1.0) <= 1.0 / 0.1 + 2
+    fd = os.open(slot.state / f"{slot.name}.tick", os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"\n")  # what the other slot's runner writes when its generation ends
+    finally:
+        os.close(fd)
+    # 100 polls within 8 s: more than the 0.1 s poll can make (at most 81); the fast one takes about 2 s
+    polls.wait_for(100, timeout=8.0)
+    assert polls.during(2.0) <= 2.0 / 0.1 + 2  # and then back to the slow poll
+
+
+def test_a_finished_generation_nudges_the_other_slots_runners(slot, runners) -> None:
+    slot.state.mkdir(parents=True)
+    other = slot.state / "slot-b.tick"
+    os.mkfifo(other)
+    fd = os.open(other, os.O_RDWR | os.O_NONBLOCK)  # held open as slot-b's runner holds it
+    plain = slot.state / "slot-c.tick"  # not a FIFO: left alone
+    plain.write_text("")
+    try:
+        runner = runners(slot, None, 0)
+        time.sleep(0.3)
+        with pytest.raises(BlockingIOError):
+            os.read(fd, 16)  # starting nudges no one
+        slot.assign(sh_stage("true"), 1)
+        assert runner.result(1).exit_code == 0
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                assert os.read(fd, 16) == b"\n"
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "no nudge"
+                time.sleep(0.02)
+    finally:
+        os.close(fd)
+    assert plain.read_text() == ""
+    assert sorted(p.name for p in slot.state.glob("*.tick")) == ["slot-a.tick", "slot-b.tick", "slot-c.tick"]
 
 
 HOSTILE = [
