@@ -139,6 +139,34 @@ def start_to_start(tis: Mapping[str, Mapping[str, Any]], n: int) -> list[float]:
     return [b - a for a, b in itertools.pairwise(starts)]
 
 
+TASK_MARKS = (
+    ("parsed", "Worker startup parse complete"),
+    ("first request", "::kruise-chain:: "),
+    ("swap", "::kruise-chain:: swap "),
+    ("stage start", "::kruise-chain:: start "),
+    ("stage end", "::kruise-chain:: end "),
+)
+"""A task's time line under the real scheduler: (name, text of the first task log event that marks it). The
+chain's first line comes after its first cluster requests (the pod read, a resize)."""
+
+
+def task_timeline(
+    start: float,
+    end: float,
+    events: Iterable[tuple[float, str]],
+    marks: Sequence[tuple[str, str]] = TASK_MARKS,
+) -> dict[str, float]:
+    """Seconds from a task's start to the first of its log `events` ((time, text)) holding each mark's text
+    (marks found in none are left out), and to its `end`."""
+    events = sorted(events)
+    found = {}
+    for name, text in marks:
+        at = next((t for t, event in events if text in event), None)
+        if at is not None:
+            found[name] = at - start
+    return {**found, "end": end - start}
+
+
 def median(values: Sequence[float]) -> float | None:
     if not values:
         return None

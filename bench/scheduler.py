@@ -17,12 +17,16 @@ process does.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 if not __package__:  # run as a script: the repository on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,6 +42,28 @@ import sys
 if sys.argv[1:2] == ["scheduler"]:  # LocalExecutor: task processes are forked from the scheduler's workers
     import airflow_kruise_chain.hooks.kruise  # noqa: F401  (the Kubernetes clients, imported once)
 """
+
+
+def timeline(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
+    """The stage tasks' median time line (`figures.task_timeline`), from their log files' event times."""
+    lines: dict[str, list[float]] = {}
+    for task_id, ti in tis.items():
+        if not re.search(r"(^|\.)s\d+$", task_id) or not ti.get("end_date"):
+            continue
+        log = next(stack.home.glob(f"logs/dag_id={ti['dag_id']}/run_id=*/task_id={task_id}/attempt=1.log"))
+        events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        marks = figures.task_timeline(
+            stamp(ti["start_date"]),
+            stamp(ti["end_date"]),
+            [(stamp(e["timestamp"]), str(e.get("event", ""))) for e in events if e.get("timestamp")],
+        )
+        for name, seconds in marks.items():
+            lines.setdefault(name, []).append(seconds)
+    return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in lines.items())
+
+
+def stamp(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def main() -> int:
@@ -100,7 +126,8 @@ def main() -> int:
                         )
                         run_id = stack.trigger(dag_id)
                         state = stack.wait_run(dag_id, run_id, timeout=args.timeout)
-                        gaps = figures.start_to_start(stack.task_instances(dag_id, run_id), n)
+                        tis = stack.task_instances(dag_id, run_id)
+                        gaps = figures.start_to_start(tis, n)
                         medians[mode] = figures.median(gaps)
                         ok = ok and state == "success"
                         print(
@@ -108,6 +135,7 @@ def main() -> int:
                             f"{medians[mode]:.3f} s, p95 {figures.percentile(gaps, 95):.3f} s",
                             flush=True,
                         )
+                        print(f"  stage task, median s from start_date: {timeline(stack, tis)}", flush=True)
                     chain, noop = medians["chain"], medians["noop"]
                     lines.append(
                         figures.verdict(

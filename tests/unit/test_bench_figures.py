@@ -128,6 +128,24 @@ def test_start_to_start_from_task_instances() -> None:
         figures.start_to_start({**tis, "bench.s03": {"start_date": None}}, 3)
 
 
+def test_task_timeline_from_the_first_log_event_of_each_mark() -> None:
+    events = [
+        (100.5, "::kruise-chain:: swap stage=s01 slot=slot-a"),  # out of order: sorted by time
+        (100.1, "Worker startup parse complete"),
+        (100.4, "::kruise-chain:: resize slot-a to requests memory=64Mi"),
+        (100.7, "::kruise-chain:: start gen=1 token=t stage=s01"),
+        (100.8, "::kruise-chain:: start gen=1 token=t stage=s01"),  # a later copy does not move the mark
+        (101.0, "::kruise-chain:: end stage=s01 generation=1 exit=0"),
+    ]
+    assert figures.task_timeline(100.0, 101.25, events) == pytest.approx(
+        {"parsed": 0.1, "first request": 0.4, "swap": 0.5, "stage start": 0.7, "stage end": 1.0, "end": 1.25}
+    )
+    # a no-op task: only what its log holds, and its end
+    assert figures.task_timeline(5.0, 5.5, [(5.2, "Worker startup parse complete")]) == pytest.approx(
+        {"parsed": 0.2, "end": 0.5}
+    )
+
+
 def row(
     mode: str, profile: str = "realistic", workload: str = "distinct/uniform/0.2s", n: int = 10, **kw: Any
 ):
