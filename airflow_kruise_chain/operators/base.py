@@ -81,7 +81,10 @@ class ChainBaseOperator(BaseOperator):
         ChainPodLink.persist(context, self.namespace, self.pod_name(context))
 
     def chain_pod_url(self, dag_id: str, run_id: str) -> str:
-        """The dashboard URL of the chain pod of DAG run `run_id` (what the 'Chain pod' link shows)."""
+        """The dashboard URL of the chain pod of DAG run `run_id` (what the 'Chain pod' link shows); '' while
+        the namespace is not rendered (the task failed before it rendered its fields)."""
+        if templated(self.namespace):
+            return ""
         return pod_dashboard_url(self.namespace, self._pod_name(dag_id, run_id))
 
 
