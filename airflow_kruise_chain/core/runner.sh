@@ -237,6 +237,7 @@ kc_run() {
 		kc_stage_env
 		CHAIN_SCRATCH=$kc_scratch CHAIN_OUTPUT=$kc_dir/outputs.json CHAIN_GENERATION=$kc_g
 		export CHAIN_SCRATCH CHAIN_OUTPUT CHAIN_GENERATION
+		exec 3>&- # the tick FIFO is the runner's: the stage gets only the container's streams
 		kc_stage_argv
 	) &
 	kc_child=$!

@@ -585,3 +585,13 @@ def test_a_generation_that_comes_with_an_image_patch_is_left_to_the_restarted_co
     new = runners(slot, stage, 1)  # the restarted container gets it in env
     assert new.result(1).exit_code == 0
     assert (slot.scratch / "runs").read_text() == "x\n"
+
+
+def test_the_stage_inherits_only_the_containers_streams_not_the_runners_descriptors(slot, runners) -> None:
+    # the runner's tick FIFO (fd 3) stays the runner's: a stage could otherwise block or fake its nudges
+    listing = "import json, os; print('fds', json.dumps(sorted(os.listdir('/proc/self/fd'))))"
+    runner = runners(slot, StageSpec("fds", "x:1", cmds=[PYTHON, "-c", listing]), 1)
+    assert runner.result(1).exit_code == 0
+    line = next(line for line in runner.seen if line.startswith("fds "))
+    extra = set(json.loads(line[4:])) - {"0", "1", "2"}
+    assert len(extra) == 1, f"the stage holds the runner's descriptors: {line}"  # only listdir's own
