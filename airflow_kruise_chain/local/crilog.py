@@ -1,17 +1,24 @@
 """Container logs in the CRI format (`<RFC3339 ns> stdout|stderr F|P <text>`): written as containerd's CRI
 plugin writes them (`pkg/cri/io`: lines longer than 16 KiB split into P(artial) records) and read back as the
-kubelet serves `pods/log` (`pkg/kubelet/kuberuntime/logs/logs.go` `ReadLogs`: sinceTime, tailLines,
-limitBytes, timestamps, follow)."""
+kubelet serves `pods/log` (`pkg/kubelet/kuberuntime/logs/logs.go` `ReadLogs`, now
+`staging/src/k8s.io/cri-client/pkg/logs/logs.go`: sinceTime, tailLines, limitBytes, timestamps, follow on
+inotify)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
+
+try:
+    from inotify_simple import INotify, flags
+except ImportError:  # not Linux: a follow reads again every LOG_FORCE_CHECK_PERIOD only
+    INotify = None  # type: ignore[assignment,misc]
 
 MAX_LOG_LINE = 16 * 1024  # containerd splits longer lines into P(artial) records
 
@@ -19,6 +26,25 @@ MAX_LOG_LINE = 16 * 1024  # containerd splits longer lines into P(artial) record
 FOLLOW_READ_BYTES = 64 * 1024
 """A followed log is read this much at a time: the kubelet streams a log record by record (logs.go `ReadLogs`,
 a bufio reader over the file), never the whole backlog at once."""
+
+LOG_FORCE_CHECK_PERIOD = 1.0
+"""cri-client `logs.go` `logForceCheckPeriod`: a follow that saw no event in its log's directory for this long
+reads the log again (and checks the container's state before it waits again)."""
+
+_DIR_EVENTS = (
+    0
+    if INotify is None
+    else flags.CREATE
+    | flags.MODIFY
+    | flags.ATTRIB
+    | flags.DELETE
+    | flags.DELETE_SELF
+    | flags.MOVED_FROM
+    | flags.MOVED_TO
+    | flags.MOVE_SELF
+)
+"""fsnotify's inotify mask for a watched directory (`backend_inotify.go`: its Create, Write, Remove, Rename
+and Chmod events)."""
 
 
 _ts_cache: tuple[int, str] = (-1, "")
@@ -177,6 +203,108 @@ def read_log(
     return result[:limit_bytes] if limit_bytes is not None else result
 
 
+class _Notifier:
+    """One inotify instance per event loop, shared by the loop's follows. (The kubelet makes an fsnotify
+    watcher per follow; one shared instance keeps the emulator within the user's few inotify instances,
+    `fs.inotify.max_user_instances`, 128 by default.) It lives while a follow watches something."""
+
+    _by_loop: ClassVar[dict[asyncio.AbstractEventLoop, _Notifier]] = {}
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.inotify = INotify(nonblocking=True)
+        self.wakes: dict[int, set[_Wake]] = {}
+        loop.add_reader(self.inotify.fileno(), self._dispatch)
+
+    @classmethod
+    def watch(cls, directory: Path, wake: _Wake) -> int | None:
+        """Watch `directory` for `wake`; None if it cannot be watched (no inotify, no such directory)."""
+        if INotify is None:
+            return None
+        loop = asyncio.get_running_loop()
+        notifier = cls._by_loop.get(loop)
+        try:
+            if notifier is None:
+                notifier = cls._by_loop[loop] = cls(loop)
+            wd = notifier.inotify.add_watch(directory, _DIR_EVENTS)
+        except OSError:
+            if notifier is not None and not notifier.wakes:
+                notifier.close()
+            return None
+        notifier.wakes.setdefault(wd, set()).add(wake)
+        return wd
+
+    @classmethod
+    def unwatch(cls, wd: int, wake: _Wake) -> None:
+        notifier = cls._by_loop.get(asyncio.get_running_loop())
+        if notifier is None or wd not in notifier.wakes:
+            return
+        wakes = notifier.wakes[wd]
+        wakes.discard(wake)
+        if not wakes:
+            del notifier.wakes[wd]
+            with contextlib.suppress(OSError):
+                notifier.inotify.rm_watch(wd)
+            if not notifier.wakes:
+                notifier.close()
+
+    def close(self) -> None:
+        if self._by_loop.get(self.loop) is self:
+            del self._by_loop[self.loop]
+            self.loop.remove_reader(self.inotify.fileno())
+            self.inotify.close()
+
+    def _dispatch(self) -> None:
+        try:
+            events = self.inotify.read(timeout=0)
+        except OSError:
+            return
+        for event in events:
+            if event.mask & flags.Q_OVERFLOW:  # events were lost: every follow reads again
+                for wakes in self.wakes.values():
+                    for wake in wakes:
+                        wake.post(flags.MODIFY, "")
+                continue
+            for wake in self.wakes.get(event.wd, ()):
+                wake.post(event.mask, event.name)
+            if event.mask & flags.IGNORED:  # the directory went: the kernel dropped the watch
+                self.wakes.pop(event.wd, None)
+        if not self.wakes:
+            self.close()
+
+
+class _Wake:
+    """What one follow waits for: the events of its directory since it last waited (none lost in between)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+        self.recreated = False
+        self.event = asyncio.Event()
+
+    def post(self, mask: int, name: str) -> None:
+        # fsnotify's Create (IN_CREATE, IN_MOVED_TO) of the log's own name: the file was recreated
+        if mask & (flags.CREATE | flags.MOVED_TO) and name == self.name:
+            self.recreated = True
+        self.found = True
+        self.event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait for an event or `timeout` (logs.go `logForceCheckPeriod`); True if the log was recreated."""
+        if not self.found:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.event.wait(), timeout)
+        recreated = self.recreated
+        self.found = self.recreated = False
+        self.event.clear()
+        return recreated
+
+
+def _read_more(f: BinaryIO) -> bytes:
+    """The next bytes of a followed log: one read per wake-up of the follow."""
+    return f.read(FOLLOW_READ_BYTES)
+
+
 async def follow_log(
     path: Path | str,
     *,
@@ -184,26 +312,42 @@ async def follow_log(
     timestamps: bool = False,
     tail_lines: int | None = None,
     is_running: Callable[[], bool],
-    poll: float = 0.05,
+    force_check: float = LOG_FORCE_CHECK_PERIOD,
 ) -> AsyncIterator[bytes]:
     """Yield the log's matching records, then new ones as they are appended; end once `is_running()` is false
-    and the file is drained."""
+    and the file is drained.
+
+    As the kubelet follows a log (cri-client `logs.go` `ReadLogs` and `waitLogs`): at the end of the file it
+    watches the log's directory (inotify, as fsnotify) and reads again on any event there, or after
+    `force_check` (`logForceCheckPeriod`, 1 s) without one; before each wait it checks that the container
+    still runs (`isContainerRunning`), so the stream ends once a stopped container's log is drained. A Create
+    of the log's name (a rotation: `0.log` renamed away and created anew) reopens the log from its start. A
+    log file not there yet is waited for the same way (the kubelet would fail: its runtime creates the file
+    before the container starts)."""
     since = _fixed_ts(since_time) if since_time is not None else None
-    while True:
-        try:
-            f = open(path, "rb")
-            break
-        except FileNotFoundError:
-            if not is_running():
-                return
-            await asyncio.sleep(poll)
-    with f:
+    path = Path(path)
+    wake = _Wake(path.name)
+    wd: int | None = None
+    watched = False
+    f: BinaryIO | None = None
+    try:
+        while f is None:
+            running = is_running()
+            try:
+                f = open(path, "rb")
+            except FileNotFoundError:
+                if not running:
+                    return
+                if not watched:
+                    wd, watched = _Notifier.watch(path.parent, wake), True
+                    continue  # the file may have come before the watch
+                await wake.wait(force_check)
         if tail_lines is not None:
             f.seek(_tail_offset(f, os.fstat(f.fileno()).st_size, tail_lines))
         buf = b""
         while True:
             running = is_running()
-            chunk = f.read(FOLLOW_READ_BYTES)
+            chunk = _read_more(f)
             if chunk:
                 buf += chunk
                 nl = buf.rfind(b"\n")
@@ -216,4 +360,18 @@ async def follow_log(
                 continue
             if not running:
                 return
-            await asyncio.sleep(poll)
+            if not watched:
+                wd, watched = _Notifier.watch(path.parent, wake), True
+                continue  # a write may have come before the watch
+            if await wake.wait(force_check):
+                try:
+                    new = open(path, "rb")
+                except FileNotFoundError:
+                    continue
+                f.close()
+                f, buf = new, b""
+    finally:
+        if f is not None:
+            f.close()
+        if wd is not None:
+            _Notifier.unwatch(wd, wake)

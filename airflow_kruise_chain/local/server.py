@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -737,12 +738,14 @@ class ApiServer:
         await resp.prepare(request)
         sent = 0
         try:
-            async for chunk in source.follow(since_time=since_time, timestamps=timestamps, tail_lines=tail):
-                if limit is not None and sent + len(chunk) > limit:
-                    await resp.write(chunk[: limit - sent])
-                    break
-                await resp.write(chunk)
-                sent += len(chunk)
+            follow = source.follow(since_time=since_time, timestamps=timestamps, tail_lines=tail)
+            async with contextlib.aclosing(follow) as chunks:  # its file and watch released at once
+                async for chunk in chunks:
+                    if limit is not None and sent + len(chunk) > limit:
+                        await resp.write(chunk[: limit - sent])
+                        break
+                    await resp.write(chunk)
+                    sent += len(chunk)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         return resp

@@ -379,6 +379,35 @@ def test_log_follow_streams_until_the_container_exits(core, namespace):
     assert text == "tick-1\ntick-2\ntick-3\n"
 
 
+def test_log_follow_waits_for_writes_not_on_a_timer(core, namespace, monkeypatch):
+    """The kubelet follows a log on inotify (cri-client logs.go `ReadLogs`, `waitLogs`): it reads again on an
+    event in the log's directory, or after `logForceCheckPeriod` (1 s) without one. A line written after 3
+    quiet seconds reaches the follow, the follow ends once the container has exited, and in between the
+    follow read the file about once a second, not on a short timer."""
+    from airflow_kruise_chain.local import crilog
+
+    core.create_namespaced_pod(
+        namespace, pod_body("p", container("c", "echo first; sleep 3; echo last"), restart="Never")
+    )
+    wait_for(lambda: "first" in log_of(core, namespace, "p", "c"), what="first line")
+    uid = core.read_namespaced_pod("p", namespace).metadata.uid
+    empty_reads: list[str] = []
+    read_more = crilog._read_more
+
+    def counted(f):
+        data = read_more(f)
+        if not data and uid in f.name:
+            empty_reads.append(f.name)
+        return data
+
+    monkeypatch.setattr(crilog, "_read_more", counted)
+    resp = core.read_namespaced_pod_log("p", namespace, container="c", follow=True, _preload_content=False)
+    assert b"".join(resp.stream()).decode() == "first\nlast\n"
+    # about 3 s quiet and up to 1 s after the last line: one read per second, plus one around each event and
+    # the end (a 50 ms poll made about 80); a loaded machine only makes fewer
+    assert 1 <= len(empty_reads) <= 12, empty_reads
+
+
 def test_pod_metrics_report_real_memory(api_client, core, namespace):
     core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
     wait_for(lambda: running(core, namespace, "p", "c"), what="running")
