@@ -87,13 +87,23 @@ def test_a_stage_printing_a_32mb_line_fails_with_a_bounded_message_and_xcom(e2e_
     assert len(error) < 4 * TAIL_LINE_CHARS, len(error)  # not 32 MB (nor a 2 MB line) in the exception
     result = xcoms(run)["c.long"]
     assert len(json.dumps(result)) < 4 * TAIL_LINE_CHARS
-    before, long_line, after = result["log_tail"]
+    before, *long_lines, after = result["log_tail"]
     assert (before, after) == ("before", "after")
-    assert long_line.startswith("x" * 256) and long_line.endswith("x" * 256)
-    cut = re.search(r" …\[(\d+) bytes and (\d+) characters cut\]… ", long_line)
-    assert cut, long_line[400:700]  # cut twice (stream, then log_tail): the note adds both up
-    assert int(cut.group(1)) + int(cut.group(2)) + len(long_line) - len(cut.group(0)) == LINE
-    assert len(long_line) < TAIL_LINE_CHARS + 64
+    # The runtime copies stdout and stderr apart, a record at a time (a long line as 16 KiB partial records):
+    # the stderr copy of the runner's start marker can land between two records of the x line, and the
+    # kubelet serves it inside that line (kuberuntime logs.go writes a partial record without a newline).
+    # The line then reaches log_tail in two pieces; every x is still accounted for, in a kept or cut part.
+    assert 1 <= len(long_lines) <= 2, [piece[-120:] for piece in long_lines]
+    xs = 0
+    for piece in long_lines:
+        piece = re.sub(r"::kruise-chain:: start gen=\d+ token=\S+ stage=long slot=\S+ at=\S+$", "", piece)
+        assert piece.startswith("x" * 256) and piece.endswith("x" * 256), piece[-120:]
+        assert len(piece) < TAIL_LINE_CHARS + 64
+        # cut in the stream and then in log_tail (the note adds both up), or a short piece in log_tail only
+        cut = re.search(r" …\[(?:(\d+) bytes and )?(\d+) characters cut\]… ", piece)
+        assert cut, piece[400:700]
+        xs += int(cut.group(1) or 0) + int(cut.group(2)) + len(piece) - len(cut.group(0))
+    assert xs == LINE
     assert len(out) < LINE // 64  # the task log got the bounded line, not the 32 MB
 
     # the hook's reader alone, on the same log (served by the local cluster in this process): bounded memory
