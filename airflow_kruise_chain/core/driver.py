@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -50,6 +50,7 @@ from .swap import (
     earlier_generation,
     plan_prepare,
     plan_swap,
+    plan_swap_unread,
 )
 from .watch import pod_watch, resource_version, watch_until
 
@@ -204,9 +205,8 @@ class StageDriver:
                 if earlier is not None
                 else None
             )
-            finished = self.finished_slots(pod)
             try:
-                plan = plan_swap(pod, stage, try_number=try_number, earlier_result=result, finished=finished)
+                plan, finished = self.plan(pod, stage, try_number, result)
             except SlotBusyError as busy:
                 # a slot prepared for this stage and still pulling its image: pull_timeout applies to the wait
                 pulling = busy.preparing == PULLING
@@ -289,7 +289,8 @@ class StageDriver:
                 fresh = swapped if running.record.action == "go" else None
                 pod, swapped = fresh or self.read_pod(), None
                 idle = other_slot(running.slot)
-                done = finished if idle in finished else self.finished_slots(pod)  # it stays finished
+                # read after the go when the swap did not need it; once finished, it stays finished
+                done = finished if idle in finished else self.finished_slots(pod, {idle})
                 prepare = plan_prepare(pod, stage, image, running=running.slot, finished=done)
                 if prepare.patch is None:
                     self.log(f"::kruise-chain:: not preparing {prepare.slot}: {prepare.why}")
@@ -330,22 +331,40 @@ class StageDriver:
         api, name, ns, seen = self.api, self.pod_name, self.namespace, self.last_read
         return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen)
 
-    def finished_slots(self, pod: ChainPod) -> set[str]:
-        """Slots whose current generation's result line (its generation and token) is in their log.
+    def plan(
+        self, pod: ChainPod, stage: StageSpec, try_number: int, result: StageResult | None
+    ) -> tuple[SwapPlan, set[str]]:
+        """`plan_swap` with the slots known to have finished (`finished_slots`), and that set. A slot whose
+        end only its log can tell is read only when the plan depends on it (`plan_swap_unread`), the slot
+        the last generation did not use first (a swap prefers it)."""
+        known, unread = self._known_finished(pod)
+        while unread:
+            if (plan := plan_swap_unread(pod, stage, try_number, result, known, unread)) is not None:
+                return plan, known
+            slot = min(unread, key=lambda s: s == pod.slot_of(pod.generation))
+            known, unread = known | self.finished_slots(pod, {slot}), unread - {slot}
+        return plan_swap(pod, stage, try_number=try_number, earlier_result=result, finished=known), known
 
-        Read only for slots whose pod status cannot tell: still not Ready (the readiness probe runs every
-        second), or Ready from before an annotations-only swap (see `StageStatus.confirmed`)."""
-        out: set[str] = set()
-        for slot in SLOTS:
-            status = slot_status(pod, slot)
+    def _known_finished(self, pod: ChainPod) -> tuple[set[str], set[str]]:
+        """(slots this driver has seen finish, slots whose end only their log can tell): no request."""
+        known, unknown = set[str](), set[str]()
+        for slot, status in ((slot, slot_status(pod, slot)) for slot in SLOTS):
             ambiguous = status.state is StageState.RUNNING or (
                 status.state is StageState.FINISHED and not status.confirmed
             )
-            if not status.generation or not status.stage or not ambiguous:
-                continue
-            if (slot, status.generation) in self._finished:
-                out.add(slot)
-                continue
+            if status.generation and status.stage and ambiguous:
+                (known if (slot, status.generation) in self._finished else unknown).add(slot)
+        return known, unknown
+
+    def finished_slots(self, pod: ChainPod, only: Collection[str] = SLOTS) -> set[str]:
+        """The slots of `only` whose current generation's result line (generation, token) is in their log.
+
+        Read only for slots whose pod status cannot tell: still not Ready (the readiness probe runs every
+        second), or Ready from before an annotations-only swap (see `StageStatus.confirmed`)."""
+        out, unknown = self._known_finished(pod)
+        out &= set(only)
+        for slot in sorted(unknown & set(only)):
+            status = slot_status(pod, slot)
             record = pod.record(status.stage)
             token = record.token if record is not None else ""
             text = self.api.read_log(self.pod_name, self.namespace, slot, tail_lines=TAIL_LINES + 5)

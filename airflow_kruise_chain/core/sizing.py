@@ -379,6 +379,17 @@ class SlotSizer:
             yield ChainPod.of(new)
 
 
+def sized_alike_idle_or_not(pod: ChainPod, other: str) -> bool:
+    """Whether `SlotSizer.size_for_swap` sizes a swap the same whether slot `other` counts as idle or not: the
+    pod is sized statically, or `other` is parked already and the kubelet has not refused its parked limit."""
+    sizing = ChainSizing.from_pod(pod)
+    if sizing is None:
+        return True
+    return same_resources(dict(pod.slot(other).resources or {}), sizing.parked) and not _limit_refused_for(
+        pod, other
+    )
+
+
 class BackgroundPark:
     """`SlotSizer.park_generation` on a thread: the stage task's other work at the stage's end (publishing its
     state) does not wait for the park's requests. `settle` waits for it, then logs what it said on the

@@ -19,6 +19,7 @@ from .constants import (
 from .errors import PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
 from .podview import PREPARE_HISTORY, ChainPod, Pod, PrepareRecord, StageRecord
+from .sizing import sized_alike_idle_or_not
 from .spec import StageSpec
 from .status import StageResult, StageState, current_status, needs_log, slot_status
 from .wire import (
@@ -388,6 +389,31 @@ class PreparePlan:
     why: str
     backoff_wait: float = 0.0
     """seconds the kubelet's restart back-off is expected to hold the prepare's restart"""
+
+
+def plan_swap_unread(
+    pod: ChainPod,
+    stage: StageSpec,
+    try_number: int,
+    earlier_result: StageResult | None,
+    known: Collection[str],
+    unread: Collection[str],
+) -> SwapPlan | None:
+    """The plan `plan_swap` makes whatever the logs of the `unread` slots say about their generations' ends
+    (`known`: the slots known to have finished), else None (read them). Only a ``go`` into another slot, the
+    same with those slots finished or not, whose sizing would not shrink them either way (they are parked
+    already: `sized_alike_idle_or_not`); the prepare after the go reads such a slot before restarting it."""
+    if not all(sized_alike_idle_or_not(pod, slot) for slot in unread):
+        return None
+    try:
+        plans = [
+            plan_swap(pod, stage, try_number=try_number, earlier_result=earlier_result, finished=finished)
+            for finished in (set(known), set(known) | set(unread))
+        ]
+    except (SlotBusyError, ResultUnavailableError):
+        return None  # the logs decide
+    plan, alike = plans
+    return plan if plan.action == alike.action == "go" and plan.slot == alike.slot else None
 
 
 def plan_prepare(

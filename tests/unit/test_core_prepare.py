@@ -11,6 +11,7 @@ import pytest
 from airflow_kruise_chain.core import SlotBusyError, StageSpec, StageState, plan_swap
 from airflow_kruise_chain.core.driver import ConflictError, StageDriver, Timeouts
 from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
+from airflow_kruise_chain.core.resources import PARKED_LIMITS, PARKED_REQUESTS, SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
 from tests.unit.test_core_swap import EXTRACT, LOAD, NOW, REPORT, TRANSFORM, FakePod, annotations
@@ -261,7 +262,8 @@ def test_the_driver_prepares_from_the_swap_s_answer_and_replans_after_a_conflict
     api.conflicts = 1
     prepare = driver.prepare(plan, "load", LOAD.image)
     assert prepare is not None and prepare.patch is not None
-    assert api.calls == ["patch", "get", "patch"]  # the swap's answer first; a 409 re-plans from a read
+    # the swap's answer first (slot-a's log, which the go did not need, then); a 409 re-plans from a read
+    assert api.calls == ["log", "patch", "get", "patch"]
     assert pod.image("slot-a") == LOAD.image and ChainPod.of(pod.pod).slot("slot-a").prepared is not None
     assert logged[-1].startswith(
         "::kruise-chain:: prepare slot=slot-a image=acme/load:1.1 for the next stage"
@@ -276,3 +278,121 @@ def test_a_prepare_that_fails_is_logged_never_raised() -> None:
     api.broken, driver._swapped = True, None  # a driver that did not swap: it must read
     assert driver.prepare(plan, "load", LOAD.image) is None
     assert "not preparing for stage 'load': connection refused" in logged[-1]
+
+
+def result_line(pod: FakePod, stage: str, generation: int, slot: str) -> str:
+    token = json.loads(annotations(pod)[f"airflow-kruise-chain/stage.{stage}"])["token"]
+    return (
+        f"::kruise-chain:: result gen={generation} token={token} stage={stage} slot={slot} exit=0 "
+        "reason=completed started=2024-05-01T10:00:00Z finished=2024-05-01T10:00:01Z outputs=- "
+        "outputs_status=absent"
+    )
+
+
+def go_ready_pod() -> FakePod:
+    """slot-a prepared for load and restarted on its image (its runner parked, Ready); transform has ended in
+    slot-b, whose readiness probe has not said so yet: only slot-b's log can tell that it finished."""
+    pod, _ = prepared_pod()
+    pod.start("slot-a", ready=True)
+    assert slot_status(pod.pod, "slot-b").state is StageState.RUNNING
+    return pod
+
+
+def sized(pod: FakePod, slot_b: dict) -> None:
+    """Give the pod in-place sizing, slot-b at `slot_b` (the parked size: its stage's task parked it)."""
+    parked = {"requests": dict(PARKED_REQUESTS), "limits": dict(PARKED_LIMITS)}
+    sizing = ChainSizing(qos="Burstable", parked=parked, stages={"load": parked})
+    pod.pod["metadata"]["annotations"][SIZING_ANNOTATION] = sizing.annotation()
+    for container in pod.pod["spec"]["containers"]:
+        container["resources"] = copy.deepcopy(slot_b if container["name"] == "slot-b" else parked)
+
+
+def test_a_go_into_the_prepared_slot_reads_no_log_before_it_and_the_prepare_after_it_does() -> None:
+    pod = go_ready_pod()
+    api = Api(pod)
+    api.log = result_line(pod, "transform", 2, "slot-b")
+    driver = StageDriver(api, "etl-abc", "data", log=[].append)
+    plan = driver.swap(LOAD, 1, Timeouts(swap=5))
+    assert (plan.action, plan.slot, plan.generation) == ("go", "slot-a", 3)
+    assert api.calls == ["get", "patch"]  # the plan is the same whether transform has ended or not
+    # the prepare of slot-b restarts it: only once its log shows transform's end
+    prepare = driver.prepare(plan, "report", REPORT.image)
+    assert prepare is not None and prepare.slot == "slot-b" and prepare.patch is not None
+    assert api.calls == ["get", "patch", "log", "patch"]
+    assert pod.image("slot-b") == REPORT.image
+
+
+def test_the_prepare_after_a_go_leaves_a_slot_whose_end_its_log_does_not_show() -> None:
+    pod = go_ready_pod()
+    api = Api(pod)  # slot-b's log holds no result line of transform's generation
+    logged: list[str] = []
+    driver = StageDriver(api, "etl-abc", "data", log=logged.append)
+    plan = driver.swap(LOAD, 1, Timeouts(swap=5))
+    assert (plan.action, plan.slot) == ("go", "slot-a")
+    assert driver.prepare(plan, "report", REPORT.image) is not None
+    assert api.calls == ["get", "patch", "log"]  # no image patch restarts slot-b
+    assert pod.image("slot-b") == TRANSFORM.image
+    assert "not preparing slot-b" in logged[-1]
+
+
+@pytest.mark.parametrize(
+    ("slot_b", "reads"),
+    [
+        ({"requests": dict(PARKED_REQUESTS), "limits": dict(PARKED_LIMITS)}, []),
+        # not parked: the swap's sizing shrinks slot-b first only if its stage has ended, which its log tells
+        ({"requests": {"memory": "64Mi"}, "limits": {"memory": "96Mi"}}, ["log"]),
+    ],
+)
+def test_the_swap_reads_a_slot_s_log_when_its_sizing_depends_on_it(slot_b: dict, reads: list[str]) -> None:
+    pod = go_ready_pod()
+    sized(pod, slot_b)
+    api = Api(pod)
+    api.log = result_line(pod, "transform", 2, "slot-b")
+    driver = StageDriver(api, "etl-abc", "data")
+    plan, finished = driver.plan(ChainPod.of(pod.pod), LOAD, 1, None)
+    assert (plan.action, plan.slot) == ("go", "slot-a")
+    assert api.calls == reads
+    assert finished == ({"slot-b"} if reads else set())
+
+
+def test_the_swap_reads_a_slot_s_log_when_the_plan_depends_on_it() -> None:
+    # no slot prepared: which slot load's image patch may restart depends on which stages have ended
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    api = Api(pod)
+    api.log = result_line(pod, "extract", 1, "slot-a") + "\n" + result_line(pod, "transform", 2, "slot-b")
+    driver = StageDriver(api, "etl-abc", "data")
+    plan, finished = driver.plan(ChainPod.of(pod.pod), LOAD, 1, None)
+    assert plan.action == "patch"
+    assert api.calls == ["log", "log"] and finished == {"slot-a", "slot-b"}
+
+
+def test_a_go_into_a_slot_that_ran_an_earlier_stage_reads_that_slot_s_log_only() -> None:
+    # one image per slot, no prepare: s3 ran in slot-a (just ended, not Ready yet); s4 goes into slot-b, where
+    # transform ended before s3's go: only its log can vouch for that, s3's end changes nothing of the plan
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM)
+    pod.run(StageSpec("s3", EXTRACT.image, cmds=["x"]), finish=False)
+    api = Api(pod)
+    api.log = result_line(pod, "transform", 2, "slot-b") + "\n" + result_line(pod, "s3", 3, "slot-a")
+    assert slot_status(pod.pod, "slot-b").state is StageState.FINISHED
+    assert not slot_status(pod.pod, "slot-b").confirmed
+    driver = StageDriver(api, "etl-abc", "data")
+    plan = driver.swap(StageSpec("s4", TRANSFORM.image, cmds=["x"]), 1, Timeouts(swap=5))
+    assert (plan.action, plan.slot, plan.generation) == ("go", "slot-b", 4)
+    assert api.calls == ["get", "log", "patch"]
+
+
+def test_no_go_into_a_slot_whose_log_does_not_show_its_stage_ended() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM)
+    pod.run(StageSpec("s3", EXTRACT.image, cmds=["x"]), finish=False)
+    api = Api(pod)
+    api.log = result_line(pod, "s3", 3, "slot-a")  # transform's end is not in slot-b's log
+    driver = StageDriver(api, "etl-abc", "data")
+    plan, finished = driver.plan(ChainPod.of(pod.pod), StageSpec("s4", TRANSFORM.image, cmds=["x"]), 1, None)
+    assert (plan.action, plan.slot) == ("patch", "slot-a")  # s3's slot, whose end the log shows
+    assert api.calls == ["log", "log"] and finished == {"slot-a"}
