@@ -322,8 +322,12 @@ class RunningContainer:
         if self.finished_at is not None:
             return
         if sig == _signal.SIGKILL:
+            # The spawned process first: its wait status is the one reported, and a SIGKILL queued before its
+            # child dies fixes it at "killed by 9" (the kernel's do_group_exit keeps the group exit code) as
+            # runc/containerd report the init's wait status (`utils.ExitStatus`: 128 + 9). Killing pid 1 first
+            # lets util-linux unshare < 2.40 see its child SIGKILLed and exit 1 instead (util-linux#2614).
             init = self._init_pid()
-            for pid in (init, self.pid):
+            for pid in (self.pid, init):
                 if pid:
                     with contextlib.suppress(OSError):
                         os.kill(pid, _signal.SIGKILL)

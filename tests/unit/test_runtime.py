@@ -218,6 +218,40 @@ async def test_signal_gives_128_plus_n(any_runtime: ContainerRuntime, tmp_path: 
 
 
 @pytest.mark.asyncio
+async def test_sigkill_gives_137_when_the_wrapper_sees_its_child_die_first(
+    any_runtime: ContainerRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worst scheduling of a kill, forced: after the namespace's pid 1 is SIGKILLed, the process the
+    runtime spawned (bwrap / unshare) gets to react to its child's death before anything else is sent.
+    util-linux unshare < 2.40 then exits 1 ("sigprocmask unblock failed", util-linux#2614) instead of dying
+    of SIGKILL; the container must still report 137 (128 + SIGKILL), as runc/containerd do."""
+    c = await any_runtime.start(make_launch(tmp_path, sh("echo up; sleep 30")))
+    await wait_for_log(c, "up")
+    init, spawned = c._init_pid(), c.pid
+    assert init is not None
+    real_kill = os.kill
+
+    def kill_then_let_the_wrapper_react(pid: int, sig: int) -> None:
+        real_kill(pid, sig)
+        if pid == init and sig == signal.SIGKILL:
+            deadline = time.monotonic() + ENDS  # a bound, not a measure: the wrapper reacts at once
+            while time.monotonic() < deadline:
+                try:
+                    with open(f"/proc/{spawned}/stat", "rb") as f:
+                        if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                            return
+                except OSError:
+                    return  # reaped already
+                time.sleep(0.001)
+
+    monkeypatch.setattr(os, "kill", kill_then_let_the_wrapper_react)
+    c.signal(signal.SIGKILL)
+    monkeypatch.undo()
+    assert await asyncio.wait_for(c.wait(), ENDS) == 137
+    assert "sigprocmask" not in " ".join(texts(c))
+
+
+@pytest.mark.asyncio
 async def test_stop_runs_term_trap(any_runtime: ContainerRuntime, tmp_path: Path) -> None:
     script = 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 0.1; done'
     c = await any_runtime.start(make_launch(tmp_path, sh(script)))
