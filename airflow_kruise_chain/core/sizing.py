@@ -310,7 +310,7 @@ class SlotSizer:
                 )
             elif progress is not None and progress.get("reason") == "Error" and applied:
                 message = progress.get("message", "")
-                if shrinking and sizing.qos != "Guaranteed" and "memory limit" in message:
+                if shrinking and sizing.qos != "Guaranteed" and _limit_refused_for(seen, slot):
                     # the kubelet will not lower the limit below the usage: park the requests, keep the limit
                     self.log(
                         f"the kubelet refused to lower {slot}'s memory limit ({message}): keeping its limit, "

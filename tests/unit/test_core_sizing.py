@@ -376,3 +376,31 @@ def test_a_background_park_logs_what_it_said_and_raises_what_it_raised_when_sett
     Failing.error = RuntimeError("a bug")
     with pytest.raises(RuntimeError, match="a bug"):
         BackgroundPark(Failing(pod), "p", "ns", lines.append, "big", "slot-a", 3, None).settle()
+
+
+def test_a_swap_shrinking_the_idle_slot_keeps_the_limit_the_kubelet_refuses_to_lower():
+    """The swap parks the idle slot itself and waits: when the kubelet refuses the lower memory limit (the
+    condition names that container), the slot keeps its limit with its requests parked."""
+    from airflow_kruise_chain.core.podview import ChainPod
+
+    sizing = plan_sizing([stage("big", **mem("1Gi", "1536Mi")), stage("small", **mem("64Mi", "96Mi"))])
+    pod = size_pod(_pod(sizing.parked, sizing.parked) | {"metadata": {"resourceVersion": "7"}}, sizing)
+    pod["spec"]["containers"][0]["resources"] = sizing.for_stage("big")  # big ran there, not parked yet
+    pod["status"] = {
+        "containerStatuses": [
+            {"name": "slot-a", "resources": sizing.for_stage("big")},
+            {"name": "slot-b", "resources": sizing.parked},
+        ]
+    }
+    api = _RefusingKubeletApi(pod, usage=100 * 2**20)
+    lines: list[str] = []
+    sizer = SlotSizer(api, "p", "ns", lines.append)
+    sizer.size_for_swap(ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
+    kept = {"requests": sizing.parked["requests"], "limits": {"memory": "1536Mi"}}
+    assert [b["spec"]["containers"][0] for b in api.resizes] == [
+        {"name": "slot-a", "resources": sizing.parked},
+        {"name": "slot-a", "resources": kept},
+        {"name": "slot-b", "resources": sizing.for_stage("small")},
+    ]
+    assert api.pod["status"]["conditions"] == []
+    assert any("the kubelet refused to lower slot-a's memory limit (attempting" in line for line in lines)
