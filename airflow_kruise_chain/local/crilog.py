@@ -317,18 +317,17 @@ async def follow_log(
     """Yield the log's matching records, then new ones as they are appended; end once `is_running()` is false
     and the file is drained.
 
-    As the kubelet follows a log (cri-client `logs.go` `ReadLogs` and `waitLogs`): at the end of the file it
-    watches the log's directory (inotify, as fsnotify) and reads again on any event there, or after
-    `force_check` (`logForceCheckPeriod`, 1 s) without one; before each wait it checks that the container
-    still runs (`isContainerRunning`), so the stream ends once a stopped container's log is drained. A Create
-    of the log's name (a rotation: `0.log` renamed away and created anew) reopens the log from its start. A
-    log file not there yet is waited for the same way (the kubelet would fail: its runtime creates the file
-    before the container starts)."""
+    As the kubelet follows a log (cri-client `logs.go` `ReadLogs` and `waitLogs`): it watches the log's
+    directory (inotify, as fsnotify; from before its first read) and at the end of the file reads again on
+    any event there, or after `force_check` (`logForceCheckPeriod`, 1 s) without one; before each wait it
+    checks that the container still runs (`isContainerRunning`), so the stream ends once a stopped
+    container's log is drained. A Create of the log's name (a rotation: `0.log` renamed away and created
+    anew) reopens the log from its start. A log file not there yet is waited for the same way (the kubelet
+    would fail: its runtime creates the file before the container starts)."""
     since = _fixed_ts(since_time) if since_time is not None else None
     path = Path(path)
     wake = _Wake(path.name)
-    wd: int | None = None
-    watched = False
+    wd = _Notifier.watch(path.parent, wake)  # before the first read: no write after it goes unseen
     f: BinaryIO | None = None
     try:
         while f is None:
@@ -338,9 +337,6 @@ async def follow_log(
             except FileNotFoundError:
                 if not running:
                     return
-                if not watched:
-                    wd, watched = _Notifier.watch(path.parent, wake), True
-                    continue  # the file may have come before the watch
                 await wake.wait(force_check)
         if tail_lines is not None:
             f.seek(_tail_offset(f, os.fstat(f.fileno()).st_size, tail_lines))
@@ -360,9 +356,6 @@ async def follow_log(
                 continue
             if not running:
                 return
-            if not watched:
-                wd, watched = _Notifier.watch(path.parent, wake), True
-                continue  # a write may have come before the watch
             if await wake.wait(force_check):
                 try:
                     new = open(path, "rb")
