@@ -32,10 +32,12 @@ python_env() {
 		python=$(command -v python3.11 || command -v python3)
 		"$python" -m venv "$VENV"
 	fi
-	stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+	stamp="$VENV/.installed-$(cat pyproject.toml kruise-local/pyproject.toml | sha256sum | cut -c1-16)"
 	if [ ! -f "$stamp" ]; then
 		"$VENV/bin/python" -m pip install -q --upgrade pip
-		"$VENV/bin/python" -m pip install -q -e ".[test]"
+		# The local cluster is its own distribution (kruise-local/); the provider's `local` extra names it, so it
+		# is installed from this checkout first.
+		"$VENV/bin/python" -m pip install -q -e ./kruise-local -e ".[test]"
 		rm -f "$VENV"/.installed-*
 		touch "$stamp"
 	fi
@@ -63,8 +65,8 @@ example)
 test)
 	setup
 	shift
-	ruff check airflow_kruise_chain tests bench example_dags
-	ruff format --check airflow_kruise_chain tests bench example_dags
+	ruff check airflow_kruise_chain kruise-local tests bench example_dags
+	ruff format --check airflow_kruise_chain kruise-local tests bench example_dags
 	# TEST_WORKERS pytest processes (default 2), each taking whole test files (module fixtures start once),
 	# the longest first (tests/conftest.py): most of the end-to-end tests' time is waiting on clusters,
 	# Airflow and subprocesses. TEST_WORKERS=0: one process.

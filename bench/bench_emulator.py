@@ -4,7 +4,7 @@
     python bench/bench_emulator.py --quick    # smaller run (< 1 min)
 
 Scenarios, each in both latency profiles (`fast`: no modeled delays; `realistic`: scheduling, sandbox, image
-pull, container start and kruise-daemon report delays, see `airflow_kruise_chain/local/profiles.py`):
+pull, container start and kruise-daemon report delays, see `kruise-local/kruise_local/profiles.py`):
 
 1. pods: through the real `kubernetes` client, create P pods (one busybox:1.36 container `sleep 3600` each)
    from a few client threads as fast as possible; a watch (opened at the list's resourceVersion, so nothing is
@@ -103,8 +103,8 @@ def machine() -> dict[str, Any]:
 
 # -- the cluster under test, in this process or in its own ----------------------------------------------
 def _start(profile: str, nodes: int, root: str) -> tuple[Any, float, dict[str, int]]:
-    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
-    from airflow_kruise_chain.local import resources as R
+    from kruise_local import ClusterConfig, LocalCluster
+    from kruise_local import resources as R
 
     t0 = time.perf_counter()
     cluster = LocalCluster(ClusterConfig(profile=profile, nodes=nodes, root=root))

@@ -83,11 +83,11 @@ def main() -> None:
     parser.add_argument("--profile", default="realistic", choices=["fast", "realistic"])
     args = parser.parse_args()
 
+    from kruise_local import ClusterConfig, LocalCluster
     from kubernetes import client, config
 
     from airflow_kruise_chain.core.manifest import build_chain_pod
     from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
-    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
 
     root = Path(tempfile.mkdtemp(prefix="bench-idle-"))
     with LocalCluster(ClusterConfig(profile=args.profile, root=str(root / "cluster"))) as cluster:

@@ -565,7 +565,7 @@ class Sampler(threading.Thread):
 
 def reserved(pods: list[dict[str, Any]]) -> dict[str, int]:
     """Memory reserved per namespace by the bound, active pods (the local cluster's scheduler accounting)."""
-    from airflow_kruise_chain.local.scheduling import active, pod_requests
+    from kruise_local.scheduling import active, pod_requests
 
     out: dict[str, int] = defaultdict(int)
     for pod in pods:
@@ -658,7 +658,7 @@ def run_scenario(
     workload: tuple[str, str, float] = WORKLOADS["distinct"],
     chain_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+    from kruise_local import ClusterConfig, LocalCluster
 
     procs = workers.ensure(copies)
     label = workload_label(*workload)

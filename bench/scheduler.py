@@ -83,8 +83,7 @@ def main() -> int:
     )
     sys.path.insert(0, str(REPO / "tests" / "airflow"))
     from conftest import AirflowStack  # the scheduler test harness's start-up code
-
-    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+    from kruise_local import ClusterConfig, LocalCluster
 
     work = Path(tempfile.mkdtemp(prefix="bench-scheduler-"))
     (work / "dags").mkdir()

@@ -50,7 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", choices=["fast", "realistic"], default="fast")
     args = parser.parse_args()
-    from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+    from kruise_local import ClusterConfig, LocalCluster
 
     work = Path(tempfile.mkdtemp(prefix="kruise-chain-example-"))
     prepare_airflow_home(work / "airflow")

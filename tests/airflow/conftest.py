@@ -30,9 +30,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from kruise_local import ClusterConfig, LocalCluster
+from kruise_local import resources as R
 
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
-from airflow_kruise_chain.local import resources as R
 from tests.helpers import start_airflow, stop_airflow
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import signal
 from pathlib import Path
 
 import pytest
+from kruise_local import resources as R
 
 from airflow_kruise_chain.core.manifest import pod_name_for
-from airflow_kruise_chain.local import resources as R
 from tests.airflow.conftest import AirflowStack
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+from kruise_local import ClusterConfig, LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

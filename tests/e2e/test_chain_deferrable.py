@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
+from kruise_local import resources as R
 
-from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_end_dates, task_states
 

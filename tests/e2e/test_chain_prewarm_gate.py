@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from kruise_local import resources as R
+from kruise_local.imageref import normalize
 
-from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.imageref import normalize
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, task_states
 

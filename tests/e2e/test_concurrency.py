@@ -10,11 +10,11 @@ import time
 from typing import Any
 
 import pytest
+from kruise_local import resources as R
+from kruise_local.testing import wait_for
 
-from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.operators.chain import ChainSetupOperator, KruiseChainOperator
 from tests.e2e.inline import FAST_POD, in_thread, start_markers
-from tests.helpers import wait_for
 from tests.provider.support import make_context
 
 pytestmark = pytest.mark.slow

@@ -6,10 +6,10 @@ import re
 from datetime import datetime
 
 import pytest
+from kruise_local import resources as R
+from kruise_local.crdschema import validate_against_crd
+from kruise_local.imageref import normalize
 
-from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.crdschema import validate_against_crd
-from airflow_kruise_chain.local.imageref import normalize
 from tests.conftest import CRDS
 from tests.e2e.conftest import ROOT, load_dag, xcoms
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kruise_local import LocalCluster
+from kruise_local import resources as R
+from kruise_local.errors import ApiError
 
 from airflow_kruise_chain.core.constants import SCRATCH_VOLUME
 from airflow_kruise_chain.core.wire import slot_annotation
-from airflow_kruise_chain.local import LocalCluster
-from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.errors import ApiError
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pendulum
 import pytest
+from kruise_local import resources as R
 
 from airflow_kruise_chain.core import ChainConfigError
-from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_states
 

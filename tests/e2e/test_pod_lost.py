@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kruise_local import resources as R
+from kruise_local.testing import wait_for
 
 from airflow_kruise_chain.core import PodLostError, build_chain_pod, chain_labels, pod_name_for
-from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
-from tests.helpers import wait_for
 from tests.provider.support import make_context
 
 pytestmark = pytest.mark.slow

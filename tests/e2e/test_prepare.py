@@ -10,11 +10,11 @@ from typing import Any
 
 import pendulum
 import pytest
+from kruise_local import resources as R
+from kruise_local.validation import memory_bytes
 
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.resources import PARKED_REQUESTS
-from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.validation import memory_bytes
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pendulum
 import pytest
+from kruise_local import resources as R
+from kruise_local.testing import wait_for
 
-from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import ROOT, xcoms
 from tests.e2e.inline import FAST_POD, serialize_to_db, start_markers, task_states
-from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 

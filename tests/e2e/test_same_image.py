@@ -12,9 +12,9 @@ from typing import Any
 import pendulum
 import pytest
 from inotify_simple import INotify, flags
+from kruise_local import resources as R
 
 from airflow_kruise_chain.core.constants import RUNNER_VOLUME
-from airflow_kruise_chain.local import resources as R
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, pod_events, run_inline, start_markers
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.validation import memory_bytes
 from kubernetes import client, config, watch
 
 from airflow_kruise_chain.core.constants import CHAIN_LABEL
 from airflow_kruise_chain.core.resources import PARKED_REQUESTS
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
-from airflow_kruise_chain.local.validation import memory_bytes
 from tests.e2e.inline import FAST_POD, Failures, run_inline, task_states
 
 START = __import__("pendulum").datetime(2026, 1, 1, tz="UTC")

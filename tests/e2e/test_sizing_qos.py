@@ -14,6 +14,9 @@ import time
 from typing import Any
 
 import pytest
+from kruise_local import resources as R
+from kruise_local.testing import wait_for
+from kruise_local.validation import pod_qos_class
 from kubernetes import client, config, watch
 
 from airflow_kruise_chain.core.constants import CHAIN_LABEL
@@ -21,11 +24,8 @@ from airflow_kruise_chain.core.errors import ChainError
 from airflow_kruise_chain.core.resources import SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.sizing import SlotSizer
 from airflow_kruise_chain.hooks.kruise import KruiseHook
-from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.validation import pod_qos_class
 from airflow_kruise_chain.operators.chain import ChainSetupOperator, KruiseChainOperator
 from tests.e2e.inline import FAST_POD, in_thread, start_markers
-from tests.helpers import wait_for
 from tests.provider.support import make_context
 
 pytestmark = pytest.mark.slow

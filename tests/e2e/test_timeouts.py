@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kruise_local import ClusterConfig, LocalCluster
+from kruise_local import resources as R
 
 from airflow_kruise_chain.core.wire import DEFAULT_RUNNER_IMAGE
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
-from airflow_kruise_chain.local import resources as R
 from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
 
 pytestmark = pytest.mark.slow

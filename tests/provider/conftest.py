@@ -10,8 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+from kruise_local import ClusterConfig, LocalCluster
 
 
 @pytest.fixture

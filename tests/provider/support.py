@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from airflow_kruise_chain.local import LocalCluster
+from kruise_local import LocalCluster
 
 FAST_POD = {"pod_template": {"spec": {"terminationGracePeriodSeconds": 2}}}
 """A short grace period for test chain pods (see tests/e2e/inline.py: the local cluster sometimes fails to

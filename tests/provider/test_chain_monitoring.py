@@ -8,12 +8,12 @@ import time
 from typing import Any
 
 import pytest
+from kruise_local import LocalCluster
 
 from airflow_kruise_chain.core import ChainError
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
 from airflow_kruise_chain.core.metrics import max_reads, sample_time
 from airflow_kruise_chain.hooks.kruise import KruiseHook
-from airflow_kruise_chain.local import LocalCluster
 from tests.provider.test_sensor_trigger import NS, chain_run  # noqa: F401  (the fixture)
 
 

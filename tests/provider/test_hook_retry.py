@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import structlog
 from aiohttp import web
+from kruise_local import LocalCluster
+from kruise_local import resources as R
+from kruise_local.errors import ApiError
+from kruise_local.testing import wait_for
 from kubernetes.client import ApiException
 
 from airflow_kruise_chain.core.errors import ConflictError
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseApiError, KruiseHook, RetryPolicy
 from airflow_kruise_chain.hooks.retry import WatchResume
-from airflow_kruise_chain.local import LocalCluster
-from airflow_kruise_chain.local import resources as R
-from airflow_kruise_chain.local.errors import ApiError
-from tests.helpers import wait_for
 from tests.provider.faultproxy import FaultyProxy, Rule, faulty_proxy
 
 QUICK = RetryPolicy(attempts=4, initial=0.01, maximum=0.05)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import structlog
 from airflow.sdk.exceptions import TaskDeferred
+from kruise_local import resources as R
 
 from airflow_kruise_chain.core import ChainError
-from airflow_kruise_chain.local import resources as R
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     ChainSetupOperator,

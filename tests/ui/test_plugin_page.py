@@ -21,8 +21,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from kruise_local.testing import wait_for
 
-from tests.helpers import start_airflow, stop_airflow, wait_for
+from tests.helpers import start_airflow, stop_airflow
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -44,7 +45,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from run_example import HERE, load_dag, prepare_airflow_home, use_cluster
-from airflow_kruise_chain.local import ClusterConfig, LocalCluster
+from kruise_local import ClusterConfig, LocalCluster
 
 work = Path(sys.argv[1])
 prepare_airflow_home(work / "airflow")

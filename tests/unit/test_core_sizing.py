@@ -290,7 +290,7 @@ class _RefusingKubeletApi(_ParkApi):
         self.usage = usage
 
     def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
-        from airflow_kruise_chain.local.validation import memory_bytes
+        from kruise_local.validation import memory_bytes
 
         super().resize_pod(name, namespace, body | {"metadata": dict(self.pod["metadata"])})
         conditions = []

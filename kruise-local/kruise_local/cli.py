@@ -1,0 +1,218 @@
+"""`kruise-local up|down|status|serve`: run the local cluster in the background or in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+DEFAULT_STATE = Path(os.environ.get("KRUISE_LOCAL_HOME", Path.cwd() / ".kruise-local"))
+
+
+def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", choices=["fast", "realistic"], default="fast", help="modeled latencies")
+    p.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+    p.add_argument("--catalogue", help="image catalogue YAML (default: the one shipped with the package)")
+    p.add_argument(
+        "--permissive-images",
+        action="store_true",
+        help="run any image reference missing from the catalogue as a generic image with the host's tools",
+    )
+    p.add_argument(
+        "--port", type=int, default=0, help="API server port on 127.0.0.1 (default: any free port)"
+    )
+    p.add_argument(
+        "--no-image-pull-job-gate",
+        action="store_true",
+        help="run with OpenKruise's ImagePullJobGate off, as OpenKruise installs by default",
+    )
+    p.add_argument("--sandbox", choices=["auto", "bwrap", "unshare", "none"], default="auto")
+    p.add_argument(
+        "--max-container-restart-period",
+        type=_restart_period,
+        default=300.0,
+        metavar="SECONDS",
+        help="the nodes' kubelet setting crashLoopBackOff.maxContainerRestartPeriod: the crash-loop "
+        "back-off's maximum, 1-300 s (default 300)",
+    )
+
+
+def _restart_period(text: str) -> float:
+    from .backoff import check_max_container_restart_period
+
+    try:
+        return check_max_container_restart_period(float(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _state_file(home: Path) -> Path:
+    return home / "state.json"
+
+
+def _read_state(home: Path) -> dict | None:
+    try:
+        return json.loads(_state_file(home).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(state: dict) -> bool:
+    try:
+        with urllib.request.urlopen(state["url"] + "/readyz", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the cluster in the foreground until SIGTERM/SIGINT."""
+    from .cluster import ClusterConfig, LocalCluster
+
+    home = Path(args.home)
+    home.mkdir(parents=True, exist_ok=True)
+    cluster = LocalCluster(
+        ClusterConfig(
+            profile=args.profile,
+            nodes=args.nodes,
+            catalogue=args.catalogue,
+            port=args.port,
+            sandbox=args.sandbox,
+            image_pull_job_gate=not args.no_image_pull_job_gate,
+            root=str(home / "data"),
+            max_container_restart_period=args.max_container_restart_period,
+            permissive_images=args.permissive_images,
+        )
+    )
+    cluster.start()
+    kubeconfig = cluster.write_kubeconfig(home / "kubeconfig")
+    _state_file(home).write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "url": cluster.url,
+                "kubeconfig": str(kubeconfig),
+                "profile": args.profile,
+                "nodes": args.nodes,
+            }
+        )
+    )
+    print(
+        f"kruise-local serving {cluster.url} (profile {args.profile}, {args.nodes} node(s)); "
+        f"KUBECONFIG={kubeconfig}",
+        flush=True,
+    )
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done.wait()
+    cluster.stop()
+    _state_file(home).unlink(missing_ok=True)
+    return 0
+
+
+def up(args: argparse.Namespace) -> int:
+    """Start the cluster in the background and print the kubeconfig path."""
+    home = Path(args.home)
+    state = _read_state(home)
+    if state and _alive(state):
+        print(f"already running at {state['url']}; KUBECONFIG={state['kubeconfig']}")
+        return 0
+    home.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "kruise_local",
+        "--home",
+        str(home),
+        "serve",
+        "--profile",
+        args.profile,
+        "--nodes",
+        str(args.nodes),
+        "--port",
+        str(args.port),
+        "--sandbox",
+        args.sandbox,
+        "--max-container-restart-period",
+        str(args.max_container_restart_period),
+    ]
+    if args.catalogue:
+        cmd += ["--catalogue", args.catalogue]
+    if args.no_image_pull_job_gate:
+        cmd.append("--no-image-pull-job-gate")
+    if args.permissive_images:
+        cmd.append("--permissive-images")
+    _state_file(home).unlink(missing_ok=True)
+    log = open(home / "server.log", "ab")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = _read_state(home)
+        if state and _alive(state):
+            print(f"kruise-local up at {state['url']}\nexport KUBECONFIG={state['kubeconfig']}")
+            return 0
+        if proc.poll() is not None:
+            print(f"kruise-local failed to start; see {home / 'server.log'}", file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    print(f"kruise-local did not answer within 60 s; see {home / 'server.log'}", file=sys.stderr)
+    return 1
+
+
+def down(args: argparse.Namespace) -> int:
+    """Stop a cluster started with `up`."""
+    home = Path(args.home)
+    state = _read_state(home)
+    if not state:
+        print("kruise-local is not running")
+        return 0
+    try:
+        os.kill(state["pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    for _ in range(100):
+        if not _state_file(home).exists():
+            break
+        time.sleep(0.1)
+    _state_file(home).unlink(missing_ok=True)
+    print("kruise-local stopped")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    """Say whether the cluster runs, where, and with what."""
+    state = _read_state(Path(args.home))
+    if not state or not _alive(state):
+        print("kruise-local is not running")
+        return 1
+    print(
+        f"kruise-local running at {state['url']} (pid {state['pid']}, profile {state['profile']}, "
+        f"{state['nodes']} node(s)); KUBECONFIG={state['kubeconfig']}"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kruise-local", description=__doc__)
+    parser.add_argument("--home", default=str(DEFAULT_STATE), help="state folder (default ./.kruise-local)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, fn in (("up", up), ("serve", serve)):
+        p = sub.add_parser(name, help=fn.__doc__)
+        _add_cluster_args(p)
+        p.set_defaults(fn=fn)
+    for name, fn in (("down", down), ("status", status)):
+        sub.add_parser(name, help=fn.__doc__).set_defaults(fn=fn)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

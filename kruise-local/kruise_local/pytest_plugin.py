@@ -1,0 +1,58 @@
+"""pytest fixtures for tests against a local cluster: one cluster per test session, reached through the
+official `kubernetes` client (`cluster`, `kubeconfig`, `api_client`, `core`, `custom`, and `namespace`, a
+fresh namespace per test). Load it with `-p kruise_local.pytest_plugin` (or `pytest_plugins` in a top-
+level conftest)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kruise_local import ClusterConfig, LocalCluster
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path_factory.mktemp("cluster"))))
+    c.start()
+    c.kubelet.volume_retry = 0.2
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cluster.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig: Path) -> Any:
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+@pytest.fixture
+def core(api_client: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def custom(api_client: Any) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def namespace(core: Any) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)

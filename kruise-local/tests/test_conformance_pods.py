@@ -1,0 +1,556 @@
+"""Conformance of the local cluster's pods and kubelet with the Kubernetes facts in DESIGN.md,
+driven only through the real `kubernetes` client."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kruise_local.testing import container, log_of, pod_body, read_log, running, status_of, wait_for
+from kubernetes.client import ApiException
+
+
+def test_discovery_lists_core_and_kruise(api_client, core):
+    from kubernetes import client
+
+    version = client.VersionApi(api_client).get_code()
+    assert version.major == "1"
+    resources = {r.name for r in core.get_api_resources().resources}
+    assert {"pods", "pods/log", "pods/status", "pods/resize", "configmaps", "events", "nodes"} <= resources
+    groups = {
+        g.name: [v.version for v in g.versions] for g in client.ApisApi(api_client).get_api_versions().groups
+    }
+    assert set(groups["apps.kruise.io"]) == {"v1alpha1", "v1beta1"}
+    assert "metrics.k8s.io" in groups
+
+
+def test_patching_a_container_command_is_refused_with_422(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod(
+            "p", namespace, {"spec": {"containers": [{"name": "c", "command": ["true"]}]}}
+        )
+    assert err.value.status == 422
+    body = json.loads(err.value.body)
+    assert body["reason"] == "Invalid"
+    assert "pod updates may not change fields other than" in body["message"]
+
+
+def test_adding_a_container_is_refused(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod("p", namespace, {"spec": {"containers": [container("d", "sleep 1")]}})
+    assert err.value.status == 422
+
+
+def test_image_patch_restarts_a_running_container(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "echo run-$HOSTNAME; sleep 30")))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="container running")
+    assert first.restart_count == 0
+    core.patch_namespaced_pod(
+        "p", namespace, {"spec": {"containers": [{"name": "c", "image": "alpine:3.20"}]}}
+    )
+    second = wait_for(
+        lambda: (cs := running(core, namespace, "p", "c")) and cs.container_id != first.container_id and cs,
+        what="restart after image patch",
+    )
+    assert second.restart_count == 1
+    assert second.image.endswith("alpine:3.20")
+    assert second.last_state.terminated is not None
+    assert second.last_state.terminated.container_id == first.container_id
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p")
+    assert any(e.reason == "Killing" and "definition changed" in e.message for e in events.items)
+
+
+def test_kubelet_restarts_at_once_after_its_own_kill(cluster, core, namespace, monkeypatch):
+    """The exit-detection (PLEG relist) delay models noticing an exit the kubelet did not cause; when it
+    kills a container for a spec change itself, it starts the new one in the same sync."""
+    from kruise_local.profiles import Profile
+
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="container running")
+    monkeypatch.setattr(cluster.kubelet, "profile", Profile("slow-relist", exit_detection=60.0))
+    core.patch_namespaced_pod(
+        "p", namespace, {"spec": {"containers": [{"name": "c", "image": "alpine:3.20"}]}}
+    )
+    wait_for(
+        lambda: (cs := running(core, namespace, "p", "c")) and cs.container_id != first.container_id,
+        timeout=30,
+        what="restart well before the 60 s relist delay",
+    )
+
+
+def test_same_image_by_digest_restarts_without_a_pull(core, namespace):
+    """`repo:tag` and `repo:tag@sha256:D` name the same image: patching one to the other changes the spec
+    (kill and restart, no crash-loop back-off) but needs no pull, since the runtime resolves the digest."""
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30", image="busybox:1.36")))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="container running")
+    digest = first.image_id.split("@", 1)[1]
+    assert digest.startswith("sha256:")
+    ids = [first.container_id]
+    for image in (f"busybox:1.36@{digest}", "busybox:1.36", f"busybox:1.36@{digest}"):
+        core.patch_namespaced_pod("p", namespace, {"spec": {"containers": [{"name": "c", "image": image}]}})
+        cs = wait_for(
+            lambda: (cs := running(core, namespace, "p", "c")) and cs.container_id not in ids and cs,
+            timeout=8,  # a crash-loop back-off would take 10 s or more
+            what=f"restart with {image}",
+        )
+        ids.append(cs.container_id)
+        assert cs.image_id == first.image_id
+    assert cs.restart_count == 3
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p")
+    messages = [e.message for e in events.items]
+    assert not any(m.startswith('Pulling image "busybox:1.36@') for m in messages), messages
+    assert f'Container image "busybox:1.36@{digest}" already present on machine' in messages
+
+
+def test_unknown_digest_is_not_pulled(core, namespace):
+    bad = "busybox:1.36@sha256:" + "0" * 64
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30", image=bad)))
+    wait_for(
+        lambda: (
+            (cs := status_of(core, namespace, "p", "c"))
+            and (w := cs.state.waiting)
+            and w.reason in ("ErrImagePull", "ImagePullBackOff")
+        ),
+        what="ErrImagePull for a digest the tag does not have",
+    )
+
+
+def test_exited_container_under_never_is_not_restarted_on_image_change(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "exit 0"), restart="Never"))
+    wait_for(lambda: core.read_namespaced_pod("p", namespace).status.phase == "Succeeded", what="Succeeded")
+    core.patch_namespaced_pod(
+        "p", namespace, {"spec": {"containers": [{"name": "c", "image": "alpine:3.20"}]}}
+    )
+    time.sleep(1.0)
+    pod = core.read_namespaced_pod("p", namespace)
+    cs = pod.status.container_statuses[0]
+    assert pod.status.phase == "Succeeded"
+    assert cs.restart_count == 0
+    assert cs.state.terminated is not None and cs.state.terminated.exit_code == 0
+
+
+def test_on_failure_restarts_only_non_zero_exits(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("ok", container("c", "exit 0"), restart="OnFailure"))
+    core.create_namespaced_pod(namespace, pod_body("bad", container("c", "exit 3"), restart="OnFailure"))
+    wait_for(
+        lambda: core.read_namespaced_pod("ok", namespace).status.phase == "Succeeded", what="ok Succeeded"
+    )
+    wait_for(
+        lambda: (
+            (status_of(core, namespace, "bad", "c") or None)
+            and status_of(core, namespace, "bad", "c").restart_count >= 1
+        ),
+        what="bad restarted",
+    )
+    assert status_of(core, namespace, "ok", "c").restart_count == 0
+
+
+def test_always_restarts_then_crash_loop_backoff(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "exit 1")))
+    cs = wait_for(
+        lambda: (
+            (s := status_of(core, namespace, "p", "c"))
+            and s.state.waiting is not None
+            and s.state.waiting.reason == "CrashLoopBackOff"
+            and s
+        ),
+        what="CrashLoopBackOff",
+    )
+    assert cs.restart_count == 1  # first restart at once, the next one backs off 10 s
+    assert cs.last_state.terminated.exit_code == 1
+    assert "back-off 10s" in cs.state.waiting.message
+
+
+def test_downward_api_env_is_resolved_when_the_container_starts(core, namespace, custom):
+    key = "example.com/stage"
+    spec = container(
+        "c",
+        'echo "stage=$STAGE"; sleep 30',
+        env=[{"name": "STAGE", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}}],
+    )
+    body = pod_body("p", spec)
+    body["metadata"]["annotations"] = {key: "one"}
+    core.create_namespaced_pod(namespace, body)
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    wait_for(lambda: "stage=one" in log_of(core, namespace, "p", "c"), what="log one")
+    # same image, only annotations changed: the spec hash is unchanged, nothing restarts
+    core.patch_namespaced_pod("p", namespace, {"metadata": {"annotations": {key: "two"}}})
+    time.sleep(0.5)
+    assert running(core, namespace, "p", "c").container_id == first.container_id
+    # a CRR restarts it; the new instance resolves the annotation afresh
+    custom.create_namespaced_custom_object(
+        "apps.kruise.io",
+        "v1alpha1",
+        namespace,
+        "containerrecreaterequests",
+        {
+            "apiVersion": "apps.kruise.io/v1alpha1",
+            "kind": "ContainerRecreateRequest",
+            "metadata": {"name": "rerun"},
+            "spec": {
+                "podName": "p",
+                "containers": [{"name": "c"}],
+                "strategy": {"failurePolicy": "Fail"},
+                "activeDeadlineSeconds": 30,
+                "ttlSecondsAfterFinished": 60,
+            },
+        },
+    )
+    crr = wait_for(
+        lambda: (
+            (
+                o := custom.get_namespaced_custom_object(
+                    "apps.kruise.io", "v1alpha1", namespace, "containerrecreaterequests", "rerun"
+                )
+            )
+            .get("status", {})
+            .get("phase")
+            == "Completed"
+            and o
+        ),
+        what="CRR completed",
+    )
+    assert crr["status"]["containerRecreateStates"][0]["phase"] == "Succeeded"
+    second = running(core, namespace, "p", "c")
+    assert second.container_id != first.container_id and second.restart_count == 1
+    wait_for(lambda: "stage=two" in log_of(core, namespace, "p", "c"), what="log two")
+
+
+_DOWNWARD_READER = """
+import os, time
+path = "/podinfo/stage"
+print("link", os.readlink(path), flush=True)
+last = None
+while True:
+    value = open(path).read()
+    if value != last:
+        print("seen", len(value), "".join(sorted(set(value))), flush=True)
+        last = value
+    time.sleep(0.001)
+"""
+
+
+def test_downward_api_volume_files_follow_annotation_patches_atomically(core, namespace):
+    """A pod update that changes a projected annotation rewrites the downwardAPI volume file while the
+    container runs (no restart); the file is a symlink through `..data` that is swapped atomically, so a
+    reader polling it sees each value whole, never a partial file."""
+    key = "example.com/stage"
+    size = 3000
+    spec = {
+        "name": "c",
+        "image": "python:3.11-slim",
+        "command": ["python", "-c", _DOWNWARD_READER],
+        "volumeMounts": [{"name": "podinfo", "mountPath": "/podinfo"}],
+    }
+    volume = {
+        "name": "podinfo",
+        "downwardAPI": {
+            "items": [{"path": "stage", "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}]
+        },
+    }
+    body = pod_body("p", spec, volumes=[volume])
+    body["metadata"]["annotations"] = {key: "a" * size}
+    core.create_namespaced_pod(namespace, body)
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    wait_for(lambda: f"seen {size} a" in log_of(core, namespace, "p", "c"), what="first value")
+    for value in ("b" * size, "c" * size, "d" * size):
+        core.patch_namespaced_pod("p", namespace, {"metadata": {"annotations": {key: value}}})
+        wait_for(
+            lambda v=value: f"seen {size} {v[0]}" in log_of(core, namespace, "p", "c"),
+            what=f"{value[0]} seen",
+        )
+    lines = log_of(core, namespace, "p", "c").splitlines()
+    assert lines[0] == "link ..data/stage"
+    assert lines[1:] == [f"seen {size} {c}" for c in "abcd"]  # each value whole, in order, nothing partial
+    cs = running(core, namespace, "p", "c")
+    assert cs.container_id == first.container_id and cs.restart_count == 0
+
+
+def test_termination_message_and_reason(core, namespace):
+    spec = container("c", "echo done-42 > /dev/termination-log; exit 4")
+    core.create_namespaced_pod(namespace, pod_body("p", spec, restart="Never"))
+    wait_for(lambda: core.read_namespaced_pod("p", namespace).status.phase == "Failed", what="Failed")
+    t = status_of(core, namespace, "p", "c").state.terminated
+    assert (t.exit_code, t.reason, t.message.strip()) == (4, "Error", "done-42")
+
+
+def test_readiness_probe_sets_ready(core, namespace):
+    probe = {"exec": {"command": ["/bin/sh", "-c", "test -f /tmp/ready"]}, "periodSeconds": 1}
+    core.create_namespaced_pod(
+        namespace, pod_body("p", container("c", "sleep 1; touch /tmp/ready; sleep 30", readinessProbe=probe))
+    )
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    assert status_of(core, namespace, "p", "c").ready is False
+    wait_for(lambda: status_of(core, namespace, "p", "c").ready, what="ready")
+    conds = {c.type: c.status for c in core.read_namespaced_pod("p", namespace).status.conditions}
+    assert conds["Ready"] == "True" and conds["PodScheduled"] == "True"
+
+
+def test_missing_image_goes_err_image_pull_then_backoff(core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "true", image="nope/missing:1")))
+    reasons = set()
+
+    def seen() -> bool:
+        cs = status_of(core, namespace, "p", "c")
+        if cs is not None and cs.state.waiting is not None:
+            reasons.add(cs.state.waiting.reason)
+        return {"ErrImagePull", "ImagePullBackOff"} <= reasons
+
+    wait_for(seen, what="ErrImagePull then ImagePullBackOff")
+    events = core.list_namespaced_event(namespace).items
+    assert {"Pulling", "Failed", "BackOff"} <= {e.reason for e in events}
+    hint = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
+    assert any(e.reason == "Failed" and hint in e.message for e in events)
+
+
+def test_if_not_present_skips_a_pull_the_node_already_has(core, namespace):
+    spec = container("c", "sleep 30", image="debian:bookworm-slim", imagePullPolicy="IfNotPresent")
+    core.create_namespaced_pod(namespace, pod_body("a", spec))
+    wait_for(lambda: running(core, namespace, "a", "c"), what="a running")
+    core.create_namespaced_pod(namespace, pod_body("b", spec))
+    wait_for(lambda: running(core, namespace, "b", "c"), what="b running")
+    msgs = [
+        e.message for e in core.list_namespaced_event(namespace, field_selector="involvedObject.name=b").items
+    ]
+    assert any("already present on machine" in m for m in msgs)
+    assert not any(m.startswith("Pulling") for m in msgs)
+
+
+def test_graceful_deletion_sends_sigterm_then_removes(core, namespace, tmp_path):
+    script = "trap 'sleep 0.5; echo got-term > /host/term; exit 0' TERM; while :; do sleep 0.1; done"
+    spec = container("c", script, volumeMounts=[{"name": "h", "mountPath": "/host"}])
+    core.create_namespaced_pod(
+        namespace, pod_body("p", spec, volumes=[{"name": "h", "hostPath": {"path": str(tmp_path)}}])
+    )
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    core.delete_namespaced_pod("p", namespace)
+    # the pod stays, marked for deletion, until the kubelet has stopped its containers
+    assert core.read_namespaced_pod("p", namespace).metadata.deletion_timestamp is not None
+    wait_for(lambda: (tmp_path / "term").exists(), what="SIGTERM seen by the container")
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod("p", namespace)
+        except ApiException as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, what="pod removed")
+
+
+def test_logs_container_previous_tail_timestamps(core, namespace):
+    script = "for i in 1 2 3 4 5; do echo line-$i; done; sleep 30"
+    core.create_namespaced_pod(namespace, pod_body("p", container("a", script), container("b", "sleep 30")))
+    wait_for(lambda: "line-5" in log_of(core, namespace, "p", "a"), what="logs")
+    with pytest.raises(ApiException) as err:
+        read_log(core, namespace, "p", None)
+    assert (
+        err.value.status == 400
+        and "a container name must be specified" in json.loads(err.value.body)["message"]
+    )
+    assert read_log(core, namespace, "p", "a", tail_lines=2) == "line-4\nline-5\n"
+    stamped = read_log(core, namespace, "p", "a", timestamps=True).splitlines()
+    assert stamped[0].split(" ", 1)[1] == "line-1" and stamped[0].split(" ", 1)[0].endswith("Z")
+    with pytest.raises(ApiException) as err:
+        read_log(core, namespace, "p", "a", previous=True)
+    assert err.value.status == 400
+    core.patch_namespaced_pod(
+        "p", namespace, {"spec": {"containers": [{"name": "a", "image": "alpine:3.20"}]}}
+    )
+    wait_for(lambda: status_of(core, namespace, "p", "a").restart_count == 1, what="restart")
+    assert "line-5" in read_log(core, namespace, "p", "a", previous=True)
+
+
+def test_log_follow_streams_until_the_container_exits(core, namespace):
+    core.create_namespaced_pod(
+        namespace,
+        pod_body("p", container("c", "for i in 1 2 3; do echo tick-$i; sleep 0.2; done"), restart="Never"),
+    )
+    wait_for(
+        lambda: status_of(core, namespace, "p", "c") and status_of(core, namespace, "p", "c").container_id,
+        what="started",
+    )
+    resp = core.read_namespaced_pod_log("p", namespace, container="c", follow=True, _preload_content=False)
+    text = b"".join(resp.stream()).decode()
+    assert text == "tick-1\ntick-2\ntick-3\n"
+
+
+def test_log_follow_waits_for_writes_not_on_a_timer(core, namespace, monkeypatch):
+    """The kubelet follows a log on inotify (cri-client logs.go `ReadLogs`, `waitLogs`): it reads again on an
+    event in the log's directory, or after `logForceCheckPeriod` (1 s) without one. A line written after 3
+    quiet seconds reaches the follow, the follow ends once the container has exited, and in between the
+    follow read the file about once a second, not on a short timer."""
+    from kruise_local import crilog
+
+    core.create_namespaced_pod(
+        namespace, pod_body("p", container("c", "echo first; sleep 3; echo last"), restart="Never")
+    )
+    wait_for(lambda: "first" in log_of(core, namespace, "p", "c"), what="first line")
+    uid = core.read_namespaced_pod("p", namespace).metadata.uid
+    empty_reads: list[str] = []
+    read_more = crilog._read_more
+
+    def counted(f):
+        data = read_more(f)
+        if not data and uid in f.name:
+            empty_reads.append(f.name)
+        return data
+
+    monkeypatch.setattr(crilog, "_read_more", counted)
+    resp = core.read_namespaced_pod_log("p", namespace, container="c", follow=True, _preload_content=False)
+    assert b"".join(resp.stream()).decode() == "first\nlast\n"
+    # about 3 s quiet and up to 1 s after the last line: one read per second, plus one around each event and
+    # the end (a 50 ms poll made about 80); a loaded machine only makes fewer
+    assert 1 <= len(empty_reads) <= 12, empty_reads
+
+
+def test_pod_metrics_report_real_memory(api_client, core, namespace):
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    from kubernetes import client
+
+    m = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", namespace, "pods", "p"
+    )
+    mem = m["containers"][0]["usage"]["memory"]
+    assert mem.endswith("Ki") and 100 < int(mem[:-2]) < 200_000
+
+
+# Holds 48 MiB, then posix_spawn()s a child whose file action (opening a FIFO nobody writes) blocks it before
+# its exec: glibc's posix_spawn (and its system(), which awk's system() calls) clones with CLONE_VM and
+# CLONE_VFORK, so until then the child shares the parent's address space. The shell says "spawned" once the
+# child is there.
+_VFORK_HOLD = """
+import os
+hold = bytearray(48 << 20)
+for i in range(0, len(hold), 4096):
+    hold[i] = 1
+os.mkfifo("/tmp/never-written")
+os.posix_spawn("/bin/true", ["true"], dict(os.environ),
+               file_actions=[(os.POSIX_SPAWN_OPEN, 3, "/tmp/never-written", os.O_RDONLY, 0)])
+"""
+
+
+def test_pod_metrics_count_an_address_space_shared_by_a_vfork_child_once(api_client, core, namespace):
+    """metrics-server serves the kubelet's container_memory_working_set_bytes (cgroup usage minus
+    inactive_file): pages are charged to the cgroup once, so a vfork child that shares its parent's memory
+    until its exec adds none, however long it takes to exec."""
+    from kubernetes import client
+
+    script = (
+        f"python3 -c '{_VFORK_HOLD}' & pid=$!; "
+        'until [ -n "$(cat /proc/$pid/task/$pid/children)" ]; do sleep 0.05; done; echo spawned; sleep 60'
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", script, image="python:3.11-slim")))
+    wait_for(lambda: "spawned" in log_of(core, namespace, "p", "c"), timeout=60, what="vfork child")
+    m = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", namespace, "pods", "p"
+    )
+    mem = m["containers"][0]["usage"]["memory"]
+    assert mem.endswith("Ki")
+    used = int(mem[:-2]) * 1024
+    assert 48 << 20 < used < 72 << 20, f"{used / 2**20:.1f} MiB: the shared 48 MiB counted twice?"
+
+
+def test_pod_metrics_list_omits_pods_without_a_running_sandbox(api_client, core, namespace):
+    """metrics-server lists what it has samples for: an unschedulable pod is left out, not a 404 for all."""
+    from kubernetes import client
+
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    core.create_namespaced_pod(
+        namespace, pod_body("stuck", container("c", "sleep 30"), nodeSelector={"no-such": "node"})
+    )
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    listed = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", namespace, "pods"
+    )
+    assert [m["metadata"]["name"] for m in listed["items"]] == ["p"]
+    with pytest.raises(ApiException) as e:
+        client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            "metrics.k8s.io", "v1beta1", namespace, "pods", "stuck"
+        )
+    assert e.value.status == 404
+
+
+def test_resize_subresource_changes_only_resources(core, namespace, api_client):
+    spec = container(
+        "c", "sleep 30", resources={"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}}
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    patch = {
+        "spec": {
+            "containers": [
+                {"name": "c", "resources": {"limits": {"memory": "128Mi"}, "requests": {"memory": "128Mi"}}}
+            ]
+        }
+    }
+    core.patch_namespaced_pod_resize("p", namespace, patch)
+    pod = core.read_namespaced_pod("p", namespace)
+    assert pod.spec.containers[0].resources.limits["memory"] == "128Mi"
+    bigger = {
+        "spec": {
+            "containers": [
+                {"name": "c", "resources": {"limits": {"memory": "256Mi"}, "requests": {"memory": "256Mi"}}}
+            ]
+        }
+    }
+    with pytest.raises(ApiException) as err:  # the main resource still refuses resource changes
+        core.patch_namespaced_pod("p", namespace, bigger)
+    assert err.value.status == 422
+
+
+def _resize_memory(core, namespace, name, cname, memory):
+    patch = {
+        "spec": {
+            "containers": [
+                {"name": cname, "resources": {"limits": {"memory": memory}, "requests": {"memory": memory}}}
+            ]
+        }
+    }
+    core.patch_namespaced_pod_resize(name, namespace, patch)
+
+
+def test_resize_not_required_is_applied_in_place_without_a_restart(core, namespace):
+    """KEP-1287: a memory resize under resizePolicy NotRequired (the default) changes the running container's
+    limits in place: same container, restartCount unchanged, status resources and allocatedResources
+    updated."""
+    spec = container(
+        "c", "sleep 60", resources={"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}}
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    assert first.resources.limits["memory"] == "64Mi"
+    _resize_memory(core, namespace, "p", "c", "128Mi")
+    cs = wait_for(
+        lambda: (s := running(core, namespace, "p", "c")) and s.resources.limits["memory"] == "128Mi" and s,
+        what="resources applied",
+    )
+    assert cs.container_id == first.container_id
+    assert cs.restart_count == 0
+    assert cs.allocated_resources["memory"] == "128Mi"
+    time.sleep(0.5)  # a restart, if any, would show by now
+    assert running(core, namespace, "p", "c").container_id == first.container_id
+
+
+def test_resize_restart_container_policy_restarts(core, namespace):
+    spec = container(
+        "c",
+        "sleep 60",
+        resources={"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}},
+        resizePolicy=[{"resourceName": "memory", "restartPolicy": "RestartContainer"}],
+    )
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    _resize_memory(core, namespace, "p", "c", "128Mi")
+    cs = wait_for(
+        lambda: (s := running(core, namespace, "p", "c")) and s.container_id != first.container_id and s,
+        what="restart for the resize",
+    )
+    assert cs.restart_count == 1
+    assert cs.resources.limits["memory"] == "128Mi"
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p")
+    assert any(e.reason == "Killing" and "resize requires restart" in e.message for e in events.items)
