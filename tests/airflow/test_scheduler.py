@@ -15,7 +15,7 @@ import pytest
 from kruise_local import resources as R
 
 from airflow_kruise_chain.core.manifest import pod_name_for
-from tests.airflow.conftest import AirflowStack
+from tests.airflow.stack import AirflowStack
 
 pytestmark = pytest.mark.slow
 
