@@ -13,7 +13,7 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import resources as R
 from .backoff import BACKOFF_MAX, IMAGE_BACKOFF_INITIAL, Backoff, check_max_container_restart_period
@@ -26,10 +26,14 @@ from .imageref import normalize
 from .nodestate import NodeState
 from .pod_workers import PodWorker
 from .profiles import Profile
+from .remotecommand import ExecRefused
 from .resize import ResizeManager
 from .scheduling import capacity_freed
 from .store import Obj, Store, now_iso
 from .tasks import BackgroundTasks
+
+if TYPE_CHECKING:
+    from .runtime import ContainerRuntime, StreamingExec
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +83,7 @@ class Kubelet:
         self.resizes = ResizeManager(self.store, self.profile, self.workers, self.spawn)
 
     @property
-    def runtime(self):
+    def runtime(self) -> ContainerRuntime:
         if self._runtime is None:
             from .runtime import ContainerRuntime
 
@@ -221,6 +225,22 @@ class Kubelet:
             reason = st.waiting_reason if st else "ContainerCreating"
             raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: {reason}')
         return LogSource(st.current)
+
+    async def start_exec(self, pod: Obj, container: str, argv: list[str], tty: bool) -> StreamingExec:
+        """Start an exec in the pod's running `container` (`kubelet_pods.go` `GetExec`, then the CRI's
+        streaming `Exec`), outside the pod's worker: it never waits for a sync. `ExecRefused` when the
+        container has no running instance (`findContainer` lists running containers only)."""
+        worker = self.worker_for(pod)
+        st = (worker.containers.get(container) or worker.init_containers.get(container)) if worker else None
+        inst = st.current if st is not None else None
+        if inst is None or inst.proc is None or not inst.proc.running:
+            raise ExecRefused(f'container not found ("{container}")')
+        if self.profile.exec_start:
+            await asyncio.sleep(self.profile.exec_start)
+        try:
+            return await self.runtime.spawn_exec(inst.proc, argv, tty)
+        except ProcessLookupError:
+            raise ExecRefused(f'container not found ("{container}")') from None
 
     def pod_metrics(self, pod: Obj) -> dict[str, Any] | None:
         """The pod's PodMetrics, or None while it has no running sandbox (metrics-server omits it)."""

@@ -333,6 +333,21 @@ def _paths(served: list[tuple[Resource, str]]) -> dict[str, Any]:
                 for p in ("container", "follow", "previous", "sinceSeconds", "tailLines", "timestamps"):
                     op["parameters"].append({"name": p, "in": "query", "type": "string", "uniqueItems": True})
                 paths[sub_path] = {"get": op, "parameters": path_params + name_param}
+            elif sub == "exec":  # connect GET (WebSocket) and POST (SPDY), as kube-apiserver documents them
+                ops: dict[str, Any] = {"parameters": path_params + name_param}
+                for method in ("get", "post"):
+                    op = _operation(
+                        res, version, "connect", "connect", "", (), one, gvk_kind="PodExecOptions"
+                    )
+                    prefix = _op_prefix(res, version)
+                    op["operationId"] = f"connect{method.title()}{prefix}{scope}{res.kind}Exec"
+                    op["produces"] = ["*/*"]
+                    op["responses"]["200"]["schema"] = {"type": "string"}
+                    for p in ("command", "container", "stderr", "stdin", "stdout", "tty"):
+                        kind = "boolean" if p in ("stderr", "stdin", "stdout", "tty") else "string"
+                        op["parameters"].append({"name": p, "in": "query", "type": kind, "uniqueItems": True})
+                    ops[method] = op
+                paths[sub_path] = ops
             elif sub == "eviction":
                 eviction = "io.k8s.api.policy.v1.Eviction"
                 kp = scope + res.kind + title

@@ -8,7 +8,7 @@ resources exactly as the API server's request-info resolver does, and refusals c
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -131,7 +131,9 @@ class Rbac:
         """Bind a Role's (namespace given) or ClusterRole's rules to `token`, as user `user`."""
         self.bindings.setdefault(token, []).append(Binding(user, list(role.get("rules") or []), namespace))
 
-    def __call__(self, request: web.Request) -> None:
+    def __call__(self, request: web.Request, verb: str | None = None) -> None:
+        """Authenticate and authorize `request`; `verb` checks that verb instead of the one its method
+        resolves to (the pod registry's compound `create` check of a WebSocket upgrade)."""
         header = request.headers.get("Authorization", "")
         token = header[7:] if header.startswith("Bearer ") else ""
         bindings = self.bindings.get(token)
@@ -140,6 +142,8 @@ class Rbac:
         user = bindings[0].user
         USER_INFO.set(user_info(user))
         info = request_info(request.method, request.path, dict(request.query))
+        if verb is not None:
+            info = replace(info, verb=verb)
         if not info.is_resource:
             return  # discovery (/version, /api, /apis, group lists) is open to every authenticated user
         for binding in bindings:

@@ -56,7 +56,7 @@ PODS = Resource(
     True,
     "pod",
     ("po",),
-    ("status", "log", "resize", "eviction"),
+    ("status", "log", "resize", "eviction", "exec"),
     field_selectors=_META | {"spec.nodeName", "status.phase", "spec.restartPolicy", "spec.schedulerName"},
 )
 NAMESPACES = Resource(

@@ -76,10 +76,13 @@ def resource_list(group_version: str, items: list[Resource], hidden: set[str]) -
         for sub in res.subresources:
             if f"{res.plural}/{sub}" in hidden:
                 continue
-            verbs = {"log": ["get"], "eviction": ["create"], "resize": ["get", "patch", "update"]}.get(
-                sub, ["get", "patch", "update"]
-            )
-            kind = {"eviction": "Eviction", "log": "Pod"}.get(sub, res.kind)
+            verbs = {
+                "log": ["get"],
+                "eviction": ["create"],
+                "exec": ["create", "get"],
+                "resize": ["get", "patch", "update"],
+            }.get(sub, ["get", "patch", "update"])
+            kind = {"eviction": "Eviction", "log": "Pod", "exec": "PodExecOptions"}.get(sub, res.kind)
             out.append(
                 {
                     "name": f"{res.plural}/{sub}",

@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .processes import RunningContainer, descendants, exit_status
@@ -181,9 +182,19 @@ _RUNC_PREFIX = (
 )
 
 
-def _check_executable(argv0: str, path_env: str, binds: list[tuple[str, str]], links: dict[str, str]) -> None:
+_RUNC_EXEC_PREFIX = "OCI runtime exec failed: exec failed: unable to start container process: "
+
+
+def _check_executable(
+    argv0: str,
+    path_env: str,
+    binds: list[tuple[str, str]],
+    links: dict[str, str],
+    prefix: str = _RUNC_PREFIX,
+) -> None:
     """Look `argv0` up in the container's filesystem as runc does before it execs it (Go's `exec.LookPath`
-    with the container's PATH); raise `StartError` with runc's message when it cannot be run."""
+    with the container's PATH); raise `StartError` with runc's message (`prefix`: create or exec) when it
+    cannot be run."""
 
     def runnable(path: str) -> bool | None:
         host = _container_path(path, binds, links)
@@ -196,11 +207,11 @@ def _check_executable(argv0: str, path_env: str, binds: list[tuple[str, str]], l
         if ok:
             return
         why = f"stat {argv0}: no such file or directory" if ok is None else "permission denied"
-        raise StartError(f'{_RUNC_PREFIX}exec: "{argv0}": {why}: unknown')
+        raise StartError(f'{prefix}exec: "{argv0}": {why}: unknown')
     for folder in path_env.split(":"):
         if folder and runnable(f"{folder.rstrip('/')}/{argv0}"):
             return
-    raise StartError(f'{_RUNC_PREFIX}exec: "{argv0}": executable file not found in $PATH: unknown')
+    raise StartError(f'{prefix}exec: "{argv0}": executable file not found in $PATH: unknown')
 
 
 # The unshare fallback. Outer `unshare --mount` runs this script: build the root on a private tmpfs, then
@@ -274,6 +285,20 @@ def _unshare_base_dir() -> str:
 def _under(path: str, top: str) -> bool:
     top = top.rstrip("/")
     return path == top or path.startswith(top + "/") or top == ""
+
+
+def _layout(launch: ContainerLaunch) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]]]:
+    """A container's filesystem: its binds (host, container, read-only) in mount order and its symlinks."""
+    binds: list[tuple[str, str, bool]] = list(_HOST_RO) if launch.host_base else []
+    links = list(_HOST_LINKS) if launch.host_base else []
+    binds += [(p, p, True) for p in launch.host_paths]
+    direct, link_binds = _place_links(launch.links, [d for _, d, _ in binds])
+    links += direct
+    binds += [(src, dst, True) for src, dst in link_binds]
+    for m in sorted(launch.mounts, key=lambda m: m.container_path.rstrip("/").count("/")):
+        binds.append((str(m.host_path), m.container_path, m.read_only))
+    binds.append((str(launch.termination_host_path), launch.termination_message_path, False))
+    return binds, links
 
 
 class ContainerRuntime:
@@ -440,15 +465,7 @@ class ContainerRuntime:
         env.setdefault("PATH", DEFAULT_PATH)
         env.setdefault("HOME", "/root")
         wd = launch.working_dir or "/"
-        binds: list[tuple[str, str, bool]] = list(_HOST_RO) if launch.host_base else []
-        links = list(_HOST_LINKS) if launch.host_base else []
-        binds += [(p, p, True) for p in launch.host_paths]
-        direct, link_binds = _place_links(launch.links, [d for _, d, _ in binds])
-        links += direct
-        binds += [(src, dst, True) for src, dst in link_binds]
-        for m in sorted(launch.mounts, key=lambda m: m.container_path.rstrip("/").count("/")):
-            binds.append((str(m.host_path), m.container_path, m.read_only))
-        binds.append((str(launch.termination_host_path), launch.termination_message_path, False))
+        binds, links = _layout(launch)
         cwd: str | None = None
         if self.sandbox == "none":
             if shutil.which(launch.argv[0], path=env["PATH"]) is None:
@@ -487,23 +504,10 @@ class ContainerRuntime:
         """
         full_env = dict(target._env)
         full_env.update(env or {})
-        cwd: str | None = None
-        if target._sandbox == "none":
-            if target.finished_at is not None:
-                return -1, "container is not running"
-            cmd = list(argv)
-            cwd = target._cwd
-        else:
-            if not self._nsenter:
-                raise RuntimeUnavailable("`nsenter` (util-linux) is needed to exec into local containers")
-            pid = target._main_pid()
-            if pid is None or target.finished_at is not None:
-                return -1, "container is not running"
-            cmd = [self._nsenter, "-t", str(pid)]
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
-                    cmd += ["-U", "--preserve-credentials"]
-            cmd += ["-m", "-n", "-p", "-r", "-w", "--", *argv]  # -n: the pod's network namespace
+        cmd = self._exec_cmd(target, argv)
+        if cmd is None:
+            return -1, "container is not running"
+        cwd = target._cwd if target._sandbox == "none" else None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd,
@@ -524,6 +528,80 @@ class ContainerRuntime:
                 raise
             return -1, "timeout"
         return exit_status(proc.returncode or 0), out.decode(errors="replace")
+
+    def _exec_cmd(self, target: RunningContainer, argv: list[str]) -> list[str] | None:
+        """The command line that runs `argv` in `target`'s namespaces (mount with its root and cwd, pid,
+        network: `nsenter`, as runc exec joins a container's namespaces); None when it has no live process."""
+        if target._sandbox == "none":
+            return None if target.finished_at is not None else list(argv)
+        if not self._nsenter:
+            raise RuntimeUnavailable("`nsenter` (util-linux) is needed to exec into local containers")
+        pid = target._main_pid()
+        if pid is None or target.finished_at is not None:
+            return None
+        cmd = [self._nsenter, "-t", str(pid)]
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
+                cmd += ["-U", "--preserve-credentials"]
+        return [*cmd, "-m", "-n", "-p", "-r", "-w", "--", *argv]  # -n: the pod's network namespace
+
+    async def spawn_exec(self, target: RunningContainer, argv: list[str], tty: bool) -> StreamingExec:
+        """Start `argv` in `target` with the container's environment and pipes (a terminal with `tty`), as
+        the CRI's streaming `Exec` does; raises `StartError` with runc's message when `argv[0]` cannot be run
+        there, `ProcessLookupError` when the container has no live process."""
+        if not argv:
+            raise StartError(f'{_RUNC_EXEC_PREFIX}exec: "": executable file not found in $PATH: unknown')
+        path_env = target._env.get("PATH", DEFAULT_PATH)
+        if target._sandbox == "none":
+            _check_executable(argv[0], path_env, [("/", "/")], {}, _RUNC_EXEC_PREFIX)
+        else:
+            binds, links = _layout(target.launch)
+            pairs = [(s, d) for s, d, _ in binds]
+            _check_executable(argv[0], path_env, pairs, dict(links), _RUNC_EXEC_PREFIX)
+        cmd = self._exec_cmd(target, argv)
+        if cmd is None:
+            raise ProcessLookupError(target.container_id)
+        master: int | None = None
+        if tty:
+            master, slave = os.openpty()
+            streams: dict[str, Any] = {"stdin": slave, "stdout": slave, "stderr": slave}
+        else:
+            streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                **streams,
+                env=target._env,
+                cwd=target._cwd if target._sandbox == "none" else None,
+                start_new_session=True,
+            )
+        except OSError as e:
+            if master is not None:
+                os.close(master)
+            raise StartError(f"{_RUNC_EXEC_PREFIX}{e}: unknown") from e
+        finally:
+            if master is not None:
+                os.close(streams["stdin"])
+        return StreamingExec(proc, master, nsenter=target._sandbox != "none")
+
+
+class StreamingExec:
+    """One streaming exec's process: its pipes (or terminal), its exit code and its kill."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, master: int | None, nsenter: bool) -> None:
+        self.proc = proc
+        self.master = master
+        """the terminal's master side with a tty (None: pipes)"""
+        self._nsenter = nsenter
+
+    async def wait(self) -> int:
+        """The command's exit code (128 + n when a signal ended it)."""
+        return exit_status(await self.proc.wait())
+
+    async def kill(self) -> None:
+        """Kill the command's process tree (its client went away)."""
+        if self.proc.returncode is None:
+            await _kill_exec(self.proc, self._nsenter)
 
 
 async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:

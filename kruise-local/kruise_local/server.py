@@ -39,6 +39,7 @@ from .events import EventRecorder
 from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
 from .rbac import ADMIN_USER, USER_INFO
+from .remotecommand import Exec, serve_exec
 from .resources import Resource
 from .responses import (
     as_table,
@@ -71,6 +72,8 @@ class NodeClient(Protocol):
 
     def pod_metrics(self, pod: Obj) -> dict[str, Any] | None: ...
 
+    async def start_exec(self, pod: Obj, container: str, argv: list[str], tty: bool) -> Exec: ...
+
 
 class ApiServer:
     """Routes Kubernetes REST paths to the store, the admission chain, the nodes and the metrics."""
@@ -98,6 +101,9 @@ class ApiServer:
         self.kubernetes_version = kubernetes_version
         self.resize_enabled = resize_enabled
         self.bookmark_interval = bookmark_interval
+        major_minor = tuple(int(part) for part in kubernetes_version.split(".")[:2])
+        self.websocket_upgrade_create = major_minor >= (1, 35)
+        """AuthorizePodWebsocketUpgradeCreatePermission (beta, on by default from 1.35)"""
         self.app = web.Application(
             middlewares=[
                 error_middleware,
@@ -222,6 +228,10 @@ class ApiServer:
             if method != "GET":
                 raise ApiError(405, f"{method} is not allowed on pods/log")
             return await self._log(request, ns, name)
+        if sub == "exec":
+            if method not in ("GET", "POST"):
+                raise ApiError(405, f"{method} is not allowed on pods/exec")
+            return await self._exec(request, ns, name)
         if sub == "eviction":
             if method != "POST":
                 raise ApiError(405, f"{method} is not allowed on pods/eviction")
@@ -708,7 +718,16 @@ class ApiServer:
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
         )
 
-    # -- logs and metrics ----------------------------------------------------------------------------
+    # -- exec, logs and metrics ----------------------------------------------------------------------
+    async def _exec(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
+        pod = self.store.get(R.PODS, ns, name)
+
+        async def authorize_create() -> None:  # KEP-4006's compound check of a WebSocket upgrade (a GET)
+            await self.filters.authorize(request, verb="create")
+
+        compound = self.websocket_upgrade_create and request.method == "GET"
+        return await serve_exec(request, pod, self.nodes, authorize_create if compound else None)
+
     async def _log(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
         pod = self.store.get(R.PODS, ns, name)
         since_time = query_time(request, "sinceTime")
