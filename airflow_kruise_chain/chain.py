@@ -258,7 +258,9 @@ class KruiseChain:
                 mine = isinstance(task, ChainBaseOperator) and task.chain_name == self.name
                 if mine and not task.chain_path:
                     task.chain_path = self.path
-            self.teardown_task.as_teardown(setups=self.setup_task)
+            # the teardown carries the chain's verdict: the run fails when any task of the chain failed,
+            # whatever state a later stage kept from an earlier try (Airflow judges a run by its leaves)
+            self.teardown_task.as_teardown(setups=self.setup_task, on_failure_fail_dagrun=True)
             # also after a failed setup (its worker killed before it could clean up): nothing is left behind
             self.teardown_task.trigger_rule = TriggerRule.ALL_DONE
         finally:

@@ -189,8 +189,19 @@ class ChainSetupOperator(ChainBaseOperator):
         )
 
 
+FAILED_STATES = ("failed", "upstream_failed")
+
+
 class ChainTeardownOperator(ChainBaseOperator):
-    """Delete the chain pod (Airflow teardown: runs even when a stage failed)."""
+    """Delete the chain pod (Airflow teardown: runs even when a stage failed), then give the chain's
+    verdict: fail when a task upstream of it in this DAG run (the chain's setup, stages, sensors) ended
+    failed or upstream_failed.
+
+    `KruiseChain` makes it a teardown with `on_failure_fail_dagrun=True`: Airflow then decides the DAG run's
+    state from the teardown instead of the chain's last stages, so a run fails whenever any of its stages
+    failed, also when a cleared middle stage failed while a later stage kept its success from an earlier
+    try (a run's state comes from its leaves only).
+    """
 
     ui_color = "#ffe4d4"
 
@@ -202,12 +213,41 @@ class ChainTeardownOperator(ChainBaseOperator):
         self.keep_pod = keep_pod
 
     def execute(self, context: Context) -> None:
-        from airflow_kruise_chain.core.watch import wait_pod_gone
-
         name = self.pod_name(context)
         if self.keep_pod:
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
+        else:
+            self.delete(name)
+        self.verdict(context)
+
+    def verdict(self, context: Context) -> None:
+        """Fail (no retry) when a task upstream of this teardown failed in this DAG run."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        upstream = sorted(self.get_flat_relative_ids(upstream=True)) if self.has_dag() else []
+        if not upstream:
             return
+        states = context["ti"].get_task_states(
+            dag_id=context["dag"].dag_id, task_ids=upstream, run_ids=[context["run_id"]]
+        )
+        failed = {
+            task: str(state)
+            for task, state in sorted((states.get(context["run_id"]) or {}).items())
+            if str(state) in FAILED_STATES
+        }
+        if failed:
+            listed = ", ".join(f"{task} ({state})" for task, state in failed.items())
+            raise AirflowFailException(
+                f"chain {self.chain_id!r} did not succeed in this DAG run: {listed}. The chain pod was "
+                f"{'kept' if self.keep_pod else 'deleted'}; this teardown fails so that the DAG run is "
+                "marked failed (on_failure_fail_dagrun), also when a later stage kept its success from an "
+                "earlier try"
+            )
+
+    def delete(self, name: str) -> None:
+        """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed)."""
+        from airflow_kruise_chain.core.watch import wait_pod_gone
+
         pod = self.hook.read_pod(name, self.namespace)
         found = self.hook.delete_pod(name, self.namespace)
         if not found:

@@ -71,9 +71,11 @@ def test_a_failed_setup_leaves_nothing_and_clearing_it_after_the_fix_runs_in_a_n
     run_id = stack.trigger(dag_id)
     assert stack.wait_run(dag_id, run_id) == "failed"
     states = stack.states(dag_id, run_id)
-    assert states["c.setup"] == "failed" and states["c.teardown"] == "success", states
+    assert states["c.setup"] == "failed" and states["c.teardown"] == "failed", states
     assert states["c.first"] == states["c.second"] == "upstream_failed"
     assert "cannot start" in stack.task_log(dag_id, run_id, "c.setup", 1)
+    teardown_log = stack.task_log(dag_id, run_id, "c.teardown", 1)
+    assert "deleted" in teardown_log and "c.setup (failed)" in teardown_log  # cleaned up, then the verdict
     assert stack.pods_created() - before == 1
     stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the failed setup's pod and ConfigMap to go")
 
@@ -103,7 +105,7 @@ def test_clearing_one_stage_without_keep_pod_fails_it_for_its_missing_inputs(
         "c.setup": "success",
         "c.first": "success",
         "c.second": "failed",
-        "c.teardown": "success",
+        "c.teardown": "failed",  # it deleted the pod, then failed the run: a stage of its chain failed
     }
     log = stack.task_log(dag_id, run_id, "c.second", 2)
     assert "needs the output of stage(s) 'first', which did not run in chain pod" in log
@@ -139,6 +141,45 @@ def test_keep_pod_reruns_a_cleared_stage_in_the_kept_pod_and_clear_from_setup_re
         assert kept["metadata"]["uid"] == pod["metadata"]["uid"]
     finally:
         stack.delete_pod(name)
+
+
+THREE_STAGES = """
+import pendulum
+from airflow.sdk import DAG
+from airflow_kruise_chain.chain import KruiseChain
+
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    with KruiseChain("c", namespace="default", prewarm=False,
+                     pod_template={{"spec": {{"terminationGracePeriodSeconds": 2}}}}) as chain:
+        first = chain.stage("first", image="busybox:1.36", cmds=["/bin/sh", "-c", {first!r}])
+        second = chain.stage("second", image="alpine:3.20", cmds=["/bin/sh", "-c", {second!r}])
+        third = chain.stage("third", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo third ran"])
+        first >> second >> third
+"""
+
+
+def test_clearing_a_middle_stage_without_keep_pod_fails_the_run_though_the_last_stage_kept_its_success(
+    airflow_stack: AirflowStack,
+) -> None:
+    stack, dag_id = airflow_stack, "chain_clear_middle"
+    stack.add_dag(f"{dag_id}.py", THREE_STAGES.format(dag_id=dag_id, first=FIRST, second=SECOND))
+    run_id = stack.trigger(dag_id)
+    assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
+
+    assert stack.clear(dag_id, run_id, ["c.second"]) == ["c.second", "c.setup", "c.teardown"]
+    assert stack.wait_run(dag_id, run_id) == "failed", stack.states(dag_id, run_id)
+    assert stack.states(dag_id, run_id) == {
+        "c.setup": "success",
+        "c.first": "success",
+        "c.second": "failed",
+        "c.third": "success",  # from the first run: Airflow alone would call the run a success
+        "c.teardown": "failed",
+    }
+    assert "needs the output of stage(s) 'first'" in stack.task_log(dag_id, run_id, "c.second", 2)
+    log = stack.task_log(dag_id, run_id, "c.teardown", 2)
+    assert "did not succeed in this DAG run: c.second (failed)" in log
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the fresh pod to be gone")
 
 
 KILLED_DAG = '''

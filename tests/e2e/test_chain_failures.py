@@ -39,7 +39,7 @@ def test_a_failing_stage_fails_its_task_with_exit_code_and_log_tail(e2e_cluster,
     states = task_states(run)
     assert states["c.first"][0] == "failed"
     assert states["c.second"][0] == "upstream_failed"  # later stages do not run
-    assert states["c.teardown"][0] == "success"  # teardown still runs (setup/teardown semantics)
+    assert states["c.teardown"][0] == "failed"  # it ran (the pod is deleted), then failed the run
 
     error = str(failures.errors["c.first"])
     assert "exit code 3" in error
@@ -88,7 +88,7 @@ def test_a_missing_image_fails_the_stage_quickly_naming_the_image(e2e_cluster):
     assert str(run.state) == "failed"
     states = task_states(run)
     assert states["c.three"][0] == "failed"
-    assert states["c.teardown"][0] == "success"
+    assert states["c.teardown"][0] == "failed"  # it ran (the pod is deleted), then failed the run
     error = str(failures.errors["c.three"])
     assert "ErrImagePull" in error or "ImagePullBackOff" in error, error
     assert missing in error

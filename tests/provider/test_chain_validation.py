@@ -49,6 +49,15 @@ def test_a_valid_chain_parses():
     assert {"etl.setup", "etl.prewarm", "etl.extract", "etl.load", "etl.teardown"} == set(dag.task_dict)
 
 
+def test_the_teardown_decides_the_run_state_and_judges_every_task_of_the_chain():
+    dag = build(stages({"name": "extract", **OK}, {"name": "load", **OK}))
+    teardown = dag.task_dict["etl.teardown"]
+    # a teardown Airflow does not ignore: the stages before it are no longer the run's leaves
+    assert teardown.is_teardown and teardown.on_failure_fail_dagrun
+    judged = {"etl.setup", "etl.prewarm", "etl.extract", "etl.load"}
+    assert teardown.get_flat_relative_ids(upstream=True) == judged
+
+
 def test_the_setup_task_carries_the_whole_chain_as_a_dict():
     dag = build(stages({"name": "extract", **OK, "env": {"K": "v"}}), labels={"team": "a"}, keep_pod=True)
     spec = ChainSpec.from_dict(dag.task_dict["etl.setup"].chain)
