@@ -4,5 +4,6 @@ The provider never imports this package; it talks to it over HTTP like to any cl
 """
 
 from .cluster import ClusterConfig, LocalCluster
+from .pod_security import PodSecurityConfiguration
 
-__all__ = ["ClusterConfig", "LocalCluster"]
+__all__ = ["ClusterConfig", "LocalCluster", "PodSecurityConfiguration"]

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 from . import resources as R
 from . import validation as V
-from .admission_policy import PolicyAdmission
+from .admission_policy import Attributes, PolicyAdmission
 from .errors import invalid
+from .pod_security import PodSecurityAdmission
 from .resources import Resource
 from .store import Obj, Store
 
@@ -20,11 +21,13 @@ class Admission:
         self,
         store: Store,
         policies: PolicyAdmission,
+        pod_security: PodSecurityAdmission,
         gates: Mapping[str, bool],
         memory_limit_decrease: bool,
     ) -> None:
         self.store = store
         self.policies = policies
+        self.pod_security = pod_security
         self.gates = gates
         """the feature gates (a live view: tests turn a gate off and on)"""
         self.memory_limit_decrease = memory_limit_decrease
@@ -80,6 +83,12 @@ class Admission:
     def on_status(self, res: Resource, old: Obj, new: Obj) -> None:
         """Check a write to a status subresource: `new` (old with the status sent) must decode."""
         V.check_decodable(res.kind, new)
+
+    def validate_request(self, a: Attributes) -> None:
+        """The validating admission plugins, after defaulting and validation, in the API server's plugin
+        order: PodSecurity, then ValidatingAdmissionPolicy."""
+        self.pod_security.admit(a)
+        self.policies.admit(a)
 
     def on_resize(self, old: Obj, new: Obj) -> Obj:
         """Validate a write to pods/resize; returns the pod it produces (only container resources change)."""

@@ -31,6 +31,7 @@ from .events import EventRecorder
 from .filters import Filters
 from .kruise import Kruise
 from .kubelet import Kubelet
+from .pod_security import PodSecurityAdmission, PodSecurityConfiguration
 from .profiles import Profile, get_profile
 from .rbac import Rbac
 from .scheduling import DEFAULT_ALLOCATABLE, Scheduler
@@ -72,6 +73,8 @@ class ClusterConfig:
     """any image reference missing from the catalogue runs as a generic image with the host's tools"""
     max_container_restart_period: float = 300.0
     """every node's kubelet setting crashLoopBackOff.maxContainerRestartPeriod (KEP-5593), 1-300 s"""
+    pod_security: PodSecurityConfiguration = field(default_factory=PodSecurityConfiguration)
+    """the PodSecurity admission plugin's configuration: defaults for unlabelled namespaces, exemptions"""
 
     def __post_init__(self) -> None:
         check_max_container_restart_period(self.max_container_restart_period)
@@ -99,8 +102,15 @@ class LocalCluster:
         self.requests = self.filters.requests
         self.audit = self.filters.audit
         self.policies = PolicyAdmission(self.store)
+        self.pod_security = PodSecurityAdmission(
+            self.store, self.config.pod_security, emulated_minor=version[1]
+        )
         self.admission = Admission(
-            self.store, self.policies, self.gates, memory_limit_decrease=self.memory_limit_decrease
+            self.store,
+            self.policies,
+            self.pod_security,
+            self.gates,
+            memory_limit_decrease=self.memory_limit_decrease,
         )
         self.kubelet = Kubelet(
             self.store,
@@ -116,7 +126,6 @@ class LocalCluster:
         self.server = ApiServer(
             self.store,
             self.admission,
-            self.policies,
             self.kubelet,
             self.events,
             self.filters,

@@ -15,7 +15,7 @@ from aiohttp import web
 from . import fieldmanager, limits, paging
 from . import resources as R
 from .admission import Admission
-from .admission_policy import Attributes, PolicyAdmission
+from .admission_policy import Attributes
 from .decoding import (
     MAX_BODY,
     MAX_URL,
@@ -82,7 +82,6 @@ class ApiServer:
         self,
         store: Store,
         admission: Admission,
-        policies: PolicyAdmission,
         nodes: NodeClient,
         events: EventRecorder,
         filters: Filters,
@@ -95,7 +94,7 @@ class ApiServer:
     ) -> None:
         self.store = store
         self.registry = Registry(store, admission, events)
-        self.policies = policies
+        self.admission = admission
         self.nodes = nodes
         self.filters = filters
         self.kubernetes_version = kubernetes_version
@@ -646,9 +645,10 @@ class ApiServer:
         dry_run: bool,
         name: str | None = None,
     ) -> None:
-        """ValidatingAdmissionPolicies, after the built-in admission (`admission_policy`)."""
+        """The validating admission plugins (PodSecurity, ValidatingAdmissionPolicies), after the built-in
+        defaulting and validation."""
         meta = (obj or old or {}).get("metadata") or {}
-        self.policies.admit(
+        self.admission.validate_request(
             Attributes(
                 operation=operation,
                 resource=res,
