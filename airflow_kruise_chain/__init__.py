@@ -46,14 +46,22 @@ def get_provider_info() -> dict:
                 "python-modules": ["airflow_kruise_chain.triggers.chain"],
             },
         ],
-        # the chain reuses the cncf.kubernetes `kubernetes` connection type; no connection type of its own
-        "connection-types": [],
+        # the chain's tasks take the cncf.kubernetes `kubernetes` connection or this one (the same fields);
+        # this one's Test button runs `KruiseHook.test_connection`
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_kruise_chain.hooks.kruise.KruiseHook",
+                "hook-name": "Kubernetes (OpenKruise chain)",
+                "connection-type": "kruise_chain",
+            },
+        ],
         "extra-links": ["airflow_kruise_chain.links.ChainPodLink"],
         # the UI plugin is registered by the `airflow.plugins` entry point: Airflow loads a provider's
         # "plugins" only with [core] lazy_discover_providers = False, and a second registration is an error
         "config": {
             "kruise_chain": {
-                "description": "OpenKruise chain provider: monitoring options.",
+                "description": "OpenKruise chain provider: the stage runner's image, the chain page and "
+                "the stages' memory sampling.",
                 "options": OPTIONS,
             }
         },

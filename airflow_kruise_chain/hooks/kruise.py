@@ -61,6 +61,7 @@ class KruiseHook(KubernetesHook):
     `kubernetes_default`), or `config_file` pointing at a kubeconfig.
     """
 
+    conn_type = "kruise_chain"
     hook_name = "Kubernetes (OpenKruise chain)"
 
     def __init__(self, *args: Any, retry_policy: RetryPolicy | None = None, **kwargs: Any) -> None:
