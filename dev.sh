@@ -2,7 +2,7 @@
 # One entry point for set-up and the project's jobs. Each command sets everything up first (idempotent):
 #   ./dev.sh example   run the example DAG end to end on the embedded local cluster (no Kubernetes needed)
 #   ./dev.sh test      lint and run the whole test suite (what CI runs)
-#   ./dev.sh bench     run the benchmarks (see README.md)
+#   ./dev.sh bench     run the benchmarks (see docs/benchmarks.md)
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${VENV:-.venv}

@@ -76,7 +76,7 @@ PAUSE = 0.2
 MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
 POLL = 0.1  # all-at-once: how often a waiting container looks for its predecessor's done-file
 SAMPLE = 0.1  # metrics API and pod list sampling period
-GRACE_WAIT = 25.0  # a gap this long is a kill that waited out the 30 s termination grace period (see README)
+GRACE_WAIT = 25.0  # a gap this long is a kill that waited out the 30 s grace period (docs/how-it-works.md)
 UA = "kruise-chain-bench"
 LIGHT, HEAVY = (
     "64Mi",

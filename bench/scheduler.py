@@ -10,8 +10,8 @@ minus task k's, from Airflow's REST API), median and p95, chain vs no-op DAG.
 Each LocalExecutor task process is forked from a worker that the scheduler forked, so it starts with what the
 scheduler had imported; the Kubernetes clients a chain task needs (cncf.kubernetes' hook module: `kubernetes`
 and `kubernetes_asyncio`, about 2,000 modules) are imported by each stage task when it first uses its hook.
-`--preimport` has the scheduler import them at start (`airflow_local_settings.py`, see README), so no task
-process does.
+`--preimport` has the scheduler import them at start (`airflow_local_settings.py`, see docs/running.md), so no
+task process does.
 """
 
 from __future__ import annotations

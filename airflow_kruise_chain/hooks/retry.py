@@ -152,7 +152,7 @@ def explain(e: ApiException, verb: str, resource: str, namespace: str, name: str
     if e.status == 403:
         return KruiseApiError(
             f"permission denied: cannot {verb} {target} in namespace {namespace!r}. Grant the verb "
-            f"'{verb}' on '{resource}' to the connection's identity (see the Role in README.md). API said: "
+            f"'{verb}' on '{resource}' to the connection's identity (the Role in docs/rbac.md). API said: "
             f"{message}",
             403,
         )

@@ -90,7 +90,7 @@ def test_literal_strings_reach_the_stage_exactly_and_jinja_drops_a_trailing_newl
     assert str(run.state) == "success", task_states(run)
     results = xcoms(run)
     assert results["c.kept"]["log_tail"] == ["LITERAL-OK"]
-    assert results["c.dropped"]["log_tail"] == ["NEWLINE-DROPPED"]  # as the README documents
+    assert results["c.dropped"]["log_tail"] == ["NEWLINE-DROPPED"]  # as docs/writing-chains.md documents
 
 
 @pytest.mark.slow
