@@ -36,6 +36,8 @@ _POD_OPTIONS = (
     "sizing",
     "parked_resources",
     "runner_image",
+    "pod_security",
+    "automount_service_account_token",
 )
 
 

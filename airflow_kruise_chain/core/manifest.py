@@ -64,6 +64,27 @@ INIT_SCRIPT = (
 no `$(` for the kubelet's env expansion to touch) into the runner's emptyDir."""
 
 _PULL_POLICY_RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
+RESTRICTED_RUN_AS_USER = 65532
+"""The user the containers of a `pod_security="restricted"` chain run as when its `security_context` names
+none (the conventional unprivileged "nonroot" user; the runner needs no particular user)."""
+
+
+def container_security_context(chain: ChainSpec) -> dict[str, Any] | None:
+    """What every container of the chain pod sets for its Pod Security level: nothing for baseline (the pod
+    as built meets it); for restricted what k8s.io/pod-security-admission's restricted checks require
+    (`allowPrivilegeEscalation`, `capabilities_restricted`, `runAsNonRoot`, `seccompProfile_restricted`),
+    with a non-root user unless the pod's own security context names one."""
+    if chain.pod_security != "restricted":
+        return None
+    context: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if "runAsUser" not in (chain.security_context or {}):
+        context["runAsUser"] = RESTRICTED_RUN_AS_USER
+    return context
 
 
 def runner_script() -> str:
@@ -334,6 +355,10 @@ def build_chain_pod(
         spec["imagePullSecrets"] = [{"name": name} for name in chain.image_pull_secrets]
     if chain.security_context:
         spec["securityContext"] = copy.deepcopy(dict(chain.security_context))
+    spec["automountServiceAccountToken"] = chain.automount_service_account_token
+    if (context := container_security_context(chain)) is not None:
+        for container in (*spec["initContainers"], *spec["containers"]):
+            container["securityContext"] = copy.deepcopy(context)
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

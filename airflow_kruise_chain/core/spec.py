@@ -170,6 +170,12 @@ class ChainSpec:
     runner_image: str | None = None
     """image of the init container that installs the stage runner: it must hold a statically linked
     /bin/busybox (None: `wire.DEFAULT_RUNNER_IMAGE`, or ``[kruise_chain] runner_image``)"""
+    pod_security: str = "baseline"
+    """the Pod Security Standard the chain pod meets: "baseline" (as built), or "restricted" (every
+    container non-root, no privilege escalation, all capabilities dropped, RuntimeDefault seccomp), for a
+    namespace labelled ``pod-security.kubernetes.io/enforce: restricted``"""
+    automount_service_account_token: bool = False
+    """mount the service account's API token into the chain pod (its stages could then use it)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -266,7 +272,29 @@ class ChainSpec:
         _check_metadata("annotations", self.annotations, values_are_labels=False)
         if self.pod_template is not None:
             _check_pod_template(self.pod_template)
+        self._check_pod_security()
         self._check_sizing()
+
+    def _check_pod_security(self) -> None:
+        if self.pod_security not in POD_SECURITY_LEVELS:
+            raise ChainConfigError(
+                "pod_security",
+                f"must be 'baseline' or 'restricted' (the Pod Security Standard the chain pod meets), not "
+                f"{self.pod_security!r}",
+            )
+        if not isinstance(self.automount_service_account_token, bool):
+            raise ChainConfigError("automount_service_account_token", "must be True or False")
+        if self.pod_security == "restricted" and self.security_context:
+            if self.security_context.get("runAsUser") == 0:
+                raise ChainConfigError(
+                    "security_context.runAsUser",
+                    "must not be 0 with pod_security='restricted': the restricted level runs as non-root",
+                )
+            if self.security_context.get("runAsNonRoot") is False:
+                raise ChainConfigError(
+                    "security_context.runAsNonRoot",
+                    "must not be False with pod_security='restricted': the restricted level runs as non-root",
+                )
 
     def _check_sizing(self) -> None:
         if self.sizing not in SIZING_MODES:
@@ -285,6 +313,7 @@ class ChainSpec:
             )  # a chain whose resizes would change its QoS fails here
 
 
+POD_SECURITY_LEVELS = ("baseline", "restricted")
 _STAGE_FIELDS = frozenset(f.name for f in fields(StageSpec))
 _CHAIN_FIELDS = frozenset(f.name for f in fields(ChainSpec))
 

@@ -42,6 +42,22 @@ class KruiseApiError(RuntimeError):
         self.status = status
 
 
+class PodSecurityRefusedError(KruiseApiError, AirflowFailException):
+    """The namespace's Pod Security Admission refused the chain pod.
+
+    An `AirflowFailException`: retrying cannot help until the chain's `pod_security` (or the namespace's
+    `pod-security.kubernetes.io/enforce` label) changes.
+    """
+
+
+POD_SECURITY_HELP = (
+    "the namespace's Pod Security Admission (label pod-security.kubernetes.io/enforce) refused the chain "
+    "pod. A chain pod meets the 'baseline' level as built; for a namespace that enforces 'restricted' pass "
+    "KruiseChain(..., pod_security='restricted'), which sets the container security contexts that level "
+    "requires; a pod_template or security_context that adds what the level forbids must go (docs/security.md)"
+)
+
+
 class PrewarmUnavailableError(KruiseApiError, AirflowFailException):
     """OpenKruise's ImagePullJobGate is off, so images cannot be prewarmed.
 
@@ -149,6 +165,10 @@ def explain(e: ApiException, verb: str, resource: str, namespace: str, name: str
     target = f'{resource} "{name}"' if name else resource
     if e.status == 403 and "ImagePullJobGate" in str(message):
         return PrewarmUnavailableError(f"{GATE_HELP} (API said: {message})", 403)
+    if e.status == 403 and "violates PodSecurity" in str(message):
+        return PodSecurityRefusedError(
+            f"{verb} {target} in namespace {namespace!r}: {POD_SECURITY_HELP}. API said: {message}", 403
+        )
     if e.status == 403:
         return KruiseApiError(
             f"permission denied: cannot {verb} {target} in namespace {namespace!r}. Grant the verb "
