@@ -10,12 +10,15 @@ VENV=${VENV:-.venv}
 system_packages() {
 	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces) and models the static
 	# busybox runner images with busybox-static's /bin/busybox; the UI test (tests/ui) drives headless Chromium
-	# through chromedriver.
+	# through chromedriver; tests/production starts PostgreSQL and Redis servers of its own.
 	missing=""
 	command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 	dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || missing="$missing busybox-static"
 	[ -x /usr/bin/chromium ] || missing="$missing chromium"
 	[ -x /usr/bin/chromedriver ] || missing="$missing chromium-driver"
+	# tests/production runs Airflow on PostgreSQL with Celery over Redis (servers started by the tests)
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$missing postgresql"
+	command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 	[ -z "$missing" ] && return
 	if [ "$(id -u)" = 0 ]; then
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null

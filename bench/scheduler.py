@@ -1,18 +1,20 @@
-"""Benchmark under the real scheduler: the chain's DAG and the same shape of no-op tasks, run by a real
-Airflow 3 (scheduler, dag-processor, triggerer, api-server; LocalExecutor, SQLite) on the local cluster, so
-task start-up and DAG parsing are part of each stage. Start-up code: tests/airflow/conftest.py's
-AirflowStack (the scheduler test harness). Figure: start-to-start per stage (task instance k+1's start_date
-minus task k's, from Airflow's REST API), median and p95, chain vs no-op DAG.
+"""Benchmark under the real scheduler: the chain's DAG and the same shape of no-op tasks (and of tuned
+KubernetesPodOperator tasks with `--modes noop,chain,kpo1`), run by a real Airflow 3 on the local cluster, so
+task start-up and DAG parsing are part of each stage. `--executor local`: scheduler, dag-processor, triggerer,
+api-server, LocalExecutor on SQLite (tests/airflow/stack.py); `--executor celery`: the same on PostgreSQL with
+CeleryExecutor over Redis and two Celery workers (tests/production/stack.py). Figure: start-to-start per stage
+(task instance k+1's start_date minus task k's, from Airflow's REST API), median and p95.
 
     python bench/scheduler.py --stages 3,10 --profile realistic
     python bench/scheduler.py --stages 10 --preimport  # Kubernetes clients imported once, by the scheduler
+    python bench/scheduler.py --stages 10 --executor celery --modes noop,chain,kpo1 [--preimport]
 
 Each LocalExecutor task process is forked from a worker that the scheduler forked, so it starts with what the
-scheduler had imported; the Kubernetes clients a chain task needs (cncf.kubernetes' hook module: `kubernetes`
-and `kubernetes_asyncio`, about 2,000 modules) are imported by each stage task when it first uses its hook.
-`--preimport` has the scheduler import them at start (`airflow_local_settings.py`, see docs/running.md), so no
-task process does.
-"""
+scheduler had imported; each Celery task process is forked from a pool process of the `airflow celery worker`
+process. The Kubernetes clients a chain task needs (cncf.kubernetes' hook module: `kubernetes` and
+`kubernetes_asyncio`, about 2,000 modules) are imported by each stage task when it first uses its hook.
+`--preimport` installs docs/examples/airflow_local_settings.py, which has the scheduler (LocalExecutor) or the
+Celery worker import them at start, so no task process does."""
 
 from __future__ import annotations
 
@@ -36,12 +38,8 @@ from bench.pipelines import DAG_HEADER, WORKLOADS, create_namespace
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "bench-0"
-PREIMPORT = """\
-import sys
-
-if sys.argv[1:2] == ["scheduler"]:  # LocalExecutor: task processes are forked from the scheduler's workers
-    import airflow_kruise_chain.hooks.kruise  # noqa: F401  (the Kubernetes clients, imported once)
-"""
+PREIMPORT = REPO / "docs" / "examples" / "airflow_local_settings.py"
+"""The documented pre-import (LocalExecutor: the scheduler; CeleryExecutor: the Celery worker process)."""
 
 
 def timeline(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
@@ -73,6 +71,14 @@ def main() -> int:
     ap.add_argument("--workload", default="distinct", choices=sorted(WORKLOADS))
     ap.add_argument("--timeout", type=float, default=900, help="seconds allowed per DAG run")
     ap.add_argument(
+        "--executor",
+        default="local",
+        choices=("local", "celery"),
+        help="local: LocalExecutor on SQLite (tests/airflow/stack.py); celery: PostgreSQL, Redis and two "
+        "Celery workers (tests/production/stack.py)",
+    )
+    ap.add_argument("--modes", default="noop,chain", help="comma-separated, from noop, chain, kpo1")
+    ap.add_argument(
         "--preimport",
         action="store_true",
         help="the scheduler imports the chain's Kubernetes clients at start (airflow_local_settings.py)",
@@ -81,9 +87,10 @@ def main() -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(
         os.pathsep
     )
-    sys.path.insert(0, str(REPO / "tests" / "airflow"))
-    from conftest import AirflowStack  # the scheduler test harness's start-up code
     from kruise_local import ClusterConfig, LocalCluster
+
+    from tests.airflow.stack import AirflowStack  # the scheduler tests' start-up code
+    from tests.production.stack import ProductionStack
 
     work = Path(tempfile.mkdtemp(prefix="bench-scheduler-"))
     (work / "dags").mkdir()
@@ -96,10 +103,11 @@ def main() -> int:
     try:
         with LocalCluster(ClusterConfig(profile=args.profile, root=str(work / "cluster"))) as cluster:
             create_namespace(cluster.url, NAMESPACE)
-            stack = AirflowStack(work, cluster, cluster.write_kubeconfig(work / "kubeconfig"))
+            kind = ProductionStack if args.executor == "celery" else AirflowStack
+            stack = kind(work, cluster, cluster.write_kubeconfig(work / "kubeconfig"))
             if args.preimport:
                 (stack.home / "config").mkdir(parents=True)
-                (stack.home / "config" / "airflow_local_settings.py").write_text(PREIMPORT)
+                shutil.copy(PREIMPORT, stack.home / "config" / "airflow_local_settings.py")
             t = time.perf_counter()
             stack.start()
             print(f"Airflow started in {time.perf_counter() - t:.0f} s", flush=True)
@@ -115,7 +123,7 @@ def main() -> int:
                 )
                 for n in stages:
                     medians = {}
-                    for mode in ("noop", "chain"):
+                    for mode in args.modes.split(","):
                         pipeline = f"sched-{mode}-n{n}"
                         dag_id = "bench_" + pipeline.replace("-", "_")
                         stack.add_dag(
@@ -130,16 +138,19 @@ def main() -> int:
                         medians[mode] = figures.median(gaps)
                         ok = ok and state == "success"
                         print(
-                            f"{args.profile} {mode:5s} N={n}: {state}, start-to-start median "
+                            f"{args.executor} {args.profile} {mode:5s} N={n}: {state}, start-to-start median "
                             f"{medians[mode]:.3f} s, p95 {figures.percentile(gaps, 95):.3f} s",
                             flush=True,
                         )
                         print(f"  stage task, median s from start_date: {timeline(stack, tis)}", flush=True)
+                    if not {"chain", "noop"} <= set(medians):
+                        continue
                     chain, noop = medians["chain"], medians["noop"]
                     lines.append(
                         figures.verdict(
                             chain <= 1.1 * noop,
-                            f"under the real scheduler ({args.profile}, {args.workload}, N={n}"
+                            f"under the real scheduler ({args.executor}, {args.profile}, {args.workload}, "
+                            f"N={n}"
                             f"{', clients pre-imported' if args.preimport else ''}): chain "
                             f"start-to-start {chain:.3f} s vs no-op DAG {noop:.3f} s "
                             f"({chain / noop - 1:+.0%}, target <= +10 %)",

@@ -47,6 +47,8 @@ def free_port() -> int:
 class AirflowStack:
     """The running components, the cluster they use, and REST API helpers."""
 
+    components: tuple[str, ...] = COMPONENTS
+
     def __init__(self, work: Path, cluster: LocalCluster, kubeconfig: Path) -> None:
         self.work = work
         self.home = work / "airflow"
@@ -108,10 +110,16 @@ class AirflowStack:
         stop_airflow(self.procs.values())
 
     def healthy(self) -> bool:
+        self.check_processes()
+        return self.api_healthy()
+
+    def check_processes(self) -> None:
         for name, proc in self.procs.items():
             if proc.poll() is not None:
                 log = self.component_log(name)
                 raise AssertionError(f"airflow {name} exited ({proc.returncode}):\n{log}")
+
+    def api_healthy(self) -> bool:
         try:
             health = self.get("/api/v2/monitor/health")
         except OSError:
@@ -132,7 +140,7 @@ class AirflowStack:
             if value:
                 return value
             if time.monotonic() > deadline:
-                logs = "\n".join(f"--- {n}:\n{self.component_log(n, 2500)}" for n in COMPONENTS)
+                logs = "\n".join(f"--- {n}:\n{self.component_log(n, 2500)}" for n in self.components)
                 raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
             time.sleep(interval)
 
