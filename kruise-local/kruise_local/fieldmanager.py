@@ -290,12 +290,11 @@ def apply(res: Resource, version: str, live: Obj | None, config: Obj, manager: s
     applied = set(field_values(config, root, defs))
     base = _without_meta(live) if live is not None else {}
     merged = _merge(base, config, root, defs)
-    others: set[Path] = set()
+    appliers = set(applied)
     for e in entries:
-        if e is not previous:
-            others |= from_fields_v1(e.get("fieldsV1"))
-    for path in sorted(last - applied - others, key=len, reverse=True):
-        _remove(merged, path)
+        if e is not previous and e.get("operation") == "Apply":
+            appliers |= from_fields_v1(e.get("fieldsV1"))
+    merged = _prune_unapplied(merged, last, appliers, root, defs)
     before = field_values(base, root, defs)
     modified, added, removed = _compare(before, field_values(merged, root, defs))
     changed = modified | added
@@ -317,6 +316,44 @@ def apply(res: Resource, version: str, live: Obj | None, config: Obj, manager: s
     if live is not None and "status" in live:
         merged["status"] = deep_copy(live["status"])
     return merged
+
+
+def _prune_unapplied(
+    merged: Obj, last: set[Path], appliers: set[Path], root: Obj, defs: dict[str, Obj]
+) -> Obj:
+    """`Updater.prune` (merge/update.go): what the manager applied last time and no longer applies
+    goes, unless an applier (this one's new config included) owns it; only members of the last applied set go
+    (`addBackOwnedItems`, then `addBackDanglingItems`). So `data: {}` then `data: {k: v}` keeps `data`: the
+    new set owns `data.k`, which puts `data` back."""
+    if not last:
+        return merged
+    merged_set = set(field_values(merged, root, defs))
+    pruned = _remove_items(merged, last)
+    pruned_set = set(field_values(pruned, root, defs))
+    pruned = _remove_items(merged, merged_set - (pruned_set | appliers))
+    pruned_set = set(field_values(pruned, root, defs))
+    return _remove_items(merged, (merged_set - pruned_set) & last)
+
+
+def _remove_items(obj: Obj, paths: set[Path]) -> Obj:
+    """`TypedValue.RemoveItems` (typed/remove.go): a copy of `obj` without the members `paths` names; a map or
+    list left empty by the removal becomes null, so it is not stored (`removingWalker` sets no `out`)."""
+    out = deep_copy(obj)
+    for path in sorted(paths, key=len, reverse=True):
+        _remove(out, path)
+        for depth in range(len(path) - 1, 0, -1):
+            if _get(out, path[:depth]) not in ({}, []):
+                break
+            _remove(out, path[:depth])
+    return out
+
+
+def _get(obj: Any, path: Path) -> Any:
+    for element in path:
+        obj = _step(obj, element)
+        if obj is None:
+            return None
+    return obj
 
 
 def _conflict_error(conflicts: list[tuple[Obj, set[Path]]]) -> ApiError:

@@ -28,6 +28,8 @@ class Resource:
         "watch",
     )
     field_selectors: frozenset[str] = field(default_factory=frozenset)
+    categories: tuple[str, ...] = ()
+    """discovery's `categories` (`kubectl get all` lists the resources in `all`)"""
 
     @property
     def builtin(self) -> bool:
@@ -58,6 +60,7 @@ PODS = Resource(
     ("po",),
     ("status", "log", "resize", "eviction", "exec"),
     field_selectors=_META | {"spec.nodeName", "status.phase", "spec.restartPolicy", "spec.schedulerName"},
+    categories=("all",),  # pkg/registry/core/pod/storage `REST.Categories`
 )
 NAMESPACES = Resource(
     "", ("v1",), "namespaces", "Namespace", False, "namespace", ("ns",), ("status",), field_selectors=_META
@@ -76,13 +79,21 @@ EVENTS = Resource(
     True,
     "event",
     ("ev",),
+    # `AddFieldLabelConversionsForEvent` (pkg/apis/core/v1/conversion.go) and the fields of
+    # `ToSelectableFields` (pkg/registry/core/event/strategy.go): `kubectl events --for` sends
+    # involvedObject.apiVersion/kind/name
     field_selectors=_META
     | {
+        "involvedObject.apiVersion",
+        "involvedObject.fieldPath",
         "involvedObject.kind",
         "involvedObject.name",
         "involvedObject.namespace",
+        "involvedObject.resourceVersion",
         "involvedObject.uid",
         "reason",
+        "reportingComponent",
+        "source",
         "type",
     },
 )

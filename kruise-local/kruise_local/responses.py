@@ -71,6 +71,7 @@ def resource_list(group_version: str, items: list[Resource], hidden: set[str]) -
                 "kind": res.kind,
                 "verbs": list(res.verbs),
                 "shortNames": list(res.short_names),
+                **({"categories": list(res.categories)} if res.categories else {}),
             }
         )
         for sub in res.subresources:
@@ -212,3 +213,49 @@ def as_table(
         return None
     include = request.query.get("includeObject") or "Metadata"
     return json_response(printers.table(res, version, objs, table_version, include, meta))
+
+
+def partial_metadata(request: web.Request) -> str | None:
+    """The `meta.k8s.io` kind the Accept header asks the object or list to be transformed into
+    (`PartialObjectMetadata` / `PartialObjectMetadataList`, what the metadata client and the controllers'
+    informers send), or None: the first clause this server can encode decides, as `negotiation`'s
+    `NegotiateOutputMediaType` picks for `targetEncodingForTransform` (`handlers/response.go`). A protobuf
+    clause is passed over (JSON only here); a Table clause is `as_table`'s."""
+    for clause in (request.headers.get("Accept") or "").split(","):
+        media, *params = [p.strip() for p in clause.split(";")]
+        args = dict(p.split("=", 1) for p in params if "=" in p)
+        if media not in ("application/json", "*/*", "application/*"):
+            continue
+        kind = args.get("as")
+        if kind is None or kind == "Table":
+            return None
+        if (
+            kind in ("PartialObjectMetadata", "PartialObjectMetadataList")
+            and args.get("g") == "meta.k8s.io"
+            and args.get("v") in ("v1", "v1beta1")
+        ):
+            return f"{kind}/{args['v']}"
+    return None
+
+
+def as_partial(obj: Obj, target: str, *, is_list: bool) -> Obj:
+    """`asPartialObjectMetadata` / `asPartialObjectMetadataList` (`handlers/response.go`): the
+    object's (or each item's) metadata only; a single object asked as a list or a list asked as one object
+    is a 406."""
+    kind, version = target.split("/")
+    if is_list != kind.endswith("List"):
+        what = "a list" if is_list else "not a list"
+        raise ApiError(
+            406,
+            f"you requested {kind}, but the requested object is {what} ({obj.get('kind')})",
+            reason="NotAcceptable",
+        )
+    api_version = f"meta.k8s.io/{version}"
+
+    def one(item: Obj) -> Obj:
+        return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": item.get("metadata")}
+
+    if not is_list:
+        return one(obj)
+    items = [one(item) for item in obj.get("items") or []]
+    return {"kind": kind, "apiVersion": api_version, "metadata": obj.get("metadata"), "items": items}

@@ -452,8 +452,12 @@ class FieldRequirement:
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
         """Whether `obj` satisfies this requirement (missing fields read as "")."""
-        equal = _field_value(obj, self.field) == self.value
+        equal = _field_value(obj, _SELECTABLE_PATHS.get(self.field, self.field)) == self.value
         return not equal if self.negated else equal
+
+
+_SELECTABLE_PATHS = {"source": "source.component", "reportingComponent": "reportingController"}
+"""selectable field names that are not the object's path (event strategy's `ToSelectableFields`)"""
 
 
 def _field_value(obj: Any, path: str) -> str:

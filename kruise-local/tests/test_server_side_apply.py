@@ -156,3 +156,20 @@ def test_fields_v1_round_trip_and_path_strings():
         '.spec.containers[name="c"].image'
     )
     assert fieldmanager.path_string(("f:metadata", "f:finalizers", 'v:"x"')) == '.metadata.finalizers[="x"]'
+
+
+def test_an_empty_map_then_a_key_keeps_the_key(core, namespace):
+    """Issue 25: the first apply's `data: {}` is a member of alice's set; the second one owns `data.k`, which
+    `addBackOwnedItems` (`Updater.prune`) puts back after the last set's `data` was removed."""
+    empty = {**_cm(), "metadata": {"name": "c", "labels": {}}}
+    _apply(core, namespace, empty, "alice")
+    keyed = {**_cm(k="v"), "metadata": {"name": "c", "labels": {"a": "b"}}}
+    after = _apply(core, namespace, keyed, "alice")
+    assert after.data == {"k": "v"} and after.metadata.labels == {"a": "b"}
+    stored = core.read_namespaced_config_map("c", namespace)
+    assert stored.data == {"k": "v"} and stored.metadata.labels == {"a": "b"}
+    assert _managers(stored) == {
+        ("alice", "Apply"): {"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {"f:a": {}}}}
+    }
+    emptied = _apply(core, namespace, {**_cm(), "metadata": {"name": "c"}}, "alice")
+    assert not emptied.data and emptied.metadata.labels is None  # emptied maps are nulled (remove.go)
