@@ -13,7 +13,8 @@ Each limit cites where the real server sets it:
   others get a 429 (`server/filters/maxinflight.go`, `--max-requests-inflight`).
 * A watch without `timeoutSeconds` ends after a random time in [min, 2 x min) of `MIN_REQUEST_TIMEOUT`
   (`endpoints/handlers/get.go` `ListResource`); a watcher that does not keep up with its events is closed
-  (`storage/cacher/cache_watcher.go`, a full result channel terminates the watcher).
+  (`storage/cacher/cache_watcher.go`, a full result channel terminates the watcher); what waits for a client
+  that does not read is bounded per connection (`write_streamed`, `watches.py`).
 * An idle connection, or one whose request never completes its headers, is closed after
   `IDLE_CONNECTION_TIMEOUT` seconds (`server/secure_serving.go`: `IdleTimeout` 90 s; `ReadHeaderTimeout` is
   32 s there, the local server closes a half-sent request with the idle timer).
@@ -39,6 +40,10 @@ MIN_REQUEST_TIMEOUT = 1800
 MAX_REQUESTS_IN_FLIGHT = 400 + 200  # --max-requests-inflight + --max-mutating-requests-inflight
 WATCH_CHANNEL_SIZE = 1024  # cacher's maxWatchChanSizeWithoutIndex
 IDLE_CONNECTION_TIMEOUT = 90.0
+WATCH_WRITE_CHUNK = 4 * 1024
+WATCH_WRITE_BUFFER = 4 * 1024
+"""bytes a watch connection's buffer may hold before its writer waits (Go's server blocks in `Write` past
+its 4 KiB `bufio.Writer`)"""
 
 
 def json_size(value: Any) -> int:
@@ -81,8 +86,10 @@ def check_object_size(obj: Any) -> None:
 
 
 def watch_timeout(timeout_seconds: int | None) -> float:
-    """How long a watch runs: its `timeoutSeconds`, else a random time in [min, 2 x min) request timeout."""
-    if timeout_seconds is not None and timeout_seconds > 0:
+    """How long a watch runs: its `timeoutSeconds` (a negative one: not at all, as the timer of a negative
+    duration fires at once in `ListResource`), else (none or 0) a random time in [min, 2 x min) request
+    timeout."""
+    if timeout_seconds:
         return float(timeout_seconds)
     return MIN_REQUEST_TIMEOUT * (random.random() + 1.0)
 
@@ -91,12 +98,20 @@ class WriteStalled(Exception):
     """A long-running response's client stopped reading until the response's deadline."""
 
 
-async def write_before(resp: web.StreamResponse, data: bytes, deadline: float) -> None:
-    """Write to a streamed response, giving up at `deadline` (loop time) when the client does not read."""
+async def write_streamed(
+    resp: web.StreamResponse, request: web.Request, data: bytes, deadline: float
+) -> None:
+    """Write to a streamed response in `WATCH_WRITE_CHUNK` slices of `data` (shared, never copied whole),
+    waiting after each for the connection's buffer to drain below its limit (the watch sets the transport's
+    high-water mark to `WATCH_WRITE_BUFFER`); gives up at `deadline` (loop time) when the client does not
+    read."""
     remaining = deadline - asyncio.get_running_loop().time()
+    view = memoryview(data)
     try:
         async with asyncio.timeout(max(remaining, 0.001)):
-            await resp.write(data)
+            for start in range(0, len(view), WATCH_WRITE_CHUNK):
+                await resp.write(view[start : start + WATCH_WRITE_CHUNK])
+                await request.writer.drain()
     except TimeoutError:
         raise WriteStalled from None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -32,7 +31,6 @@ from .decoding import (
     query_int,
     query_time,
     read_body,
-    send_initial_events,
 )
 from .errors import ApiError
 from .events import EventRecorder
@@ -42,18 +40,20 @@ from .rbac import ADMIN_USER, USER_INFO
 from .remotecommand import Exec, serve_exec
 from .resources import Resource
 from .responses import (
+    as_partial,
     as_table,
     error_middleware,
     escape_warning,
     json_response,
+    partial_metadata,
     resource_list,
     serve_openapi,
     version_info,
-    watch_event,
 )
 from .selectors import FieldSelector, LabelSelector
 from .store import Obj, Store, deep_copy
 from .strategies import Registry, before_update, check_resource_version
+from .watches import WatchServer
 
 
 class ContainerLog(Protocol):
@@ -103,6 +103,7 @@ class ApiServer:
         major_minor = tuple(int(part) for part in kubernetes_version.split(".")[:2])
         self.websocket_upgrade_create = major_minor >= (1, 35)
         """AuthorizePodWebsocketUpgradeCreatePermission (beta, on by default from 1.35)"""
+        self.watches = WatchServer(store)
         self.app = web.Application(
             middlewares=[
                 error_middleware,
@@ -238,9 +239,9 @@ class ApiServer:
         if method == "GET":
             obj = self._out(self.store.get(res, ns, name), res, version)
             meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-            return (as_table(request, res, version, [obj], meta) if sub is None else None) or json_response(
-                obj
-            )
+            table = as_table(request, res, version, [obj], meta) if sub is None else None
+            form = partial_metadata(request) if sub is None else None
+            return table or json_response(as_partial(obj, form, is_list=False) if form else obj)
         if method == "PUT":
             return await self._replace(request, res, version, ns, name, sub)
         if method == "PATCH":
@@ -300,91 +301,22 @@ class ApiServer:
         table = as_table(request, res, version, items, meta)
         if table is not None:
             return table
-        return json_response(
-            {
-                "kind": f"{res.kind}List",
-                "apiVersion": res.api_version(version),
-                "metadata": meta,
-                "items": items,
-            }
-        )
+        listed = {
+            "kind": f"{res.kind}List",
+            "apiVersion": res.api_version(version),
+            "metadata": meta,
+            "items": items,
+        }
+        form = partial_metadata(request)
+        return json_response(as_partial(listed, form, is_list=True) if form else listed)
 
     async def _watch(
         self, request: web.Request, res: Resource, version: str, namespace: str | None, extra_fields: str = ""
     ) -> web.StreamResponse:
         labels, fields = self._selectors(request, res, extra_fields)
-        timeout = query_int(request, "timeoutSeconds")
-        bookmarks = query_bool(request, "allowWatchBookmarks")
-        initial_events = send_initial_events(request)
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        try:
-            since = None if initial_events else request.query.get("resourceVersion")
-            watch = self.store.watch(res, namespace, since, labels, fields)
-        except ApiError as e:  # the real server answers 200 and sends the error as a watch event
-            await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
-            return resp
-        state: dict[str, bool] = {}  # whether Table column definitions went out already
-        if initial_events:
-            await self._initial_events(request, resp, res, version, watch, state)
-        deadline = asyncio.get_running_loop().time() + limits.watch_timeout(timeout)
-        interval = self.bookmark_interval
-        try:
-            while True:
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(watch.queue.get(), timeout=min(remaining, interval))
-                except TimeoutError:
-                    if bookmarks:
-                        mark = {
-                            "kind": res.kind,
-                            "apiVersion": res.api_version(version),
-                            "metadata": {"resourceVersion": str(self.store.resource_version)},
-                        }
-                        event = watch_event(request, res, version, "BOOKMARK", mark, state)
-                        await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
-                    continue
-                if item is None:
-                    break
-                kind, obj = item
-                event = watch_event(
-                    request, res, version, kind, self._out(deep_copy(obj), res, version), state
-                )
-                await limits.write_before(resp, json.dumps(event).encode() + b"\n", deadline)
-        except (ConnectionResetError, asyncio.CancelledError, limits.WriteStalled):
-            pass
-        finally:
-            self.store.unwatch(watch)
-        return resp
-
-    async def _initial_events(
-        self,
-        request: web.Request,
-        resp: web.StreamResponse,
-        res: Resource,
-        version: str,
-        watch: Any,
-        state: dict[str, bool],
-    ) -> None:
-        """A watch-list stream's start (KEP-3157, the cacher's `sendInitialEvents`): an ADDED event per object
-        that exists, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the resourceVersion of
-        that state; changes follow. (The store queued exactly the existing objects when the watch opened.)"""
-        for _ in range(watch.queue.qsize()):
-            kind, obj = watch.queue.get_nowait()
-            event = watch_event(request, res, version, kind, self._out(deep_copy(obj), res, version), state)
-            await resp.write(json.dumps(event).encode() + b"\n")
-        mark = {
-            "kind": res.kind,
-            "apiVersion": res.api_version(version),
-            "metadata": {
-                "resourceVersion": str(watch.last_rv),
-                "annotations": {"k8s.io/initial-events-end": "true"},
-            },
-        }
-        event = watch_event(request, res, version, "BOOKMARK", mark, state)
-        await resp.write(json.dumps(event).encode() + b"\n")
+        return await self.watches.serve(
+            request, res, version, namespace, labels, fields, self.bookmark_interval
+        )
 
     async def _create(
         self, request: web.Request, res: Resource, version: str, namespace: str

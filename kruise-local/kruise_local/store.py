@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -73,6 +74,20 @@ class Event:
     old: Obj | None
 
 
+class Shared:
+    """One object version's encodings, shared by every watch that sends it (the cacher's `cachingObject`:
+    an event is serialized once per form, not once per watcher); it lives while a watch still holds it."""
+
+    __slots__ = ("__weakref__", "encodings")
+
+    def __init__(self) -> None:
+        self.encodings: dict[tuple[str, ...], bytes] = {}
+
+
+Item = tuple[str, "Obj", Shared]
+"""what a watch queues: (event type, object as stored, its shared encodings)"""
+
+
 class Watch:
     """A running watch: an async iterator of (type, object) pairs, filtered by namespace and selectors."""
 
@@ -89,7 +104,7 @@ class Watch:
         self.namespace = namespace
         self.labels = labels
         self.fields = fields
-        self.queue: asyncio.Queue[tuple[str, Obj] | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[Item | None] = asyncio.Queue()
         self.last_rv = 0
         self.capacity = WATCH_CHANNEL_SIZE
         """events the watcher may fall behind by before it is closed (cacher's watch channel size)"""
@@ -103,7 +118,7 @@ class Watch:
             return False
         return self.labels.matches((obj.get("metadata") or {}).get("labels")) and self.fields.matches(obj)
 
-    def offer(self, ev: Event) -> None:
+    def offer(self, ev: Event, shared: Shared | None = None) -> None:
         if ev.resource.key != self.resource.key:
             return
         now_in, was_in = self._matches(ev.obj), self._matches(ev.old)
@@ -126,7 +141,7 @@ class Watch:
             self.queue.put_nowait(None)
             return
         self.last_rv = ev.rv
-        self.queue.put_nowait((kind, ev.obj))
+        self.queue.put_nowait((kind, ev.obj, shared or self.store.shared(ev.resource, ev.obj)))
 
     def close(self) -> None:
         self.queue.put_nowait(None)
@@ -138,7 +153,7 @@ class Watch:
         item = await self.queue.get()
         if item is None:
             raise StopAsyncIteration
-        return item
+        return item[0], item[1]
 
 
 class Store:
@@ -154,6 +169,7 @@ class Store:
         # per resource: the newest resourceVersion dropped from its history (older ones are 410 Gone)
         self._expired: dict[str, int] = {}
         self._watches: dict[str, set[Watch]] = {}
+        self._shared: weakref.WeakValueDictionary[tuple[str, ...], Shared] = weakref.WeakValueDictionary()
         self._listeners: list[Listener] = []
 
     # -- reading -------------------------------------------------------------------------------------
@@ -222,8 +238,9 @@ class Store:
         history.append(ev)
         watches = self._watches.get(res.key)
         if watches:
+            shared = self.shared(res, obj)
             for w in list(watches):
-                w.offer(ev)
+                w.offer(ev, shared)
         for listener in list(self._listeners):
             listener(kind, res, obj, old)
 
@@ -376,6 +393,15 @@ class Store:
         return obj
 
     # -- watching ------------------------------------------------------------------------------------
+    def shared(self, res: Resource, obj: Obj) -> Shared:
+        """The encodings shared by the watches that send this version of `obj`."""
+        meta = obj.get("metadata") or {}
+        key = (res.key, *_ns_name(obj), str(meta.get("uid")), str(meta.get("resourceVersion")))
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = Shared()
+        return found
+
     def listen(self, listener: Listener) -> None:
         """Call `listener(type, resource, obj, old)` on every change (controllers)."""
         self._listeners.append(listener)
@@ -397,7 +423,7 @@ class Store:
         w.capacity = 2**62  # the initial state and a replay come from the cache, outside the channel
         if resource_version in (None, "", "0"):
             for obj in self.list(res, namespace, labels, fields):
-                w.queue.put_nowait(("ADDED", obj))
+                w.queue.put_nowait(("ADDED", obj, self.shared(res, obj)))
             w.last_rv = self._rv
         else:
             try:

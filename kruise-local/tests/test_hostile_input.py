@@ -248,6 +248,13 @@ def test_a_watch_without_timeout_seconds_ends_between_30_and_60_minutes(monkeypa
     assert limits.watch_timeout(7) == 7.0
 
 
+def test_a_negative_timeout_ends_the_watch_at_once(cluster, namespace):
+    """`ListResource`: a negative `timeoutSeconds` is a timer that has already fired (it hung 30-60 min)."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&timeoutSeconds=-5"
+    with urllib.request.urlopen(cluster.url + path, timeout=30) as resp:
+        assert resp.status == 200 and resp.read() == b""
+
+
 @pytest.fixture
 def strict_cluster(tmp_path, request) -> Iterator[LocalCluster]:
     """A cluster with short request and idle timeouts and room for one request at a time."""
