@@ -340,3 +340,87 @@ def test_kubectl_applies_lists_and_deletes_the_shipped_policy(cluster, kubeconfi
     assert spec["validations"] == POLICY["spec"]["validations"]
     kubectl("delete", "-f", manifest)
     assert kubectl("get", "validatingadmissionpolicies", "-o", "name").strip() == ""
+
+
+def _host_pod(name: str, **spec: Any) -> dict[str, Any]:
+    body = pod(name, {MANAGED_BY_LABEL: MANAGED_BY})
+    body["spec"].update(spec)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("spec", "text"),
+    [
+        ({"hostNetwork": True}, "must not use the node's network, PID or IPC namespace"),
+        ({"hostPID": True}, "must not use the node's network, PID or IPC namespace"),
+        ({"hostIPC": True}, "must not use the node's network, PID or IPC namespace"),
+        ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "must not mount a hostPath volume"),
+        (
+            {
+                "initContainers": [
+                    {"name": "i", "image": "busybox:1.36", "securityContext": {"privileged": True}}
+                ]
+            },
+            "must not run a privileged container",
+        ),
+    ],
+    ids=["hostNetwork", "hostPID", "hostIPC", "hostPath", "privileged-init"],
+)
+def test_the_chain_identity_may_not_create_a_labelled_pod_that_reaches_the_node(shipped, spec, text):
+    chain = client.CoreV1Api(shipped["chain"])
+    with pytest.raises(ApiException) as err:
+        chain.create_namespaced_pod(NS, _host_pod(f"h-{uuid.uuid4().hex[:6]}", **spec))
+    _forbidden(err, text)
+
+
+def crr(name: str, pod_name: str, container: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "ContainerRecreateRequest",
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {"podName": pod_name, "containers": [{"name": container}]},
+    }
+
+
+def _running(core: client.CoreV1Api, name: str) -> bool:
+    statuses = core.read_namespaced_pod(name, NS).status.container_statuses or []
+    return bool(statuses) and all(s.state.running for s in statuses)
+
+
+def test_a_labelled_crr_aimed_at_a_foreign_pod_is_refused(shipped):
+    from kruise_local.testing import wait_for
+
+    admin = client.CoreV1Api(shipped["admin"])
+    custom = client.CustomObjectsApi(shipped["chain"])
+    foreign = pod("web-0123456789")  # a chain pod's name shape, but not a chain's containers
+    admin.create_namespaced_pod(NS, foreign)
+    other = pod("db")
+    other["spec"]["containers"][0]["name"] = "slot-a"  # a slot's container name, not a chain pod's name
+    admin.create_namespaced_pod(NS, other)
+    wait_for(lambda: _running(admin, "web-0123456789") and _running(admin, "db"), what="foreign pods running")
+    for target, container in (("web-0123456789", "c"), ("db", "slot-a")):
+        body = crr(f"{target}-slot-a-1-stop", target, container)
+        with pytest.raises(ApiException) as err:
+            custom.create_namespaced_custom_object(
+                "apps.kruise.io", "v1alpha1", NS, "containerrecreaterequests", body
+            )
+        _forbidden(err, "may only restart the slot-a or slot-b container of a chain pod")
+    for name in ("web-0123456789", "db"):
+        assert admin.read_namespaced_pod(name, NS).status.container_statuses[0].restart_count == 0
+        admin.delete_namespaced_pod(name, NS)
+
+
+def test_a_labelled_crr_aimed_at_a_chain_pod_is_admitted(shipped):
+    from kruise_local.testing import wait_for
+
+    chain = client.CoreV1Api(shipped["chain"])
+    custom = client.CustomObjectsApi(shipped["chain"])
+    body = _host_pod("etl-0123456789")
+    body["spec"]["containers"][0]["name"] = "slot-a"
+    chain.create_namespaced_pod(NS, body)
+    wait_for(lambda: _running(chain, "etl-0123456789"), what="the chain pod running")
+    crr_body = crr("etl-0123456789-slot-a-1-stop", "etl-0123456789", "slot-a")
+    custom.create_namespaced_custom_object(
+        "apps.kruise.io", "v1alpha1", NS, "containerrecreaterequests", crr_body
+    )
+    chain.delete_namespaced_pod("etl-0123456789", NS)
