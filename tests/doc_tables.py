@@ -50,6 +50,9 @@ CHAIN = {
     "sizing": "`auto`, `in-place` or `static` ([how-it-works.md](how-it-works.md#how-a-chain-is-sized))",
     "parked_resources": "what an idle slot keeps under in-place sizing (`requests`/`limits`)",
     "runner_image": "the stage runner's image (default `[kruise_chain] runner_image`)",
+    "pod_security": "`baseline` or `restricted`: the Pod Security level the chain pod meets "
+    "([pod-security.md](pod-security.md))",
+    "automount_service_account_token": "mount the service account's token into the chain pod",
 }
 
 STAGE = {
