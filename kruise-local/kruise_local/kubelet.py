@@ -24,6 +24,7 @@ from .errors import ApiError
 from .events import EventRecorder
 from .imageref import normalize
 from .nodestate import NodeState
+from .pleg import Pleg
 from .pod_workers import PodWorker
 from .profiles import Profile
 from .remotecommand import ExecRefused
@@ -31,6 +32,7 @@ from .resize import ResizeManager
 from .scheduling import capacity_freed
 from .store import Obj, Store, now_iso
 from .tasks import BackgroundTasks
+from .volumes import VolumeLoops
 
 if TYPE_CHECKING:
     from .runtime import ContainerRuntime, StreamingExec
@@ -81,6 +83,9 @@ class Kubelet:
         self._runtime = None
         self.tasks = BackgroundTasks()
         self.resizes = ResizeManager(self.store, self.profile, self.workers, self.spawn)
+        self.plegs: dict[str, Pleg] = {}
+        self.volume_loops = VolumeLoops(profile.volume_loop_period)
+        self.started = False
 
     @property
     def runtime(self) -> ContainerRuntime:
@@ -99,6 +104,9 @@ class Kubelet:
         ip = f"172.18.{len(self.nodes) // 250}.{len(self.nodes) % 250 + 2}"
         backoff = Backoff(max=check_max_container_restart_period(max_container_restart_period))
         self.nodes[name] = NodeState(name, ip, backoff=backoff)
+        self.plegs[name] = Pleg(self.profile.pleg_relist_period)
+        if self.started:
+            self.plegs[name].start()
 
     def configure_node(self, name: str, max_container_restart_period: float) -> None:
         """Change a node's kubelet configuration (`crashLoopBackOff.maxContainerRestartPeriod`). As a real
@@ -118,17 +126,36 @@ class Kubelet:
     def spawn(self, coro: Any) -> None:
         self.tasks.spawn(coro)
 
+    def pleg(self, node: str) -> Pleg:
+        """The node's PLEG (`pleg.py`): its relist clock and the pod cache's timestamp."""
+        return self.plegs[node]
+
+    async def exit_seen(self, node: str) -> None:
+        """Return once the kubelet knows of a runtime change made now: the node's next PLEG relist, or the
+        profile's `exit_detection` when no relist is modelled."""
+        pleg = self.plegs[node]
+        if pleg.period > 0:
+            await pleg.relisted()
+        else:
+            await asyncio.sleep(self.profile.exit_detection)
+
     def start(self) -> None:
+        self.started = True
+        for pleg in self.plegs.values():
+            pleg.start()
+        self.volume_loops.start()
         self.store.listen(self.on_change)
         self.spawn(self.periodic_sync())
         for pod in list(self.store.items(R.PODS)):
             self.on_change("ADDED", R.PODS, pod, None)
 
     async def periodic_sync(self) -> None:
+        """The periodic resync (`--sync-frequency`, 1 min): every pod worker syncs its pod again (upstream
+        requeues each worker 60-90 s after its last sync; here all at once every `sync_period`)."""
         while True:
             await asyncio.sleep(self.sync_period)
             for w in list(self.workers.values()):
-                w.refresh_volumes()
+                w.request_sync()
 
     def on_change(self, kind: str, res: R.Resource, obj: Obj, old: Obj | None) -> None:
         if res is R.CONFIGMAPS:
@@ -265,4 +292,7 @@ class Kubelet:
     async def shutdown(self) -> None:
         for w in list(self.workers.values()):
             await w.terminate(0, remove=False)
+        for pleg in self.plegs.values():
+            pleg.stop()
+        self.volume_loops.stop()
         self.tasks.cancel()

@@ -22,6 +22,7 @@ from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .imageref import normalize
 from .kubelet_env import ContainerEnvironment, expand
 from .pod_status import PodStatusWriter
+from .pod_sync import PodSyncs
 from .prober import PodProber
 from .sandbox import PodSandbox
 from .store import Obj, deep_copy
@@ -76,7 +77,7 @@ class WorkerKubelet(Protocol):
     def image_backoff_next(self, key: str) -> None: ...
 
 
-class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
+class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, PodSyncs):
     """Runs one pod on its node until it ends or is deleted."""
 
     def __init__(self, kubelet: WorkerKubelet, pod: Obj) -> None:
@@ -89,8 +90,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
         self.containers: dict[str, ContainerState] = {}
         self.init_containers: dict[str, ContainerState] = {}
         self.initialized = False
-        self.projected_meta = self.meta_of(pod)
-        self.remount_pending = False
+        self.init_syncs(pod)
         self.volumes: dict[str, Path] = {}
         self.sandbox_ready = False
         self.pod_sandbox: PodSandbox | None = None
@@ -150,6 +150,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
                 self.volume_error = str(e)
                 await asyncio.sleep(self.kubelet.volume_retry)
         self.sandbox_ready = True
+        self.update_task = asyncio.create_task(self.update_loop())
         pod = self.pod()
         if pod is None or self.terminating:
             return
@@ -205,7 +206,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
                         if policy == "Never":
                             await self.end("Failed", "", "")
                             return False
-                    await self.start_unless_backing_off(st, spec, cur)
+                    async with self.pod_sync():
+                        delay = await self.start_unless_backing_off(st, spec, cur)
+                    await self.retry_after(st, delay)
                     continue
                 assert cur.proc is not None
                 code = await cur.proc.wait()
@@ -216,7 +219,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
 
     async def start_unless_backing_off(
         self, st: ContainerState, spec: dict[str, Any], exited: Instance | None
-    ) -> None:
+    ) -> float:
         """Start a container unless its crash-loop back-off holds it (`kuberuntime_manager.go` `doBackOff`).
 
         `exited` is the container's newest exited instance in the pod status the sync began with: none (a
@@ -224,11 +227,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
         pod + container name + hash(name, image) of the spec to start (`GetStableKey`), and the start is
         refused (waiting CrashLoopBackOff, event BackOff) while now - FinishedAt(exited) < back-off(key);
         a start that passes calls `Next(key)`. A refused start is retried when the back-off runs out or on a
-        pod update, whichever comes first.
+        pod update, whichever comes first: returns how long to wait (outside the sync) before trying again.
         """
         if exited is None:
-            await self.start(st, spec)
-            return
+            return await self.start(st, spec)
         node = self.kubelet.nodes[self.node]
         key = f"{self.name}_{self.ns}_{self.uid}_{st.name}_{spec_hash(spec)}"
         finished = exited.node_finished_at or node.now()
@@ -240,10 +242,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             st.waiting_message = f"back-off {delay} restarting failed container={st.name} pod={pod}"
             self.event("Warning", "BackOff", f"Back-off restarting failed container {st.name} in pod {pod}")
             self.mark_dirty()
-            await self.sleep_or_wake(st, left)
-            return
+            return left
         node.backoff.next(key, finished, node.now())
-        await self.start(st, spec)
+        return await self.start(st, spec)
 
     async def container_loop(self, st: ContainerState) -> None:
         """Reconcile one container: start, restart per policy, restart on spec change, back off."""
@@ -276,8 +277,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
                         why = f"Container {st.name} failed {st.probe_failed.removesuffix('Probe')} probe"
                         if ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always") == "Never":
                             waiter.cancel()
-                            self.event("Normal", "Killing", why)
-                            await self.kill(st, self.probe_grace(spec, st.probe_failed), reason="")
+                            async with self.pod_sync():
+                                self.event("Normal", "Killing", why)
+                                await self.kill(st, self.probe_grace(spec, st.probe_failed), reason="")
                             st.probe_failed = ""
                             continue
                         why += ", will be restarted"
@@ -290,9 +292,11 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
                         # the back-off looks at the pod status taken when the sync began, where the killed
                         # instance was still running: its newest exited instance is the one before
                         exited = st.previous
-                        self.event("Normal", "Killing", why)
-                        await self.kill(st, grace, reason="")
-                        await self.start_unless_backing_off(st, spec, exited)
+                        async with self.pod_sync():
+                            self.event("Normal", "Killing", why)
+                            await self.kill(st, grace, reason="")
+                            delay = await self.start_unless_backing_off(st, spec, exited)
+                        await self.retry_after(st, delay)
                         continue
                     if not waiter.done():
                         waiter.cancel()
@@ -301,11 +305,15 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
                     continue
                 # not running: never started, or exited
                 if cur is None:
-                    await self.start(st, spec)
+                    async with self.pod_sync():
+                        delay = await self.start(st, spec)
+                    await self.retry_after(st, delay)
                     continue
                 # an exited container is restarted only by its restartPolicy, even if its spec changed
                 if self.should_restart(cur):
-                    await self.start_unless_backing_off(st, spec, cur)
+                    async with self.pod_sync():
+                        delay = await self.start_unless_backing_off(st, spec, cur)
+                    await self.retry_after(st, delay)
                     continue
                 self.update_phase()
                 await self.sleep_or_wake(st, None)
@@ -313,6 +321,11 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             raise
         except Exception:
             log.exception("container loop for %s/%s/%s failed", self.ns, self.name, st.name)
+
+    async def retry_after(self, st: ContainerState, delay: float) -> None:
+        """Wait, outside any sync, before a refused or failed start is tried again (or a pod update)."""
+        if delay > 0:
+            await self.sleep_or_wake(st, delay)
 
     async def sleep_or_wake(self, st: ContainerState, delay: float | None) -> None:
         st.wake.clear()
@@ -336,8 +349,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             return float(deleting)
         return float(pod.get("spec", {}).get("terminationGracePeriodSeconds", 30))
 
-    async def pull(self, st: ContainerState, spec: dict[str, Any]) -> Image | None:
-        """Pull per imagePullPolicy; None (with waiting reason set) when the image cannot be had."""
+    async def pull(self, st: ContainerState, spec: dict[str, Any]) -> tuple[Image | None, float]:
+        """Pull per imagePullPolicy: the image, or None (with waiting reason set) when it cannot be had and
+        how long to wait before the next try."""
         ref = spec.get("image", "")
         policy = spec.get("imagePullPolicy") or "IfNotPresent"
         node = self.kubelet.nodes[self.node]
@@ -350,10 +364,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             )
             self.event("Warning", "ErrImageNeverPull", st.waiting_message)
             self.mark_dirty()
-            return None
+            return None, 1.0
         if present and policy != "Always":
             self.event("Normal", "Pulled", f'Container image "{ref}" already present on machine')
-            return stored
+            return stored, 0.0
         key = f"{self.node}/{normalize(ref)}"
         wait = self.kubelet.image_backoff_wait(key)
         if wait > 0:
@@ -361,8 +375,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             st.waiting_message = f'Back-off pulling image "{ref}"'
             self.event("Normal", "BackOff", st.waiting_message)
             self.mark_dirty()
-            await self.sleep_or_wake(st, wait)
-            return None
+            return None, wait
         if st.current is None or not st.waiting_reason:
             # a container whose last start failed keeps showing that failure (the kubelet's reasonCache,
             # `convertToAPIContainerStatuses`) until a start succeeds or fails otherwise
@@ -381,24 +394,24 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             self.event("Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}')
             self.event("Warning", "Failed", "Error: ErrImagePull")
             self.mark_dirty()
-            await self.sleep_or_wake(st, 1.0)  # shown until the next sync turns it into ImagePullBackOff
-            return None
+            return None, 1.0  # shown until the next sync turns it into ImagePullBackOff
         took = asyncio.get_running_loop().time() - t0
         self.event(
             "Normal",
             "Pulled",
             f'Successfully pulled image "{ref}" in {took * 1000:.0f}ms. Image size: {image.size} bytes.',
         )
-        return image
+        return image, 0.0
 
-    async def start(self, st: ContainerState, spec: dict[str, Any]) -> None:
-        image = await self.pull(st, spec)
+    async def start(self, st: ContainerState, spec: dict[str, Any]) -> float:
+        """Pull and start the container; how long to wait before trying again when it did not start."""
+        image, retry = await self.pull(st, spec)
         if image is None or self.terminating:
-            return
+            return retry
         spec = self.spec_of(st.name) or spec
         pod = self.pod()
         if pod is None:
-            return
+            return 0.0
         try:
             env = self.container_env(pod, spec, image)
             # OCI config: `command` replaces the Entrypoint and drops the Cmd; `args` replaces the Cmd
@@ -410,8 +423,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
             self.event("Warning", "Failed", f"Error: {e}")
             self.mark_dirty()
-            await self.sleep_or_wake(st, 1.0)
-            return
+            return 1.0
         if not argv:  # neither the image nor the container names a command: containerd refuses it
             st.waiting_reason = "CreateContainerError"
             st.waiting_message = (
@@ -420,8 +432,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             )
             self.event("Warning", "Failed", f"Error: {st.waiting_message}")
             self.mark_dirty()
-            await self.sleep_or_wake(st, 1.0)
-            return
+            return 1.0
         await asyncio.sleep(self.kubelet.profile.container_start)
         cid = uuid.uuid4().hex + uuid.uuid4().hex
         st.runs += 1
@@ -465,13 +476,12 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             self.event("Warning", "Failed", f"Error: {e}")
             self.mark_dirty()
             self.update_phase()
-            return
+            return 0.0
         except Exception as e:
             st.waiting_reason, st.waiting_message = "CreateContainerError", str(e)
             self.event("Warning", "Failed", f"Error: {e}")
             self.mark_dirty()
-            await self.sleep_or_wake(st, 1.0)
-            return
+            return 1.0
         inst.started_at = inst.proc.started_at
         st.allocated = resources
         if st.current is not None:
@@ -486,14 +496,17 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             st.probe_task.cancel()
         st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
         self.mark_dirty()
+        self.after_relist(self.request_sync)  # the PLEG's ContainerStarted event: a sync
+        return 0.0
 
     async def exited(self, st: ContainerState, code: int, *, relist: bool = True) -> None:
-        """Record the instance's exit. `relist`: the kubelet learns of it through its PLEG relist (the
-        profile's exit-detection delay); not when the kubelet stopped the container itself."""
+        """Record the instance's exit. `relist`: the kubelet learns of it through its PLEG's next relist
+        (whose ContainerDied event asks for a sync); not when the kubelet stopped the container itself."""
         inst = st.current
         assert inst is not None and inst.proc is not None
         if relist:
-            await asyncio.sleep(self.kubelet.profile.exit_detection)
+            await self.kubelet.exit_seen(self.node)
+            self.request_sync()
         inst.exit_code = code
         inst.finished_at = inst.proc.finished_at or datetime.now(UTC)
         inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
@@ -575,6 +588,8 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
         await self.stop_all(grace)
         if self.task and self.task is not asyncio.current_task():
             self.task.cancel()
+        if self.update_task:
+            self.update_task.cancel()
         await self.close_sandbox()
         if remove:
             self.kubelet.store.remove(R.PODS, self.ns, self.name)
@@ -587,13 +602,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
             grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
             self.kubelet.spawn(self.terminate(grace))
             return
-        meta = self.meta_of(pod)
-        if meta != self.projected_meta:
-            self.projected_meta = meta
-            downward = any("downwardAPI" in v for v in pod["spec"].get("volumes") or [])
-            if downward and self.sandbox_ready and not self.remount_pending:
-                self.remount_pending = True
-                self.kubelet.spawn(self.remount_downward())
+        acting = False  # a running container will be killed and restarted: its sync carries this update
         for c in pod["spec"].get("containers", []):
             st = self.containers.get(c["name"])
             if st is not None:
@@ -601,6 +610,8 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter):
                 if new_hash != st.spec_seen:  # only a spec change wakes the container, not a status write
                     st.spec_seen = new_hash
                     st.wake.set()
+                    acting = acting or (st.current is not None and st.current.exit_code is None)
+        self.pod_updated(pod, carried=acting)
         self.kubelet.resizes.handle(self, pod)
 
     def resize(self, st: ContainerState, spec: dict[str, Any]) -> None:

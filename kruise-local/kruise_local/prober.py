@@ -1,5 +1,6 @@
 """The kubelet's probes (`pkg/kubelet/prober`: `prober.go`, `worker.go`): startup, readiness and liveness,
-exec, tcpSocket and httpGet handlers; a failed liveness or startup probe asks for a kill."""
+exec, tcpSocket and httpGet handlers; a failed liveness or startup probe asks for a kill; a readiness or
+startup result that changed asks for a pod sync (`kubelet.go` `syncLoopIteration`, `handleProbeSync`)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class PodProber:
         if not spec.get("readinessProbe"):
             st.ready = True
         self.mark_dirty()
+        if spec.get("startupProbe"):
+            self.request_sync()  # the startup result changed (`results_manager.go` `Set` sends changes only)
         kinds = [k for k in ("readinessProbe", "livenessProbe") if spec.get(k)]
         await asyncio.gather(*(self.probe_worker(st, inst, spec, k) for k in kinds))
 
@@ -66,12 +69,14 @@ class PodProber:
                 if kind == "readinessProbe" and not st.ready and oks >= ok_needed:
                     st.ready = True
                     self.mark_dirty()
+                    self.request_sync()  # a readiness result that changed asks for a sync
             else:
                 fails, oks = fails + 1, 0
                 self.event("Warning", "Unhealthy", f"{label} probe failed: {msg}")
                 if kind == "readinessProbe" and st.ready and fails >= fail_needed:
                     st.ready = False
                     self.mark_dirty()
+                    self.request_sync()
                 if kind != "readinessProbe" and fails >= fail_needed:
                     st.probe_failed = kind
                     st.wake.set()

@@ -14,16 +14,25 @@ from published figures:
   "Image streaming" blog gives 30-60 MB/s without streaming). We use 40 MB/s + 0.6 s per pull.
 - container start: runc create+start of a container in an existing sandbox ~0.1-0.2 s (runc/crun benchmarks in
   the crun README); we use 0.15 s.
-- kubelet status: the kubelet's pod status manager batches updates; PLEG relist every 1 s
-  (kubelet `--pleg-relist-period`, default 1 s) means exits are seen ~0.5 s later on average. We use 0.5 s.
-- downwardAPI volume refresh after a pod update: the volume manager's desired-state populator marks the
-  volume for remount and its reconciler rewrites the files; both loops sleep 100 ms between runs
-  (`pkg/kubelet/volumemanager/volume_manager.go` `reconcilerLoopSleepPeriod` and
-  `desiredStateOfWorldPopulatorLoopSleepPeriod`), so the files change 0-200 ms after the kubelet sees the
-  update. We use 0.1 s. (The periodic sync, 60-90 s, is the fallback when an update is missed.)
+- the kubelet's pace is modelled, not drawn: the generic PLEG relists every 1 s (`pleg/generic.go`,
+  `relistPeriod`) and an exit the kubelet did not cause is known from the next relist (`pleg.py`); a pod
+  worker syncs its pod one sync at a time, each after the PLEG cache is newer than its last sync
+  (`pod_workers.go` `podWorkerLoop`, `podCache.GetNewerThan`; `pod_sync.py`); the volume manager's
+  populator and reconciler loops (100 ms each, `volume_manager.go`
+  `desiredStateOfWorldPopulatorLoopSleepPeriod`, `reconcilerLoopSleepPeriod`) rewrite a pod's configMap
+  and downwardAPI files after a sync processed its update (`volumes.VolumeLoops`).
+- metrics-server as its shipped manifests run it (`--metric-resolution=15s`,
+  `manifests/base/deployment.yaml`): a scrape every 15 s, two points per container before it has
+  metrics, the window between them, the working set of the last scrape (`metrics_server.py`).
 - exec start: `pods/exec` goes API server -> kubelet (`GetExec`) -> the CRI streaming server -> `runc exec`,
   outside the pod worker; the stream set-up is a few loopback round trips and `runc exec` joins an existing
   container (no rootfs, cgroup or network set-up), a fraction of a container start. We use 0.05 s.
+
+The fast profile's shortcuts, each a field at its zero value: no modelled delay at all; `pleg_relist_period`
+0: no relist, an exit is known after `exit_detection` (0) and no sync waits for the PLEG cache;
+`pod_worker_serial` off: a pod's syncs may overlap (an update is not held behind a kill or a pull);
+`volume_loop_period` 0: a sync rewrites the files at once; `metric_resolution` 0: the metrics API reads the
+working set live, window 1 s, every running container at once.
 """
 
 from __future__ import annotations
@@ -44,8 +53,11 @@ class Profile:
     container_start: float = 0.0
     exit_detection: float = 0.0
     daemon_report: float = 0.0
-    volume_refresh: float = 0.0
     exec_start: float = 0.0
+    pleg_relist_period: float = 0.0
+    pod_worker_serial: bool = False
+    volume_loop_period: float = 0.0
+    metric_resolution: float = 0.0
 
     def pull_seconds(self, size_bytes: int) -> float:
         """Modeled time to pull an image of this size onto a node that lacks it."""
@@ -62,10 +74,12 @@ REALISTIC = Profile(
     pull_latency=0.6,
     pull_bandwidth=40e6,
     container_start=0.15,
-    exit_detection=0.5,
     daemon_report=1.0,
-    volume_refresh=0.1,
     exec_start=0.05,
+    pleg_relist_period=1.0,
+    pod_worker_serial=True,
+    volume_loop_period=0.1,
+    metric_resolution=15.0,
 )
 PROFILES = {p.name: p for p in (FAST, REALISTIC)}
 

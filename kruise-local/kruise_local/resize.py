@@ -120,8 +120,8 @@ class ResizeManager:
 
     async def _actuate_after_relist(self, worker: PodWorker) -> None:
         """The runtime applies the new limits and the kubelet sees them at its next PLEG relist (the
-        profile's exit-detection delay): until then the pod shows PodResizeInProgress."""
-        await asyncio.sleep(self.profile.exit_detection)
+        PLEG's next relist): until then the pod shows PodResizeInProgress."""
+        await worker.kubelet.exit_seen(worker.node)
         if not worker.terminating and self.pods.get(worker.uid) is not None:
             self.actuate(worker)
 

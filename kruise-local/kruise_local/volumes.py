@@ -40,12 +40,60 @@ def resolve_field(pod: Obj, path: str) -> str:
     return str(simple.get(path) or "")
 
 
+class VolumeLoops:
+    """The volume manager's two loops on a node's kubelet (`pkg/kubelet/volumemanager`): a sync's
+    `WaitForAttachAndMount` calls `ReprocessPod`; the desired-state populator, on its next pass
+    (`desiredStateOfWorldPopulatorLoopSleepPeriod`, 100 ms), re-processes the pod and marks its remountable
+    volumes (configMap, downwardAPI) `MarkRemountRequired`; the reconciler, on its next pass
+    (`reconcilerLoopSleepPeriod`, 100 ms), sets them up again: their files are rewritten atomically from the
+    pod and the configMaps as the kubelet has them then. With `period` 0 (fast-profile shortcut) the files
+    are rewritten at once."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.to_reprocess: dict[str, PodVolumes] = {}
+        self.remount_required: dict[str, PodVolumes] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        if self.period > 0 and not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._populator()), loop.create_task(self._reconciler())]
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+
+    def reprocess_pod(self, pod: PodVolumes) -> None:
+        """`ReprocessPod`: the populator will process the pod again."""
+        if not self._tasks:
+            pod.refresh_volumes()
+            return
+        self.to_reprocess[pod.uid] = pod
+
+    async def _populator(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            batch, self.to_reprocess = self.to_reprocess, {}
+            self.remount_required.update(batch)
+
+    async def _reconciler(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            batch, self.remount_required = self.remount_required, {}
+            for pod in batch.values():
+                pod.refresh_volumes()
+
+
 class VolumeError(Exception):
     """A volume could not be set up (the kubelet retries and reports FailedMount)."""
 
 
 class PodVolumes:
     """The volume manager's part of a pod worker: its volumes and their mounts."""
+
+    uid: str
 
     def setup_volumes(self) -> None:
         pod = self.pod()
@@ -109,20 +157,6 @@ class PodVolumes:
             write_atomically(host, payload)
         except ValueError as e:
             raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {e}') from None
-
-    @staticmethod
-    def meta_of(pod: Obj) -> tuple[Any, Any]:
-        meta = pod.get("metadata") or {}
-        return meta.get("labels") or {}, meta.get("annotations") or {}
-
-    async def remount_downward(self) -> None:
-        """A pod update changed its labels or annotations: the volume manager marks the pod's downwardAPI
-        volumes for remount (`desired_state_of_world_populator.go` `ReprocessPod` / `MarkRemountRequired`)
-        and the reconciler, on its 100 ms loop, rewrites their files atomically (fix of kubernetes#59813).
-        The profile's `volume_refresh` models that delay."""
-        await asyncio.sleep(self.kubelet.profile.volume_refresh)
-        self.remount_pending = False
-        self.refresh_volumes(kinds=("downwardAPI",))
 
     def refresh_volumes(self, kinds: tuple[str, ...] = ("configMap", "downwardAPI")) -> None:
         """Rewrite the projected volumes of `kinds` from the API (the periodic sync does all of them)."""

@@ -306,6 +306,25 @@ def test_missing_image_goes_err_image_pull_then_backoff(core, namespace):
     assert any(e.reason == "Failed" and hint in e.message for e in events)
 
 
+def test_never_pull_of_a_missing_image_waits_and_retries(core, namespace):
+    """imagePullPolicy Never with the image absent: waiting ErrImageNeverPull, retried by later syncs. The
+    local kubelet retried at once, with no await between tries, and the whole cluster stopped answering."""
+    ref = "gcr.io/distroless/static-debian12:never-pulled"
+    core.create_namespaced_pod(
+        namespace, pod_body("p", container("c", "true", image=ref, imagePullPolicy="Never"))
+    )
+    wait_for(
+        lambda: (
+            (cs := status_of(core, namespace, "p", "c")) is not None
+            and cs.state.waiting is not None
+            and cs.state.waiting.reason == "ErrImageNeverPull"
+        ),
+        what="ErrImageNeverPull",
+    )
+    core.create_namespaced_pod(namespace, pod_body("q", container("c", "sleep 30")))
+    wait_for(lambda: running(core, namespace, "q", "c"), what="another pod still starts")
+
+
 def test_if_not_present_skips_a_pull_the_node_already_has(core, namespace):
     spec = container("c", "sleep 30", image="debian:bookworm-slim", imagePullPolicy="IfNotPresent")
     core.create_namespaced_pod(namespace, pod_body("a", spec))
