@@ -23,6 +23,7 @@ from .crilog import follow_log, read_log
 from .errors import ApiError
 from .events import EventRecorder
 from .imageref import normalize
+from .metrics_server import MetricsServer, Scrape, points
 from .nodestate import NodeState
 from .pleg import Pleg
 from .pod_workers import PodWorker
@@ -85,6 +86,9 @@ class Kubelet:
         self.resizes = ResizeManager(self.store, self.profile, self.workers, self.spawn)
         self.plegs: dict[str, Pleg] = {}
         self.volume_loops = VolumeLoops(profile.volume_loop_period)
+        self.metrics_server = (
+            MetricsServer(profile.metric_resolution, self.scrape) if profile.metric_resolution > 0 else None
+        )
         self.started = False
 
     @property
@@ -144,6 +148,8 @@ class Kubelet:
         for pleg in self.plegs.values():
             pleg.start()
         self.volume_loops.start()
+        if self.metrics_server is not None:
+            self.metrics_server.start()
         self.store.listen(self.on_change)
         self.spawn(self.periodic_sync())
         for pod in list(self.store.items(R.PODS)):
@@ -269,8 +275,26 @@ class Kubelet:
         except ProcessLookupError:
             raise ExecRefused(f'container not found ("{container}")') from None
 
+    def scrape(self) -> Scrape:
+        """What metrics-server reads from the nodes' kubelets (`/metrics/resource`): each pod's running
+        containers, their start time and working set now."""
+        out: Scrape = {}
+        for w in list(self.workers.values()):
+            if not w.sandbox_ready or w.terminating:
+                continue
+            running = [
+                (st.name, st.current.started_at, st.current.proc.rss_bytes())
+                for st in w.containers.values()
+                if st.current and st.current.proc and st.current.exit_code is None and st.current.started_at
+            ]
+            out[(w.ns, w.name)] = points(running)
+        return out
+
     def pod_metrics(self, pod: Obj) -> dict[str, Any] | None:
-        """The pod's PodMetrics, or None while it has no running sandbox (metrics-server omits it)."""
+        """The pod's PodMetrics, or None while it has none: from the modelled metrics-server in the
+        realistic profile; live (the fast profile's shortcut) while the pod has a running sandbox."""
+        if self.metrics_server is not None:
+            return self.metrics_server.pod_metrics(pod)
         worker = self.worker_for(pod)
         if worker is None:
             return None
@@ -295,4 +319,6 @@ class Kubelet:
         for pleg in self.plegs.values():
             pleg.stop()
         self.volume_loops.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         self.tasks.cancel()

@@ -7,12 +7,9 @@ every 10 ms (the CRI log's own timestamps). Bounds are generous: a loaded machin
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import pytest
-from kruise_local import ClusterConfig, LocalCluster
 from kruise_local.testing import container, pod_body, read_log, running, wait_for
 
 KEY = "example.com/go"
@@ -20,27 +17,6 @@ READER = (
     'last=""; while :; do v=$(cat /podinfo/go); '
     'if [ "$v" != "$last" ]; then echo "seen $v"; last=$v; fi; sleep 0.01; done'
 )
-
-
-@pytest.fixture(scope="module")
-def realistic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from kubernetes import client, config
-
-    c = LocalCluster(ClusterConfig(profile="realistic", nodes=1, root=str(tmp_path_factory.mktemp("rc"))))
-    c.start()
-    api = config.new_client_from_config(
-        config_file=str(c.write_kubeconfig(tmp_path_factory.mktemp("k") / "c"))
-    )
-    yield client.CoreV1Api(api)
-    c.stop()
-
-
-@pytest.fixture
-def ns(realistic: Any) -> Iterator[str]:
-    name = f"t-{time.monotonic_ns() % 10**9}"
-    realistic.create_namespace({"metadata": {"name": name}})
-    yield name
-    realistic.delete_namespace(name)
 
 
 def _pod(core: Any, ns: str, other: dict[str, Any]) -> None:
@@ -80,39 +56,47 @@ def _event_seen(core: Any, ns: str, reason: str, needle: str) -> bool:
     return any(e.reason == reason and needle in (e.message or "") for e in events)
 
 
-def test_a_go_right_after_a_sync_waits_for_the_next_relist(realistic: Any, ns: str) -> None:
+def test_a_go_right_after_a_sync_waits_for_the_next_relist(realistic: Any, realistic_ns: str) -> None:
     """`podWorkerLoop` waits for a PLEG cache newer than its last sync (`GetNewerThan`), then the volume
     loops (100 ms each) rewrite the file: an update that follows the last sync within a relist period (1 s)
     waits for the next relist, so back-to-back updates take 0-1 s more than the loops' 0-0.2 s: never all
     about 0.1 s (the local kubelet before), never much over 1.2 s (plus what a loaded machine adds)."""
-    _pod(realistic, ns, container("k", "sleep 3600"))
+    _pod(realistic, realistic_ns, container("k", "sleep 3600"))
     time.sleep(1.5)  # idle: the cache is newer than the last sync
-    first = _go(realistic, ns, "idle")
-    latencies = [_go(realistic, ns, str(i)) for i in range(10)]  # each right after the last one's sync
+    first = _go(realistic, realistic_ns, "idle")
+    latencies = [_go(realistic, realistic_ns, str(i)) for i in range(10)]  # each right after the last
     assert first < 1.3 and max(latencies) < 2.5, (first, latencies)
     assert max(latencies) > 0.3, latencies  # some waited for a relist (all ten below: p < 1e-3)
 
 
-def test_a_go_behind_a_kill_changes_the_file_only_after_the_kill_s_sync(realistic: Any, ns: str) -> None:
+def test_a_go_behind_a_kill_changes_the_file_only_after_the_kill_s_sync(
+    realistic: Any, realistic_ns: str
+) -> None:
     """One sync at a time per pod (`podWorkerLoop`, `pendingUpdate`): an annotation patched while the pod's
     sync kills a container that ignores SIGTERM (grace period 3 s) reaches the file only after that sync
     ended, not 0.1 s later as on a kubelet that does not serialize."""
-    _pod(realistic, ns, container("k", 'trap "" TERM; while :; do sleep 0.2; done'))
-    realistic.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "k", "image": "alpine:3.20"}]}})
-    wait_for(lambda: _event_seen(realistic, ns, "Killing", "definition changed"), interval=0.05, what="kill")
+    _pod(realistic, realistic_ns, container("k", 'trap "" TERM; while :; do sleep 0.2; done'))
+    realistic.patch_namespaced_pod(
+        "p", realistic_ns, {"spec": {"containers": [{"name": "k", "image": "alpine:3.20"}]}}
+    )
+    wait_for(
+        lambda: _event_seen(realistic, realistic_ns, "Killing", "definition changed"),
+        interval=0.05,
+        what="kill",
+    )
     time.sleep(0.5)  # past the volume loops' pass for that sync (they write the pod as it is then)
-    latency = _go(realistic, ns, "behind-kill")
+    latency = _go(realistic, realistic_ns, "behind-kill")
     assert latency > 1.8, latency  # the kill's 3 s grace, less the 0.5 s and the time to see it begin
 
 
-def test_a_go_behind_a_pull_waits_for_the_pull(realistic: Any, ns: str) -> None:
+def test_a_go_behind_a_pull_waits_for_the_pull(realistic: Any, realistic_ns: str) -> None:
     """The same for a sync that pulls an image (debian:bookworm-slim, about 2.5 s modelled). (An update that
     arrives before the volume loops' pass for a sync still reaches the file then: they write the pod as the
     kubelet has it when they run, so each test waits 0.5 s after the sync began.)"""
-    _pod(realistic, ns, container("k", "sleep 3600"))
+    _pod(realistic, realistic_ns, container("k", "sleep 3600"))
     patch = {"spec": {"containers": [{"name": "k", "image": "debian:bookworm-slim"}]}}
-    realistic.patch_namespaced_pod("p", ns, patch)
-    wait_for(lambda: _event_seen(realistic, ns, "Pulling", "debian"), interval=0.05, what="pull")
+    realistic.patch_namespaced_pod("p", realistic_ns, patch)
+    wait_for(lambda: _event_seen(realistic, realistic_ns, "Pulling", "debian"), interval=0.05, what="pull")
     time.sleep(0.5)
-    latency = _go(realistic, ns, "behind-pull")
+    latency = _go(realistic, realistic_ns, "behind-pull")
     assert latency > 1.2, latency
