@@ -1,9 +1,9 @@
-"""A running container as the runtime holds it: a sandboxed process tree (its main process, its descendants
-found through `/proc`), its output piped into the CRI log, its exit code as a shell reports it (128 + signal),
-signals and graceful stop (SIGTERM, SIGKILL after the grace period: `kuberuntime_container.go`
-`killContainer`), its memory (resident pages, each address space once; an OOM kill past the limit) and its
-termination message (`terminationMessagePolicy`, `FallbackToLogsOnError`: the log's last 80 lines, at most
-2048 bytes)."""
+"""A running container as the runtime holds it: a sandboxed process tree (its main process, pid 1 of the
+container's pid namespace, and its descendants found through `/proc`), its output piped into the CRI log,
+its exit code as a shell reports it (128 + signal), signals and graceful stop (SIGTERM, SIGKILL after the
+grace period: `kuberuntime_container.go` `killContainer`), its memory (resident pages, each address space
+once; an OOM kill past the limit) and its termination message (`terminationMessagePolicy`,
+`FallbackToLogsOnError`: the log's last 80 lines, at most 2048 bytes)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ MEMORY_POLL_SECONDS = 0.1
 _PIPE_DRAIN_SECONDS = 2.0
 
 
-MAIN_PROCESS_WAIT_SECONDS = 10.0  # bound on the sandbox set-up (mounts) before the main process is forked
+MAIN_PROCESS_WAIT_SECONDS = 10.0  # bound on the sandbox set-up (mounts) before the main process is exec'd
 
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -106,6 +106,15 @@ def _ns_pid(pid: int) -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def _cmdline(pid: int) -> bytes:
+    """`pid`'s command line as /proc holds it, each word NUL-terminated (b"" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _statm(pid: int) -> tuple[int, int]:
@@ -181,7 +190,14 @@ class _Protocol(asyncio.SubprocessProtocol):
 class RunningContainer:
     """A started container. `wait()` may be awaited any number of times, concurrently."""
 
-    def __init__(self, runtime: Runtime, launch: ContainerLaunch, env: dict[str, str], cwd: str | None):
+    def __init__(
+        self,
+        runtime: Runtime,
+        launch: ContainerLaunch,
+        env: dict[str, str],
+        cwd: str | None,
+        wrappers: tuple[tuple[str, ...], ...] = (),
+    ):
         self.container_id = launch.container_id
         self.pid = 0  # host pid of the process the runtime spawned (bwrap / unshare / the command)
         self.started_at = datetime.now(UTC)
@@ -195,6 +211,8 @@ class RunningContainer:
         self._cwd = cwd
         self._init: int | None = None
         self._main: int | None = None
+        self._wrappers = {b"".join(os.fsencode(word) + b"\0" for word in argv) for argv in wrappers}
+        """command lines pid 1 has while the sandbox sets up, before it execs the container's command"""
         self._transport: asyncio.SubprocessTransport | None = None
         self._done: asyncio.Task[int] | None = None
         self._monitor: asyncio.Task[None] | None = None
@@ -263,7 +281,7 @@ class RunningContainer:
     # -- process discovery --
 
     def _init_pid(self) -> int | None:
-        """Host pid of pid 1 of the container's pid namespace (bwrap's / our reaper)."""
+        """Host pid of pid 1 of the container's pid namespace (the container's command, once exec'd)."""
         if self._init is None and self.finished_at is None:
             for c in _children(self.pid):
                 if _ns_pid(c) == 1:
@@ -272,29 +290,26 @@ class RunningContainer:
         return self._init
 
     def _main_pid(self) -> int | None:
-        """Host pid of the container's main process, once it exists: the first process the namespace's pid 1
-        forked (pid 2 unless something else joined the namespace first; orphans adopted later come after)."""
+        """Host pid of the container's main process once it runs the container's command: pid 1 of its pid
+        namespace, as runc execs it (`libcontainer/standard_init_linux.go`: the init process ends in an exec
+        of the process), once it no longer runs one of the sandbox's own set-up commands."""
         if self._main is None and self.finished_at is None:
             init = self._init_pid()
-            if init is not None:
-                ranked = sorted((ns, c) for c in _children(init) if (ns := _ns_pid(c)) is not None)
-                if ranked:
-                    self._main = ranked[0][1]
+            if init is not None and _cmdline(init) not in self._wrappers:
+                self._main = init
         return self._main
 
     async def _await_main(self) -> None:
-        """Wait until the main process exists, as a runtime's StartContainer returns only once it does:
-        nothing (an exec probe, a signal) may enter the namespace before it."""
+        """Wait until the main process runs the container's command, as a runtime's StartContainer returns
+        only once it does: nothing (an exec probe, a signal) may enter the namespace before it."""
         deadline = time.monotonic() + MAIN_PROCESS_WAIT_SECONDS
         while self._main_pid() is None and self.finished_at is None and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
 
     def _tree(self) -> list[int]:
-        """Host pids of the container's processes (everything under the namespace's pid 1, not pid 1)."""
-        if self._sandbox == "none":
-            return [self.pid, *descendants(self.pid)]
-        init = self._init_pid()
-        return descendants(init) if init is not None else []
+        """Host pids of the container's processes (the namespace's pid 1 and everything under it)."""
+        root = self.pid if self._sandbox == "none" else self._init_pid()
+        return [root, *descendants(root)] if root is not None else []
 
     # -- API --
 
@@ -318,7 +333,10 @@ class RunningContainer:
 
     def signal(self, sig: int) -> None:
         """Send `sig` to the container. SIGKILL kills the whole process tree (pid namespace / process group);
-        other signals go to the main process, as a container runtime does (the namespace dies with it)."""
+        other signals go to the main process, as a container runtime does (the namespace dies with it). The
+        main process is pid 1 of its namespace: the kernel delivers a signal from outside only if pid 1 has a
+        handler for it (SIGKILL and SIGSTOP always; pid_namespaces(7)), so a command with no SIGTERM handler
+        ignores the kubelet's SIGTERM and runs until the SIGKILL after the grace period, as on runc."""
         if self.finished_at is not None:
             return
         if sig == _signal.SIGKILL:

@@ -4,20 +4,26 @@ Each container is one `bwrap` (bubblewrap) exec: a fresh tmpfs root holding the 
 the host's `/usr`, `/etc`, `/bin` and `/lib*`, read-only, or for a scratch-based image nothing but the
 `host_paths` and `links` the image provides), a new `/proc`, a minimal `/dev`, a private `/tmp`, the volume
 mounts and the termination-message file, in new mount and pid namespaces. The command is looked up in that
-filesystem first: a missing or non-executable one fails the start as runc does (`StartError`). Layout inside
-the pid namespace:
+filesystem first: a missing or non-executable one fails the start as runc does (`StartError`).
 
-    pid 1  bwrap's reaper (excluded from RSS)      -- host: child of the `bwrap` process we spawned
-    pid 2  the container's main process            -- receives `signal()`/`stop()` signals (SIGTERM etc.)
-    ...    its descendants; all die with pid 2 (the namespace is torn down when the main process exits)
+The container's command is pid 1 of its new pid namespace, as runc makes it (`libcontainer/
+standard_init_linux.go`: the container's init process sets the container up and ends in an exec of the
+process; bwrap `--as-pid-1`, no reaper of its own): the kernel's rules for a namespace's init then apply as
+they do in a real container (pid_namespaces(7)):
 
-The fallback `sandbox="unshare"` (util-linux `unshare`, `--root` for the chroot) builds the same layout with a
-tiny `sh` reaper as pid 1. `sandbox="none"` runs the command on the host in its own process group, with the
-working dir set and NO mounts: the image's filesystem, volume paths and the termination-message path are not
-available there.
+    pid 1  the container's command                 -- host: child of the `bwrap` process we spawned
+    ...    its descendants, and orphans of the namespace (reparented to pid 1, which must reap them)
 
-Deviation from a real container: the main process is pid 2, not pid 1, so a signal it has no handler for gets
-its default action (a real pid 1 ignores e.g. SIGTERM without a handler and waits for SIGKILL).
+- a signal reaches pid 1 only if it has a handler for it (SIGKILL and SIGSTOP from outside always): a command
+  with no SIGTERM handler ignores the kubelet's SIGTERM and stops at the SIGKILL after the grace period;
+- pid 1 can signal every other process of its container (`kill -KILL -1` skips only itself);
+- when pid 1 exits, the kernel SIGKILLs every other process of the namespace (`zap_pid_ns_processes`): with
+  one process per container, nothing the container's command started outlives it.
+
+The fallback `sandbox="unshare"` (util-linux `unshare --pid --fork --kill-child`, `--root` for the chroot)
+builds the same layout: the forked child execs the command as pid 1. `sandbox="none"` runs the command on the
+host in its own process group, with the working dir set and NO mounts: the image's filesystem, volume paths
+and the termination-message path are not available there, and the command is not a pid 1.
 
 Network: each pod has a sandbox (`sandbox.py`, `ContainerRuntime.create_sandbox`), a small holder process in a
 new network namespace whose loopback is up, as a CRI pod sandbox (the pause container) holds the pod's network
@@ -215,8 +221,8 @@ def _check_executable(
 
 
 # The unshare fallback. Outer `unshare --mount` runs this script: build the root on a private tmpfs, then
-# exec an inner `unshare --pid --fork --mount-proc` whose child (pid 1, a reaper `sh`) forks the chroot'ed
-# command as pid 2 and exits with its status (which tears the namespace down).
+# exec an inner `unshare --pid --fork --mount-proc` whose child (pid 1) execs the chroot'ed command (through
+# `unshare --root`): the command is pid 1, and its exit tears the namespace down.
 _UNSHARE_SCRIPT = r"""
 set -e
 cpath=$PATH; base=$1; wd=$2; unshare_bin=$3; shift 3
@@ -240,7 +246,7 @@ done
 shift
 [ -d "$r$wd" ] || mkdir -p "$r$wd" 2>/dev/null || true
 export PATH="$cpath"
-exec "$unshare_bin" --pid --fork --kill-child --mount-proc="$r/proc" -- /bin/sh -c '"$@" & wait $!' sh "$@"
+exec "$unshare_bin" --pid --fork --kill-child --mount-proc="$r/proc" -- "$@"
 """
 
 
@@ -373,7 +379,7 @@ class ContainerRuntime:
         wd = wd or "/"
         if not any(_under(wd, p) for p in ("/proc", "/dev", *(d for _, d, _ in binds if d.strip("/")))):
             cmd += ["--dir", wd]  # a missing working dir on the root tmpfs is created, as runc does
-        cmd += ["--chdir", wd, "--die-with-parent", "--unshare-pid", "--", *argv]
+        cmd += ["--chdir", wd, "--die-with-parent", "--unshare-pid", "--as-pid-1", "--", *argv]
         return cmd
 
     def _unshare_cmd(
@@ -395,11 +401,20 @@ class ContainerRuntime:
             cmd += ["ln", target, path]
         for src, dst, ro in binds:
             cmd += ["ro" if ro else "rw", src, dst]
-        # the reaper runs the command in the background, which ignores SIGINT/SIGQUIT: reset them (on the
-        # host side, so that the image needs no `env`), then enter the root
+        # signals at their defaults (on the host side, so that the image needs no `env`), then enter the root
         unshare = self._unshare or "unshare"
         inner = [unshare, f"--root={base}/root", f"--wd={wd or '/'}", "--", *argv]
         return [*cmd, "--", *self._default_signals, *inner]
+
+    def _unshare_wrappers(self, argv: list[str], wd: str | None) -> tuple[tuple[str, ...], ...]:
+        """The command lines pid 1 of an unshare sandbox runs before the container's command: the forked
+        `unshare --pid`, then `env --default-signal` (where used), then `unshare --root`."""
+        unshare = self._unshare or "unshare"
+        base = _unshare_base_dir()
+        inner = (unshare, f"--root={base}/root", f"--wd={wd or '/'}", "--", *argv)
+        rest = (*self._default_signals, *inner)
+        forked = (unshare, "--pid", "--fork", "--kill-child", f"--mount-proc={base}/root/proc", "--", *rest)
+        return (forked, rest, inner)
 
     # -- API --
 
@@ -467,6 +482,7 @@ class ContainerRuntime:
         wd = launch.working_dir or "/"
         binds, links = _layout(launch)
         cwd: str | None = None
+        wrappers: tuple[tuple[str, ...], ...] = ()
         if self.sandbox == "none":
             if shutil.which(launch.argv[0], path=env["PATH"]) is None:
                 _check_executable(launch.argv[0], env["PATH"], [("/", "/")], {})
@@ -477,10 +493,12 @@ class ContainerRuntime:
             self._ensure_workdir(wd, launch)
             if self.sandbox == "bwrap":
                 cmd = self._bwrap_cmd(binds, wd, launch.argv, links)
+                wrappers = (tuple(cmd[len(self._default_signals) :]),)  # bwrap's child until its exec
             else:
                 cmd = self._unshare_cmd(binds, wd, launch.argv, links)
+                wrappers = self._unshare_wrappers(launch.argv, wd)
             cmd = [*self._join(launch.pod_sandbox), *cmd]
-        container = RunningContainer(self, launch, env, cwd)
+        container = RunningContainer(self, launch, env, cwd, wrappers)
         await container._spawn(cmd)
         return container
 

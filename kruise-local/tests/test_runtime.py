@@ -115,12 +115,12 @@ async def test_sandbox_isolation_and_host_paths(runtime: ContainerRuntime, tmp_p
     c = await runtime.start(launch)
     assert await c.wait() == 0
     assert texts(c) == [
-        "2",
+        "1",
         "no-work",
         "ro",
         sys.base_prefix,
         "/app/sub",
-    ]  # main process is pid 2 of its own namespace
+    ]  # the container's command is pid 1 of its own namespace
 
 
 @pytest.mark.asyncio
@@ -206,14 +206,52 @@ async def test_sandbox_none_runs_on_host(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_signal_gives_128_plus_n(any_runtime: ContainerRuntime, tmp_path: Path) -> None:
-    c = await any_runtime.start(make_launch(tmp_path, sh("echo up; sleep 30")))
-    c.signal(signal.SIGTERM)  # before the main process even exists: delivered once it does
-    assert await asyncio.wait_for(c.wait(), ENDS) == 128 + signal.SIGTERM
+    script = 'trap "echo got-usr1; exit 3" USR1; echo up; while :; do sleep 0.05; done'
+    c = await any_runtime.start(make_launch(tmp_path, sh(script)))
+    await wait_for_log(c, "up")  # its handler is set
+    c.signal(signal.SIGUSR1)
+    assert await asyncio.wait_for(c.wait(), ENDS) == 3
     c = await any_runtime.start(make_launch(tmp_path, sh("echo up; sleep 30"), name="c2"))
     await wait_for_log(c, "up")
     c.signal(signal.SIGKILL)
     assert await asyncio.wait_for(c.wait(), ENDS) == 137
     assert not c.oom_killed
+
+
+@pytest.mark.asyncio
+async def test_the_command_is_pid_1_and_ignores_signals_it_has_no_handler_for(
+    any_runtime: ContainerRuntime, tmp_path: Path
+) -> None:
+    """runc execs the container's command as pid 1 of a new pid namespace; the kernel delivers a signal from
+    outside to a namespace's init only if it has a handler for it (SIGKILL always: pid_namespaces(7)). A
+    shell with no SIGTERM trap ignores the kubelet's SIGTERM and stops at the SIGKILL after the grace."""
+    c = await any_runtime.start(make_launch(tmp_path, sh("echo pid=$$; while :; do sleep 0.05; done")))
+    await wait_for_log(c, "pid=1")
+    c.signal(signal.SIGTERM)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(c.wait(), 1.0)  # ignored: still running
+    assert await c.stop(grace_seconds=0.5) == 137
+    assert texts(c) == ["pid=1"]
+
+
+@pytest.mark.asyncio
+async def test_pid_1_can_kill_every_other_process_of_its_container(
+    any_runtime: ContainerRuntime, tmp_path: Path
+) -> None:
+    """`kill -KILL -1` from a namespace's init signals every process of the namespace but itself (kill(2)):
+    a container's command can end all it started, and goes on."""
+    script = (
+        "sleep 300 & (sleep 301 &); (setsid sleep 302 &); sleep 0.2; "
+        "kill -KILL -1; sleep 0.5; ls -d /proc/[0-9]*; echo done; sleep 30"
+    )
+    c = await any_runtime.start(make_launch(tmp_path, sh(script)))
+    await wait_for_log(c, "done")
+    alive_in_container = [line for line in texts(c) if line.startswith("/proc/")]
+    assert alive_in_container[0] == "/proc/1"
+    assert len(alive_in_container) <= 2  # pid 1, and the `ls` that listed them
+    assert c.running
+    c.signal(signal.SIGKILL)
+    assert await asyncio.wait_for(c.wait(), ENDS) == 137
 
 
 @pytest.mark.asyncio
@@ -283,7 +321,7 @@ async def test_grandchildren_die_with_container(any_runtime: ContainerRuntime, t
     await asyncio.sleep(0.05)
     tree = c._tree()
     assert len(tree) >= 4  # sh, three sleeps (one orphaned to the namespace's pid 1)
-    assert await c.stop(grace_seconds=5) == 143
+    assert await c.stop(grace_seconds=0.5) == 137  # sh as pid 1 has no SIGTERM handler
     await asyncio.sleep(0.05)
     assert [p for p in tree if alive(p)] == []
 
@@ -441,7 +479,7 @@ async def test_rss_bytes(runtime: ContainerRuntime, tmp_path: Path) -> None:
     await wait_for_log(c, "ready")
     rss = c.rss_bytes()
     assert 100 * 1024 < rss < 64 * 1024 * 1024
-    assert await c.stop(1) == 143
+    assert await c.stop(0.5) == 137  # sh as pid 1 has no SIGTERM handler
     assert c.rss_bytes() == 0
 
 
@@ -493,7 +531,7 @@ async def test_exec_in_container_namespace(any_runtime: ContainerRuntime, tmp_pa
         c, sh("pwd; cat /scratch/flag; echo $GREETING $EXTRA; echo err >&2; exit 2"), 5, env={"EXTRA": "more"}
     )
     assert (code, out) == (2, "/scratch\nready\nhello more\nerr\n")
-    code, out = await any_runtime.exec(c, sh("cat /proc/2/cmdline | tr '\\0' ' '"), 5)
+    code, out = await any_runtime.exec(c, sh("cat /proc/1/cmdline | tr '\\0' ' '"), 5)
     assert code == 0 and "sleep 30" in out  # same pid namespace as the container
     t0 = time.monotonic()
     assert await any_runtime.exec(c, sh("sleep 31.25; echo never"), 0.5) == (-1, "timeout")
@@ -503,7 +541,7 @@ async def test_exec_in_container_namespace(any_runtime: ContainerRuntime, tmp_pa
     while [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(int(p)) == b"sleep\x0031.25\x00"]:
         assert time.monotonic() < deadline, "the timed-out exec's process is still alive"
         await asyncio.sleep(0.05)
-    assert await c.stop(1) == 143
+    assert await c.stop(0.5) == 137  # sh as pid 1 has no SIGTERM handler
     assert await any_runtime.exec(c, ["true"], 5) == (-1, "container is not running")
 
 
