@@ -40,11 +40,11 @@ from .wire import (
     RUNNER_STATE,
     SLOT_FIELDS,
     STAGE_FIELD,
+    STOP_FIELD,
     slot_annotation,
     stage_annotation,
 )
 
-META_VOLUME = "kruise-chain-meta"
 INIT_CONTAINER = "kruise-chain-runner"
 READINESS_COMMAND: tuple[str, ...] = (
     f"{RUNNER_BIN}/busybox",
@@ -55,7 +55,7 @@ READINESS_COMMAND: tuple[str, ...] = (
 """Slot readiness: its runner parked on the generation the container started with, or a later one."""
 INIT_SCRIPT = (
     "set -e; b=/bin/busybox; "
-    f"$b mkdir -p {RUNNER_BIN} {RUNNER_STATE}; $b chmod 1777 {RUNNER_STATE}; "
+    f"$b mkdir -p {RUNNER_BIN}; "
     f"$b cp $b {RUNNER_BIN}/busybox.new; $b mv -f {RUNNER_BIN}/busybox.new {RUNNER_BIN}/busybox; "
     f'printf %s "$KC_RUNNER_SCRIPT" | $b base64 -d >{RUNNER_BIN}/runner.sh.new; '
     f"$b mv -f {RUNNER_BIN}/runner.sh.new {RUNNER_BIN}/runner.sh"
@@ -85,6 +85,17 @@ def container_security_context(chain: ChainSpec) -> dict[str, Any] | None:
     if "runAsUser" not in (chain.security_context or {}):
         context["runAsUser"] = RESTRICTED_RUN_AS_USER
     return context
+
+
+def meta_volume(slot: str) -> str:
+    """The downwardAPI volume of `slot` alone: its run spec and stop annotations, nothing of the other
+    slot's."""
+    return f"kruise-chain-meta-{slot}"
+
+
+def state_volume(slot: str) -> str:
+    """The emptyDir of `slot`'s runner records, mounted by that slot only."""
+    return f"kruise-chain-state-{slot}"
 
 
 def runner_script() -> str:
@@ -154,8 +165,10 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
         ],
         "volumeMounts": [
             {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
-            {"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT},
-            {"name": META_VOLUME, "mountPath": META_MOUNT, "readOnly": True},
+            # the runner's files: no stage may change them
+            {"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT, "readOnly": True},
+            {"name": state_volume(slot), "mountPath": RUNNER_STATE},
+            {"name": meta_volume(slot), "mountPath": META_MOUNT, "readOnly": True},
         ],
         "readinessProbe": {
             "exec": {"command": list(READINESS_COMMAND)},
@@ -182,6 +195,15 @@ def _init_container(runner_image: str) -> dict[str, Any]:
         "env": [{"name": "KC_RUNNER_SCRIPT", "value": script}],
         "volumeMounts": [{"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT}],
     }
+
+
+def _meta_volume(slot: str) -> dict[str, Any]:
+    def item(path: str, field: str) -> dict[str, Any]:
+        fieldpath = f"metadata.annotations['{slot_annotation(slot, field)}']"
+        return {"path": path, "fieldRef": {"fieldPath": fieldpath}}
+
+    items = [item(slot, RUN_FIELD), item(f"{slot}.{STOP_FIELD}", STOP_FIELD)]
+    return {"name": meta_volume(slot), "downwardAPI": {"items": items, "defaultMode": 0o444}}
 
 
 def deep_merge(base: Any, override: Any) -> Any:
@@ -299,7 +321,8 @@ def build_chain_pod(
     """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
 
     `chain` must have passed `validate()`. An init container copies the static busybox of
-    `chain.runner_image` and the runner script into the runner's emptyDir; both slots run them.
+    `chain.runner_image` and the runner script into the runner's emptyDir; both slots run them from there,
+    read-only. Each slot has its own state emptyDir and its own downwardAPI volume.
     `chain_path` (the chain's full task-group path, default its name) goes into the chain label.
     """
     labels = {**chain.labels, **chain_labels(dag_id, run_id, chain_path or chain.name)}
@@ -326,21 +349,8 @@ def build_chain_pod(
         "volumes": [
             {"name": SCRATCH_VOLUME, "emptyDir": scratch},
             {"name": RUNNER_VOLUME, "emptyDir": {}},
-            {
-                "name": META_VOLUME,
-                "downwardAPI": {
-                    "items": [
-                        {
-                            "path": slot,
-                            "fieldRef": {
-                                "fieldPath": f"metadata.annotations['{slot_annotation(slot, RUN_FIELD)}']"
-                            },
-                        }
-                        for slot in SLOTS
-                    ],
-                    "defaultMode": 0o444,
-                },
-            },
+            *({"name": state_volume(slot), "emptyDir": {}} for slot in SLOTS),
+            *(_meta_volume(slot) for slot in SLOTS),
         ],
     }
     if chain.node_selector:

@@ -1,42 +1,61 @@
-# airflow-kruise-chain stage runner (v2): the main process of both slot containers of a chain pod, run by
-# the static busybox the chain's init container copied next to it: `busybox sh runner.sh`. It uses only
-# that busybox (its shell builtins and `$kc_bb APPLET`), never the stage image's tools, so stage images
-# need nothing (distroless and scratch images work).
+# airflow-kruise-chain stage runner (v3, sealed stages): the main process of both slot containers of a chain
+# pod, run by the static busybox the chain's init container copied next to it: `busybox sh runner.sh`. It uses
+# only that busybox (its shell builtins and `$kc_bb APPLET`), never the stage image's tools, so stage images
+# need nothing (distroless and scratch images work). Both files sit on a volume the slots mount read-only.
 #
 # Long-lived: it parks, and runs each generation its slot is given once, without a container restart.
 # The slot's run spec (the pod annotation airflow-kruise-chain/<slot>.run, see core/wire.py) reaches it
-# as env KC_RUN when the container starts and as the file $KC_META/<slot> of a downwardAPI volume, which
-# the kubelet rewrites when the annotation changes. It polls that file with a builtin read and waits in
-# between with `read -t` on its tick FIFO (no process is started while it waits): every 0.1 s, and every
-# 0.02 s for the next 250 polls (about 5 s) after it started or any slot of the pod finished a generation,
-# when the operator's next run spec is due (the runner that finished it writes a line into the other
-# slots' tick FIFOs: a nudge). Idle, it costs what the 0.1 s poll costs; a lost nudge only leaves a start
-# to the 0.1 s poll. Records live in $KC_STATE (an emptyDir the slots share, never under $CHAIN_SCRATCH):
-# gen-N/started, gen-N/result, gen-N/exit_code (written last: the generation is done).
-# A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
-# (interrupted); one whose records are gone is not run again (exit 70, reason lost-record).
+# as env KC_RUN when the container starts and as the file $KC_META/<slot> of the slot's own downwardAPI
+# volume (only this slot's items), which the kubelet rewrites when the annotation changes. It polls that
+# file with a builtin read and waits in between with `read -t` on a private FIFO (no process is started
+# while it waits): every 0.1 s, and every 0.02 s for the next 250 polls (about 5 s) after it started or
+# finished a generation.
+#
+# Sealed like a container (a stage runs as the runner's user, in its container):
+# - Nothing a stage starts outlives it. The runner is pid 1 of the container's pid namespace (a runtime
+#   execs the container's command as pid 1): when the stage's process ends (or is stopped), it ends every
+#   other process of the container (`kill -KILL -1`, which spares pid 1 only) BEFORE it records the result.
+#   Not pid 1 (shareProcessNamespace, tests), it ends its descendants by their parent pids: best effort.
+# - Nothing a stage writes changes what the runner does. The runner's own files are read-only; the slot's
+#   state ($KC_STATE, an emptyDir of this slot only) holds records only: gen-N/started, gen-N/result,
+#   gen-N/exit_code (written last: the generation is done), <slot>.started (the newest generation this slot
+#   started) and <slot>.parked (the generation it parked on: the readiness probe's). Once the stage's
+#   processes are gone, the runner empties the state and writes the generation's records afresh, so
+#   whatever a stage left there (a FIFO, a bumped counter, a planted record) is gone before the slot's next
+#   generation; records are read only through checks that refuse anything but a regular file. The captured
+#   env stays in the runner's memory; nothing is sourced or executed from a path a stage can write.
+# - A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
+#   (interrupted); one whose records are gone is not run again (exit 70, reason lost-record). A stage CAN
+#   forge its own generation's result (it shares the runner's user and can read its slot's run spec): put
+#   stages of different trust in different chains.
+#
+# Stop: the kubelet's SIGTERM while a stage runs is passed to it; so is a stop request, the annotation
+# airflow-kruise-chain/<slot>.stop ("GENERATION GRACE_SECONDS", the file $KC_META/<slot>.stop), which the
+# runner reads while the stage runs: SIGTERM to the stage, SIGKILL to all of it after the grace, recorded
+# as reason `stopped` and parked (no container restart).
 #
 # The stage gets exactly its argv (exec -a: argv[0] as given, resolved on the stage's PATH as a runtime
 # does) and exactly the container's env as the runtime gave it (read from /proc/self/environ, without the
-# runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION; the
-# generation's token is never in it. Results are announced as a line starting with the marker, carrying
-# the generation and its token (and in the termination message); the slot's readiness probe reads
-# $KC_STATE/<slot>.parked, the generation it parked on. Markers go to stdout and to stderr (a runtime copies
-# the two streams into the log apart: only both copies say that all of the stage's output is in).
+# runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION. Results
+# are announced as a line starting with the marker, carrying the generation and its token (and in the
+# termination message). Markers go to stdout and to stderr (a runtime copies the two streams into the log
+# apart: only both copies say that all of the stage's output is in).
 
 kc_bb=${0%/*}/busybox
 kc_marker='::kruise-chain::'
 kc_slot=${KC_SLOT:-slot}
-kc_state=${KC_STATE:-/kruise-chain/state}
+kc_state=${KC_STATE:-/kruise-chain-state}
 kc_meta=${KC_META:-/kruise-chain-meta}/$kc_slot
+kc_stopfile=$kc_meta.stop
 kc_scratch=${KC_SCRATCH:-/scratch}
 kc_term=${KC_TERMINATION_LOG:-/dev/termination-log}
 kc_parked=$kc_state/$kc_slot.parked
+kc_hwmfile=$kc_state/$kc_slot.started
 
 # One handler for the stop signals, set before anything else (as PID 1 the runner would otherwise ignore
 # them). While a stage runs, the signal is passed on to it as TERM (sh starts background jobs with INT and
 # QUIT ignored); while its result is recorded, it is only counted (the runner leaves once the result is
-# safe); otherwise the runner exits 0 at once.
+# safe); otherwise the runner exits 0 at once. SIGCHLD only wakes the runner's waits.
 kc_phase=idle
 kc_signals=0
 kc_child=
@@ -49,6 +68,7 @@ kc_on_stop() {
 	esac
 }
 trap kc_on_stop TERM INT QUIT
+trap : CHLD
 
 # kc_q VALUE: kc_q is set to VALUE single-quoted for sh (builtins only).
 kc_quote() {
@@ -65,6 +85,26 @@ kc_quote() {
 	done
 	kc_q="'$kc_q$kc_r'"
 }
+
+# The container's env exactly as the runtime gave it, as sh: first unset every name the shell exports (the
+# runtime's and those sh adds itself), then export the runtime's values again, KC_* left out. xargs splits
+# /proc/self/environ on its NULs and hands the entries to `runner.sh --capture-env`.
+if [ "$1" = --capture-env ]; then
+	shift
+	kc_names=
+	kc_body=
+	for kc_kv; do
+		kc_n=${kc_kv%%=*}
+		case $kc_n in "" | [0-9]* | *[!A-Za-z0-9_]*) continue ;; esac
+		kc_names="$kc_names $kc_n"
+		case $kc_n in KC_*) continue ;; esac
+		kc_quote "${kc_kv#*=}"
+		kc_body="$kc_body
+export $kc_n=$kc_q"
+	done
+	[ -z "$kc_names" ] || printf 'unset%s%s\n' "$kc_names" "$kc_body"
+	exit 0
+fi
 
 # UTC timestamps with a fraction: date's %N where busybox has it, else the kernel clock as adjtimex reads it
 # (no privilege needed to read it), else whole seconds.
@@ -85,32 +125,6 @@ kc_now() {
 	*) kc_stamp=$("$kc_bb" date -u +%Y-%m-%dT%H:%M:%SZ) ;;
 	esac
 }
-
-# The container's env exactly as the runtime gave it, as sh: first unset every name the shell exports (the
-# runtime's and those sh adds itself), then export the runtime's values again, KC_* left out. xargs splits
-# /proc/self/environ on its NULs and hands the entries to `runner.sh --capture-env`.
-kc_capture_env() {
-	{
-		printf 'unset SHLVL PWD OLDPWD PATH\n'
-		"$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env <"/proc/$$/environ"
-	} >"$kc_env.tmp" && "$kc_bb" mv -f "$kc_env.tmp" "$kc_env"
-}
-if [ "$1" = --capture-env ]; then
-	shift
-	kc_names=
-	kc_body=
-	for kc_kv; do
-		kc_n=${kc_kv%%=*}
-		case $kc_n in "" | [0-9]* | *[!A-Za-z0-9_]*) continue ;; esac
-		kc_names="$kc_names $kc_n"
-		case $kc_n in KC_*) continue ;; esac
-		kc_quote "${kc_kv#*=}"
-		kc_body="$kc_body
-export $kc_n=$kc_q"
-	done
-	[ -z "$kc_names" ] || printf 'unset%s%s\n' "$kc_names" "$kc_body"
-	exit 0
-fi
 
 # kc_exec ARGV...: exec the stage as a runtime would: argv[0] as given, found on $PATH unless it has a '/'.
 kc_exec() {
@@ -138,6 +152,22 @@ kc_exec() {
 	exec -a "$kc_a0" "$kc_p" "$@"
 }
 
+# kc_file PATH: PATH is a regular file (not a FIFO, a device, a folder or a symlink): safe to read.
+kc_file() {
+	[ -f "$1" ] && [ ! -h "$1" ]
+}
+
+# kc_read PATH: kc_line is the first line of PATH if it is a regular file, else empty.
+kc_read() {
+	kc_line=
+	if kc_file "$1"; then { read -r kc_line <"$1"; } 2>/dev/null; fi
+}
+
+# kc_number VALUE DEFAULT: kc_n is VALUE if it is a decimal number, else DEFAULT.
+kc_number() {
+	case $1 in '' | *[!0-9]*) kc_n=$2 ;; *) kc_n=$1 ;; esac
+}
+
 # The newest run spec: the one in env at container start, or the volume's file once it is newer. A spec
 # defines kc_g (generation), kc_t (token), kc_s (stage), kc_m (outputs limit), kc_stage_env, kc_stage_argv.
 kc_g=0
@@ -161,141 +191,249 @@ kc_poll() {
 	fi
 }
 
-# kc_record EXIT_CODE REASON: write the result; exit_code is written last, it marks the generation done.
-kc_record() {
-	{ read -r kc_started <"$kc_dir/started"; } 2>/dev/null || kc_started=$kc_stamp
+# kc_alive PID: PID is a live child of the runner (not a zombie).
+kc_alive() {
+	kc_st=
+	{ read -r kc_st <"/proc/$1/stat"; } 2>/dev/null || return 1
+	set -- ${kc_st##*) }
+	[ "$1" != Z ] && [ "$2" = "$$" ]
+}
+
+# kc_others: whether a process other than the runner is left (zombies do not count: they run nothing).
+kc_others() {
+	for kc_p in /proc/[0-9]*; do
+		[ "$kc_p" = "/proc/$$" ] && continue
+		kc_st=
+		{ read -r kc_st <"$kc_p/stat"; } 2>/dev/null || continue
+		set -- ${kc_st##*) }
+		[ "$1" = Z ] || return 0
+	done
+	return 1
+}
+
+# kc_descendants: kc_pids is the runner's descendants, found by their parent pids (when it is not pid 1).
+kc_descendants() {
+	kc_tree=" $$ "
+	kc_pids=
+	kc_more=1
+	while [ "$kc_more" = 1 ]; do
+		kc_more=0
+		for kc_p in /proc/[0-9]*; do
+			kc_st=
+			{ read -r kc_st <"$kc_p/stat"; } 2>/dev/null || continue
+			set -- ${kc_st##*) }
+			kc_p=${kc_p#/proc/}
+			case $kc_tree in *" $kc_p "*) continue ;; esac
+			case $kc_tree in *" $2 "*)
+				kc_tree="$kc_tree$kc_p "
+				kc_pids="$kc_pids $kc_p"
+				kc_more=1
+				;;
+			esac
+		done
+	done
+}
+
+# kc_end_all: end every process of the slot but the runner, and wait until they are gone. As pid 1 of the
+# container's pid namespace, `kill -KILL -1` reaches them all (kill(2): every process but the caller's
+# namespace's init), forks racing the kill included (tried again while any is left).
+kc_end_all() {
+	kc_i=0
+	while [ "$kc_i" -lt 500 ]; do
+		if [ "$$" = 1 ]; then
+			kill -KILL -1 2>/dev/null
+			kc_others || return 0
+		else
+			kc_descendants
+			[ -n "$kc_pids" ] || return 0
+			kill -KILL $kc_pids 2>/dev/null
+		fi
+		kc_i=$((kc_i + 1))
+		read -t 0.01 kc_x <&3 # the kernel tears them down; SIGCHLD wakes the runner, which reaps them
+	done
+	echo "$kc_marker error: processes of generation $kc_g are still there after $kc_i kills" >&2
+}
+
+# kc_wipe: empty the slot's state (made writable first: a stage may have taken its own permissions away).
+kc_wipe() {
+	"$kc_bb" chmod -R u+rwx "$kc_state" 2>/dev/null
+	"$kc_bb" rm -rf "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?* 2>/dev/null
+}
+
+# kc_finish EXIT_CODE REASON: the stage's processes are ended, then the state is emptied and the generation's
+# records written afresh (exit_code last: the generation is done), then the result announced.
+kc_finish() {
+	kc_phase=recording
 	kc_now
+	kc_end_all
 	kc_out=$kc_dir/outputs.json
 	kc_enc=-
-	case $kc_m in '' | *[!0-9]*) kc_m=16384 ;; esac
+	kc_number "$kc_m" 16384
+	kc_m=$kc_n
 	[ "$kc_m" -le 16384 ] || kc_m=16384
-	if [ ! -s "$kc_out" ]; then
-		kc_os=absent
-	elif [ "$("$kc_bb" wc -c <"$kc_out")" -gt "$kc_m" ]; then
-		kc_os=too-big
-	else
-		kc_enc=$("$kc_bb" base64 <"$kc_out" | "$kc_bb" tr -d '\n')
-		kc_os=ok
+	kc_os=absent
+	if kc_file "$kc_out" && [ -s "$kc_out" ]; then
+		kc_size=$("$kc_bb" head -c "$((kc_m + 1))" "$kc_out" | "$kc_bb" wc -c)
+		if [ "$kc_size" -gt "$kc_m" ]; then
+			kc_os=too-big
+		else
+			kc_enc=$("$kc_bb" head -c "$kc_m" "$kc_out" | "$kc_bb" base64 | "$kc_bb" tr -d '\n')
+			kc_os=ok
+		fi
 	fi
+	[ -n "$kc_started" ] || kc_started=$kc_stamp
+	kc_wipe
+	if ! "$kc_bb" mkdir "$kc_dir"; then
+		echo "$kc_marker error: cannot create $kc_dir" >&2
+		exit 70
+	fi
+	printf '%s\n' "$kc_g" >"$kc_hwmfile"
+	printf '%s\n' "$kc_started" >"$kc_dir/started"
 	printf '%s result gen=%s token=%s stage=%s slot=%s exit=%s reason=%s started=%s finished=%s outputs=%s outputs_status=%s streams=2\n' \
 		"$kc_marker" "$kc_g" "$kc_t" "$kc_s" "$kc_slot" "$1" "$2" "$kc_started" "$kc_stamp" "$kc_enc" \
 		"$kc_os" >"$kc_dir/result"
 	printf '%s\n' "$1" >"$kc_dir/exit_code"
+	kc_announce
 }
 
 # Announce the result: the termination message (the kubelet keeps at most 4096 bytes: large outputs are
 # left to the log line) and the result line on each stream, on a line of its own (the stage may have left
 # one unended).
 kc_announce() {
-	{ read -r kc_res <"$kc_dir/result"; } 2>/dev/null || kc_res=
+	kc_read "$kc_dir/result"
+	kc_res=$kc_line
 	kc_msg=$kc_res
 	if [ "${#kc_res}" -gt 4000 ]; then kc_msg="${kc_res%% outputs=*} outputs=- outputs_status=truncated"; fi
 	{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null
 	printf '\n%s\n' "$kc_res"
 	printf '\n%s\n' "$kc_res" >&2
-	printf '%s\n' "$kc_g" >"$kc_parked"
+	kc_put "$kc_parked" "$kc_g"
+}
+
+# kc_put PATH VALUE: write VALUE as PATH's one line, replacing whatever PATH is if not a regular file (an
+# open for writing of a FIFO a stage left there would block).
+kc_put() {
+	if [ -e "$1" ] || [ -h "$1" ]; then kc_file "$1" || "$kc_bb" rm -rf "$1" 2>/dev/null; fi
+	{ printf '%s\n' "$2" >"$1"; } 2>/dev/null
+}
+
+# kc_stop_requested: the stop annotation names this generation; kc_grace is its grace period.
+kc_stop_requested() {
+	kc_read "$kc_stopfile"
+	[ "${kc_line%% *}" = "$kc_g" ] || return 1
+	kc_number "${kc_line#* }" 30
+	kc_grace=$kc_n
+}
+
+# kc_uptime: kc_up is the seconds since boot (whole), from the kernel, without starting a process.
+kc_uptime() {
+	kc_up=0
+	{ read -r kc_up _ </proc/uptime; } 2>/dev/null
+	kc_up=${kc_up%%.*}
+}
+
+# kc_wait_stage: wait for the stage's process (SIGCHLD wakes the wait), following a stop request meanwhile;
+# kc_code is its exit status, kc_stopped 1 if a stop request ended it.
+kc_wait_stage() {
+	kc_stopped=0
+	kc_kill_at=
+	while kc_alive "$kc_child"; do
+		if [ "$kc_stopped" = 0 ] && kc_stop_requested; then
+			kc_stopped=1
+			kill -TERM "$kc_child" 2>/dev/null
+			kc_uptime
+			kc_kill_at=$((kc_up + kc_grace))
+			echo "$kc_marker stopping generation $kc_g (stage $kc_s) as asked, SIGKILL in ${kc_grace}s" >&2
+		elif [ -n "$kc_kill_at" ]; then
+			kc_uptime
+			if [ "$kc_up" -ge "$kc_kill_at" ]; then kill -KILL "$kc_child" 2>/dev/null; fi
+		fi
+		read -t 0.1 kc_x <&3
+	done
+	kc_code=0
+	wait "$kc_child"
+	kc_code=$?
 }
 
 kc_run() {
 	kc_dir=$kc_state/gen-$kc_g
-	if [ -f "$kc_dir/exit_code" ]; then
+	kc_started=
+	if kc_file "$kc_dir/exit_code"; then
 		kc_announce
 		return
 	fi
-	if [ -f "$kc_dir/started" ]; then
-		kc_record 137 interrupted
-		kc_announce
+	if kc_file "$kc_dir/started"; then
+		kc_read "$kc_dir/started"
+		kc_started=$kc_line
+		case $kc_started in '' | *[!0-9TZ:.-]*) kc_started= ;; esac
+		kc_finish 137 interrupted
 		return
 	fi
-	kc_hwm=0
-	{ read -r kc_hwm <"$kc_state/$kc_slot.started"; } 2>/dev/null
-	case $kc_hwm in '' | *[!0-9]*) kc_hwm=0 ;; esac
-	if [ "$kc_g" -le "$kc_hwm" ]; then
+	kc_read "$kc_hwmfile"
+	kc_number "$kc_line" 0
+	if [ "$kc_g" -le "$kc_n" ]; then
 		# started before in this slot, and its records are gone: never run it again
-		"$kc_bb" mkdir -p "$kc_dir"
-		kc_now
-		printf '%s\n' "$kc_stamp" >"$kc_dir/started"
 		echo "$kc_marker error: the records of generation $kc_g are gone; not running it again" >&2
-		kc_record 70 lost-record
-		kc_announce
+		kc_finish 70 lost-record
 		return
 	fi
-	: >"$kc_parked"
-	if ! "$kc_bb" mkdir -p "$kc_dir"; then
+	kc_wipe
+	if ! "$kc_bb" mkdir "$kc_dir"; then
 		echo "$kc_marker error: cannot create $kc_dir" >&2
 		exit 70
 	fi
-	printf '%s\n' "$kc_g" >"$kc_state/$kc_slot.started"
+	printf '%s\n' "$kc_g" >"$kc_hwmfile"
+	: >"$kc_parked"
 	kc_now
-	printf '%s\n' "$kc_stamp" >"$kc_dir/started"
+	kc_started=$kc_stamp
+	printf '%s\n' "$kc_started" >"$kc_dir/started"
 	kc_phase=stage
 	kc_start="$kc_marker start gen=$kc_g token=$kc_t stage=$kc_s slot=$kc_slot at=$kc_stamp"
 	printf '%s\n' "$kc_start"
 	printf '%s\n' "$kc_start" >&2
 	(
-		. "$kc_env"
+		trap - CHLD
+		eval "$kc_envsh"
 		kc_stage_env
 		CHAIN_SCRATCH=$kc_scratch CHAIN_OUTPUT=$kc_dir/outputs.json CHAIN_GENERATION=$kc_g
 		export CHAIN_SCRATCH CHAIN_OUTPUT CHAIN_GENERATION
-		exec 3>&- # the tick FIFO is the runner's: the stage gets only the container's streams
+		exec 3>&- # the wait FIFO is the runner's: the stage gets only the container's streams
 		kc_stage_argv
 	) &
 	kc_child=$!
 	if [ "$kc_signals" -gt 0 ]; then kill -TERM "$kc_child" 2>/dev/null; fi # stopped before the fork
-	while :; do
-		kc_seen=$kc_signals
-		wait "$kc_child"
-		kc_code=$?
-		[ "$kc_seen" = "$kc_signals" ] && break # no signal during this wait: the stage's own status
-		kill -0 "$kc_child" 2>/dev/null && continue # interrupted by a signal, the stage still runs
-		# The stage ended as the signal came: ask again for its recorded status (127: already collected).
-		wait "$kc_child" 2>/dev/null
-		kc_again=$?
-		[ "$kc_again" -ne 127 ] && kc_code=$kc_again
-		break
-	done
-	kc_phase=recording
+	kc_wait_stage
 	kc_reason=completed
+	[ "$kc_stopped" = 1 ] && kc_reason=stopped
 	[ "$kc_signals" -gt 0 ] && kc_reason=terminated
-	kc_record "$kc_code" "$kc_reason"
-	kc_announce
+	kc_finish "$kc_code" "$kc_reason"
 	kc_phase=idle
 	[ "$kc_signals" -gt 0 ] && exit 0 # stopped meanwhile: leave now rather than park until the kill
 }
 
-kc_env=$kc_state/$kc_slot.env
-if ! "$kc_bb" mkdir -p "$kc_state" || ! kc_capture_env; then
+# Start-up: the captured env (in memory only), the private wait FIFO (made in the state, opened, unlinked).
+kc_envsh=$("$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env <"/proc/$$/environ") || kc_envsh=
+kc_envsh="unset SHLVL PWD OLDPWD PATH
+$kc_envsh"
+kc_fifo=$kc_state/.wait.$$
+"$kc_bb" rm -rf "$kc_fifo" 2>/dev/null
+if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! exec 3<>"$kc_fifo"; then
 	echo "$kc_marker error: cannot write the runner's state under $kc_state" >&2
 	exit 70
 fi
-kc_tick=$kc_state/$kc_slot.tick
-[ -p "$kc_tick" ] || "$kc_bb" mkfifo "$kc_tick"
-exec 3<>"$kc_tick"
+"$kc_bb" rm -f "$kc_fifo"
 
-# kc_nudge: a generation of this slot finished, so the operator's next run spec is due, most likely for the
-# other slot: a line in each other slot's tick FIFO makes its runner poll fast. Opened read-write, so the
-# open never blocks, and only if it is a FIFO (never creating a file); a line written while no runner holds
-# the FIFO open is dropped with it.
-kc_nudge() {
-	for kc_f in "$kc_state"/*.tick; do
-		if [ "$kc_f" != "$kc_tick" ] && [ -p "$kc_f" ]; then
-			{ printf '\n' 1<>"$kc_f"; } 2>/dev/null
-		fi
-	done
-}
-
-# Fast polls left (KC_HOT_POLLS, 250 by default, sets how many follow a start or a nudge).
-kc_hot_polls=${KC_HOT_POLLS:-250}
-case $kc_hot_polls in '' | *[!0-9]*) kc_hot_polls=250 ;; esac
+# Fast polls left (KC_HOT_POLLS, 250 by default, sets how many follow a start or a generation's end).
+kc_number "${KC_HOT_POLLS:-250}" 250
+kc_hot_polls=$kc_n
 kc_hot=$kc_hot_polls
 kc_done=0
-[ -f "$kc_parked" ] || printf '0\n' >"$kc_parked"
+kc_file "$kc_parked" || kc_put "$kc_parked" 0
 while :; do
 	kc_poll
 	if [ "$kc_g" -gt "$kc_done" ] && [ "$kc_g" != "$kc_skip" ]; then
 		kc_run
 		kc_done=$kc_g
-		kc_nudge
 		kc_hot=$kc_hot_polls
 		continue
 	fi
@@ -305,6 +443,6 @@ while :; do
 		kc_wait=0.02
 		kc_hot=$((kc_hot - 1))
 	fi
-	read -t "$kc_wait" kc_x <&3 && kc_hot=$kc_hot_polls # a nudge
+	read -t "$kc_wait" kc_x <&3
 	kc_phase=idle
 done

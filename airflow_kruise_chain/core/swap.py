@@ -26,6 +26,7 @@ from .wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
     PREPARED_FIELD,
+    RUN_FIELD,
     SLOT_FIELDS,
     new_token,
     slot_annotation,
@@ -228,8 +229,10 @@ def plan_swap(
     or never started -> a new generation. A finished stage is never run again: when an earlier try's
     generation ended but `earlier_result` is missing, raises ResultUnavailableError.
 
-    The slot: one that already holds the stage's image -> ``go`` (annotations only, no restart); else the
-    slot whose restart on the stage's image the kubelet's back-off holds least (`restart_hold`), the
+    The patch also retires the other slot's run spec when that slot's generation has ended: no restart of
+    it can run that generation again. The slot: one that already holds the stage's image -> ``go``
+    (annotations only, no restart); else the slot whose restart on the stage's image the kubelet's back-off
+    holds least (`restart_hold`), the
     slot the latest generation did not use on a tie -> ``patch``. A slot is usable once its generation has
     finished. `finished` (from the driver, which reads the slots' logs) names the slots whose generation's
     result line is in their log: usable even before their readiness probe says so; given, a Ready that may
@@ -352,6 +355,11 @@ def plan_swap(
             stage_annotation(stage.name): new_record.to_annotation(),
         }
     }
+    other = other_slot(slot)
+    if statuses[other].state not in _ON and view.annotations.get(slot_annotation(other, RUN_FIELD)):
+        # retired with the same patch: a restarted runner of the other slot finds nothing to run, whatever
+        # its stage deleted or signalled (its generation has ended: its result is in its log and records)
+        metadata["annotations"][slot_annotation(other, RUN_FIELD)] = ""
     if view.resource_version:
         metadata["resourceVersion"] = view.resource_version
     patch: dict[str, Any] = {"metadata": metadata}

@@ -31,10 +31,19 @@ reach the log after a marker printed on the other. Each stream keeps its own ord
 starts after the first copy of its start marker and is complete once both copies of its result line are in
 the log (`core.output.GenerationOutput`). A result line without ``streams=2`` was printed once.
 
-A result counts only for the generation and token the operator swapped in (`matches`): a stage cannot know
-its token, so copies of earlier output and forged lines are ignored. The result line is also the slot's
-termination message (outputs left out above 4000 bytes). Records: ``/kruise-chain/state/gen-G/{started,
-result,exit_code,outputs.json}``, and ``<slot>.parked`` (the generation the slot parked on: its readiness).
+A result counts only for the generation and token the operator swapped in (`matches`): copies of earlier
+output, lines a stage prints for another generation and lines of the other slot are ignored. The token is
+not secret from the stage it belongs to: a stage runs as its runner's user in its runner's container and can
+read its own slot's run spec, so a stage CAN forge its own generation's result (exit code, outputs). It
+cannot reach the other slot's run spec, state or runner (each slot mounts only its own), nor a later
+generation's. Put stages of different trust in different chains. The result line is also the slot's
+termination message (outputs left out above 4000 bytes). Records (in the slot's own state volume):
+``/kruise-chain-state/gen-G/{started,result,exit_code,outputs.json}``, and ``<slot>.parked`` (the
+generation the slot parked on: its readiness).
+
+**Stop** (annotation ``airflow-kruise-chain/<slot>.stop``, file ``/kruise-chain-meta/<slot>.stop``):
+``"G GRACE"`` stops generation G if it runs: SIGTERM to the stage, SIGKILL to all of it after GRACE
+seconds, result reason ``stopped``; the runner parks (no container restart, no ContainerRecreateRequest).
 """
 
 from __future__ import annotations
@@ -81,12 +90,18 @@ def stage_annotation(stage: str) -> str:
     return f"{PREFIX}stage.{stage}"
 
 
+STOP_FIELD = "stop"
+"""Per-slot annotation ``airflow-kruise-chain/<slot>.stop``: ``"GENERATION GRACE_SECONDS"`` asks the slot's
+runner to stop that generation (SIGTERM, SIGKILL to all of it after the grace); not one of `SLOT_FIELDS`."""
+
 RUNNER_MOUNT = "/kruise-chain"
-"""emptyDir of the runner: ``bin/`` (busybox, runner.sh, copied by the init container) and ``state/``."""
+"""emptyDir of the runner: ``bin/`` (busybox, runner.sh), written by the init container, read-only in the
+slots."""
 RUNNER_BIN = f"{RUNNER_MOUNT}/bin"
-RUNNER_STATE = f"{RUNNER_MOUNT}/state"
+RUNNER_STATE = "/kruise-chain-state"
+"""Each slot's own emptyDir (no other container mounts it): its runner's records."""
 META_MOUNT = "/kruise-chain-meta"
-"""downwardAPI volume: one file per slot, the slot's run spec annotation."""
+"""Each slot's own downwardAPI volume: the files ``<slot>`` (its run spec annotation) and ``<slot>.stop``."""
 RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh")
 DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
 """a public image whose /bin/busybox is statically linked (the init container copies it)"""

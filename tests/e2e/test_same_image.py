@@ -4,17 +4,13 @@ volume), so no start can fall in the kubelet's restart back-off: no BackOff even
 
 from __future__ import annotations
 
-import threading
-import time
 from itertools import pairwise
 from typing import Any
 
 import pendulum
 import pytest
-from inotify_simple import INotify, flags
 from kruise_local import resources as R
 
-from airflow_kruise_chain.core.constants import RUNNER_VOLUME
 from tests.e2e.conftest import xcoms
 from tests.e2e.inline import FAST_POD, pod_events, run_inline, start_markers
 
@@ -98,61 +94,3 @@ def test_alternating_images_stay_in_their_slots(e2e_cluster, capfd):
     images = [A, B] * 5
     _, history, out = run_chain(e2e_cluster, capfd, images)
     assert_no_restart_and_no_back_off(e2e_cluster, history, out, len(images))
-
-
-class Nudges:
-    """Records, in order, the closes of the runners' tick FIFOs opened for writing (inotify on the state
-    folder of the chain pod's runner emptyDir, on the node; the kernel reports no modify event for a FIFO):
-    a nudge opens the other slot's FIFO, writes a line and closes it; a runner's own descriptor closes when
-    it exits."""
-
-    def __init__(self, cluster: Any, history: list) -> None:
-        self.cluster, self.history = cluster, history
-        self.writes: list[str] = []
-        self.watching = threading.Event()
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        state = None
-        while state is None and not self.done.is_set():
-            pod = next((o for k, r, o in list(self.history) if r is R.PODS and k == "ADDED"), None)
-            worker = pod and self.cluster.kubelet.workers.get(pod["metadata"]["uid"])
-            folder = worker and worker.volumes.get(RUNNER_VOLUME)
-            if folder and (folder / "state").is_dir():
-                state = folder / "state"
-            else:
-                time.sleep(0.005)
-        if state is None:
-            return
-        inotify = INotify()
-        inotify.add_watch(state, flags.CLOSE_WRITE)
-        self.watching.set()
-        while not self.done.is_set():
-            self.writes += [e.name for e in inotify.read(timeout=100) if e.name.endswith(".tick")]
-
-    def stop(self) -> list[str]:
-        self.done.set()
-        self.thread.join(timeout=10)
-        return self.writes
-
-
-def test_each_finished_stage_nudges_the_other_slots_runner(e2e_cluster, capfd):
-    """A runner whose stage ends writes a line into the other slot's tick FIFO (the shared runner emptyDir),
-    so that runner polls its volume file fast for the go that follows: alternating images alternate slots."""
-    history = pod_events(e2e_cluster)
-    nudges = Nudges(e2e_cluster, history)
-    images = [A, B] * 3
-    try:
-        run_chain(e2e_cluster, capfd, images, history)
-    finally:
-        writes = nudges.stop()
-    assert nudges.watching.is_set()
-    # stage k ran in slot-a for k odd, slot-b for k even, and nudged the other (the first may have ended
-    # before the watch was set); then, at teardown, at most the runners' own FIFOs closing as they exit
-    expected = ["slot-b.tick", "slot-a.tick"] * 3
-    seen = expected if writes[: len(expected)] == expected else expected[1:]
-    assert writes[: len(seen)] == seen, writes
-    rest = writes[len(seen) :]
-    assert len(rest) <= 2 and set(rest) <= {"slot-a.tick", "slot-b.tick"}, writes

@@ -84,18 +84,22 @@ def test_pod_layout() -> None:
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["scratch"] == {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}
     assert volumes["kruise-chain"] == {"name": "kruise-chain", "emptyDir": {}}
-    assert volumes["kruise-chain-meta"]["downwardAPI"]["items"] == [
-        {"path": slot, "fieldRef": {"fieldPath": f"metadata.annotations['airflow-kruise-chain/{slot}.run']"}}
-        for slot in ("slot-a", "slot-b")
-    ]
     for container in spec["containers"]:
         slot = container["name"]
         assert container["command"] == ["/kruise-chain/bin/busybox", "sh", "/kruise-chain/bin/runner.sh"]
         assert "args" not in container
-        assert {"name": "scratch", "mountPath": "/scratch"} in container["volumeMounts"]
-        assert {"name": "kruise-chain", "mountPath": "/kruise-chain"} in container["volumeMounts"]
-        meta = {"name": "kruise-chain-meta", "mountPath": "/kruise-chain-meta", "readOnly": True}
-        assert meta in container["volumeMounts"]
+        # sealed: the runner's files read-only, the slot's own state and run spec, nothing of the other slot
+        assert container["volumeMounts"] == [
+            {"name": "scratch", "mountPath": "/scratch"},
+            {"name": "kruise-chain", "mountPath": "/kruise-chain", "readOnly": True},
+            {"name": f"kruise-chain-state-{slot}", "mountPath": "/kruise-chain-state"},
+            {"name": f"kruise-chain-meta-{slot}", "mountPath": "/kruise-chain-meta", "readOnly": True},
+        ]
+        assert volumes[f"kruise-chain-state-{slot}"] == {"name": f"kruise-chain-state-{slot}", "emptyDir": {}}
+        assert volumes[f"kruise-chain-meta-{slot}"]["downwardAPI"]["items"] == [
+            {"path": path, "fieldRef": {"fieldPath": f"metadata.annotations['airflow-kruise-chain/{key}']"}}
+            for path, key in ((slot, f"{slot}.run"), (f"{slot}.stop", f"{slot}.stop"))
+        ]
         env = {e["name"]: e for e in container["env"]}
         assert env["KC_SLOT"]["value"] == slot
         assert env["KC_SCRATCH"]["value"] == "/scratch"

@@ -1,5 +1,6 @@
 """The stage runner script, run for real by a static busybox (as the slot runs it: `busybox sh runner.sh`)
-against temporary state, downwardAPI and scratch folders."""
+against temporary state, downwardAPI and scratch folders, as pid 1 of its own pid namespace (bwrap
+`--as-pid-1`), as a container runtime starts a container's command."""
 
 from __future__ import annotations
 
@@ -28,6 +29,50 @@ BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox (Debian: busybox-static)")
 PYTHON = os.path.realpath(sys.executable)
 ENV = shutil.which("env") or "/usr/bin/env"
+BWRAP = shutil.which("bwrap")
+
+
+def container_command(slot: Slot) -> list[str]:
+    """The slot's command as a runtime starts it: pid 1 of a new pid namespace (bwrap, where it is installed),
+    every signal at its default action."""
+    runner = [ENV, "--default-signal", "--", str(slot.bin / "busybox"), "sh", str(slot.bin / "runner.sh")]
+    if BWRAP is None:
+        return runner
+    sandbox = [BWRAP, "--bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid", "--as-pid-1"]
+    return [*sandbox, "--die-with-parent", "--", *runner]
+
+
+def pid_1(process: subprocess.Popen) -> int:
+    """The host pid of the runner (pid 1 of its namespace under bwrap, else the process itself)."""
+    if BWRAP is None:
+        return process.pid
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        for tid in os.listdir(f"/proc/{process.pid}/task"):
+            with open(f"/proc/{process.pid}/task/{tid}/children") as f:
+                children = f.read().split()
+            if children:
+                return int(children[0])
+        assert time.monotonic() < deadline, "the sandbox never started the runner"
+        time.sleep(0.01)
+
+
+def namespace_processes(process: subprocess.Popen) -> list[str]:
+    """The processes under the runner (its container's other processes): their /proc/<pid>/stat lines."""
+    out: list[int] = []
+    todo = [pid_1(process)]
+    while todo:
+        pid = todo.pop()
+        for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+                out += kids
+                todo += kids
+    stats = []
+    for pid in out:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as f:
+            stats.append(f.read().strip())
+    return stats
 
 
 class Slot:
@@ -40,8 +85,8 @@ class Slot:
         (self.bin / "runner.sh").write_text(runner_script())
         if not (self.bin / "busybox").exists():
             (self.bin / "busybox").symlink_to(BUSYBOX)
-        self.state = tmp / "kc" / "state"
-        self.meta = tmp / "meta"
+        self.state = tmp / f"state-{name}"
+        self.meta = tmp / f"meta-{name}"
         self.meta.mkdir(exist_ok=True)
         self.scratch = tmp / "scratch"
         self.scratch.mkdir(exist_ok=True)
@@ -111,8 +156,7 @@ class Runner:
             **env,
         }
         self.process = subprocess.Popen(
-            # as a container runtime starts it: every signal at its default action
-            [ENV, "--default-signal", "--", str(slot.bin / "busybox"), "sh", str(slot.bin / "runner.sh")],
+            container_command(slot),
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -155,7 +199,7 @@ class Runner:
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signal the runner (the kubelet signals the container's main process); return its exit code."""
-        self.process.send_signal(sig)
+        os.kill(pid_1(self.process), sig)
         return self.process.wait(timeout=TIMEOUT)
 
     def kill_container(self) -> None:
@@ -391,49 +435,6 @@ def test_an_idle_runner_polls_at_most_every_0_1_s_once_its_fast_polls_are_spent(
     assert "found by the slow poll" in runner.seen
 
 
-def test_a_nudge_makes_a_parked_runner_poll_fast_for_a_while(slot, runners) -> None:
-    polls = Polls(slot)
-    runners(slot, None, 0, KC_HOT_POLLS="100")
-    polls.wait_for(101, timeout=30)  # the fast polls after its start are spent
-    assert polls.during(1.0) <= 1.0 / 0.1 + 2
-    fd = os.open(slot.state / f"{slot.name}.tick", os.O_RDWR | os.O_NONBLOCK)
-    try:
-        os.write(fd, b"\n")  # what the other slot's runner writes when its generation ends
-    finally:
-        os.close(fd)
-    # 100 polls within 8 s: more than the 0.1 s poll can make (at most 81); the fast one takes about 2 s
-    polls.wait_for(100, timeout=8.0)
-    assert polls.during(2.0) <= 2.0 / 0.1 + 2  # and then back to the slow poll
-
-
-def test_a_finished_generation_nudges_the_other_slots_runners(slot, runners) -> None:
-    slot.state.mkdir(parents=True)
-    other = slot.state / "slot-b.tick"
-    os.mkfifo(other)
-    fd = os.open(other, os.O_RDWR | os.O_NONBLOCK)  # held open as slot-b's runner holds it
-    plain = slot.state / "slot-c.tick"  # not a FIFO: left alone
-    plain.write_text("")
-    try:
-        runner = runners(slot, None, 0)
-        time.sleep(0.3)
-        with pytest.raises(BlockingIOError):
-            os.read(fd, 16)  # starting nudges no one
-        slot.assign(sh_stage("true"), 1)
-        assert runner.result(1).exit_code == 0
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                assert os.read(fd, 16) == b"\n"
-                break
-            except BlockingIOError:
-                assert time.monotonic() < deadline, "no nudge"
-                time.sleep(0.02)
-    finally:
-        os.close(fd)
-    assert plain.read_text() == ""
-    assert sorted(p.name for p in slot.state.glob("*.tick")) == ["slot-a.tick", "slot-b.tick", "slot-c.tick"]
-
-
 HOSTILE = [
     "two words",
     "it's",
@@ -524,7 +525,7 @@ def test_markers_are_printed_on_both_streams_around_the_stages_output(slot, tmp_
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(
-            [ENV, "--default-signal", "--", str(slot.bin / "busybox"), "sh", str(slot.bin / "runner.sh")],
+            container_command(slot),
             env=env,
             stdout=stdout,
             stderr=stderr,
@@ -536,7 +537,7 @@ def test_markers_are_printed_on_both_streams_around_the_stages_output(slot, tmp_
         while not all(" result gen=1 " in path.read_text() for path in (out, err)):
             assert time.monotonic() < deadline, (out.read_text(), err.read_text())
             time.sleep(0.02)
-        process.send_signal(signal.SIGTERM)
+        os.kill(pid_1(process), signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT) == 0
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -595,3 +596,88 @@ def test_the_stage_inherits_only_the_containers_streams_not_the_runners_descript
     line = next(line for line in runner.seen if line.startswith("fds "))
     extra = set(json.loads(line[4:])) - {"0", "1", "2"}
     assert len(extra) == 1, f"the stage holds the runner's descriptors: {line}"  # only listdir's own
+
+
+def test_nothing_a_stage_started_outlives_it(slot, runners) -> None:
+    """Before its result is recorded, every other process of the slot is ended: a background loop cannot
+    write the next generation's outputs, a `sleep 300 &` keeps nothing charged."""
+    stage = sh_stage(
+        "sleep 300 & (sleep 301 &); (setsid sleep 302 &)\n"
+        '(while :; do printf \'{"overwritten": true}\' > "$CHAIN_SCRATCH/../next-outputs" 2>/dev/null; '
+        'for f in "$CHAIN_SCRATCH"/out-*; do printf \'{"overwritten": true}\' > "$f"; done; '
+        "sleep 0.01; done) &\n"
+        'printf \'{"first": true}\' > "$CHAIN_OUTPUT"'
+    )
+    runner = runners(slot, stage, 1)
+    assert runner.result(1).outputs == {"first": True}
+    assert slot.ready(1)  # parked
+    assert namespace_processes(runner.process) == []
+    second = sh_stage(
+        'ln -s "$CHAIN_OUTPUT" "$CHAIN_SCRATCH/out-2"; '
+        'printf \'{"second": true}\' > "$CHAIN_OUTPUT"; sleep 0.3'
+    )
+    slot.assign(second, 2)
+    assert runner.result(2).outputs == {"second": True}
+    assert runner.process.poll() is None
+
+
+def test_what_a_stage_leaves_in_the_state_is_never_obeyed(slot, runners) -> None:
+    """A FIFO where the next generation's record goes, a bumped counter, a FIFO for the readiness file, a
+    planted result: gone before the slot's next generation, which runs normally."""
+    plant = sh_stage(
+        f'cd "{slot.state}"; mkdir -p gen-3 gen-2; mkfifo gen-3/started gen-3/exit_code; echo 999999 > '
+        f"{slot.name}.started; rm -f {slot.name}.parked; mkfifo {slot.name}.parked; "
+        "echo 0 > gen-2/exit_code; "
+        "mkdir -p locked/deep; chmod 000 locked; ln -s /dev/zero gen-3/result"
+    )
+    runner = runners(slot, plant, 1)
+    assert runner.result(1).exit_code == 0
+    assert slot.ready(1)
+    slot.assign(sh_stage('echo "gen 3 ran"; exit 4'), 3)
+    result = runner.result(3)
+    assert (result.exit_code, result.reason) == (4, "completed")
+    assert "gen 3 ran" in runner.seen
+    assert slot.ready(3)
+    assert sorted(p.name for p in slot.state.iterdir()) == [
+        "gen-3",
+        f"{slot.name}.parked",
+        f"{slot.name}.started",
+    ]
+
+
+def test_a_stage_deleting_its_records_and_signalling_the_runner_runs_once(slot, runners) -> None:
+    stage = sh_stage(
+        'echo x >> "$CHAIN_SCRATCH/runs"; rm -rf "$(dirname "$CHAIN_OUTPUT")"/../*; kill -TERM 1; sleep 0.5'
+    )
+    first = runners(slot, stage, 1)
+    result = first.result(1)
+    assert result.reason == "terminated"
+    assert first.process.wait(timeout=TIMEOUT) == 0  # the runner leaves once the result is recorded
+    again = runners(slot, stage, 1)  # the container restarts with the same run spec
+    assert again.result(1).reason == "terminated"  # its record, announced again
+    assert again.stop() == 0
+    assert (slot.scratch / "runs").read_text() == "x\n"
+
+
+def test_a_stop_request_stops_the_stage_and_the_runner_parks(slot, runners) -> None:
+    stage = sh_stage('trap "" TERM; sleep 300 & touch "$CHAIN_SCRATCH/running"; while :; do sleep 0.05; done')
+    runner = runners(slot, stage, 5)
+    wait_file(slot.scratch / "running")
+    (slot.meta / f"{slot.name}.stop").write_text("4 1")  # another generation: ignored
+    time.sleep(0.3)
+    assert not (slot.gen_dir(5) / "exit_code").exists()
+    (slot.meta / f"{slot.name}.stop").write_text("5 1")
+    result = runner.result(5)
+    assert (result.exit_code, result.reason) == (137, "stopped")  # it ignored SIGTERM: SIGKILL after 1 s
+    assert slot.ready(5)  # parked
+    assert namespace_processes(runner.process) == []
+    assert runner.process.poll() is None
+    slot.assign(sh_stage("echo next"), 6)
+    assert runner.result(6).exit_code == 0
+
+
+def test_outputs_that_are_not_a_regular_file_are_absent(slot, runners) -> None:
+    runner = runners(slot, sh_stage('mkfifo "$CHAIN_OUTPUT"'), 1)
+    assert runner.result(1).outputs_status == "absent"
+    slot.assign(sh_stage('ln -s /dev/zero "$CHAIN_OUTPUT"'), 2)
+    assert runner.result(2).outputs_status == "absent"

@@ -181,6 +181,10 @@ def test_a_new_image_is_one_guarded_image_patch() -> None:
         ("slot-a", 3, "patch"),
     ]
     assert third.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
+    # the swap retires the run spec of the generation that ended in the other slot, in the same patch
+    assert "airflow-kruise-chain/slot-b.run" not in first.patch["metadata"]["annotations"]  # none to retire
+    assert second.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"] == ""
+    assert third.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-b.run"] == ""
     assert "\nkc_r=1\n" in third.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"]
     assert third.patch["metadata"]["resourceVersion"]
     assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
