@@ -53,6 +53,11 @@ class Admission:
             V.default_pod(obj)
             V.validate_pod_create(obj)
             return
+        if res is R.SECRETS:  # decoded (stringData into data), defaulted, then validated with its metadata
+            V.convert_secret(obj)
+            V.default_secret(obj)
+            V.validate_secret(obj)
+            return
         self._metadata(res, obj)
         if res is R.NAMESPACES:
             V.default_namespace(obj)
@@ -69,6 +74,11 @@ class Admission:
         if res is R.PODS:
             V.default_pod(new, create=False)  # re-applied defaults (e.g. tolerations) are not changes
             V.validate_pod_update(old, new)
+            return
+        if res is R.SECRETS:
+            V.convert_secret(new)
+            V.default_secret(new)
+            V.validate_secret_update(old, new)
             return
         self._metadata(res, new)
         if res is R.CONFIGMAPS:

@@ -1,9 +1,11 @@
 """A container's environment (`pkg/kubelet/kubelet_pods.go` `makeEnvironmentVariables`): env and envFrom,
-configMap and downward-API references, resourceFieldRef, and `$(VAR)` expansion
+configMap, secret and downward-API references (a missing one, unless optional, fails the start with
+CreateContainerConfigError), resourceFieldRef, and `$(VAR)` expansion
 (`third_party/forked/golang/expansion`)."""
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -27,6 +29,11 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _VAR.sub(sub, text)
 
 
+def _decoded(value: str) -> str:
+    """A secret's value as the container sees it: its bytes, as Go's `string([]byte)` makes them."""
+    return base64.b64decode(value).decode("utf-8", "replace")
+
+
 class ContainerEnvironment:
     """The pod worker's part that builds a container's environment."""
 
@@ -45,6 +52,13 @@ class ContainerEnvironment:
                     raise VolumeError(f'configmap "{ref.get("name")}" not found')
                 for k, v in ((cm or {}).get("data") or {}).items():
                     env[src.get("prefix", "") + k] = v
+            ref = src.get("secretRef")
+            if ref:
+                secret = self.kubelet.store.peek(R.SECRETS, self.ns, ref.get("name", ""))
+                if secret is None and not ref.get("optional"):
+                    raise VolumeError(f'secret "{ref.get("name")}" not found')
+                for k, v in ((secret or {}).get("data") or {}).items():
+                    env[src.get("prefix", "") + k] = _decoded(v)
         for item in spec.get("env") or []:
             if "value" in item:
                 env[item["name"]] = expand(str(item.get("value", "")), env)
@@ -60,6 +74,18 @@ class ContainerEnvironment:
                     )
                 if value is not None:
                     env[item["name"]] = value
+            elif item.get("valueFrom", {}).get("secretKeyRef"):
+                ref = item["valueFrom"]["secretKeyRef"]
+                secret = self.kubelet.store.peek(R.SECRETS, self.ns, ref.get("name", ""))
+                if secret is None and not ref.get("optional"):
+                    raise VolumeError(f'secret "{ref.get("name")}" not found')
+                value = ((secret or {}).get("data") or {}).get(ref.get("key", ""))
+                if value is None and secret is not None and not ref.get("optional"):
+                    raise VolumeError(
+                        f"couldn't find key {ref.get('key')} in Secret {self.ns}/{ref.get('name')}"
+                    )
+                if value is not None:
+                    env[item["name"]] = _decoded(value)
             elif item.get("valueFrom", {}).get("resourceFieldRef"):
                 env[item["name"]] = self.resource_field(spec, item["valueFrom"]["resourceFieldRef"])
             else:

@@ -63,6 +63,12 @@ COLUMNS: dict[str, list[Obj]] = {
     ],
     "Namespace": [_NAME, _col("Status", description="The status of the namespace"), _AGE],
     "ConfigMap": [_NAME, _col("Data", description="Data contains the configuration data."), _AGE],
+    "Secret": [
+        _NAME,
+        _col("Type", description="Used to facilitate programmatic handling of secret data."),
+        _col("Data", description="Data contains the secret data."),
+        _AGE,
+    ],
     "ValidatingAdmissionPolicy": [
         _NAME,
         _col(
@@ -384,6 +390,9 @@ def _builtin_cells(res: Resource, obj: Obj) -> tuple[list[Any], list[Obj]]:
     if res is R.CONFIGMAPS:
         data = len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
         return [meta.get("name", ""), data, since(meta.get("creationTimestamp"))], []
+    if res is R.SECRETS:  # printSecret
+        row = [meta.get("name", ""), obj.get("type", ""), len(obj.get("data") or {})]
+        return [*row, since(meta.get("creationTimestamp"))], []
     if res is R.VALIDATING_ADMISSION_POLICIES:
         spec = obj.get("spec") or {}
         kind = spec.get("paramKind") or {}

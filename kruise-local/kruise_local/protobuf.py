@@ -1,11 +1,11 @@
 """Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds kubectl sends so.
 
-kubectl's typed clients (`kubectl create configmap|namespace ...`) encode built-in objects as protobuf, and
-client-go falls back to JSON after a 415 only for CBOR (`rest/client.go` `UnsupportedMediaType`), so the
+kubectl's typed clients (`kubectl create configmap|secret|namespace ...`) encode built-in objects as protobuf,
+and client-go falls back to JSON after a 415 only for CBOR (`rest/client.go` `UnsupportedMediaType`), so the
 server must read them. The envelope is apimachinery's (`runtime/serializer/protobuf`: the magic `k8s\\0`, then
 a `runtime.Unknown` {typeMeta, raw}); `raw` is decoded with the field numbers of `k8s.io/api/core/v1` and
-`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap and Namespace. Other kinds are a 415,
-naming the media types that are accepted for them.
+`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret and Namespace. Other kinds are
+a 415, naming the media types that are accepted for them.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
     "Time": {1: ("seconds", "int"), 2: ("nanos", "int")},
     "ConfigMap": {1: ("metadata", "msg:ObjectMeta"), 4: ("immutable", "bool"), 2: ("data", "map:string"),
                   3: ("binaryData", "map:bytes")},
+    "Secret": {1: ("metadata", "msg:ObjectMeta"), 5: ("immutable", "bool"), 2: ("data", "map:bytes"),
+               4: ("stringData", "map:string"), 3: ("type", "string")},
     "Namespace": {1: ("metadata", "msg:ObjectMeta"), 2: ("spec", "msg:NamespaceSpec"),
                   3: ("status", "msg:NamespaceStatus")},
     "NamespaceSpec": {1: ("finalizers", "list:string")},
@@ -51,7 +53,7 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
     "NamespaceCondition": {1: ("type", "string"), 2: ("status", "string"), 4: ("lastTransitionTime", "time"),
                            5: ("reason", "string"), 6: ("message", "string")},
 }  # fmt: skip
-_KINDS = {("v1", "ConfigMap"), ("v1", "Namespace")}
+_KINDS = {("v1", "ConfigMap"), ("v1", "Namespace"), ("v1", "Secret")}
 
 
 class _Malformed(ValueError):

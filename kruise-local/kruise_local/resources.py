@@ -71,6 +71,16 @@ NODES = Resource("", ("v1",), "nodes", "Node", False, "node", ("no",), ("status"
 CONFIGMAPS = Resource(
     "", ("v1",), "configmaps", "ConfigMap", True, "configmap", ("cm",), field_selectors=_META
 )
+SECRETS = Resource(
+    "",
+    ("v1",),
+    "secrets",
+    "Secret",
+    True,
+    "secret",
+    (),
+    field_selectors=_META | {"type"},  # pkg/registry/core/secret/strategy.go `SelectableFields`
+)
 EVENTS = Resource(
     "",
     ("v1",),
@@ -170,6 +180,7 @@ STORED: tuple[Resource, ...] = (
     NAMESPACES,
     NODES,
     CONFIGMAPS,
+    SECRETS,
     EVENTS,
     IMAGE_PULL_JOBS,
     NODE_IMAGES,

@@ -1,10 +1,12 @@
 """A pod's volumes on the local kubelet (`pkg/kubelet/volumemanager`; `pkg/volume/emptydir`, `configmap`,
-`downwardapi`): set up before the containers start, configMap and downwardAPI files written with the atomic
-writer and rewritten when the pod or the configMap changes; downward-API field paths (`pkg/fieldpath`)."""
+`secret`, `downwardapi`): set up before the containers start, configMap, secret and downwardAPI files written
+with the atomic writer and rewritten when the pod, the configMap or the secret changes; downward-API field
+paths (`pkg/fieldpath`)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,8 @@ class PodVolumes:
                 host.mkdir(parents=True, exist_ok=True)
             elif "configMap" in vol:
                 self.write_configmap(vol, host, pod)
+            elif "secret" in vol:
+                self.write_secret(vol, host)
             elif "downwardAPI" in vol:
                 self.write_downward(vol, host, pod)
             elif "hostPath" in vol:
@@ -141,6 +145,36 @@ class PodVolumes:
             payload[item["path"]] = (data[item["key"]].encode(), mode)
         self.write_payload(vol, host, payload)
 
+    def write_secret(self, vol: dict[str, Any], host: Path) -> None:
+        """`pkg/volume/secret` `SetUpAt`: a file per key (or per `items` entry) with the decoded bytes, mode
+        `items[].mode`, else `defaultMode`, else 0644; a missing secret or key fails the mount unless
+        `optional`."""
+        src = vol["secret"]
+        name = src.get("secretName", "")
+        secret = self.kubelet.store.peek(R.SECRETS, self.ns, name)
+        optional = bool(src.get("optional"))
+        if secret is None:
+            if optional:
+                host.mkdir(parents=True, exist_ok=True)
+                return
+            raise VolumeError(
+                f'MountVolume.SetUp failed for volume "{vol["name"]}" : secret "{name}" not found'
+            )
+        data = secret.get("data") or {}
+        items = src.get("items") or [{"key": k, "path": k} for k in data]
+        payload: dict[str, tuple[bytes, int]] = {}
+        for item in items:
+            if item["key"] not in data:
+                if optional:
+                    continue
+                raise VolumeError(
+                    f'MountVolume.SetUp failed for volume "{vol["name"]}" : references non-existent secret '
+                    f"key: {item['key']}"
+                )
+            mode = item.get("mode", src.get("defaultMode", 0o644))
+            payload[item["path"]] = (base64.b64decode(data[item["key"]]), mode)
+        self.write_payload(vol, host, payload)
+
     def write_downward(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
         src = vol["downwardAPI"]
         payload: dict[str, tuple[bytes, int]] = {}
@@ -158,7 +192,7 @@ class PodVolumes:
         except ValueError as e:
             raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {e}') from None
 
-    def refresh_volumes(self, kinds: tuple[str, ...] = ("configMap", "downwardAPI")) -> None:
+    def refresh_volumes(self, kinds: tuple[str, ...] = ("configMap", "secret", "downwardAPI")) -> None:
         """Rewrite the projected volumes of `kinds` from the API (the periodic sync does all of them)."""
         pod = self.pod()
         if pod is None or not self.sandbox_ready or self.terminating:
@@ -169,6 +203,8 @@ class PodVolumes:
             try:
                 if "configMap" in vol:
                     self.write_configmap(vol, self.volumes[vol["name"]], pod)
+                elif "secret" in vol:
+                    self.write_secret(vol, self.volumes[vol["name"]])
                 elif "downwardAPI" in vol:
                     self.write_downward(vol, self.volumes[vol["name"]], pod)
             except (VolumeError, KeyError, OSError):

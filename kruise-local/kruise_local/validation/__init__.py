@@ -55,13 +55,17 @@ from .meta import TOTAL_ANNOTATION_SIZE_LIMIT, validate_metadata, validate_metad
 from .names import is_dns1123_label, is_dns1123_subdomain
 from .objects import (
     MAX_CONFIG_MAP_SIZE,
+    convert_secret,
     default_event,
     default_namespace,
     default_node,
+    default_secret,
     validate_configmap,
     validate_event,
     validate_namespace,
     validate_node,
+    validate_secret,
+    validate_secret_update,
 )
 from .pod_defaults import DEFAULT_TOLERATION_SECONDS, default_pod, pod_qos_class
 from .pod_resize import prepare_pod_resize, validate_pod_resize
@@ -91,11 +95,13 @@ __all__ = [
     "admit_image_pull_job",
     "admit_node_image",
     "check_decodable",
+    "convert_secret",
     "cpu_millis",
     "default_event",
     "default_namespace",
     "default_node",
     "default_pod",
+    "default_secret",
     "duplicate",
     "forbidden",
     "format_quantity",
@@ -124,5 +130,7 @@ __all__ = [
     "validate_pod_create",
     "validate_pod_resize",
     "validate_pod_update",
+    "validate_secret",
+    "validate_secret_update",
     "webhook_denial",
 ]

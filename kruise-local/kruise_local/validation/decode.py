@@ -249,6 +249,7 @@ _OBJECT_META_SHAPE: dict[str, Any] = {
 }
 _OBJECT_SHAPES: dict[str, dict[str, Any]] = {
     "ConfigMap": {"data": "strmap", "binaryData": "strmap", "immutable": "bool"},
+    "Secret": {"data": "strmap", "stringData": "strmap", "type": "str", "immutable": "bool"},
     "Event": {
         "involvedObject": {
             "kind": "str",

@@ -1,12 +1,16 @@
-"""Namespace, ConfigMap, Event, Node."""
+"""Namespace, ConfigMap, Secret, Event, Node."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from .fields import _raise_invalid, invalid_value, too_long
+from ..errors import ApiError
+from .fields import _raise_invalid, forbidden, invalid_value, required, too_long
 from .meta import _STANDARD_FINALIZERS, validate_metadata
 from .names import _is_config_map_key, _qualified_name
 
@@ -97,3 +101,98 @@ def validate_node(node: Mapping[str, Any]) -> None:
     """Node names are RFC 1123 subdomains; nodes are cluster-scoped. Raises 422 Invalid."""
     causes = validate_metadata("Node", node, False)
     _raise_invalid("Node", node, causes)
+
+
+MAX_SECRET_SIZE = 1024 * 1024
+_SECRET_REQUIRED = {  # ValidateSecret: the data keys a secret type requires
+    "kubernetes.io/dockercfg": (".dockercfg",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+}
+
+
+def convert_secret(secret: dict[str, Any]) -> None:
+    """The v1 -> internal conversion (`Convert_v1_Secret_To_core_Secret`): `stringData` is written into `data`
+    (its keys win) and is never stored; `data` values are base64 (Go's `[]byte` in JSON: standard alphabet,
+    padded), and one that is not is a 400 decoding error, as the JSON decoder reports it."""
+    data = secret.get("data") or {}
+    for key, value in data.items():
+        try:
+            base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            version = str(secret.get("apiVersion") or "v1").rpartition("/")[2]
+            raise ApiError(
+                400,
+                f'Secret in version "{version}" cannot be handled as a Secret: illegal base64 data at input '
+                f"byte {_first_bad_base64(str(value))} (data[{key}])",
+            ) from None
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        secret["data"] = {
+            **data,
+            **{k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()},
+        }
+
+
+def _first_bad_base64(text: str) -> int:
+    for i, ch in enumerate(text):
+        if not (ch.isascii() and (ch.isalnum() or ch in "+/=")):
+            return i
+    return len(text) - len(text) % 4 if len(text) % 4 else max(len(text) - 1, 0)
+
+
+def default_secret(secret: dict[str, Any]) -> None:
+    """`SetDefaults_Secret`: an empty type is Opaque."""
+    if not secret.get("type"):
+        secret["type"] = "Opaque"
+
+
+def _secret_causes(secret: Mapping[str, Any]) -> list[Any]:
+    """`ValidateSecret` (pkg/apis/core/validation): keys, total size, and what each known type requires."""
+    causes = validate_metadata("Secret", secret, True)
+    data = secret.get("data") or {}
+    total = 0
+    for key, value in data.items():
+        causes += [invalid_value(f"data[{key}]", key, m) for m in _is_config_map_key(str(key))]
+        total += len(base64.b64decode(str(value)))
+    if total > MAX_SECRET_SIZE:
+        causes.append(too_long("data", MAX_SECRET_SIZE))
+    kind = secret.get("type") or "Opaque"
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    if kind == "kubernetes.io/service-account-token":
+        if not annotations.get("kubernetes.io/service-account.name"):
+            causes.append(required("metadata.annotations[kubernetes.io/service-account.name]"))
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            causes += [required("data[username]"), required("data[password]")]
+    elif kind in _SECRET_REQUIRED:
+        missing = [
+            k for k in _SECRET_REQUIRED[kind] if k not in data or (kind.endswith("ssh-auth") and not data[k])
+        ]
+        causes += [required(f"data[{k}]") for k in missing]
+        if kind in ("kubernetes.io/dockercfg", "kubernetes.io/dockerconfigjson") and not missing:
+            key = _SECRET_REQUIRED[kind][0]
+            try:
+                json.loads(base64.b64decode(str(data[key])))
+            except ValueError as e:
+                causes.append(invalid_value(f"data[{key}]", "<secret contents redacted>", str(e)))
+    return causes
+
+
+def validate_secret(secret: Mapping[str, Any]) -> None:
+    """`ValidateSecret`; raises 422 Invalid."""
+    _raise_invalid("Secret", secret, _secret_causes(secret))
+
+
+def validate_secret_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """`ValidateSecretUpdate`: the type never changes; an immutable secret's data and `immutable` do not."""
+    causes = []
+    if (new.get("type") or "Opaque") != (old.get("type") or "Opaque"):
+        causes.append(invalid_value("type", new.get("type"), "field is immutable"))
+    if old.get("immutable"):
+        if not new.get("immutable"):
+            causes.append(forbidden("immutable", "field is immutable when `immutable` is set"))
+        if (new.get("data") or {}) != (old.get("data") or {}):
+            causes.append(forbidden("data", "field is immutable when `immutable` is set"))
+    _raise_invalid("Secret", new, causes + _secret_causes(new))
