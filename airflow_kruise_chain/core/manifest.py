@@ -53,6 +53,15 @@ READINESS_COMMAND: tuple[str, ...] = (
     f'read g <"{RUNNER_STATE}/$KC_SLOT.parked" && [ "$g" -ge "${{KC_GENERATION:-0}}" ]',
 )
 """Slot readiness: its runner parked on the generation the container started with, or a later one."""
+STARTUP_COMMAND: tuple[str, ...] = (
+    f"{RUNNER_BIN}/busybox",
+    "sh",
+    "-c",
+    f'until [ -e "{RUNNER_STATE}/$KC_SLOT.parked" ]; do {RUNNER_BIN}/busybox sleep 0.05; done',
+)
+"""Slot startup: wait (within the probe's timeout) until its runner has made its parked record, so that the
+readiness probe, which the kubelet runs only once this passes, never races the runner at a start (a failed
+probe is an `Unhealthy` warning event)."""
 INIT_SCRIPT = (
     "set -e; b=/bin/busybox; "
     f"$b mkdir -p {RUNNER_BIN}; "
@@ -170,6 +179,13 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             {"name": state_volume(slot), "mountPath": RUNNER_STATE},
             {"name": meta_volume(slot), "mountPath": META_MOUNT, "readOnly": True},
         ],
+        "startupProbe": {
+            "exec": {"command": list(STARTUP_COMMAND)},
+            "periodSeconds": 1,
+            "timeoutSeconds": 30,
+            "successThreshold": 1,
+            "failureThreshold": 10,
+        },
         "readinessProbe": {
             "exec": {"command": list(READINESS_COMMAND)},
             "periodSeconds": 1,

@@ -36,7 +36,7 @@ _POD_TEMPLATE_FORBIDDEN = {
     ("metadata", "namespace"): "set ChainSpec.namespace instead",
     ("spec", "restartPolicy"): "slots must run under restartPolicy Always",
 }
-_SLOT_CONTAINER_FORBIDDEN = ("command", "args", "env", "image", "readinessProbe")
+_SLOT_CONTAINER_FORBIDDEN = ("command", "args", "env", "image", "readinessProbe", "startupProbe")
 
 
 def is_label_value(value: str) -> bool:

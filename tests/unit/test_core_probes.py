@@ -1,0 +1,31 @@
+"""The slots' startup probe waits for the runner's parked record instead of failing (a failed probe is an
+`Unhealthy` warning event): it blocks while the record is missing and passes once the runner made it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
+from airflow_kruise_chain.core.wire import RUNNER_BIN, RUNNER_STATE
+
+BUSYBOX = shutil.which("busybox")
+pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
+
+
+def test_startup_probe_waits_for_the_parked_record(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "busybox").symlink_to(str(BUSYBOX))
+    state = tmp_path / "state"
+    state.mkdir()
+    script = STARTUP_COMMAND[3].replace(RUNNER_STATE, str(state)).replace(RUNNER_BIN, str(tmp_path / "bin"))
+    command = [str(tmp_path / "bin" / "busybox"), *STARTUP_COMMAND[1:3], script]
+    probe = subprocess.Popen(command, env={"KC_SLOT": "slot-a"})
+    time.sleep(0.3)
+    assert probe.poll() is None  # still waiting: no failure
+    (state / "slot-a.parked").write_text("0\n")
+    assert probe.wait(timeout=10) == 0
