@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from .api import ChainApi
@@ -722,8 +722,8 @@ class StageDriver:
                 continue
             text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
             result = StageResult.from_log(text.splitlines(), generation=generation, image=image, token=token)
-            if result is not None:
-                return result
+            if result is not None:  # a runner restarted (OOM kill) holds none of the output followed before
+                return result if result.log_tail or not tail else replace(result, log_tail=list(tail))
         last = pod.slot(slot).last_terminated
         marker = parse_marker(last.message if last else "")
         if isinstance(marker, ResultMarker) and matches(marker, generation, token):

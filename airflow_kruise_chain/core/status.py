@@ -75,6 +75,8 @@ class StageResult:
     outputs: dict[str, Any] = field(default_factory=dict)
     outputs_status: str = "absent"
     log_tail: list[str] = field(default_factory=list)
+    detail: str = ""
+    """why the kubelet ended it, when it did (`killed_by_kubelet`: OOMKilled, with the slot's memory limit)"""
 
     @property
     def succeeded(self) -> bool:
@@ -145,6 +147,7 @@ class StageResult:
             "outputs": self.outputs,
             "outputs_status": self.outputs_status,
             "log_tail": list(self.log_tail),
+            "detail": self.detail,
         }
 
 
@@ -315,8 +318,11 @@ def killed_by_kubelet(pod: ChainPod, slot: str, record: StageRecord) -> str:
 
 
 def with_kill_reason(result: StageResult, killed: str) -> StageResult:
-    """`result`, its reason `OOMKilled` when an interrupted stage was `killed` (`killed_by_kubelet`)."""
-    return replace(result, reason="OOMKilled") if killed and result.reason == "interrupted" else result
+    """`result`, its reason `OOMKilled` and `killed` its detail when an interrupted stage was `killed`
+    (`killed_by_kubelet`)."""
+    if killed and result.reason == "interrupted":
+        return replace(result, reason="OOMKilled", detail=killed)
+    return result
 
 
 def needs_log(status: StageStatus) -> bool:

@@ -565,10 +565,11 @@ class KruiseChainOperator(ChainBaseOperator):
             result.duration_seconds,
         )
         if not result.succeeded:
-            tail = "\n".join(result.log_tail[-10:])
+            tail = "\n".join(result.log_tail[-10:]) or "(none: the stage printed nothing)"
+            detail = f": {result.detail}" if result.detail else ""
             raise ChainError(
                 f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
-                f"{_exit_detail(result.exit_code, result.reason)}; last lines:\n{tail}"
+                f"{_exit_detail(result.exit_code, result.reason)}{detail}; last lines:\n{tail}"
             )
         store = context.get("task_state_store")
         if store is not None and pod_uid:  # delivered: a later try of this task is a clear, not a retry

@@ -175,6 +175,7 @@ def test_a_stage_exiting_non_zero_fails_with_its_exit_code_and_last_lines(e2e_cl
 
 # -- (c) the stage exceeds its memory limit --------------------------------------------------------------
 HOG = r"""
+for i in 1 2 3 4 5 6 7; do echo "hog line $i"; done
 echo "allocating"
 awk 'BEGIN { s = "x"; for (i = 0; i < 29; i++) s = s s; print length(s) }'
 echo "not reached"
@@ -209,6 +210,11 @@ def test_a_stage_over_its_memory_limit_fails_naming_oomkilled(e2e_cluster, capfd
     assert states["c.teardown"][0] == "failed"  # it ran (the pod is deleted), then failed the run
     error = str(failures.errors["c.hog"])
     assert "OOMKilled" in error and "137" in error, error
+    assert "more memory than its slot's limit of 64Mi" in error, error  # the limit it ran into
+    assert error.endswith(
+        "last lines:\n" + "\n".join([f"hog line {i}" for i in range(1, 8)] + ["allocating"])
+    )
+    assert xcoms(run)["c.hog"]["log_tail"] == [f"hog line {i}" for i in range(1, 8)] + ["allocating"]
     assert "OOMKilled" in out
     assert "not reached" not in out
     assert xcoms(run)["c.prepare"]["outputs"] == {"numbers": 100}
