@@ -34,6 +34,7 @@ _EXPORTS = {
     "ResizeInfeasibleError": "errors",
     "ResizeRefusedError": "errors",
     "ResizeTimeoutError": "errors",
+    "MalformedTrack": "errors",
     "ResizeUnsupportedError": "errors",
     "ResultUnavailableError": "errors",
     "StageStartError": "errors",

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .constants import SLOTS
+from .errors import MalformedTrack
 from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
 from .podview import ChainPod, Pod, Slot, lost_reason
@@ -77,9 +78,55 @@ class StageTrack:
         return asdict(self)
 
     @classmethod
-    def from_xcom(cls, data: Mapping[str, Any]) -> StageTrack:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_xcom(cls, data: Any) -> StageTrack:
+        """The track an XCom holds, checked field by field (any task can push a ``chain_state``):
+        `MalformedTrack` names the first field that is missing or of the wrong type."""
+        if not isinstance(data, Mapping):
+            raise MalformedTrack(f"not a JSON object but {type(data).__name__}")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.name in _REQUIRED:
+                    raise MalformedTrack(f"{f.name} is missing")
+                continue
+            value = data[f.name]
+            expected = _FIELD_TYPES.get(f.name, str)
+            if value is None and f.name not in _REQUIRED and f.name not in _NOT_NULL:
+                values[f.name] = None
+                continue
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise MalformedTrack(f"{f.name} is {value!r}, not {_TYPE_NAMES[expected]}")
+            if f.name.endswith("_at"):
+                try:
+                    _parse_time(value)
+                except ValueError:
+                    raise MalformedTrack(f"{f.name} is {value!r}, not an ISO 8601 time") from None
+            if f.name == "waiting" and not all(
+                isinstance(w, Mapping) and isinstance(w.get("reason"), str) for w in value
+            ):
+                raise MalformedTrack("waiting holds an entry without a reason")
+            values[f.name] = value
+        return cls(**values)
+
+
+_REQUIRED = ("chain", "namespace", "pod", "stage", "slot", "generation", "image", "try_number", "action")
+_NOT_NULL = ("state", "waiting", "reason", "memory_samples", "error")
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "generation": int,
+    "try_number": int,
+    "exit_code": int,
+    "memory_peak_bytes": int,
+    "pod_memory_peak_bytes": int,
+    "memory_samples": int,
+    "duration_seconds": (int, float),
+    "waiting": list,
+}
+_TYPE_NAMES: dict[type | tuple[type, ...], str] = {
+    str: "a string",
+    int: "an integer",
+    (int, float): "a number",
+    list: "a list",
+}
 
 
 class StageMonitor:
@@ -183,6 +230,7 @@ class StageMonitor:
         track.exit_code = result.exit_code
         track.reason = result.reason
         track.duration_seconds = result.duration_seconds
+        track.error = result.detail  # e.g. OOMKilled, with the slot's memory limit
         self.publish(track.to_xcom())
 
     def failed(self, error: BaseException) -> None:
@@ -262,18 +310,64 @@ def slot_views(pod: Pod | ChainPod, metrics: Mapping[str, Any] | None) -> list[d
     return views
 
 
+def failure_reason(track: StageTrack) -> str:
+    """Why a stage run failed, in one line ('' unless it failed): the operator's error, else its exit."""
+    if track.state != "failed":
+        return ""
+    if track.error:
+        return track.error
+    if track.exit_code is None:
+        return "failed"
+    reason = f": {track.reason}" if track.reason and track.reason != "completed" else ""
+    return f"exit code {track.exit_code}{reason}"
+
+
+RECORDED = "as its stage tasks recorded it (no live view: [kruise_chain] ui_kubernetes_conn_id is not set)"
+"""The pod's state on the page of an active run when the API server does not read the cluster."""
+
+
+def recorded_slot(slot: str, runs: Sequence[StageTrack], *, ended: bool) -> dict[str, Any]:
+    """A slot as the stage tasks' tracks leave it: the last stage swapped into it, running (since its start)
+    or swapping (since its swap) or, once that stage ended, parked (since its end); `gone` once the run has
+    ended or the pod was not found."""
+    last = next((t for t in reversed(runs) if t.slot == slot), None)
+    if last is None:
+        state, since = "idle", None
+    elif ended:
+        state, since = "gone", None
+    elif last.state == "running":
+        state, since = "running", last.started_at
+    elif last.state == "swapping":
+        state, since = "swapping", last.swapped_at
+    else:  # its stage ended: its task parks the slot
+        state, since = "parked", last.finished_at or last.updated_at
+    return {
+        "slot": slot,
+        "image": last.image if last else "",
+        "stage": last.stage if last else None,
+        "generation": last.generation if last else 0,
+        "state": state,
+        "since": since,
+        "reason": "",
+        "restarts": None,
+        "memory_bytes": None,
+    }
+
+
 def chain_view(
     tracks: Sequence[Mapping[str, Any]],
     *,
     pod: Pod | None = None,
     metrics: Mapping[str, Any] | None = None,
     ended_at: str | None = None,
+    live_view: bool = False,
 ) -> dict[str, Any]:
     """One chain of a DAG run for the UI: its pod, the two slots, and every stage run with its timeline.
 
-    `tracks` are the stage tasks' ``chain_state`` XComs; `pod` and `metrics` the live chain pod and its
-    PodMetrics while it exists (then the slots are read from it, else reconstructed from the tracks);
-    `ended_at` closes the last park phases (the DAG run's end; None while it runs).
+    `tracks` are the stage tasks' ``chain_state`` XComs (raises `MalformedTrack` for one that is not);
+    `pod` and `metrics` the live chain pod and its PodMetrics while it exists (then the slots are read from
+    it, else reconstructed from the tracks); `ended_at` closes the last park phases (the DAG run's end; None
+    while it runs); `live_view`: the pod was looked for (so its absence means it is gone).
     """
     runs = sorted((StageTrack.from_xcom(t) for t in tracks), key=lambda t: (t.generation, t.stage))
     stages = []
@@ -283,6 +377,7 @@ def chain_view(
         stages.append(
             {
                 **asdict(track),
+                "failure": failure_reason(track),
                 "phases": stage_phases(track, parked_until),
             }
         )
@@ -297,27 +392,20 @@ def chain_view(
         for view in slots:
             if view["state"] == "parked" and (view["slot"], view["generation"]) in running:
                 view["state"] = "running"
+            recorded = recorded_slot(view["slot"], runs, ended=False)
+            same = (recorded["stage"], recorded["generation"]) == (view["stage"], view["generation"])
+            view["since"] = recorded["since"] if same and recorded["state"] == view["state"] else None
         pod_state = (pod.get("status") or {}).get("phase") or "Unknown"
     else:
-        slots = []
-        for slot in SLOTS:
-            last = next((t for t in reversed(runs) if t.slot == slot), None)
-            slots.append(
-                {
-                    "slot": slot,
-                    "image": last.image if last else "",
-                    "stage": last.stage if last else None,
-                    "generation": last.generation if last else 0,
-                    "state": "gone" if last else "idle",
-                    "reason": "",
-                    "restarts": None,
-                    "memory_bytes": None,
-                }
-            )
+        slots = [recorded_slot(slot, runs, ended=bool(ended_at) or pod is not None) for slot in SLOTS]
         if pod is not None:
             pod_state = lost_reason(pod) or ""
+        elif ended_at:
+            pod_state = "not read: the DAG run has ended"
+        elif live_view:
+            pod_state = "not found"
         else:
-            pod_state = "not read: the DAG run has ended" if ended_at else "not found"
+            pod_state = RECORDED
     return {
         "chain": first.chain if first else "",
         "namespace": first.namespace if first else "",

@@ -13,7 +13,8 @@ The hierarchy (all importable from ``airflow_kruise_chain.core`` and from this m
     ├── ResizeInfeasibleError        the node can never give a slot what its stage requests
     ├── ResizeUnsupportedError       the cluster serves no pods/resize
     ├── ResizeRefusedError           the API server refused a resize (422)
-    └── ResizeTimeoutError           a resize was not applied within the swap timeout
+    ├── ResizeTimeoutError           a resize was not applied within the swap timeout
+    └── MalformedTrack (ValueError)  a ``chain_state`` XCom that is not a stage track (any task can push one)
 
 The Airflow-facing hook adds its own, outside the core: `hooks.kruise.KruiseApiError` (a failed API call)
 and its `PrewarmUnavailableError` (also an `AirflowFailException`: no retry helps).
@@ -118,3 +119,7 @@ class ResizeRefusedError(ChainError):
 
 class ResizeTimeoutError(ChainError):
     """A resize was not applied within the swap timeout (deferred, or a limit the kubelet would not lower)."""
+
+
+class MalformedTrack(ChainError, ValueError):
+    """A ``chain_state`` XCom that is not a `StageTrack`: the message names the field and what is wrong."""

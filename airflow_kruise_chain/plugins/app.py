@@ -31,7 +31,7 @@ from sqlalchemy import select
 
 from airflow_kruise_chain.config import ui_kubernetes_conn_id
 from airflow_kruise_chain.connection import KubeConnection
-from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
+from airflow_kruise_chain.core.chainstate import XCOM_KEY, MalformedTrack, StageTrack, chain_view
 from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
 
 URL_PREFIX = "/kruise-chain"
@@ -80,8 +80,17 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
-    """Everything the run page shows: the DAG run, and per chain its pod, slots and stages."""
+def task_url(ui_root: str, dag_id: str, run_id: str, task_id: str, try_number: int | None) -> str:
+    """The Airflow UI's page of a task instance (its log is the first tab), for one try."""
+    url = f"{ui_root}dags/{_segment(dag_id)}/runs/{_segment(run_id)}/tasks/{_segment(task_id)}"
+    return f"{url}?try_number={try_number}" if try_number else url
+
+
+def run_state(dag_id: str, run_id: str, session: Any, ui_root: str = "/") -> dict[str, Any]:
+    """Everything the run page shows: the DAG run, and per chain its pod, slots and stages.
+
+    A ``chain_state`` XCom that is not a stage track (any task can push one) is left out and named in
+    `errors`, once per task: the rest of the run is shown."""
     dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
     if dag_run is None:
         raise HTTPException(404, f"no DAG run {run_id!r} of {dag_id!r}")
@@ -94,23 +103,38 @@ def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
     rows = session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, key=XCOM_KEY)).all()
     tracks: dict[str, list[dict[str, Any]]] = defaultdict(list)
     task_of: dict[tuple[str, str], str] = {}
+    errors: dict[str, str] = {}
     for row in rows:
-        track = XComModel.deserialize_value(row)
+        try:
+            track = XComModel.deserialize_value(row)
+            StageTrack.from_xcom(track)
+        except (MalformedTrack, ValueError, TypeError) as err:
+            errors.setdefault(
+                row.task_id,
+                f"task {row.task_id} pushed a malformed {XCOM_KEY} XCom ({err}): it is not shown",
+            )
+            continue
         tracks[track["chain"]].append(track)
         task_of[(track["chain"], track["stage"])] = row.task_id
     running = str(dag_run.state) in ACTIVE_STATES
     ended = dag_run.end_date.isoformat() if dag_run.end_date else None
+    live_view = bool(ui_kubernetes_conn_id())
     chains = []
     for name, chain_tracks in sorted(tracks.items()):
         pod, metrics = _live_pod(chain_tracks[-1], dag_id, run_id) if running else (None, None)
-        view = chain_view(chain_tracks, pod=pod, metrics=metrics, ended_at=ended)
+        view = chain_view(chain_tracks, pod=pod, metrics=metrics, ended_at=ended, live_view=live_view)
         for stage in view["stages"]:
             task_id = task_of[(name, stage["stage"])]
             stage["task_id"] = task_id
             stage["task_state"] = str(tis[task_id].state) if task_id in tis else None
+            stage["task_url"] = task_url(ui_root, dag_id, run_id, task_id, stage["try_number"])
         recorded = set(task_of.values())
         view["pending"] = [
-            {"task_id": ti.task_id, "task_state": str(ti.state) if ti.state else "none"}
+            {
+                "task_id": ti.task_id,
+                "task_state": str(ti.state) if ti.state else "none",
+                "task_url": task_url(ui_root, dag_id, run_id, ti.task_id, ti.try_number),
+            }
             for ti in tis.values()
             if ti.operator == STAGE_OPERATOR
             and ti.task_id not in recorded
@@ -124,14 +148,21 @@ def run_state(dag_id: str, run_id: str, session: Any) -> dict[str, Any]:
         "running": running,
         "start_date": dag_run.start_date.isoformat() if dag_run.start_date else None,
         "end_date": ended,
+        "errors": list(errors.values()),
         "chains": chains,
     }
 
 
+def _ui_root(request: Request) -> str:
+    """The Airflow UI's root path, the parent of the path this app is mounted on."""
+    index = request.url_for("index").path
+    return index[: -len(URL_PREFIX.strip("/")) - 1] if index.endswith(URL_PREFIX + "/") else "/"
+
+
 @app.get("/api/runs/{dag_id}/{run_id:path}", dependencies=[can_read_run])
-def run_json(dag_id: str, run_id: str, session: SessionDep) -> dict[str, Any]:
+def run_json(dag_id: str, run_id: str, request: Request, session: SessionDep) -> dict[str, Any]:
     """The run page's data as JSON (polled by the page while the run is active)."""
-    return run_state(dag_id, run_id, session)
+    return run_state(dag_id, run_id, session, _ui_root(request))
 
 
 @app.get("/runs/{dag_id}/{run_id:path}", response_class=HTMLResponse, dependencies=[can_read_run])

@@ -1,0 +1,78 @@
+"""The chain page's view of a run from its stage tasks' records: an active run without the live pod view,
+failure reasons, and `chain_state` XComs that are not stage tracks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_kruise_chain.core.chainstate import RECORDED, MalformedTrack, StageTrack, chain_view
+from tests.unit.test_chainstate import track
+
+
+def running(stage: str, slot: str, generation: int, second: int) -> dict[str, Any]:
+    data = track(stage, slot, generation, second)
+    data.update(state="running", finished_at=None, exit_code=None)
+    return data
+
+
+def test_an_active_run_without_the_live_view_shows_the_running_stage_its_slot_and_since_when() -> None:
+    view = chain_view([track("first", "slot-a", 1, 1), running("second", "slot-b", 2, 3)])
+    assert view["pod_state"] == RECORDED and not view["live"]
+    slots = {s["slot"]: s for s in view["slots"]}
+    assert (slots["slot-b"]["stage"], slots["slot-b"]["state"]) == ("second", "running")
+    assert slots["slot-b"]["since"] == "2026-01-01T00:00:03.400000+00:00"  # the stage's start
+    assert (slots["slot-a"]["stage"], slots["slot-a"]["state"]) == ("first", "parked")
+    assert slots["slot-a"]["since"] == "2026-01-01T00:00:01.900000+00:00"  # the stage's end
+    assert "gone" not in {s["state"] for s in view["slots"]}
+
+
+def test_a_swapping_stage_is_swapping_since_its_swap_and_a_pod_looked_for_in_vain_is_not_found() -> None:
+    swapping = running("first", "slot-a", 1, 1)
+    swapping.update(state="swapping", started_at=None)
+    (slot_a, slot_b) = chain_view([swapping])["slots"]
+    assert (slot_a["state"], slot_a["since"]) == ("swapping", "2026-01-01T00:00:01.100000+00:00")
+    assert (slot_b["state"], slot_b["stage"]) == ("idle", None)
+    assert chain_view([swapping], live_view=True)["pod_state"] == "not found"
+
+
+def test_each_failed_stage_says_why() -> None:
+    oom = track("big", "slot-a", 1, 1, reason="OOMKilled")
+    oom.update(state="failed", exit_code=137)
+    lost = running("lost", "slot-b", 2, 2)
+    lost.update(state="failed", error="chain pod ns/etl-1 was deleted while stage 'lost' ran")
+    failures = {
+        s["stage"]: s["failure"] for s in chain_view([oom, lost, track("ok", "slot-a", 3, 3)])["stages"]
+    }
+    assert failures == {
+        "big": "exit code 137: OOMKilled",
+        "lost": "chain pod ns/etl-1 was deleted while stage 'lost' ran",
+        "ok": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"generation": "2"}, "generation is '2', not an integer"),
+        ({"generation": True}, "generation is True, not an integer"),
+        ({"swapped_at": "yesterday"}, "swapped_at is 'yesterday', not an ISO 8601 time"),
+        ({"started_at": 5}, "started_at is 5, not a string"),
+        ({"waiting": [{"at": "x"}]}, "waiting holds an entry without a reason"),
+        ({"stage": None}, "stage is None, not a string"),
+    ],
+)
+def test_a_malformed_track_names_its_field(change: dict[str, Any], named: str) -> None:
+    data = {**track("first", "slot-a", 1, 1), **change}
+    with pytest.raises(MalformedTrack, match=named.replace("(", r"\(")):
+        StageTrack.from_xcom(data)
+
+
+def test_a_track_that_is_no_object_or_lacks_a_field_is_malformed() -> None:
+    with pytest.raises(MalformedTrack, match="not a JSON object but str"):
+        StageTrack.from_xcom("chain")
+    data = track("first", "slot-a", 1, 1)
+    del data["pod"]
+    with pytest.raises(MalformedTrack, match="pod is missing"):
+        StageTrack.from_xcom(data)
