@@ -167,6 +167,36 @@ def task_timeline(
     return {**found, "end": end - start}
 
 
+DEFER_MARKS = (
+    ("deferred", "Pausing task as DEFERRED"),
+    ("trigger start", " starting"),
+    ("trigger event", "Trigger fired event"),
+    ("resumed", "Worker startup parse complete"),
+)
+"""A deferred task's time line: (name, text), each the first event holding it after the one before (the
+task's second start is the first parse after its deferral)."""
+
+
+def deferral_timeline(
+    start: float,
+    end: float,
+    events: Iterable[tuple[float, str]],
+    marks: Sequence[tuple[str, str]] = DEFER_MARKS,
+) -> dict[str, float]:
+    """Seconds from a task's start to each of `marks` in order (a mark is looked for after the one before;
+    marks not found are left out, and so is every later one), and to its `end`."""
+    events = sorted(events)
+    found: dict[str, float] = {}
+    after = float("-inf")  # the first mark from the log's start (a resumed task may restart its start_date)
+    for name, text in marks:
+        at = next((t for t, event in events if t >= after and text in event), None)
+        if at is None:
+            break
+        found[name] = at - start
+        after = at
+    return {**found, "end": end - start}
+
+
 def median(values: Sequence[float]) -> float | None:
     if not values:
         return None

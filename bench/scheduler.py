@@ -8,6 +8,11 @@ CeleryExecutor over Redis and two Celery workers (tests/production/stack.py). Fi
     python bench/scheduler.py --stages 3,10 --profile realistic
     python bench/scheduler.py --stages 10 --preimport  # Kubernetes clients imported once, by the scheduler
     python bench/scheduler.py --stages 10 --executor celery --modes noop,chain,kpo1 [--preimport]
+    python bench/scheduler.py --stages 5 --workload long --modes chain,chain-deferrable --profile fast
+
+A deferred stage task (`chain-deferrable`: every stage deferred right after its swap) also gets the time line
+of where its extra time goes: its deferral, the trigger's start in the triggerer, the trigger's event and the
+task's second start (the first parse after the deferral), from the task log's event times.
 
 Each LocalExecutor task process is forked from a worker that the scheduler forked, so it starts with what the
 scheduler had imported; each Celery task process is forked from a pool process of the `airflow celery worker`
@@ -60,6 +65,25 @@ def timeline(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
     return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in lines.items())
 
 
+def deferrals(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
+    """The deferred stage tasks' median time line (`figures.deferral_timeline`), '' when none deferred."""
+    lines: dict[str, list[float]] = {}
+    for task_id, ti in tis.items():
+        if not re.search(r"(^|\.)s\d+$", task_id) or not ti.get("end_date"):
+            continue
+        log = next(stack.home.glob(f"logs/dag_id={ti['dag_id']}/run_id=*/task_id={task_id}/attempt=1.log"))
+        events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        marks = figures.deferral_timeline(
+            stamp(ti["start_date"]),
+            stamp(ti["end_date"]),
+            [(stamp(e["timestamp"]), str(e.get("event", ""))) for e in events if e.get("timestamp")],
+        )
+        if "deferred" in marks:
+            for name, seconds in marks.items():
+                lines.setdefault(name, []).append(seconds)
+    return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in lines.items())
+
+
 def stamp(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
@@ -77,7 +101,9 @@ def main() -> int:
         help="local: LocalExecutor on SQLite (tests/airflow/stack.py); celery: PostgreSQL, Redis and two "
         "Celery workers (tests/production/stack.py)",
     )
-    ap.add_argument("--modes", default="noop,chain", help="comma-separated, from noop, chain, kpo1")
+    ap.add_argument(
+        "--modes", default="noop,chain", help="comma-separated, from noop, chain, chain-deferrable, kpo1"
+    )
     ap.add_argument(
         "--preimport",
         action="store_true",
@@ -143,6 +169,8 @@ def main() -> int:
                             flush=True,
                         )
                         print(f"  stage task, median s from start_date: {timeline(stack, tis)}", flush=True)
+                        if deferred := deferrals(stack, tis):
+                            print(f"  deferred stage task, median s from start_date: {deferred}", flush=True)
                     if not {"chain", "noop"} <= set(medians):
                         continue
                     chain, noop = medians["chain"], medians["noop"]

@@ -148,7 +148,7 @@ def run_state(dag_id: str, run_id: str, session: Any, ui_root: str = "/") -> dic
         "running": running,
         "start_date": dag_run.start_date.isoformat() if dag_run.start_date else None,
         "end_date": ended,
-        "errors": list(errors.values()),
+        "errors": [errors[task] for task in sorted(errors)],
         "chains": chains,
     }
 

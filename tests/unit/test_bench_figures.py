@@ -146,6 +146,21 @@ def test_task_timeline_from_the_first_log_event_of_each_mark() -> None:
     )
 
 
+def test_deferral_timeline_takes_each_mark_after_the_one_before() -> None:
+    events = [
+        (100.1, "Worker startup parse complete"),  # the first start: not the resume
+        (100.6, "Pausing task as DEFERRED. "),
+        (101.0, "trigger bench/run/s01/-1/1 (ID 3) starting"),
+        (103.5, "Trigger fired event"),
+        (104.2, "Worker startup parse complete"),
+    ]
+    assert figures.deferral_timeline(100.0, 104.5, events) == pytest.approx(
+        {"deferred": 0.6, "trigger start": 1.0, "trigger event": 3.5, "resumed": 4.2, "end": 4.5}
+    )
+    # a task that did not defer: its end only
+    assert figures.deferral_timeline(5.0, 5.5, events[:1]) == pytest.approx({"end": 0.5})
+
+
 def row(
     mode: str, profile: str = "realistic", workload: str = "distinct/uniform/0.2s", n: int = 10, **kw: Any
 ):
