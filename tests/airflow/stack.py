@@ -109,6 +109,12 @@ class AirflowStack:
     def stop(self) -> None:
         stop_airflow(self.procs.values())
 
+    def restart(self, name: str) -> None:
+        """Stop one component (SIGTERM to its process group, SIGKILL after 5 s) and start it again."""
+        stop_airflow([self.procs[name]])
+        self.procs[name] = start_airflow([name], self.env, self.work / f"{name}.log")
+        self.wait(self.healthy, 180, f"airflow {name} to report healthy again")
+
     def healthy(self) -> bool:
         self.check_processes()
         return self.api_healthy()
