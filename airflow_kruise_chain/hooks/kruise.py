@@ -68,6 +68,16 @@ class KruiseHook(KubernetesHook):
         super().__init__(*args, **kwargs)
         self.retry_policy = retry_policy or RetryPolicy()
 
+    def test_connection(self) -> tuple[bool, str]:
+        """The connection form's Test button: the preflight check (`preflight.py`) in the connection's
+        namespace (its `namespace` field, else ``default``); False when a check fails."""
+        from airflow_kruise_chain.preflight import check, summary
+
+        try:
+            return summary(check(self, self._get_field("namespace") or "default"))
+        except Exception as e:  # the form shows the message
+            return False, f"{type(e).__name__}: {e}"
+
     # -- retrying ------------------------------------------------------------------------------------
     def _call(
         self,

@@ -7,7 +7,8 @@ How a block is tested follows its language and an optional marker on the line be
   local cluster``: also run with ``dag.test()`` on a fresh local cluster, every task succeeding; marker ``run
   as a script with the argument scheduler``: run with ``python - scheduler``.
 - ``bash``: run with ``bash -euo pipefail`` from the checkout, with a private AIRFLOW_HOME and
-  KRUISE_LOCAL_HOME; marker ``provider-installed``: the same (it needs this package installed, as the test
+  KRUISE_LOCAL_HOME; marker ``run against the local cluster``: with $KUBECONFIG naming a local cluster;
+  marker ``provider-installed``: the same (it needs this package installed, as the test
   venv has it); marker ``options only: REASON``: each ``python SCRIPT --options`` line's script answers
   ``--help`` naming every option; marker ``skip: REASON``: not runnable here, REASON says why.
 - ``ini``: an `airflow.cfg` excerpt: every option of `[kruise_chain]` exists (`get_provider_info`).
@@ -35,7 +36,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(
     r"^(?:<!-- docs-test: (?P<marker>[^\n]*?) -->\n)?```(?P<lang>[^\n]*)\n(?P<code>.*?)^```$", re.S | re.M
 )
-MARKERS = ("run on the local cluster", "run as a script with the argument scheduler", "provider-installed")
+MARKERS = (
+    "run on the local cluster",
+    "run as a script with the argument scheduler",
+    "provider-installed",
+    "run against the local cluster",
+)
 
 
 @dataclass(frozen=True)
@@ -134,12 +140,14 @@ def _bash_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-RUN_BASH = [b for b in _of("bash") if b.marker in ("", "provider-installed")]
+RUN_BASH = [b for b in _of("bash") if b.marker in ("", "provider-installed", "run against the local cluster")]
 
 
 @pytest.mark.parametrize("block", RUN_BASH, ids=_ids(RUN_BASH))
-def test_bash_blocks_run(block: Block, tmp_path: Path) -> None:
+def test_bash_blocks_run(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     env = _bash_env(tmp_path)
+    if block.marker == "run against the local cluster":
+        env["KUBECONFIG"] = str(request.getfixturevalue("kubeconfig"))
     try:
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block.code],
