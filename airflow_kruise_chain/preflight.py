@@ -237,7 +237,9 @@ class Preflight:
             )
         return Finding("Role", OK, f"every verb of deploy/role.yaml in {self.namespace!r}")
 
-    def pod_security(self) -> Finding:
+    def _dry_run_chain_pod(self, level: str) -> tuple[int, str, list[str]]:
+        """(status, message, warnings) of a dry-run create of the chain pod as setup builds it, with the
+        chain option pod_security=`level`."""
         from airflow_kruise_chain.core.manifest import build_chain_pod
         from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 
@@ -246,6 +248,7 @@ class Preflight:
             namespace=self.namespace,
             stages=[StageSpec("probe", self.runner_image, ["true"])],
             runner_image=self.runner_image,
+            pod_security=level,
         )
         pod = build_chain_pod(
             chain,
@@ -258,22 +261,26 @@ class Preflight:
         pod["metadata"]["generateName"] = "kruise-chain-preflight-"
         path = f"/api/v1/namespaces/{self.namespace}/pods"
         status, body, warnings = self._request("POST", path, pod, [("dryRun", "All")])
-        message = str(body.get("message", ""))
+        return status, str(body.get("message", "")), warnings
+
+    def pod_security(self) -> Finding:
+        status, message, warnings = self._dry_run_chain_pod("baseline")
         fix = (
-            "set the chain's security_context and pod_template for the namespace's level, or label the "
-            f"namespace for a lower one (docs/pod-security.md): kubectl label namespace {self.namespace} "
+            "set KruiseChain(..., pod_security='restricted') (docs/pod-security.md), or label the namespace "
+            f"for a lower level: kubectl label namespace {self.namespace} "
             "pod-security.kubernetes.io/enforce=baseline --overwrite"
         )
-        if status in (200, 201):
-            if warnings:
-                return Finding(
-                    "Pod Security",
-                    WARN,
-                    f"the chain pod is admitted with warnings: {'; '.join(warnings)}",
-                    fix,
-                )
+        if status in (200, 201) and not warnings:
             return Finding("Pod Security", OK, "a dry-run chain pod was admitted")
-        if status == 403 and "PodSecurity" in message:
+        if status in (200, 201) or (status == 403 and "PodSecurity" in message):
+            strict, _, strict_warnings = self._dry_run_chain_pod("restricted")
+            if strict in (200, 201) and not strict_warnings:
+                fix = (
+                    "set KruiseChain(..., pod_security='restricted'): a dry-run chain pod with it was "
+                    "admitted (docs/pod-security.md)"
+                )
+            if status in (200, 201):
+                return Finding("Pod Security", WARN, f"admitted with warnings: {'; '.join(warnings)}", fix)
             return Finding("Pod Security", FAIL, f"the chain pod is refused: {message}", fix)
         return Finding("Pod Security", UNKNOWN, f"the dry-run chain pod answered {status}: {message}")
 

@@ -152,7 +152,10 @@ def test_a_namespace_enforcing_restricted_refuses_the_default_chain_pod(local) -
     assert status == 1, out
     state, text = findings["Pod Security"]
     assert state == FAIL and 'violates PodSecurity "restricted' in text
-    assert "docs/pod-security.md" in text
+    assert (
+        "fix: set KruiseChain(..., pod_security='restricted'): a dry-run chain pod with it was admitted"
+        in text
+    )
 
 
 @pytest.mark.config(pod_security=PodSecurityConfiguration(warn="restricted"))
@@ -160,7 +163,8 @@ def test_a_namespace_warning_at_restricted_is_a_warning(local) -> None:
     _, kubeconfig = local
     status, findings, out = run_check(kubeconfig)
     assert status == 0, out
-    assert findings["Pod Security"][0] == WARN and "restricted" in findings["Pod Security"][1], out
+    state, text = findings["Pod Security"]
+    assert state == WARN and "restricted" in text and "pod_security='restricted'" in text, out
 
 
 def _with_token(cluster: LocalCluster, tmp_path: Path, role: dict[str, Any]) -> Path:
