@@ -18,7 +18,7 @@ from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL, KRUISE_GROUP, 
 from airflow_kruise_chain.hooks.retry import GATE_HELP
 
 if TYPE_CHECKING:
-    from airflow_kruise_chain.hooks.kruise import KruiseHook
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
 OK, WARN, FAIL, UNKNOWN = "ok", "warn", "fail", "unknown"
 MIN_KUBERNETES = (1, 29)
@@ -61,9 +61,9 @@ def _version(text: str) -> tuple[int, int]:
 
 
 class Preflight:
-    """The checks for one namespace, through a `KruiseHook`'s API client."""
+    """The checks for one namespace, through a hook's API client (a `KruiseHook`, or any KubernetesHook)."""
 
-    def __init__(self, hook: KruiseHook, namespace: str, runner_image: str) -> None:
+    def __init__(self, hook: KubernetesHook, namespace: str, runner_image: str) -> None:
         self.hook = hook
         self.namespace = namespace
         self.runner_image = runner_image
@@ -307,7 +307,7 @@ class Preflight:
         return findings
 
 
-def check(hook: KruiseHook, namespace: str, runner_image: str | None = None) -> list[Finding]:
+def check(hook: KubernetesHook, namespace: str, runner_image: str | None = None) -> list[Finding]:
     """The findings for chains in `namespace` through `hook`'s connection."""
     from airflow_kruise_chain.config import runner_image as configured_runner_image
 
