@@ -4,8 +4,8 @@ kubectl's typed clients (`kubectl create configmap|secret|namespace ...`) encode
 and client-go falls back to JSON after a 415 only for CBOR (`rest/client.go` `UnsupportedMediaType`), so the
 server must read them. The envelope is apimachinery's (`runtime/serializer/protobuf`: the magic `k8s\\0`, then
 a `runtime.Unknown` {typeMeta, raw}); `raw` is decoded with the field numbers of `k8s.io/api/core/v1` and
-`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret and Namespace. Other kinds are
-a 415, naming the media types that are accepted for them.
+`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret, Namespace and the self reviews
+(`authorization`/`authentication` v1). Other kinds are a 415, naming the media types accepted for them.
 """
 
 from __future__ import annotations
@@ -46,6 +46,15 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
                   3: ("binaryData", "map:bytes")},
     "Secret": {1: ("metadata", "msg:ObjectMeta"), 5: ("immutable", "bool"), 2: ("data", "map:bytes"),
                4: ("stringData", "map:string"), 3: ("type", "string")},
+    "SelfSubjectAccessReview": {1: ("metadata", "msg:ObjectMeta"),
+                                2: ("spec", "msg:SelfSubjectAccessReviewSpec")},
+    "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "msg:ResourceAttributes"),
+                                    2: ("nonResourceAttributes", "msg:NonResourceAttributes")},
+    "ResourceAttributes": {1: ("namespace", "string"), 2: ("verb", "string"), 3: ("group", "string"),
+                           4: ("version", "string"), 5: ("resource", "string"), 6: ("subresource", "string"),
+                           7: ("name", "string")},
+    "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
+    "SelfSubjectReview": {1: ("metadata", "msg:ObjectMeta")},
     "Namespace": {1: ("metadata", "msg:ObjectMeta"), 2: ("spec", "msg:NamespaceSpec"),
                   3: ("status", "msg:NamespaceStatus")},
     "NamespaceSpec": {1: ("finalizers", "list:string")},
@@ -53,7 +62,13 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
     "NamespaceCondition": {1: ("type", "string"), 2: ("status", "string"), 4: ("lastTransitionTime", "time"),
                            5: ("reason", "string"), 6: ("message", "string")},
 }  # fmt: skip
-_KINDS = {("v1", "ConfigMap"), ("v1", "Namespace"), ("v1", "Secret")}
+_KINDS = {
+    ("v1", "ConfigMap"),
+    ("v1", "Namespace"),
+    ("v1", "Secret"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),  # kubectl auth can-i
+    ("authentication.k8s.io/v1", "SelfSubjectReview"),  # kubectl auth whoami
+}
 
 
 class _Malformed(ValueError):

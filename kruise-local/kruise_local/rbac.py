@@ -121,11 +121,36 @@ def user_info(username: str) -> dict[str, Any]:
     return {"username": username, "groups": groups}
 
 
+BASIC_USER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+        "verbs": ["create"],
+    },
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+]
+"""the bootstrap ClusterRole `system:basic-user`, bound to `system:authenticated` (bootstrappolicy)"""
+
+
 class Rbac:
     """Authenticates bearer tokens and authorizes each request against the token's bound rules."""
 
     def __init__(self) -> None:
         self.bindings: dict[str, list[Binding]] = {}
+
+    def can(self, request: web.Request, info: RequestInfo) -> bool:
+        """Whether the request's token may do what `info` says (the RBAC authorizer's decision, as
+        SelfSubjectAccessReview asks it). Non-resource requests (discovery, /version, /healthz) are open to
+        every authenticated user (`system:discovery`, `system:public-info-viewer`)."""
+        header = request.headers.get("Authorization", "")
+        bindings = self.bindings.get(header[7:] if header.startswith("Bearer ") else "") or []
+        if not bindings:
+            return False
+        if not info.is_resource or allows(BASIC_USER_RULES, info):
+            return True
+        return any(
+            allows(b.rules, info) for b in bindings if b.namespace is None or b.namespace == info.namespace
+        )
 
     def grant(self, token: str, user: str, role: dict[str, Any], namespace: str | None = None) -> None:
         """Bind a Role's (namespace given) or ClusterRole's rules to `token`, as user `user`."""
@@ -144,13 +169,8 @@ class Rbac:
         info = request_info(request.method, request.path, dict(request.query))
         if verb is not None:
             info = replace(info, verb=verb)
-        if not info.is_resource:
-            return  # discovery (/version, /api, /apis, group lists) is open to every authenticated user
-        for binding in bindings:
-            if binding.namespace is not None and binding.namespace != info.namespace:
-                continue
-            if allows(binding.rules, info):
-                return
+        if self.can(request, info):
+            return
         what = f"{info.full_resource}{'.' + info.api_group if info.api_group else ''}"
         subject = f'{what} "{info.name}"' if info.name else what
         where = f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"

@@ -152,6 +152,30 @@ POD_METRICS = Resource(
     verbs=("get", "list"),
     field_selectors=_META,
 )
+NODE_METRICS = Resource(
+    "metrics.k8s.io",
+    ("v1beta1",),
+    "nodes",
+    "NodeMetrics",
+    False,
+    "",
+    (),
+    (),
+    verbs=("get", "list"),
+    field_selectors=_META,
+)
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io",
+    ("v1",),
+    "selfsubjectaccessreviews",
+    "SelfSubjectAccessReview",
+    False,
+    "",
+    verbs=("create",),
+)
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io", ("v1",), "selfsubjectreviews", "SelfSubjectReview", False, "", verbs=("create",)
+)
 VALIDATING_ADMISSION_POLICIES = Resource(
     ADMISSION,
     ("v1",),
@@ -190,6 +214,15 @@ STORED: tuple[Resource, ...] = (
 )
 
 
+SERVED_ONLY: tuple[Resource, ...] = (
+    POD_METRICS,
+    NODE_METRICS,
+    SELF_SUBJECT_ACCESS_REVIEWS,
+    SELF_SUBJECT_REVIEWS,
+)
+"""served but not stored: metrics (metrics-server's API) and the self reviews, answered at once"""
+
+
 def find(group: str, version: str, plural: str) -> Resource | None:
     """The stored resource served at group/version/plural, if any."""
     for res in STORED:
@@ -201,7 +234,7 @@ def find(group: str, version: str, plural: str) -> Resource | None:
 def groups() -> dict[str, tuple[str, ...]]:
     """Served API groups (excluding the legacy core group) and their versions, preferred first."""
     out: dict[str, tuple[str, ...]] = {}
-    for res in (*STORED, POD_METRICS):
+    for res in (*STORED, *SERVED_ONLY):
         if res.group:
             out.setdefault(res.group, res.versions)
     # v1alpha1 first: v1beta1 stores ImagePullJob/NodeImage, but CRRs are served as v1alpha1 only

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from . import fieldmanager, limits, paging
+from . import fieldmanager, limits, metrics_api, paging, reviews
 from . import resources as R
 from .admission import Admission
 from .admission_policy import Attributes
@@ -175,7 +175,7 @@ class ApiServer:
         if not rest:
             self._discovery_method(request)
             gv = f"{group}/{version}" if group else version
-            served = [r for r in (*R.STORED, R.POD_METRICS) if r.group == group and version in r.versions]
+            served = [r for r in (*R.STORED, *R.SERVED_ONLY) if r.group == group and version in r.versions]
             return json_response(resource_list(gv, served, self.hidden_subresources()))
         watch_prefix = rest[0] == "watch"
         if watch_prefix:
@@ -191,7 +191,10 @@ class ApiServer:
             raise ApiError(404, "the server could not find the requested resource")
         plural, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
         if group == "metrics.k8s.io":
-            return self._metrics(request, namespace, plural, name)
+            return metrics_api.serve(request, self.store, self.nodes, namespace, plural, name)
+        review = next((r for r in R.SERVED_ONLY if (r.group, r.plural) == (group, plural)), None)
+        if review is not None and version in review.versions and namespace is None and sub is None:
+            return await reviews.serve(request, review, name, self.filters.authorizer)
         res = R.find(group, version, plural)
         if res is None:
             raise ApiError(404, f"the server could not find the requested resource ({plural})")
@@ -700,20 +703,3 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         return resp
-
-    def _metrics(
-        self, request: web.Request, namespace: str | None, plural: str, name: str | None
-    ) -> web.Response:
-        if plural != "pods" or request.method != "GET":
-            raise ApiError(404, f"the server could not find the requested resource ({plural})")
-        if name is not None:
-            metrics = self.nodes.pod_metrics(self.store.get(R.PODS, namespace or "", name))
-            if metrics is None:
-                raise ApiError(404, f'podmetrics.metrics.k8s.io "{name}" not found')
-            return json_response(metrics)
-        labels = LabelSelector.parse(request.query.get("labelSelector"))
-        pods = self.store.list(R.PODS, namespace, labels)
-        items = [m for p in pods if (m := self.nodes.pod_metrics(p)) is not None]
-        return json_response(
-            {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
-        )

@@ -83,3 +83,70 @@ def test_events_for_get_all_and_api_resources(kubectl):
     assert {row[0] for row in everything[1:]} == {"web", "other"}
     resources = _table(kubectl("api-resources", "--no-headers"))
     assert ["pods", "po", "v1", "true", "Pod"] in resources
+
+
+def test_auth_can_i_whoami_and_top(kubectl):
+    assert kubectl("auth", "can-i", "create", "pods").strip() == "yes"  # no RBAC: the admin may do anything
+    who = _table(kubectl("auth", "whoami"))
+    assert who[1] == ["Username", "kruise-local-admin"]
+    kubectl("apply", "-f", "-", stdin=_pod("busy"))
+    kubectl("wait", "--for=condition=Ready", "pod/busy", "--timeout=60s")
+    top = _table(kubectl("top", "pod", "busy"))
+    assert top[0] == ["NAME", "CPU(cores)", "MEMORY(bytes)"] and top[1][0] == "busy"
+    nodes = _table(kubectl("top", "node"))
+    assert nodes[0][:3] == ["NAME", "CPU(cores)", "CPU(%)"] and nodes[1][0] == "kruise-local"
+
+
+def test_create_configmap_secret_namespace_explain_and_diff(kubectl):
+    assert kubectl("create", "configmap", "c", "--from-literal=a=b").strip() == "configmap/c created"
+    assert (
+        kubectl("create", "secret", "generic", "s", "--from-literal=pw=hunter2").strip() == "secret/s created"
+    )
+    assert kubectl("get", "secret", "s", "-o", "jsonpath={.data.pw}") == "aHVudGVyMg=="
+    name = f"scenario-{os.getpid()}"
+    assert kubectl("create", "namespace", name).strip() == f"namespace/{name} created"
+    kubectl("delete", "namespace", name)
+    assert "FIELD: image <string>" in kubectl("explain", "pod.spec.containers.image")
+    kubectl("apply", "-f", "-", stdin=_pod("d"))
+    same = kubectl("diff", "-f", "-", stdin=_pod("d"), check=False)
+    assert same == ""
+    changed = kubectl("diff", "-f", "-", stdin=_pod("d").replace("app: d", "app: e"), check=False)
+    assert "-    app: d" in changed and "+    app: e" in changed
+
+
+def test_get_columns_watch_describe_logs_follow(kubectl, tmp_path):
+    kubectl("apply", "-f", "-", stdin=_pod("job", "echo one; sleep 2; echo two", restart="Never"))
+    columns = _table(
+        kubectl("get", "pod", "job", "-o", "custom-columns=NAME:.metadata.name,POLICY:.spec.restartPolicy")
+    )
+    assert columns == [["NAME", "POLICY"], ["job", "Never"]]
+    kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod/job", "--timeout=60s")
+    assert kubectl("logs", "-f", "job", timeout=60).split() == ["one", "two"]
+    watched = kubectl("get", "pod", "job", "-w", "--request-timeout=3s", check=False)
+    assert "job" in watched.splitlines()[1]
+    described = kubectl("describe", "pod", "job")
+    assert "Events:" in described and "Started" in described
+
+
+def test_patch_edit_replace_and_delete_with_a_finalizer(kubectl, tmp_path):
+    kubectl("apply", "-f", "-", stdin=_pod("p"))
+    kubectl("patch", "pod", "p", "-p", '{"metadata":{"labels":{"s":"1"}}}')
+    kubectl("patch", "pod", "p", "--type", "merge", "-p", '{"metadata":{"labels":{"m":"2"}}}')
+    kubectl(
+        "patch", "pod", "p", "--type", "json", "-p", '[{"op":"add","path":"/metadata/labels/j","value":"3"}]'
+    )
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nsed -i \'s/j: "3"/j: "edited"/\' "$1"\n')
+    editor.chmod(0o755)
+    assert kubectl("edit", "pod", "p", KUBE_EDITOR=str(editor)).strip() == "pod/p edited"
+    labels = json.loads(kubectl("get", "pod", "p", "-o", "json"))["metadata"]["labels"]
+    assert labels == {"app": "p", "s": "1", "m": "2", "j": "edited"}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r", "finalizers": ["x.io/hold"]}}
+    kubectl("create", "-f", "-", stdin=yaml.safe_dump(cm))
+    live = yaml.safe_load(kubectl("get", "configmap", "r", "-o", "yaml"))
+    live["data"] = {"replaced": "yes"}
+    assert kubectl("replace", "-f", "-", stdin=yaml.safe_dump(live)).strip() == "configmap/r replaced"
+    assert kubectl("delete", "configmap", "r", "--wait=false").startswith('configmap "r" deleted')
+    assert json.loads(kubectl("get", "configmap", "r", "-o", "json"))["metadata"]["deletionTimestamp"]
+    kubectl("patch", "configmap", "r", "--type", "merge", "-p", '{"metadata":{"finalizers":null}}')
+    kubectl("wait", "--for=delete", "configmap/r", "--timeout=60s")
