@@ -33,8 +33,9 @@ if "airflow" not in __import__("sys").modules:
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "example_dags")
 
 
-LONGEST_FIRST = ("tests/airflow/", "tests/ui/", "tests/e2e/")
-"""Directories whose files run longest (a real Airflow, the UI's runs, DAG runs), in that order."""
+LONGEST_FIRST = ("tests/production/", "tests/airflow/", "tests/ui/", "tests/e2e/")
+"""Directories whose files run longest (the production-shaped and the plain real Airflow, the UI's runs, DAG
+runs), in that order."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
