@@ -231,8 +231,23 @@ class ProductionStack(AirflowStack):
                 )
 
     def stop(self) -> None:
+        """End every process the deployment started; fail (the fixture's teardown) if one is left."""
+        groups = [proc.pid for proc in self.procs.values()]
+        groups += [server.proc.pid for server in (self.redis, self.postgres) if server.proc is not None]
         try:
             super().stop()
         finally:
             self.redis.stop()
             self.postgres.stop()
+        left = [pgid for pgid in groups if _group_alive(pgid)]
+        assert not left, f"processes left in the process groups {left} after the deployment stopped"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
