@@ -68,8 +68,12 @@ class StageTrack:
     reason: str = ""
     duration_seconds: float | None = None
     memory_peak_bytes: int | None = None
+    """the slot's peak working set in the metrics API's readings whose window lies within the stage; None:
+    not measured (a stage shorter than metrics-server's window, 10-15 s, has no such reading)"""
     pod_memory_peak_bytes: int | None = None
     memory_samples: int = 0
+    memory_window: list[str] | None = None
+    """[from, to] of the reading that gave the peak (metrics-server's window: between its two scrapes)"""
     error: str = ""
     updated_at: str | None = None
 
@@ -212,9 +216,14 @@ class StageMonitor:
         self.track.memory_peak_bytes = peak.container_bytes
         self.track.pod_memory_peak_bytes = peak.pod_bytes
         self.track.memory_samples = peak.samples
+        window = [peak.window_from.isoformat(), peak.window_to.isoformat()] if peak.window_from else None
+        self.track.memory_window = window if peak.window_to else None
+        measured = f"window={window[0]}..{window[1]}" if window else "window=-"
+        if peak.container_bytes is None:
+            measured = "(not measured: no metrics reading whose window lies within the stage)"
         self.log(
             f"{MARKER} memory stage={self.track.stage} slot={self.track.slot} "
-            f"peak={_mib(peak.container_bytes)} pod_peak={_mib(peak.pod_bytes)} "
+            f"peak={_mib(peak.container_bytes)} pod_peak={_mib(peak.pod_bytes)} {measured} "
             f"samples={peak.samples} reads={peak.reads} first_gap={peak.interval:g}s"
         )
 

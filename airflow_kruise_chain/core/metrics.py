@@ -56,13 +56,16 @@ def max_reads(duration: float, interval: float, max_interval: float) -> int:
 
 @dataclass(frozen=True)
 class MemoryPeak:
-    """What a `MemorySampler` saw: the peak of one container and of the whole pod, in bytes."""
+    """What a `MemorySampler` saw: the peak of one container and of the whole pod, in bytes, and the time
+    window of the reading that gave the container's peak (None, None: not measured)."""
 
     container_bytes: int | None
     pod_bytes: int | None
     samples: int
     interval: float
     reads: int = 0
+    window_from: datetime | None = None
+    window_to: datetime | None = None
 
 
 class MemorySampler:
@@ -72,11 +75,14 @@ class MemorySampler:
     reads follow the metrics pipeline instead of a clock: none at the start (the stage's program has only
     begun, and the metrics server's sample predates it); the first `interval` seconds in, each later gap twice
     the last up to `max_interval`, and never before the sample read last is due for renewal (its `timestamp`
-    + `window`: metrics-server publishes a new one once per `--metric-resolution`, 15 s by default); a last
-    one at the end unless the sample read last is not due yet. So a stage of T seconds costs
-    at most `max_reads(T, interval, max_interval)` reads, one per new sample at most. A sample taken outside
-    the stage, before `since` or after `until` (its start and end, widened to the API's whole seconds),
-    measured the slot's previous stage or its idle runner: it counts neither as a sample nor for the peaks.
+    + `window`: metrics-server publishes a new one once per `--metric-resolution`, 15 s in its shipped
+    manifests); a last one at the end unless the sample read last is not due yet. So a stage of T seconds
+    costs at most `max_reads(T, interval, max_interval)` reads, one per new sample at most. A reading counts
+    for the stage only when the time window it covers, [timestamp - window, timestamp], lies within the stage,
+    from `since` to `until` (its start and end, widened to the API's whole seconds): one that began before
+    the stage measured the slot's previous stage or its idle runner, one taken after it the runner again. So
+    a stage shorter than metrics-server's window (the time between its last two scrapes, 10 s at least) is
+    not measured: its peak stays None, as a user of metrics-server sees it.
     Sampling gives up after `max_misses` consecutive reads without metrics (no metrics server, or no
     permission): the peak stays None.
     """
@@ -99,6 +105,7 @@ class MemorySampler:
         self.until: datetime | None = None
         self.container_peak: int | None = None
         self.pod_peak: int | None = None
+        self.peak_window: tuple[datetime, datetime] | None = None
         self.samples = 0
         self.reads = 0
         self.misses = 0
@@ -121,12 +128,16 @@ class MemorySampler:
         if taken is not None and window > 0:
             due = (taken + timedelta(seconds=window) - datetime.now(taken.tzinfo)).total_seconds()
             self._renewed_at = time.monotonic() + min(max(due, 0.0), window)  # a skewed clock waits <= window
-        if taken is not None and not _within(taken, self.since, self.until):
+        began = taken - timedelta(seconds=window) if taken is not None else None
+        if began is not None and not (
+            _within(began, self.since, self.until) and _within(taken, self.since, self.until)
+        ):
             return
         self.samples += 1
         self.pod_peak = max(self.pod_peak or 0, sum(usage.values()))
-        if self.container in usage:
-            self.container_peak = max(self.container_peak or 0, usage[self.container])
+        if self.container in usage and usage[self.container] > (self.container_peak or 0):
+            self.container_peak = usage[self.container]
+            self.peak_window = (began, taken) if began is not None and taken is not None else None
 
     def _run(self) -> None:
         gap, last = self.interval, time.monotonic()
@@ -163,7 +174,10 @@ class MemorySampler:
         self.stop()
 
     def peak(self) -> MemoryPeak:
-        return MemoryPeak(self.container_peak, self.pod_peak, self.samples, self.interval, self.reads)
+        window = self.peak_window or (None, None)
+        return MemoryPeak(
+            self.container_peak, self.pod_peak, self.samples, self.interval, self.reads, *window
+        )
 
 
 def _within(taken: datetime, since: datetime | None, until: datetime | None) -> bool:

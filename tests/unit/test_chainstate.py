@@ -276,8 +276,8 @@ def test_a_sample_taken_before_the_stage_started_is_not_its_memory() -> None:
 
 def test_a_sample_taken_after_the_stage_ended_is_not_its_memory() -> None:
     """The end's read can return a sample scraped after the stage's program exited (the idle runner): it is
-    not the stage's; one taken within the stage's last second still is (the API's timestamps are whole
-    seconds)."""
+    not the stage's; one whose whole window lies within the stage is (the API's timestamps are whole
+    seconds: the stage's ends are widened to them)."""
     now = datetime.now(UTC)
     sampler = MemorySampler(lambda: stamped(now, "1s", slot_a="900Mi"), "slot-a", interval=60)
     sampler.start(since=now - timedelta(seconds=30))
@@ -285,6 +285,66 @@ def test_a_sample_taken_after_the_stage_ended_is_not_its_memory() -> None:
     peak = sampler.peak()
     assert (peak.container_bytes, peak.samples, peak.reads) == (None, 0, 1)
     inside = MemorySampler(lambda: stamped(now, "1s", slot_a="4Mi"), "slot-a", interval=60)
-    inside.start(since=now.replace(microsecond=500000))
+    inside.start(since=now.replace(microsecond=500000) - timedelta(seconds=1))
     inside.stop(until=now.replace(microsecond=900000))
     assert inside.peak().container_bytes == 4 * 2**20
+
+
+def test_a_stage_shorter_than_the_metrics_window_is_not_measured() -> None:
+    """metrics-server's reading covers the window between its last two scrapes (15 s as shipped): for a
+    stage shorter than that no reading's window lies within the stage, so its peak is not measured (None),
+    never the idle runner's 1.8 MiB the reading taken just before or during it shows."""
+    started = datetime.now(UTC)
+    during = stamped(started.replace(microsecond=0) + timedelta(seconds=1), "15s", slot_a="1843Ki")
+    sampler = MemorySampler(lambda: during, "slot-a", interval=60)
+    sampler.start(since=started)
+    sampler.stop(until=started + timedelta(seconds=5))
+    peak = sampler.peak()
+    assert (peak.container_bytes, peak.samples, peak.window_from, peak.reads) == (None, 0, None, 1)
+
+
+def test_a_reading_whose_window_lies_within_the_stage_is_its_peak_with_that_window() -> None:
+    started = datetime(2026, 1, 1, 0, 0, 0, 300000, tzinfo=UTC)
+    readings = iter(
+        [
+            stamped(datetime(2026, 1, 1, 0, 0, 16, tzinfo=UTC), "15s", slot_a="40Mi", slot_b="1Mi"),
+            stamped(datetime(2026, 1, 1, 0, 0, 31, tzinfo=UTC), "15s", slot_a="30Mi", slot_b="1Mi"),
+        ]
+    )
+    sampler = MemorySampler(lambda: next(readings), "slot-a", interval=60)
+    sampler.since, sampler.until = started, started + timedelta(seconds=40)
+    sampler.sample()
+    sampler.sample()
+    peak = sampler.peak()
+    assert (peak.container_bytes, peak.pod_bytes, peak.samples) == (40 * 2**20, 41 * 2**20, 2)
+    assert (peak.window_from, peak.window_to) == (
+        datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, 0, 0, 16, tzinfo=UTC),
+    )
+
+
+def test_the_monitor_publishes_the_peak_s_window_or_says_not_measured() -> None:
+    lines: list[str] = []
+    published: list[dict] = []
+    now = datetime.now(UTC)
+
+    def monitor(reading: dict) -> StageMonitor:
+        return StageMonitor(
+            StageTrack.from_xcom(track("t", "slot-a", 1, 0)),
+            publish=published.append,
+            read_metrics=lambda: reading,
+            log=lines.append,
+            interval=60,
+        )
+
+    short = monitor(stamped(now, "15s", slot_a="2Mi"))
+    with short.sampling():
+        short.started(StartMarker(1, "t", "slot-a", now - timedelta(seconds=1)), None)
+    assert short.track.memory_peak_bytes is None and short.track.memory_window is None
+    assert "not measured" in lines[-1]
+    long = monitor(stamped(now, "15s", slot_a="2Mi"))
+    with long.sampling():
+        long.started(StartMarker(1, "t", "slot-a", now - timedelta(seconds=20)), None)
+    begun = (now.replace(microsecond=0) - timedelta(seconds=15)).isoformat()
+    assert long.track.memory_window == [begun, now.replace(microsecond=0).isoformat()]
+    assert long.track.memory_peak_bytes == 2 * 2**20 and "window=" in lines[-1]
