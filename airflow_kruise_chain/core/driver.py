@@ -6,12 +6,9 @@ knows Kubernetes and OpenKruise but nothing of Airflow.
 
 from __future__ import annotations
 
-import math
-import queue
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -26,6 +23,8 @@ from .errors import (
     StageTimeoutError,
 )
 from .events import NO_EVENTS, StageEvents
+from .follow import GenerationFollow, Next, Step
+from .logpump import END, TIMEOUT, LogPump
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod, Pod, lost_reason
 from .sizing import BackgroundPark, SlotSizer
@@ -34,7 +33,6 @@ from .status import (
     ResultMarker,
     StageResult,
     StageState,
-    StageStatus,
     current_status,
     killed_by_kubelet,
     matches,
@@ -93,15 +91,6 @@ class Timeouts:
         return ("swap_timeout", self.swap) if elapsed > self.swap else None
 
 
-RESULT_COPY_WAIT = 5.0
-"""seconds the copy of a result line from the container's other stream is awaited once the first is read
-(it is printed right after it: only a stalled log stream keeps it longer)"""
-PUMP_LINES = 1024
-"""log lines the follow thread may read ahead of the reader"""
-_END = object()
-_DETACH = object()
-
-
 @dataclass(frozen=True)
 class Detached:
     """`follow` left the stage running (its `detach_at` came first): `logged` lines of its output
@@ -125,16 +114,6 @@ def _swap_how(plan: SwapPlan) -> str:
     return "image patch (the kubelet restarts the slot with the stage's image)"
 
 
-def _since(swapped_at: str) -> int | None:
-    """Seconds from one second before `swapped_at` (whole seconds) until now, as a log sinceSeconds: the
-    stream skips the output of the slot's earlier generations but not the start of this one."""
-    try:
-        when = datetime.strptime(swapped_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    return max(1, math.ceil((datetime.now(UTC) - when).total_seconds()) + 1)
-
-
 class StageDriver:
     """Swaps a stage into the chain pod and follows it to its result."""
 
@@ -149,7 +128,7 @@ class StageDriver:
         """the chain pod as the driver last read it"""
         self._resized: ChainPod | None = None
         """the pod the next planning pass starts from instead of a read (the caller's, or the resizes')"""
-        self._pump_stop: threading.Event | None = None
+        self._pump: LogPump | None = None  # the log stream followed last
         self._patched: Pod | None = None  # the swap patch's answer: waiting for the start begins from it
         self._finished: set[tuple[str, int]] = set()  # (slot, generation) seen ended: never read again
         self.on_started: Callable[[], None] | None = None
@@ -378,6 +357,10 @@ class StageDriver:
 
     def wait_pod_change(self, pod: ChainPod, deadline: float) -> ChainPod | None:
         """Block until the pod changes (its new snapshot, None if deleted) or `deadline` passes (None)."""
+        return self._pod_change(pod, deadline)[1]
+
+    def _pod_change(self, pod: ChainPod, deadline: float) -> tuple[bool, ChainPod | None]:
+        """(whether the pod changed before `deadline`, its new snapshot: None if it was deleted)."""
         watch, read = pod_watch(self.api, self.pod_name, self.namespace)
         changed, new = watch_until(
             watch,
@@ -386,45 +369,44 @@ class StageDriver:
             version=pod.resource_version,
             relist=read,
         )
-        if not changed or new is None:
-            return None
-        self.last_read = ChainPod.of(new)
-        return self.last_read
+        if not changed:
+            return False, None
+        self.last_read = None if new is None else ChainPod.of(new)
+        return True, self.last_read
 
-    # -- waiting -------------------------------------------------------------------------------------
+    # -- following -----------------------------------------------------------------------------------
     def wait_started(
         self,
         plan: SwapPlan,
+        follow: GenerationFollow,
         timeouts: Timeouts,
         started: float,
         detach_at: float | None = None,
         events: StageEvents = NO_EVENTS,
-    ) -> StageStatus | None:
-        """Wait until the stage's new container exists (or fails to start); watch-based. None when
-        `detach_at` (monotonic) passes first.
+    ) -> Step | None:
+        """Wait until the stage's new container exists (`Next.OPEN`) or the slot moved on (`Next.MOVED_ON`);
+        watch-based. None when `detach_at` (monotonic) passes first.
 
-        Raises StageTimeoutError naming the image pull timeout while the slot is still pulling (waiting in
-        ContainerCreating), else the swap timeout.
+        Raises StageStartError when it cannot start, StageTimeoutError naming the image pull timeout while
+        the slot is still pulling (waiting in ContainerCreating), else the swap timeout.
         """
         swap_deadline = started + timeouts.swap
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
         pod, self._patched = (ChainPod.of(self._patched) if self._patched else self.snapshot()), None
-        if pod is None:
-            raise self.lost(None, f"while swapping stage {plan.stage!r} in")
-        reported = ""
         while True:
-            status = current_status(pod, plan.stage)
-            if status.state in (StageState.RUNNING, StageState.FINISHED, StageState.SUPERSEDED):
-                return status
-            if status.state is StageState.FAILED_TO_START:
+            step = follow.see(pod, time.monotonic())
+            status = step.status
+            assert status is not None
+            if step.next in (Next.OPEN, Next.MOVED_ON):
+                return step
+            if step.next is Next.FAILED_TO_START:
                 raise StageStartError(status, plan.record.image)
-            if status.state is StageState.POD_LOST:
+            if step.next is Next.LOST:
                 raise self.lost(pod, f"while swapping stage {plan.stage!r} in")
             detail = f"{status.reason or status.state}{': ' + status.message if status.message else ''}"
-            if status.reason and status.reason != reported:
+            if step.report:
                 self.log(f"::kruise-chain:: {plan.slot} {detail}")
                 events.waiting(plan.slot, status.reason, status.message)
-                reported = status.reason
             pulling, now, where = status.reason == PULLING, time.monotonic(), f"{plan.slot}: {detail}"
             if late := timeouts.ran_out(started, pulling):
                 if pulling:
@@ -449,6 +431,7 @@ class StageDriver:
     ) -> StageResult | Detached:
         """Stream the stage's output through `log` until its result line; survives container restarts.
 
+        What the log and the pod mean is `GenerationFollow`'s (core/follow.py); this loop does its reads.
         An adopted plan returns its result at once. With `timeouts.execution`, a watchdog stops the stage
         (see `stop`) when it runs out, silent or not, and raises StageTimeoutError. `skip`: the first `skip`
         lines of the generation's output (`GenerationOutput`) were logged by an earlier reader: not logged
@@ -472,75 +455,138 @@ class StageDriver:
         if plan.action == "adopt":
             assert plan.result is not None
             return plan.result
-        started = self.wait_started(plan, timeouts, time.monotonic(), detach_at, events)
-        if started is None:
+        follow = GenerationFollow(
+            plan.stage,
+            plan.slot,
+            plan.generation,
+            plan.token,
+            swapped_at=plan.record.swapped_at,
+            go=plan.record.action == "go",
+            skip=skip,
+        )
+        step = self.wait_started(plan, follow, timeouts, time.monotonic(), detach_at, events)
+        if step is None:
             return Detached(skip)
         hook, self.on_started = self.on_started, None
         if hook is not None:
             hook()
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
-        output = GenerationOutput(plan.generation, plan.token, skip=skip, tail=TAIL_LINES)
-        tail = output.tail
-        streamed = started.container_id  # the container whose log is followed
+        pod = self.last_read
         while True:
-            failure: Exception | None = None
-            since = _since(plan.record.swapped_at) if plan.record.action == "go" else None
-            lines = self._pump(plan.slot, since)
-            output.reopen()
-            copy_until: float | None = None  # the result line is in: its other stream's copy is awaited
-            while True:
-                if copy_until is None:
-                    item = self._next(lines, deadline, plan, timeouts, detach_at)
-                else:
-                    item = self._next_copy(lines, copy_until)
-                if item is _END:
-                    break
-                if item is _DETACH:
-                    self._stop_pump()
-                    return Detached(output.counted)
-                if isinstance(item, Exception):
-                    failure = item
-                    break
-                announced = output.started
-                _, fresh = output.feed(str(item))  # lines an earlier reader logged are not logged again
-                for line in fresh:
-                    self.log(line)
-                if output.started is not announced and output.started is not None:
-                    last = self.last_read
-                    events.started(output.started, last.slot(plan.slot) if last is not None else None)
-                if output.complete:
-                    return self.ended(plan, output)
-                if output.result is not None and copy_until is None:
-                    copy_until = time.monotonic() + RESULT_COPY_WAIT
-            if output.result is not None:  # the stream ended, or the copy never came: all there is
-                return self.ended(plan, output)
-            # the stream ended without our result: the container stopped or was restarted, or the pod is gone
-            pod = self.snapshot()
-            status = current_status(pod, plan.stage)
-            if status.state is StageState.POD_LOST:
-                raise self.lost(pod, f"while stage {plan.stage!r} ran (generation {plan.generation})")
-            assert pod is not None
-            if failure is not None:
-                raise failure
-            if status.state is StageState.SUPERSEDED:
-                return self.result_from_history(plan, pod, tail)
-            killed = killed_by_kubelet(pod, plan.slot, plan.record)
-            if status.state is StageState.FAILED_TO_START:
-                result = self.result_from_history(plan, pod, tail, required=False)
-                if result is not None:
-                    return with_kill_reason(result, killed)
-                if killed:  # the crash-loop back-off after the kill: the runner records it once restarted
-                    raise ChainError(
-                        f"stage {plan.stage!r} (generation {plan.generation} in {plan.slot}) was killed: "
-                        f"{killed}; last lines:\n" + "\n".join(list(tail)[-10:])
-                    )
-                raise StageStartError(status, plan.record.image)
-            result = self.result_from_history(plan, pod, tail, required=False)
-            if result is not None:
-                return with_kill_reason(result, killed)
-            if deadline is not None and time.monotonic() > deadline:
+            if step.next is Next.OPEN:
+                streamed = self._stream(plan, follow, timeouts, deadline, detach_at, events)
+                if isinstance(streamed, StageResult | Detached):
+                    return streamed
+                # the stream ended without the result (or the copy never came): ask the pod, unless it is in
+                pod = self.snapshot() if follow.output.result is None else self.last_read
+                step = follow.stream_ended(pod, time.monotonic())
+                if step.next is Next.ENDED:
+                    return self.ended(plan, follow.output)
+                if step.next is not Next.LOST and streamed is not None:
+                    raise streamed
+            if step.next is not Next.OPEN:
+                if (result := self._settle(plan, follow, pod, step)) is not None:
+                    return result
+                step, pod = self._between(plan, follow, pod, timeouts, deadline, events)
+
+    def _stream(
+        self,
+        plan: SwapPlan,
+        follow: GenerationFollow,
+        timeouts: Timeouts,
+        deadline: float | None,
+        detach_at: float | None,
+        events: StageEvents,
+    ) -> StageResult | Detached | Exception | None:
+        """Read one log stream of the slot into `follow`: the result once in, `Detached`, the exception that
+        broke the stream, or None when it ended without the result."""
+        pump = self._open_stream(plan.slot, follow.since(datetime.now(UTC)))
+        copy_until: float | None = None  # the result line is in: its other stream's copy is awaited
+        while True:
+            if copy_until is not None:  # the stage has ended: no watchdog
+                item = pump.next(copy_until)
+            else:
+                until = min((t for t in (deadline, detach_at) if t is not None), default=None)
+                item = pump.next(until)
+                if item is TIMEOUT and until == detach_at:
+                    pump.close()
+                    return Detached(follow.output.counted)
+                if item is TIMEOUT:
+                    self.expire(plan, timeouts)
+            if item is END or item is TIMEOUT:
+                return None
+            if isinstance(item, Exception):
+                return item
+            step = follow.read((str(item),), time.monotonic())
+            for line in step.lines:  # lines an earlier reader logged are not logged again
+                self.log(line)
+            if step.started is not None:
+                last = self.last_read
+                events.started(step.started, last.slot(plan.slot) if last is not None else None)
+            if step.next is Next.ENDED:
+                return self.ended(plan, follow.output)
+            copy_until = step.at
+
+    def _settle(
+        self, plan: SwapPlan, follow: GenerationFollow, pod: ChainPod | None, step: Step
+    ) -> StageResult | None:
+        """After a stream ended without the result, or the pod said none will come: the result from the
+        slot's history (a restarted runner prints it again), an error, or None (wait for the restart)."""
+        if step.next is Next.LOST:
+            raise self.lost(pod, f"while stage {plan.stage!r} ran (generation {plan.generation})")
+        assert pod is not None
+        tail = follow.output.tail
+        if step.next is Next.MOVED_ON:
+            return self.result_from_history(plan, pod, tail)
+        killed = killed_by_kubelet(pod, plan.slot, plan.record)
+        result = self.result_from_history(plan, pod, tail, required=False)
+        if result is not None:
+            return with_kill_reason(result, killed)
+        if step.next is Next.FAILED_TO_START:
+            assert step.status is not None
+            if killed:  # the crash-loop back-off after the kill: the runner records it once restarted
+                raise ChainError(
+                    f"stage {plan.stage!r} (generation {plan.generation} in {plan.slot}) was killed: "
+                    f"{killed}; last lines:\n" + "\n".join(list(tail)[-10:])
+                )
+            raise StageStartError(step.status, plan.record.image)
+        return None
+
+    def _between(
+        self,
+        plan: SwapPlan,
+        follow: GenerationFollow,
+        pod: ChainPod | None,
+        timeouts: Timeouts,
+        deadline: float | None,
+        events: StageEvents,
+    ) -> tuple[Step, ChainPod | None]:
+        """Between two streams: wait on the pod watch until `follow` opens a stream again (a restarted
+        container, or the same one after `REOPEN_DELAY`) or says the follow ends; stops the stage when the
+        execution `deadline` passes. Each waiting reason (e.g. a restart back-off) is logged once."""
+        step = follow.tick(pod, time.monotonic())
+        while True:
+            status = step.status
+            if step.report and status is not None:
+                message = status.message
+                self.log(
+                    f"::kruise-chain:: {plan.slot} {status.reason}{': ' + message if message else ''} "
+                    f"(stage {plan.stage!r} generation {plan.generation}: waiting for the kubelet to "
+                    "restart it)"
+                )
+                events.waiting(plan.slot, status.reason, message)
+            now = time.monotonic()
+            if step.next is not Next.WAIT or pod is None:
+                return step, pod
+            if deadline is not None and now > deadline:
                 self.expire(plan, timeouts)
-            streamed = self.wait_restarted(plan, pod, streamed, deadline, events)
+            until = min(t for t in (step.at, deadline, now + 60) if t is not None)
+            changed, new = self._pod_change(pod, until)
+            if changed:
+                pod = new
+                step = follow.see(pod, time.monotonic())
+            else:
+                step = follow.tick(pod, time.monotonic())
 
     def ended(self, plan: SwapPlan, output: GenerationOutput) -> StageResult:
         """The result of `plan`'s generation, whose result line `output` has read."""
@@ -568,115 +614,16 @@ class StageDriver:
         self.log_end(result)
         return result
 
-    def wait_restarted(
-        self,
-        plan: SwapPlan,
-        pod: ChainPod,
-        streamed: str,
-        deadline: float | None,
-        events: StageEvents = NO_EVENTS,
-    ) -> str:
-        """After the log stream of container `streamed` ended without the result: wait on the pod watch until
-        the slot runs another container (returned: follow its log), fails to start, moves on or the pod goes
-        (the caller reads the pod and decides), or `deadline` passes. A container that still runs (the
-        stream closed early, or the kubelet has not reported the exit yet) is followed again after 1 s.
-        Each waiting reason (e.g. a restart back-off, with its message) is logged once."""
-        still_running_until = time.monotonic() + 1.0
-        reported = ""
-        while True:
-            slot = pod.slot(plan.slot)
-            container = slot.container_id
-            if (
-                slot.generation != plan.generation
-                or current_status(pod, plan.stage).state is StageState.FAILED_TO_START
-            ):
-                return container
-            running = slot.running
-            if running and container != streamed:
-                return container
-            reason = slot.waiting_reason
-            if reason and reason != reported:
-                message = slot.waiting_message
-                self.log(
-                    f"::kruise-chain:: {plan.slot} {reason}{': ' + message if message else ''} (stage "
-                    f"{plan.stage!r} generation {plan.generation}: waiting for the kubelet to restart it)"
-                )
-                events.waiting(plan.slot, reason, message)
-                reported = reason
-            until = time.monotonic() + 60 if deadline is None else deadline
-            if running:
-                if time.monotonic() >= still_running_until:
-                    return container
-                until = min(until, still_running_until)
-            new = self.wait_pod_change(pod, until)
-            if new is None:
-                return container  # deleted, or the wait ran out: the caller reads the pod and decides
-            pod = new
+    def _open_stream(self, slot: str, since_seconds: int | None) -> LogPump:
+        """Follow `slot`'s log on a thread (`LogPump`); the stream opened before is closed."""
+        if self._pump is not None:
+            self._pump.close()
 
-    def _pump(self, slot: str, since_seconds: int | None = None) -> queue.Queue[object]:
-        """Follow `slot`'s log in a thread: lines, then an exception if the stream broke, then `_END`.
+        def stream() -> Iterable[str]:
+            return self.api.follow_log(self.pod_name, self.namespace, slot, since_seconds=since_seconds)
 
-        At most `PUMP_LINES` lines wait in the queue (the stream is read no faster than they are taken); a
-        pump whose reader has gone (`follow` detached) closes its stream at its next line."""
-        lines: queue.Queue[object] = queue.Queue(maxsize=PUMP_LINES)
-        self._stop_pump()
-        stop = self._pump_stop = threading.Event()
-
-        def put(item: object) -> bool:
-            while not stop.is_set():
-                try:
-                    lines.put(item, timeout=0.5)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def pump() -> None:
-            try:
-                stream = self.api.follow_log(self.pod_name, self.namespace, slot, since_seconds=since_seconds)
-                for line in stream:
-                    if not put(line):
-                        return
-            except Exception as e:  # handed to the reader, which decides
-                put(e)
-            finally:
-                put(_END)
-
-        threading.Thread(target=pump, name=f"kruise-chain-log-{slot}", daemon=True).start()
-        return lines
-
-    def _stop_pump(self) -> None:
-        if self._pump_stop is not None:
-            self._pump_stop.set()
-
-    def _next(
-        self,
-        lines: queue.Queue[object],
-        deadline: float | None,
-        plan: SwapPlan,
-        timeouts: Timeouts,
-        detach_at: float | None = None,
-    ) -> object:
-        """The next item of `_pump`'s queue, or `_DETACH` at `detach_at`; stops the stage when the execution
-        deadline passes."""
-        until = min((t for t in (deadline, detach_at) if t is not None), default=None)
-        try:
-            if until is None:
-                return lines.get()
-            return lines.get(timeout=max(0.0, until - time.monotonic()))
-        except queue.Empty:
-            if detach_at is not None and until == detach_at:
-                return _DETACH
-            self.expire(plan, timeouts)
-            raise AssertionError("unreachable") from None
-
-    @staticmethod
-    def _next_copy(lines: queue.Queue[object], until: float) -> object:
-        """The next item of `_pump`'s queue, or `_END` at `until` (the stage has ended: no watchdog)."""
-        try:
-            return lines.get(timeout=max(0.0, until - time.monotonic()))
-        except queue.Empty:
-            return _END
+        self._pump = LogPump(stream, f"kruise-chain-log-{slot}")
+        return self._pump
 
     def expire(self, plan: SwapPlan, timeouts: Timeouts) -> None:
         """Stop the stage that ran out of its execution time and raise the stage timeout."""

@@ -11,26 +11,18 @@ import asyncio
 import contextlib
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_kruise_chain.core.driver import _since
-from airflow_kruise_chain.core.output import GenerationOutput
+from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
 from airflow_kruise_chain.core.podview import ChainPod, Pod, snapshot
 from airflow_kruise_chain.core.resources import ChainSizing
-from airflow_kruise_chain.core.status import StageState, current_status
+from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
 from airflow_kruise_chain.core.watch import awatch_versions, resource_version
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
 
-RESULT_GRACE = 5.0
-"""seconds a log stream may lag behind a pod that says the stage ended before it is opened again (a
-connection that died without closing delivers nothing more)"""
-RECONNECT_DELAY = 0.5
-"""seconds before a log stream of a container that still runs is opened again after it ended"""
-MAX_REOPEN = 5
-"""times the stream of one running container is opened again without the result before the trigger hands
-over to the resumed task (which reads the result from the slot's history)"""
 TAIL_IN_MESSAGE = 10
 """output lines a failure's message ends with"""
 
@@ -59,78 +51,79 @@ class StageOutputFollower:
         self.generation = generation
         self.deadline = deadline
         self.emit = emit
-        self.output = GenerationOutput(generation, "", skip=skip)
-        self._changes: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=16)
-        self._container = ""
+        self.skip = skip
+        self.follow = GenerationFollow(stage, "", generation, "", skip=skip)
+        """what the log and the pod mean (made again once the stage's record is read)"""
+        self._changes: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue(maxsize=16)
 
     async def run(self) -> dict[str, Any]:
+        """Follow until the result, or until the follow ends without one (`GenerationFollow` decides); what
+        comes (pod changes, log lines, a stream's end) is taken in order from one queue."""
         loop = asyncio.get_running_loop()
         pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace))
         record = pod.record(self.stage) if pod is not None else None
         if pod is None or record is None or record.generation != self.generation:
             # gone, or swapped in again since: the resumed task reads the pod and decides
             return self.ended(pod, None)
-        self.output.token = record.token
+        follow = self.follow = GenerationFollow(
+            self.stage,
+            record.slot,
+            self.generation,
+            record.token,
+            swapped_at=record.swapped_at,
+            go=record.action == "go",
+            skip=self.skip,
+            hand_over_after=HAND_OVER_AFTER,
+        )
         watcher = asyncio.create_task(self._watch(pod.raw))
-        follower: asyncio.Task[None] | None = None
-        followed = ""  # the container whose log stream ended last without the result
-        reopened = 0  # streams of that container opened again after they ended
-        ended_at: float | None = None  # when the pod first said the stage ended while its stream was open
+        stream: asyncio.Task[None] | None = None
+        streams = 0  # streams opened: what a closed one still queued is dropped
+        step = follow.see(pod, loop.time())
         try:
             while True:
-                status = current_status(pod, self.stage)
-                if status.generation not in (0, self.generation) or status.state in (
-                    StageState.POD_LOST,
-                    StageState.FAILED_TO_START,
-                    StageState.SUPERSEDED,
-                ):
-                    return self.ended(pod, status)
-                if loop.time() >= self.deadline:
+                if step.next is Next.OPEN:
+                    if stream is not None:
+                        await _cancel(stream)
+                    streams += 1
+                    stream = asyncio.create_task(self._stream(streams, follow.slot, follow.since(_now())))
+                    step = Step(Next.WAIT, step.status)
+                elif step.next is Next.ENDED:
+                    return self.finished(pod)
+                elif step.next is not Next.WAIT and step.next is not Next.STOPPED:
+                    return self.ended(pod, step.status if step.next is not Next.GAVE_UP else None)
+                now = loop.time()
+                if now >= self.deadline:
                     return self.payload("timeout", message=f"stage {self.stage!r} did not finish in time")
-                running = status.state in (StageState.RUNNING, StageState.FINISHED)
-                if follower is None and running and status.container_id != followed:
-                    if status.container_id != self._container:
-                        reopened = 0
-                    self._container = status.container_id
-                    follow = self._follow(status.slot or "", status.container_id, record)
-                    follower = asyncio.create_task(follow)
-                    ended_at = None
-                wait = self.deadline - loop.time()
-                if follower is not None and status.state is StageState.FINISHED and status.confirmed:
-                    ended_at = ended_at or loop.time()
-                    if loop.time() - ended_at > RESULT_GRACE:  # the stream is stuck: open it again
-                        await _cancel(follower)
-                        if self.output.result is not None:  # the other stream's copy never came: done
-                            return self.finished(pod)
-                        follower, followed, ended_at = None, "", None
-                        continue
-                    wait = min(wait, RESULT_GRACE)
+                wait = min(self.deadline, step.at if step.at is not None else math.inf) - now
                 try:
-                    kind, value = await asyncio.wait_for(self._changes.get(), max(0.0, wait))
+                    kind, which, value = await asyncio.wait_for(self._changes.get(), max(0.0, wait))
                 except TimeoutError:
+                    step = follow.tick(pod, loop.time())
                     continue
                 if kind == "pod":
                     if value is None:
                         return self.ended(None, None)
                     pod = ChainPod.of(value)
-                elif kind == "log":
-                    follower = None
-                    if self.output.result is not None:
-                        return self.finished(pod)
-                    followed = value
-                    pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace)) or pod
-                    if _runs(pod, status.slot or "", followed):  # cut while the container runs
-                        reopened += 1
-                        if reopened > MAX_REOPEN:  # its log does not hold the result: the task reads it
-                            return self.ended(pod, None)
-                        await asyncio.sleep(RECONNECT_DELAY)
-                        followed = ""
+                    step = follow.see(pod, loop.time())
                 elif kind == "error":
                     raise value
+                elif which != streams:
+                    continue  # a stream closed before: what it had read is not ours any more
+                elif kind == "lines":
+                    batch, taken = value
+                    step = follow.read(batch, loop.time())
+                    if step.lines:
+                        await self.emit(list(step.lines))
+                    taken.set()
+                elif kind == "end":
+                    stream = None
+                    if follow.output.result is None:
+                        pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace)) or pod
+                    step = follow.stream_ended(pod, loop.time())
         finally:
             await _cancel(watcher)
-            if follower is not None:
-                await _cancel(follower)
+            if stream is not None:
+                await _cancel(stream)
 
     async def _watch(self, pod: Pod) -> None:
         """Pod changes into the queue (None: deleted) until cancelled; a watch window that ends is renewed."""
@@ -145,39 +138,33 @@ class StageOutputFollower:
                 version=resource_version(pod),
                 relist=lambda: self.hook.read_pod(self.pod_name, self.namespace),  # after a 410, or a window
             ):
-                await self._changes.put(("pod", new))
+                await self._changes.put(("pod", 0, new))
                 if new is None:
                     return
         except Exception as e:  # handed to the loop, which raises it
-            await self._changes.put(("error", e))
+            await self._changes.put(("error", 0, e))
 
-    async def _follow(self, slot: str, container_id: str, record: Any) -> None:
-        """Log the stream of `slot`'s log until it ends or the result comes; then say so in the queue."""
-        since = _since(record.swapped_at) if record.action == "go" else None
-        self.output.reopen()
+    async def _stream(self, which: int, slot: str, since: int | None) -> None:
+        """Stream `which`: the batches of `slot`'s log into the queue, then its end."""
         try:
             stream = self.hook.follow_log(self.pod_name, self.namespace, slot, since_seconds=since)
             async with contextlib.aclosing(stream) as batches:
                 async for batch in batches:
-                    fresh: list[str] = []
-                    for line in batch:
-                        fresh.extend(self.output.feed(line)[1])
-                    if fresh:
-                        await self.emit(fresh)
-                    if self.output.complete:  # the result line from both streams: all output is in
-                        break
+                    taken = asyncio.Event()  # one batch at a time: read no faster than it is logged
+                    await self._changes.put(("lines", which, (batch, taken)))
+                    await taken.wait()
         except Exception as e:
-            await self._changes.put(("error", e))
+            await self._changes.put(("error", which, e))
             return
-        await self._changes.put(("log", container_id))
+        await self._changes.put(("end", which, None))
 
     # -- events --------------------------------------------------------------------------------------
     def payload(self, status: str, **fields: Any) -> dict[str, Any]:
         return {
             "status": status,
             "generation": self.generation,
-            "logged": self.output.counted,
-            "tail": list(self.output.tail),
+            "logged": self.follow.output.counted,
+            "tail": list(self.follow.output.tail),
             **fields,
         }
 
@@ -187,18 +174,18 @@ class StageOutputFollower:
         return self.payload(
             "finished",
             state=str(StageState.FINISHED),
-            result=self.output.result_line,
+            result=self.follow.output.result_line,
             record=record.to_annotation() if record is not None else None,
             sized=pod is not None and ChainSizing.from_pod(pod) is not None,
         )
 
-    def ended(self, pod: ChainPod | None, status: Any) -> dict[str, Any]:
+    def ended(self, pod: ChainPod | None, status: StageStatus | None) -> dict[str, Any]:
         """The stage ended without a result in its stream: lost pod, failed start, moved on, or its log does
         not hold the result."""
         if status is None:
             status = current_status(pod, self.stage)
         if status.state in (StageState.POD_LOST, StageState.FAILED_TO_START):
-            tail = list(self.output.tail)[-TAIL_IN_MESSAGE:]
+            tail = list(self.follow.output.tail)[-TAIL_IN_MESSAGE:]
             message = f"stage {self.stage!r} {status.state}: {status.reason} {status.message}".strip()
             if tail:
                 message += "; last lines:\n" + "\n".join(tail)
@@ -207,10 +194,8 @@ class StageOutputFollower:
         return self.payload("finished", state=str(status.state))
 
 
-def _runs(pod: ChainPod | None, slot: str, container_id: str) -> bool:
-    """Whether `slot` still runs container `container_id`."""
-    hosted = pod.slots.get(slot) if pod is not None else None
-    return hosted is not None and hosted.container_id == container_id and hosted.running
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:
