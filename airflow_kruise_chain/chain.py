@@ -16,7 +16,12 @@ from airflow_kruise_chain.operators.base import (
     check_positive,
     unwrap_literals,
 )
-from airflow_kruise_chain.operators.chain import ChainPrewarmOperator, KruiseChainOperator, check_prepare_next
+from airflow_kruise_chain.operators.chain import (
+    ChainPrewarmOperator,
+    KruiseChainOperator,
+    check_flag,
+    check_prepare_next,
+)
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
 
 CHAIN_TASKS = ("setup", "prewarm", "teardown")
@@ -55,9 +60,11 @@ class KruiseChain:
     stage or the setup failed, unless `keep_pod=True`). Any other task declared inside the block (a
     `HotSwapSensor`, a task using the stages' results) also runs after `setup` and before `teardown`.
     `prepare_next` (default True): while a stage runs, its task gives the idle slot the image of the stage
-    predicted to run next (see `KruiseChainOperator`). `deferrable`, `defer_after` and `prepare_next` are
-    the stages' defaults; `chain.stage(...)` may override each. Definitions are validated when the DAG is
-    parsed.
+    predicted to run next (see `KruiseChainOperator`). `go_via_exec` (default True): a stage whose image is
+    already in its slot is also handed to the slot's runner through `pods/exec`, so it starts without waiting
+    for the kubelet's volume refresh (`KruiseChainOperator`). `deferrable`, `defer_after`, `prepare_next`
+    and `go_via_exec` are the stages' defaults; `chain.stage(...)` may override each. Definitions are
+    validated when the DAG is parsed.
     """
 
     def __init__(
@@ -78,6 +85,7 @@ class KruiseChain:
         startup_timeout: float = 300,
         pull_timeout: int = 600,
         prepare_next: bool = True,
+        go_via_exec: bool = True,
         **pod_options: Any,
     ) -> None:
         unknown = set(pod_options) - set(_POD_OPTIONS)
@@ -92,6 +100,7 @@ class KruiseChain:
                 "(e.g. KruiseChain('etl', namespace='data'))",
             )
         check_prepare_next(prepare_next)
+        check_flag("go_via_exec", go_via_exec)
         check_defer_after(defer_after)
         if on_prewarm_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_prewarm_unavailable", "must be 'fail' or 'skip'")
@@ -109,6 +118,7 @@ class KruiseChain:
         self.deferrable = deferrable
         self.defer_after = defer_after
         self.prepare_next = prepare_next
+        self.go_via_exec = go_via_exec
         self.swap_timeout = swap_timeout
         self.startup_timeout = startup_timeout
         self.pull_timeout = pull_timeout
@@ -210,6 +220,7 @@ class KruiseChain:
         operator_kwargs.setdefault("deferrable", self.deferrable)
         operator_kwargs.setdefault("defer_after", self.defer_after)
         operator_kwargs.setdefault("prepare_next", self.prepare_next)
+        operator_kwargs.setdefault("go_via_exec", self.go_via_exec)
         task = KruiseChainOperator(
             task_id=name,
             chain_name=self.name,

@@ -36,6 +36,7 @@ CHAIN = {
     "startup_timeout": "seconds for setup to create the pod and see both slots parked",
     "pull_timeout": "the prewarm ImagePullJobs' timeout, seconds",
     "prepare_next": "the stages' default: give the idle slot the next stage's image while a stage runs",
+    "go_via_exec": "the stages' default: hand a go's run spec to the slot's runner through `pods/exec` too",
     "scratch_size_limit": "size limit of the scratch `emptyDir` at `$CHAIN_SCRATCH` (e.g. `1Gi`)",
     "node_selector": "the pod's nodeSelector",
     "tolerations": "the pod's tolerations",
@@ -69,6 +70,7 @@ STAGE = {
     "deferrable": "hand the stage's wait to the triggerer",
     "defer_after": "seconds to follow the stage on the worker before deferring",
     "prepare_next": "prepare the idle slot for the next stage",
+    "go_via_exec": "hand a go's run spec to the slot's runner through `pods/exec` too",
 }
 
 DEFERRABLE = "`[operators] default_deferrable`"
@@ -135,7 +137,9 @@ def stage_rows() -> list[tuple[str, str, str, str]]:
         if p.name in ("self", *named, *STAGE_FROM_CHAIN) or p.kind is inspect.Parameter.VAR_KEYWORD:
             continue
         default = (
-            "the chain's" if p.name in ("deferrable", "defer_after", "prepare_next") else _default(p.default)
+            "the chain's"
+            if p.name in ("deferrable", "defer_after", "prepare_next", "go_via_exec")
+            else _default(p.default)
         )
         rows.append((p.name, _type(p.annotation), default, STAGE[p.name]))
     return rows

@@ -23,11 +23,21 @@
 #   processes are gone, the runner empties the state and writes the generation's records afresh, so
 #   whatever a stage left there (a FIFO, a bumped counter, a planted record) is gone before the slot's next
 #   generation; records are read only through checks that refuse anything but a regular file. The captured
-#   env stays in the runner's memory; nothing is sourced or executed from a path a stage can write.
+#   env stays in the runner's memory; nothing is sourced or executed from a path a stage can write, but for
+#   the fast go's file below, which is read only while no stage process is left.
 # - A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
 #   (interrupted); one whose records are gone is not run again (exit 70, reason lost-record). A stage CAN
 #   forge its own generation's result (it shares the runner's user and can read its slot's run spec): put
 #   stages of different trust in different chains.
+#
+# The fast go (core/fastgo.py): `runner.sh --go LENGTH`, run through `pods/exec` in the parked slot by the
+# task that just patched the run spec annotation, puts the same spec in $KC_STATE/<slot>.go (renamed into
+# place) and wakes the runner (SIGUSR1, if pid 1 is this slot's runner), which then does not wait for the
+# kubelet's volume refresh. The runner takes the newer generation of the two places (a tie: the volume's)
+# and runs each generation once, so the two deliveries may come in any order, twice or not at all, and one
+# older than the runner's newest generation never starts. The file is out of a stage's reach: the state is
+# this slot's only, and the runner removes the file at its start and empties the state when a generation
+# starts and when it ends (once the stage's processes are gone); it reads the file only while parked.
 #
 # Stop: the kubelet's SIGTERM while a stage runs is passed to it; so is a stop request, the annotation
 # airflow-kruise-chain/<slot>.stop ("GENERATION GRACE_SECONDS", the file $KC_META/<slot>.stop), which the
@@ -55,7 +65,7 @@ kc_hwmfile=$kc_state/$kc_slot.started
 # One handler for the stop signals, set before anything else (as PID 1 the runner would otherwise ignore
 # them). While a stage runs, the signal is passed on to it as TERM (sh starts background jobs with INT and
 # QUIT ignored); while its result is recorded, it is only counted (the runner leaves once the result is
-# safe); otherwise the runner exits 0 at once. SIGCHLD only wakes the runner's waits.
+# safe); otherwise the runner exits 0 at once. SIGCHLD and SIGUSR1 (a fast go) only wake the runner's waits.
 kc_phase=idle
 kc_signals=0
 kc_child=
@@ -68,7 +78,7 @@ kc_on_stop() {
 	esac
 }
 trap kc_on_stop TERM INT QUIT
-trap : CHLD
+trap : CHLD USR1
 
 # kc_q VALUE: kc_q is set to VALUE single-quoted for sh (builtins only).
 kc_quote() {
@@ -168,8 +178,36 @@ kc_number() {
 	case $1 in '' | *[!0-9]*) kc_n=$2 ;; *) kc_n=$1 ;; esac
 }
 
-# The newest run spec: the one in env at container start, or the volume's file once it is newer. A spec
-# defines kc_g (generation), kc_t (token), kc_s (stage), kc_m (outputs limit), kc_stage_env, kc_stage_argv.
+kc_go=$kc_state/$kc_slot.go
+
+# `runner.sh --go LENGTH`: the LENGTH bytes of run spec on stdin become $kc_go, renamed into place (never
+# read half-written); then the runner is woken. Only the spec's form is checked: the runner decides.
+if [ "$1" = --go ]; then
+	kc_number "$2" 0
+	if [ "$kc_n" -lt 8 ] || [ "$kc_n" -gt 1048576 ]; then
+		echo "$kc_marker error: runner.sh --go LENGTH: a run spec of 8 to 1048576 bytes" >&2
+		exit 64
+	fi
+	kc_tmp=$kc_go.$$
+	"$kc_bb" rm -rf "$kc_tmp" 2>/dev/null
+	"$kc_bb" head -c "$kc_n" >"$kc_tmp" 2>/dev/null
+	kc_read "$kc_tmp"
+	kc_number "${kc_line#kc_g=}" ""
+	case $kc_line in kc_g=*) ;; *) kc_n= ;; esac
+	if [ -z "$kc_n" ] || [ "$("$kc_bb" wc -c <"$kc_tmp")" != "$2" ]; then
+		"$kc_bb" rm -f "$kc_tmp"
+		echo "$kc_marker error: not a run spec of $2 bytes" >&2
+		exit 65
+	fi
+	"$kc_bb" mv -f "$kc_tmp" "$kc_go" || exit 74
+	kc_cmd=$("$kc_bb" tr '\0' ' ' </proc/1/cmdline 2>/dev/null)
+	case " $kc_cmd" in *" sh $0 ") kill -USR1 1 2>/dev/null ;; esac
+	exit 0
+fi
+
+# The newest run spec: the one in env at container start, the volume's file or the fast go's once newer. A
+# spec defines kc_g (generation), kc_t (token), kc_s (stage), kc_m (outputs limit), kc_stage_env,
+# kc_stage_argv.
 kc_g=0
 kc_t=
 kc_s=
@@ -181,12 +219,19 @@ if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; fi
 # for the new image, whose runner gets the spec in env. It is left alone (kc_skip).
 kc_poll() {
 	kc_line=
-	{ read -r kc_line <"$kc_meta"; } 2>/dev/null
-	kc_f=${kc_line#kc_g=}
-	case $kc_f in '' | *[!0-9]*) return ;; esac
+	{ read -r kc_line <"$kc_meta"; } 2>/dev/null # the kubelet's file: a symlink into its ..data
+	kc_number "${kc_line#kc_g=}" 0
+	kc_f=$kc_n
+	kc_from=$kc_meta
+	kc_read "$kc_go"
+	case $kc_line in kc_g=*) kc_number "${kc_line#kc_g=}" 0 ;; *) kc_n=0 ;; esac
+	if [ "$kc_n" -gt "$kc_f" ]; then
+		kc_f=$kc_n
+		kc_from=$kc_go
+	fi
 	if [ "$kc_f" -gt "$kc_g" ]; then
 		kc_r=0
-		. "$kc_meta"
+		. "$kc_from"
 		[ "$kc_r" = 1 ] && kc_skip=$kc_g
 	fi
 }
@@ -422,6 +467,7 @@ if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! e
 	exit 70
 fi
 "$kc_bb" rm -f "$kc_fifo"
+"$kc_bb" rm -rf "$kc_go" 2>/dev/null # a stage's of an earlier container, or one too late: the annotation decides
 
 # Fast polls left (KC_HOT_POLLS, 250 by default, sets how many follow a start or a generation's end).
 kc_number "${KC_HOT_POLLS:-250}" 250

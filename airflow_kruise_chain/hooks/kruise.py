@@ -396,6 +396,15 @@ class KruiseHook(KubernetesHook):
         if last is not None:
             yield last
 
+    def exec_in_pod(
+        self, name: str, namespace: str, container: str, command: list[str], stdin: bytes, timeout: float
+    ) -> tuple[int, str]:
+        """Run `command` in the pod's `container` over `pods/exec` (`hooks/podexec.py`): (exit code, output).
+        Not retried: its caller has another path (the fast go's annotation)."""
+        from airflow_kruise_chain.hooks.podexec import exec_in_pod
+
+        return exec_in_pod(self.core_v1_client, name, namespace, container, command, stdin, timeout)
+
     def pod_metrics(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod's metrics.k8s.io PodMetrics, or None when no metrics server answers."""
         try:

@@ -43,6 +43,7 @@ __all__ = [
     "ChainSetupOperator",
     "ChainTeardownOperator",
     "KruiseChainOperator",
+    "check_flag",
     "check_prepare_next",
 ]
 
@@ -178,6 +179,11 @@ class KruiseChainOperator(ChainBaseOperator):
     predicted to run next (`next_stage`), so that stage's swap is annotations only. Only an image patch: the
     prepared slot holds no generation, so a wrong prediction runs nothing; that stage's swap is then a
     normal one.
+
+    `go_via_exec` (default True): a swap that is annotations only (a go) also hands its run spec to the
+    slot's runner through `pods/exec` (`core/fastgo.py`), so the stage starts without waiting for the
+    kubelet to rewrite the slot's downwardAPI volume. Needs `get` and `create` on `pods/exec`; refused or
+    failed, the go goes by the annotation alone (the task log says so).
     """
 
     template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "image", "cmds", "arguments", "env")
@@ -201,12 +207,15 @@ class KruiseChainOperator(ChainBaseOperator):
         deferrable: bool = default_deferrable(),
         defer_after: float = 1.0,
         prepare_next: bool = True,
+        go_via_exec: bool = True,
         **kwargs: Any,
     ) -> None:
         check_prepare_next(prepare_next)
+        check_flag("go_via_exec", go_via_exec)
         super().__init__(**kwargs)
         self.stage_name = stage_name
         self.prepare_next = prepare_next
+        self.go_via_exec = go_via_exec
         self.image = image
         self.cmds = list(cmds)
         self.arguments = list(arguments)
@@ -259,6 +268,10 @@ class KruiseChainOperator(ChainBaseOperator):
             pod_uid = pod.uid
             self._running = (driver, stage.name)
             plan = driver.swap(stage, context["ti"].try_number, self.timeouts(), pod=pod)
+            if plan.action == "go" and self.go_via_exec:
+                from airflow_kruise_chain.core.fastgo import deliver_go
+
+                deliver_go(self.hook, plan, self.log.info)
             if plan.action == "adopt":
                 self.replay(driver, plan)
             following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
@@ -589,5 +602,9 @@ def _exit_detail(exit_code: int, reason: str) -> str:
 
 
 def check_prepare_next(value: Any) -> None:
+    check_flag("prepare_next", value)
+
+
+def check_flag(field: str, value: Any) -> None:
     if not isinstance(value, bool):
-        raise ChainConfigError("prepare_next", f"must be True or False, not {value!r}")
+        raise ChainConfigError(field, f"must be True or False, not {value!r}")

@@ -1,0 +1,59 @@
+"""The fast go end to end: a chain whose stages share one image (every swap a go) hands each go's run spec to
+the slot's runner through `pods/exec` too, and each generation starts once; with `pods/exec` refused by RBAC
+the chain runs the same on its annotations alone, the task log saying so."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+import yaml
+from kruise_local import resources as R
+
+from tests.e2e.conftest import ROOT
+from tests.e2e.test_same_image import A, run_chain
+
+pytestmark = pytest.mark.slow
+REFUSED = "go via pods/exec refused by RBAC"
+
+
+def starts(cluster: Any, history: list) -> Counter[int]:
+    """How many times each generation started: its start marker in the slots' CRI logs (each start prints
+    it on stdout and on stderr)."""
+    pod = next(o for k, r, o in history if r is R.PODS and k == "ADDED")
+    found: Counter[int] = Counter()
+    for log in (cluster.root / "pods" / pod["metadata"]["uid"] / "containers").rglob("*.log"):
+        found.update(int(g) for g in re.findall(r"::kruise-chain:: start gen=(\d+) ", log.read_text()))
+    return Counter({g: n // 2 for g, n in found.items()})
+
+
+def execs(cluster: Any) -> int:
+    return sum(n for key, n in cluster.requests.items() if key.startswith("GET ") and key.endswith("/exec"))
+
+
+def test_every_go_goes_by_exec_and_starts_once(e2e_cluster, capfd):
+    _, history, out = run_chain(e2e_cluster, capfd, [A] * 6)
+    assert out.count("via annotations only") == 6
+    assert execs(e2e_cluster) == 6
+    assert "go via pods/exec" not in out  # no refusal, no failure
+    assert starts(e2e_cluster, history) == Counter(dict.fromkeys(range(1, 7), 1))
+
+
+def test_exec_refused_by_rbac_leaves_the_go_to_the_annotation(e2e_cluster, capfd, tmp_path):
+    role = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
+    assert any("pods/exec" in rule["resources"] for rule in role["rules"])  # the documented role grants it
+    role["rules"] = [rule for rule in copy.deepcopy(role["rules"]) if "pods/exec" not in rule["resources"]]
+    rbac = e2e_cluster.enable_rbac()
+    rbac.grant("chain-token", "system:serviceaccount:default:airflow", role, namespace="default")
+    kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
+    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+    )
+    _, history, out = run_chain(e2e_cluster, capfd, [A] * 4)
+    assert out.count(REFUSED) == 4  # once in each stage task's log
+    assert starts(e2e_cluster, history) == Counter(dict.fromkeys(range(1, 5), 1))

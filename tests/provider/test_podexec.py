@@ -1,0 +1,39 @@
+"""`KruiseHook.exec_in_pod` against the local cluster: exit codes and output, a command that cannot run,
+and an identity without `pods/exec` (a 403 the fast go turns into the annotation path)."""
+
+from __future__ import annotations
+
+import pytest
+from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.testing import container, pod_body, running, wait_for
+
+from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook
+
+
+def test_exec_in_pod_gives_the_exit_code_output_and_stdin(core, namespace, kubeconfig):
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", "exec sleep 300")))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    hook = KruiseHook(conn_id=None, config_file=str(kubeconfig))
+    script = 'head -c "$0"; echo; echo err >&2; exit 3'
+    code, output = hook.exec_in_pod("p", namespace, "main", ["sh", "-c", script, "5"], b"12345xyz", 30)
+    assert code == 3 and "12345\n" in output and "err\n" in output
+    assert hook.exec_in_pod("p", namespace, "main", ["true"], b"", 30) == (0, "")
+    with pytest.raises(KruiseApiError, match="executable file not found"):
+        hook.exec_in_pod("p", namespace, "main", ["no-such-command"], b"", 30)
+
+
+def test_exec_in_pod_refused_by_rbac_is_a_403(tmp_path):
+    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "c"))) as c:
+        rbac = c.enable_rbac()
+        rbac.grant("admin", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
+        rule = {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}
+        rbac.grant("sa", "system:serviceaccount:default:sa", {"rules": [rule]}, namespace="default")
+        admin = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "a", token="admin")))
+        admin.create_pod(pod_body("p", container("main", "exec sleep 300")), "default")
+        wait_for(lambda: (admin.read_pod("p", "default") or {}).get("status", {}).get("phase") == "Running")
+        hook = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "s", token="sa")))
+        with pytest.raises(KruiseApiError) as err:
+            hook.exec_in_pod("p", "default", "main", ["true"], b"", 30)
+        assert err.value.status == 403
+        assert "Grant the verbs 'get' and 'create' on 'pods/exec'" in str(err.value)
+        assert 'cannot get resource "pods/exec"' in str(err.value)

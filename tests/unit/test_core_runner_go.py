@@ -1,0 +1,145 @@
+"""The fast go at the runner (`runner.sh --go`, `core/fastgo.py`): both deliveries of a generation, the exec's
+and the annotation's, start it exactly once, in any order, lost, duplicated or late, across a runner
+restart; a stale one never starts; a spec a stage plants in the slot's state is never read."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from airflow_kruise_chain.core.fastgo import GO_COMMAND
+from tests.unit import test_core_runner as base
+from tests.unit.test_core_runner import BUSYBOX, Runner, Slot, sh_stage
+
+slot = base.slot  # the runner tests' fixtures: one slot's folders, runners killed at the end
+runners = base.runners
+pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox (Debian: busybox-static)")
+
+
+def go(
+    slot: Slot, runner: Runner, spec: str, length: int | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """What the task's exec runs in the slot: `busybox sh runner.sh --go LENGTH`, the spec on stdin, with the
+    container's env (as `pods/exec` gives it)."""
+    data = spec.encode()
+    command = [str(slot.bin / "busybox"), *GO_COMMAND[1:2], str(slot.bin / "runner.sh"), GO_COMMAND[3]]
+    command.append(str(len(data) if length is None else length))
+    return subprocess.run(command, input=data, env=runner.env, capture_output=True, timeout=10)
+
+
+def starts(runner: Runner, generation: int) -> int:
+    """How many times the runner started `generation` (its start marker on stdout, once per start)."""
+    return sum(line.startswith(f"::kruise-chain:: start gen={generation} ") for line in runner.drain()) // 2
+
+
+def test_the_exec_alone_starts_a_generation_once(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    stage = sh_stage('echo "ran by exec"')
+    done = go(slot, runner, slot.spec(stage, 1))
+    assert done.returncode == 0, done.stderr
+    assert runner.result(1).exit_code == 0  # the annotation never came (lost, or the kubelet is slow)
+    time.sleep(0.3)
+    assert starts(runner, 1) == 1 and runner.seen.count("ran by exec") == 1
+    assert not (slot.state / f"{slot.name}.go").exists()  # consumed with the generation's records
+
+
+def test_exec_duplicated_and_annotation_late_start_it_once(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    stage = sh_stage("echo once; sleep 0.3")
+    spec = slot.spec(stage, 1)
+    assert go(slot, runner, spec).returncode == 0
+    assert go(slot, runner, spec).returncode == 0  # a retried exec
+    runner.wait_line(lambda line: line == "once")
+    slot.assign(stage, 1)  # the kubelet's volume refresh, late
+    assert runner.result(1).exit_code == 0
+    assert go(slot, runner, spec).returncode == 0  # and once more after it ended
+    time.sleep(0.5)
+    assert starts(runner, 1) == 1 and runner.seen.count("once") == 1
+
+
+def test_annotation_first_then_a_late_exec(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    stage = sh_stage("echo once")
+    slot.assign(stage, 1)
+    assert runner.result(1).exit_code == 0
+    assert go(slot, runner, slot.spec(stage, 1)).returncode == 0
+    time.sleep(0.5)
+    assert starts(runner, 1) == 1 and runner.seen.count("once") == 1
+
+
+def test_a_stale_exec_never_starts(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    slot.assign(sh_stage("echo three"), 3)
+    assert runner.result(3).exit_code == 0
+    assert go(slot, runner, slot.spec(sh_stage("echo two"), 2)).returncode == 0  # delayed from long ago
+    time.sleep(0.5)
+    assert "two" not in runner.drain()
+    slot.assign(sh_stage("echo four"), 4)  # the next generation still starts, from either path
+    assert runner.result(4).exit_code == 0
+
+
+def test_the_newer_generation_of_the_two_places_wins(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    slot.assign(sh_stage("echo five"), 5)
+    assert runner.result(5).exit_code == 0
+    assert go(slot, runner, slot.spec(sh_stage("echo six"), 6)).returncode == 0
+    assert runner.result(6).exit_code == 0
+    slot.assign(sh_stage("echo five again"), 5)
+    time.sleep(0.5)
+    assert "five again" not in runner.drain()
+
+
+def test_runner_restarted_between_the_two_deliveries(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    stage = sh_stage("echo started; sleep 30")
+    assert go(slot, runner, slot.spec(stage, 1)).returncode == 0
+    runner.wait_line(lambda line: line == "started")
+    runner.kill_container()  # the container dies mid-stage; the annotation reaches the new container's env
+    again = runners(slot, stage, 1)
+    result = again.result(1)
+    assert (result.exit_code, result.reason) == (137, "interrupted")  # recorded, never run again
+    time.sleep(0.3)
+    assert "started" not in again.drain()
+
+
+def test_an_exec_while_no_runner_holds_the_slot_is_dropped(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    runner.kill_container()
+    stage = sh_stage("echo ran")
+    assert go(slot, runner, slot.spec(stage, 1)).returncode == 0  # into a slot whose runner is down
+    again = runners(slot, None, 0)  # restarted before the annotation: the annotation decides
+    time.sleep(0.5)
+    assert "ran" not in again.drain()
+    slot.assign(stage, 1)
+    assert again.result(1).exit_code == 0
+    assert again.seen.count("ran") == 1
+
+
+def test_a_spec_planted_by_a_stage_is_never_run(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    forged = slot.spec(sh_stage("echo forged"), 2).replace("\n", "\\n")
+    target = slot.state / f"{slot.name}.go"
+    plant = f'printf "{forged}" > "{target}" && echo planted; sleep 0.5'  # the spec is whole before it ends
+    slot.assign(sh_stage(plant), 1)
+    assert runner.result(1).exit_code == 0
+    time.sleep(0.5)
+    assert "planted" in runner.seen and "forged" not in runner.drain()
+    assert not target.exists()
+
+
+def test_go_refuses_what_is_not_a_run_spec(slot, runners) -> None:
+    runner = runners(slot, None, 0)
+    for spec, length in (("echo hi\n", None), ("kc_g=1\n", 3), ("kc_g=1\nkc_t=x\n", "12x")):
+        done = go(slot, runner, spec, length)
+        assert done.returncode != 0 and b"::kruise-chain:: error" in done.stderr
+    assert not list(slot.state.glob(f"{slot.name}.go*"))
