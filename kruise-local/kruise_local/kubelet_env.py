@@ -99,3 +99,21 @@ class ContainerEnvironment:
         if value is None:
             return "0"
         return str(int(parse_quantity(str(value))))
+
+
+def verify_run_as_non_root(pod: Obj, spec: dict[str, Any], pod_ref: str) -> str | None:
+    """`kuberuntime` `verifyRunAsNonRoot` (security_context_others.go) over the effective security context
+    (`securitycontext.DetermineEffectiveSecurityContext`: the container's fields over the pod's): with
+    runAsNonRoot, a runAsUser of 0 breaks the policy, and without a runAsUser the image's user decides; the
+    catalogue's images name none, which `getImageUser` treats as root. Returns the error a start fails with
+    (CreateContainerConfigError), or None. `pod_ref` is `format.Pod`: name_namespace(uid)."""
+    pod_sc = (pod.get("spec") or {}).get("securityContext") or {}
+    sc = spec.get("securityContext") or {}
+    non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+    if not non_root:
+        return None
+    user = sc.get("runAsUser", pod_sc.get("runAsUser"))
+    where = f'(pod: "{pod_ref}", container: {spec.get("name")})'
+    if user is not None:
+        return f"container's runAsUser breaks non-root policy {where}" if user == 0 else None
+    return f"container has runAsNonRoot and image will run as root {where}"

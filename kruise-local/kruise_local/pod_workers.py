@@ -20,7 +20,7 @@ from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .imageref import normalize
-from .kubelet_env import ContainerEnvironment, expand
+from .kubelet_env import ContainerEnvironment, expand, verify_run_as_non_root
 from .pod_status import PodStatusWriter
 from .pod_sync import PodSyncs
 from .prober import PodProber
@@ -422,6 +422,12 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         except VolumeError as e:
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
             self.event("Warning", "Failed", f"Error: {e}")
+            self.mark_dirty()
+            return 1.0
+        refused = verify_run_as_non_root(pod, spec, f"{self.name}_{self.ns}({self.uid})")
+        if refused is not None:
+            st.waiting_reason, st.waiting_message = "CreateContainerConfigError", refused
+            self.event("Warning", "Failed", f"Error: {refused}")
             self.mark_dirty()
             return 1.0
         if not argv:  # neither the image nor the container names a command: containerd refuses it

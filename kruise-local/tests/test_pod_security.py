@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kruise_local import ClusterConfig, LocalCluster, PodSecurityConfiguration
 from kruise_local.pod_security_checks import checks_for, evaluate
-from kruise_local.testing import container, pod_body, running, wait_for
+from kruise_local.testing import container, pod_body, running, status_of, wait_for
 from kubernetes.client import ApiException
 
 RESTRICTED_CONTEXT = {
@@ -237,3 +237,31 @@ def test_kubectl_shows_the_refusal_and_the_warning(kubeconfig: Path, labelled: A
         'Warning: would violate PodSecurity "baseline:latest": privileged (container "main" must not set '
         "securityContext.privileged=true)"
     ) in done.stderr
+
+
+def test_the_kubelet_refuses_to_run_a_non_root_container_as_root(core: Any, namespace: str) -> None:
+    """`kuberuntime` `verifyRunAsNonRoot`: runAsNonRoot with runAsUser 0, or with no runAsUser on an image
+    without a numeric USER (the catalogue's images run as root), is CreateContainerConfigError."""
+    pod = pod_body(
+        "nr",
+        container("zero", "sleep 30", securityContext={"runAsNonRoot": True, "runAsUser": 0}),
+        container("image", "sleep 30"),
+        container("ok", "sleep 30", securityContext={"runAsUser": 1000}),
+        securityContext={"runAsNonRoot": True},
+    )
+    core.create_namespaced_pod(namespace, pod)
+
+    def config_error(name: str) -> Any:
+        status = status_of(core, namespace, "nr", name)
+        waiting = status.state.waiting if status is not None else None
+        return waiting if waiting is not None and waiting.reason == "CreateContainerConfigError" else None
+
+    zero = wait_for(lambda: config_error("zero"), what="zero refused")
+    image = wait_for(lambda: config_error("image"), what="image refused")
+    uid = core.read_namespaced_pod("nr", namespace).metadata.uid
+    where = f'(pod: "nr_{namespace}({uid})", container:'
+    assert zero.message == f"container's runAsUser breaks non-root policy {where} zero)"
+    assert image.message == f"container has runAsNonRoot and image will run as root {where} image)"
+    wait_for(lambda: running(core, namespace, "nr", "ok"), what="the container with a non-root user running")
+    events = [e.message for e in core.list_namespaced_event(namespace).items if e.reason == "Failed"]
+    assert f"Error: {zero.message}" in events
