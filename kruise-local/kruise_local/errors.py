@@ -89,3 +89,10 @@ def invalid(kind: str, name: str, causes: list[dict[str, str]], group: str = "")
     return ApiError(
         422, f'{kind} "{name}" is invalid: {detail}', kind=kind, name=name, group=group, causes=causes
     )
+
+
+def not_served() -> ApiError:
+    """A path the server serves nothing at (a group, version, resource or subresource it does not have):
+    `NewGenericServerResponse(404, ...)`'s Status (`apimachinery/pkg/api/errors`), with empty `details`, as
+    kube-apiserver's not-found handler answers for an API group it was built without (apps, batch...)."""
+    return ApiError(404, "the server could not find the requested resource")

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from . import resources as R
-from .errors import ApiError
+from .errors import ApiError, not_served
 from .responses import json_response
 from .selectors import LabelSelector
 from .store import Obj, Store, now_iso
@@ -32,7 +32,7 @@ def serve(
 ) -> web.Response:
     """GET of `pods` (namespaced or across namespaces) or `nodes` (cluster-scoped), one or a list."""
     if plural not in ("pods", "nodes") or request.method != "GET" or (plural == "nodes" and namespace):
-        raise ApiError(404, "the server could not find the requested resource")
+        raise not_served()
     if plural == "nodes":
         return json_response(node_metrics(store, nodes, name))
     if name is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .errors import ApiError
+from .errors import ApiError, not_served
 from .resources import Resource
 from .store import Obj
 
@@ -156,7 +156,7 @@ def serve_openapi(request: web.Request, rest: list[str]) -> web.Response:
     if rest[:1] == ["v3"]:
         doc = openapi.v3_document("/".join(rest[1:]))
         if doc is None:
-            raise ApiError(404, f"the server could not find the requested resource ({request.path})")
+            raise not_served()
         if accepts(request, ("application/json",)) is None:
             raise ApiError(406, "only application/json is served for /openapi/v3", reason="NotAcceptable")
         gv = "/".join(rest[1:])
@@ -168,7 +168,7 @@ def serve_openapi(request: web.Request, rest: list[str]) -> web.Response:
             content_type="application/json",
             headers={"Vary": "Accept", "Cache-Control": cache, "Etag": f'"{openapi.v3_hash(gv)}"'},
         )
-    raise ApiError(404, "the server could not find the requested resource")
+    raise not_served()
 
 
 def escape_warning(text: str) -> str:

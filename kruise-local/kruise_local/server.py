@@ -32,7 +32,7 @@ from .decoding import (
     query_time,
     read_body,
 )
-from .errors import ApiError
+from .errors import ApiError, not_served
 from .events import EventRecorder
 from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
@@ -158,20 +158,20 @@ class ApiServer:
             return json_response(self._group_list())
         if parts[:1] == ["api"] and len(parts) >= 2:
             if parts[1] != "v1":
-                raise ApiError(404, f"the server could not find the requested resource (version {parts[1]})")
+                raise not_served()
             group, version, rest = "", "v1", parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 2:
             group = parts[1]
             if group not in R.groups():
-                raise ApiError(404, f"the server could not find the requested resource (group {group})")
+                raise not_served()
             if len(parts) == 2:
                 self._discovery_method(request)
                 return json_response(self._group(group))
             version, rest = parts[2], parts[3:]
             if version not in R.groups()[group]:
-                raise ApiError(404, f"the server could not find the requested resource ({group}/{version})")
+                raise not_served()
         else:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_served()
         if not rest:
             self._discovery_method(request)
             gv = f"{group}/{version}" if group else version
@@ -188,7 +188,7 @@ class ApiServer:
         ):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_served()
         plural, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
         if group == "metrics.k8s.io":
             return metrics_api.serve(request, self.store, self.nodes, namespace, plural, name)
@@ -197,17 +197,15 @@ class ApiServer:
             return await reviews.serve(request, review, name, self.filters.authorizer)
         res = R.find(group, version, plural)
         if res is None:
-            raise ApiError(404, f"the server could not find the requested resource ({plural})")
+            raise not_served()
         if res.namespaced and name is not None and namespace is None:
-            raise ApiError(404, f"the server could not find the requested resource ({plural} is namespaced)")
+            raise not_served()
         if not res.namespaced and namespace is not None:
-            raise ApiError(
-                404, f"the server could not find the requested resource ({plural} is cluster-scoped)"
-            )
+            raise not_served()
         if sub is not None and (
             sub not in res.subresources or f"{plural}/{sub}" in self.hidden_subresources()
         ):
-            raise ApiError(404, f"the server could not find the requested resource ({plural}/{sub})")
+            raise not_served()
         ns = namespace or ""
         method = request.method
         if watch_prefix and method != "GET":

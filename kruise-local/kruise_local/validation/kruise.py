@@ -437,6 +437,11 @@ def _node_image_decode_problem(images: Any) -> str | None:
             not isinstance(tags, list) or not all(isinstance(t, dict | None) for t in tags)
         ):
             return _unmarshal_error(tags, f"NodeImage.spec.images.{name}.tags", "[]v1alpha1.ImageTagSpec")
+        for tag in tags or []:
+            shape = {"tag": "str", "createdAt": "str", "version": "int", "pullPolicy": {}}
+            problem = _decode_problem(tag, shape, f"NodeImage.spec.images.{name}.tags")
+            if problem is not None:
+                return problem
     return None
 
 
