@@ -263,3 +263,25 @@ def test_before_1_35_get_on_pods_exec_is_enough(tmp_path):
         admin.create_namespaced_pod("default", pod_body("p", container("main", "exec sleep 300")))
         wait_for(lambda: running(admin, "default", "p", "main"))
         assert _exec(_client(c, tmp_path, "get-only"), "default", "p", ["echo", "ok"]) == "ok\n"
+
+
+def test_tty_gives_a_terminal_that_follows_resizes(core, namespace, pod):
+    import json
+
+    resp = _exec(
+        core,
+        namespace,
+        pod,
+        ["sh", "-c", "test -t 0 && echo terminal; read line; stty size"],
+        container="main",
+        stdin=True,
+        stderr=False,
+        tty=True,
+        _preload_content=False,
+    )
+    resp.write_channel(4, json.dumps({"Width": 100, "Height": 30}))
+    resp.write_stdin("go\n")
+    resp.run_forever(timeout=30)
+    output = resp.read_stdout()
+    assert "terminal" in output and "30 100" in output
+    assert resp.returncode == 0
