@@ -111,6 +111,27 @@ def split_gap(
     return ordered[i] - stage_end, next_start - ordered[i]
 
 
+_GO = re.compile(r"/api/v1/namespaces/[^/]+/pods(/[^/]+(/exec)?)?$")
+
+
+def go_request(after: float, until: float, requests: Sequence[tuple[float, str, str]]) -> float | None:
+    """When the next stage's go reached the API server: the first request in [after, until] that hands a
+    stage to the node: a PATCH of a pod (the chain's go: run spec annotation, image patch), a pods/exec (the
+    chain's go by exec) or a POST of a pod (KPO's new pod). None when there is none (a no-op task)."""
+    hits = [
+        t
+        for t, method, path in requests
+        if after <= t <= until
+        and (m := _GO.search(path)) is not None
+        and (
+            (method == "PATCH" and m.group(1) and not m.group(2))
+            or (m.group(2) is not None)
+            or (method == "POST" and not m.group(1))
+        )
+    ]
+    return min(hits, default=None)
+
+
 def airflow_steps(
     stage_end: float, task_end: float | None, next_task_start: float | None, until: float
 ) -> tuple[float, float, float] | None:
@@ -235,6 +256,82 @@ def _find(rows: Sequence[dict[str, Any]], mode: str, key: tuple[Any, ...]) -> di
 
 def _f(v: float | None, unit: str = " s") -> str:
     return "-" if v is None or v != v else f"{v:.3f}{unit}"
+
+
+def targets_v4(rows: Sequence[dict[str, Any]], chain_modes: Sequence[str] = ("chain",)) -> list[str]:
+    """One line per target of issue 23 (benchmarks v4, realistic profile) and chain mode: overhead/stage
+    median <= 0.5 s and p95 <= 1 s; median <= 15 % of tuned KPO's; flat in N (largest N within 20 % of the
+    smallest, same workload); and the go's own figures (go request -> stage start) reported apart."""
+    out = []
+    for cm in chain_modes:
+        real = [r for r in rows if r["mode"] == cm and r["profile"] == "realistic"]
+        if not real:
+            out.append(verdict(None, f"{cm}: no realistic-profile rows"))
+            continue
+        parts, ok = [], True
+        for r in real:
+            med, p95 = r.get("overhead_median_s"), r.get("overhead_p95_s")
+            good = med is not None and p95 is not None and med <= 0.5 and p95 <= 1.0
+            ok = ok and good
+            parts.append(f"{r['workload']} N={r['stages']}: {_f(med)} ({_f(p95)})")
+        out.append(
+            verdict(ok, f"{cm}, realistic: overhead/stage median <= 0.5 s, p95 <= 1 s: " + "; ".join(parts))
+        )
+        parts, ok2 = [], True
+        measured = False
+        for r in real:
+            kpo = _find(rows, "kpo1", _key(r))
+            if kpo is None or kpo.get("overhead_median_s") is None or r.get("overhead_median_s") is None:
+                continue
+            measured = True
+            share = r["overhead_median_s"] / kpo["overhead_median_s"]
+            ok2 = ok2 and share <= 0.15
+            parts.append(f"{r['workload']} N={r['stages']}: {share:.0%} of {_f(kpo['overhead_median_s'])}")
+        out.append(
+            verdict(
+                ok2 if measured else None,
+                f"{cm}, realistic: overhead/stage median <= 15 % of tuned KPO's: "
+                + ("; ".join(parts) or "no KPO rows"),
+            )
+        )
+        parts, ok3 = [], None
+        for workload in sorted({r["workload"] for r in real}):
+            by_n = sorted((r for r in real if r["workload"] == workload), key=lambda r: r["stages"])
+            if (
+                len(by_n) < 2
+                or by_n[0].get("overhead_median_s") is None
+                or by_n[-1].get("overhead_median_s") is None
+            ):
+                continue
+            small, big = by_n[0], by_n[-1]
+            good = big["overhead_median_s"] <= 1.2 * small["overhead_median_s"]
+            ok3 = good if ok3 is None else ok3 and good
+            parts.append(
+                f"{workload}: N={big['stages']} {_f(big['overhead_median_s'])} vs N={small['stages']} "
+                f"{_f(small['overhead_median_s'])} "
+                f"({big['overhead_median_s'] / small['overhead_median_s'] - 1:+.0%})"
+            )
+        out.append(
+            verdict(
+                ok3,
+                f"{cm}, realistic: flat in N (largest N within 20 % of the smallest): "
+                + ("; ".join(parts) or "one N only"),
+            )
+        )
+        parts = [
+            f"{r['workload']} N={r['stages']}: {_f(r.get('kubelet_part_median_s'))} "
+            f"({_f(r.get('kubelet_part_p95_s'))})"
+            for r in real
+        ]
+        have = all(r.get("kubelet_part_median_s") is not None for r in real)
+        out.append(
+            verdict(
+                have,
+                f"{cm}, realistic: go request -> stage start median (p95), reported apart: "
+                + "; ".join(parts),
+            )
+        )
+    return out
 
 
 def targets(rows: Sequence[dict[str, Any]], chain_modes: Sequence[str] = ("chain",)) -> list[str]:

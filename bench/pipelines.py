@@ -768,6 +768,8 @@ def analyse(
     split_cluster: list[float] = []
     task_tails: list[float] = []  # stage k's end -> task k's end_date
     task_heads: list[float] = []  # task k+1's start_date -> its first API request (no-op: its stage start)
+    own_parts: list[float] = []  # that request -> the go (chain: pod patch or exec; KPO: pod create)
+    kubelet_parts: list[float] = []  # the go -> stage k+1's start (node, kubelet, runner)
     startup: list[float] = []
     per_pipeline = []
     for r in results:
@@ -791,11 +793,12 @@ def analyse(
         pgaps = [stages[k + 1]["start"] - stages[k]["end"] for k in range(1, n)]
         gaps += pgaps
         # the pipeline's requests: its namespace's, plus cluster-scoped ones (discovery) when it ran alone
-        mine = [
-            t
-            for t, _, p, _ in requests
+        mine_full = [
+            (t, m, p)
+            for t, m, p, _ in requests
             if f"/namespaces/{r['namespace']}/" in p + "/" or (copies == 1 and "/namespaces/" not in p)
         ]
+        mine = [t for t, _, _ in mine_full]
         ti = r.get("ti") or {}
         for k in range(1, n):
             if mode == "all":
@@ -805,6 +808,11 @@ def analyse(
             if split is not None:
                 split_client.append(split[0])
                 split_cluster.append(split[1])
+                first = stages[k]["end"] + split[0]
+                go = figures.go_request(first, stages[k + 1]["start"], mine_full)
+                if go is not None:
+                    own_parts.append(go - first)
+                    kubelet_parts.append(stages[k + 1]["start"] - go)
             elif mode == "noop":
                 split_client.append(stages[k + 1]["start"] - stages[k]["end"])
             else:
@@ -894,6 +902,10 @@ def analyse(
         "overhead_request_to_start_median_s": figures.median(split_cluster),
         "overhead_request_to_start_p95_s": figures.percentile(split_cluster, 95) if split_cluster else None,
         "chain_part_median_s": figures.median(split_cluster) if mode != "noop" else 0.0,
+        "own_part_median_s": figures.median(own_parts),
+        "own_part_p95_s": figures.percentile(own_parts, 95) if own_parts else None,
+        "kubelet_part_median_s": figures.median(kubelet_parts),
+        "kubelet_part_p95_s": figures.percentile(kubelet_parts, 95) if kubelet_parts else None,
         "task_gap_median_s": figures.median(ti_gaps),
         "task_tail_median_s": figures.median(task_tails),
         "task_tail_p95_s": figures.percentile(task_tails, 95) if task_tails else None,
@@ -940,6 +952,7 @@ def fmt(value: Any, digits: int = 2) -> str:
 COLUMNS = (
     "profile", "workload", "mode", "N", "at once", "wall s", "overhead/stage s median (p95)",
     "Airflow part s median (p95)", "chain part s median (p95)",
+    "chain part: to the go / go to start s median (p95)",
     "Airflow part: task tail / Airflow gap / task head s median",
     "back-off container·s / events", "peak RSS MiB", "reserved GiB·s per pipeline (peak MiB)",
     "API req/stage",
@@ -968,6 +981,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{fmt(r['overhead_to_request_median_s'], 3)} ({fmt(r['overhead_to_request_p95_s'], 3)})",
             f"{fmt(r['overhead_request_to_start_median_s'], 3)} "
             f"({fmt(r['overhead_request_to_start_p95_s'], 3)})",
+            f"{fmt(r.get('own_part_median_s'), 3)} ({fmt(r.get('own_part_p95_s'), 3)}) / "
+            f"{fmt(r.get('kubelet_part_median_s'), 3)} ({fmt(r.get('kubelet_part_p95_s'), 3)})",
             " / ".join(
                 fmt(r.get(k), 3) for k in ("task_tail_median_s", "task_gap_median_s", "task_head_median_s")
             ),
@@ -1121,7 +1136,8 @@ def main() -> int:
     total = time.perf_counter() - t0
     command = "python bench/pipelines.py" + "".join(f" {a}" for a in sys.argv[1:])
     md = table(rows)
-    lines = figures.targets(rows, [m for m in args.modes if m.startswith("chain")])
+    chain_modes = [m for m in args.modes if m.startswith("chain")]
+    lines = figures.targets_v4(rows, chain_modes) + figures.targets(rows, chain_modes)
     header = (
         f"Pipelines benchmark: `{command}` on {info['cpus']} CPUs ({info['cpu_model']}), {info['memory']} "
         f"RAM, Python {info['python']}, Airflow {info['airflow']}, "
