@@ -87,6 +87,7 @@ MODE_NAMES = {
     "noop": "no-op tasks (floor)",
     "chain": "chain",
     "chain-deferrable": "chain, deferred at once",
+    "chain-annotation": "chain, go by annotation only",
     "kpo": "KPO, pod per task",
     "kpo1": "KPO, startup check 1 s",
     "all": "all at once",
@@ -165,6 +166,8 @@ def chain_variants() -> dict[str, dict[str, Any]]:
         if name in params and isinstance(params[name].default, bool):
             default = params[name].default
             variants[f"chain-{name}-{'off' if default else 'on'}"] = {name: not default}
+    if "go_via_exec" in params:  # the go by the annotation alone, against the default exec + annotation
+        variants["chain-annotation"] = {"go_via_exec": False}
     if "deferrable" in params:
         # stages that really defer: handed to the trigger right after the swap, not followed on the worker
         # first (a short stage would end within the default `defer_after` and never defer)
