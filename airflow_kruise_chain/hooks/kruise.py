@@ -400,10 +400,15 @@ class KruiseHook(KubernetesHook):
         self, name: str, namespace: str, container: str, command: list[str], stdin: bytes, timeout: float
     ) -> tuple[int, str]:
         """Run `command` in the pod's `container` over `pods/exec` (`hooks/podexec.py`): (exit code, output).
-        Not retried: its caller has another path (the fast go's annotation)."""
+        Not retried: its caller has another path (the fast go's annotation). On an API client of its own:
+        the official client's `stream` swaps its client's request method while it runs, which would send
+        another thread's requests on this hook over the WebSocket."""
+        from kubernetes.client import ApiClient, CoreV1Api
+
         from airflow_kruise_chain.hooks.podexec import exec_in_pod
 
-        return exec_in_pod(self.core_v1_client, name, namespace, container, command, stdin, timeout)
+        with ApiClient(self.core_v1_client.api_client.configuration) as client:
+            return exec_in_pod(CoreV1Api(client), name, namespace, container, command, stdin, timeout)
 
     def pod_metrics(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod's metrics.k8s.io PodMetrics, or None when no metrics server answers."""

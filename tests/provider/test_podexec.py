@@ -37,3 +37,24 @@ def test_exec_in_pod_refused_by_rbac_is_a_403(tmp_path):
         assert err.value.status == 403
         assert "Grant the verbs 'get' and 'create' on 'pods/exec'" in str(err.value)
         assert 'cannot get resource "pods/exec"' in str(err.value)
+
+
+def test_an_exec_leaves_the_hooks_other_requests_alone(core, namespace, kubeconfig):
+    """The official client's `stream` swaps its API client's request method while it runs: requests another
+    thread makes on the hook meanwhile must still be plain HTTP."""
+    import threading
+
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", "exec sleep 300")))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    hook = KruiseHook(conn_id=None, config_file=str(kubeconfig))
+    hook.read_pod("p", namespace)  # the hook's client made before the exec
+    done = threading.Event()
+    thread = threading.Thread(
+        target=lambda: (hook.exec_in_pod("p", namespace, "main", ["sleep", "1"], b"", 30), done.set())
+    )
+    thread.start()
+    reads = []
+    while not done.is_set():
+        reads.append(hook.read_pod("p", namespace))
+    thread.join()
+    assert len(reads) > 1 and all(r and r["metadata"]["name"] == "p" for r in reads)
