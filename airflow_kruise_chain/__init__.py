@@ -13,7 +13,7 @@ def get_provider_info() -> dict:
         "package-name": "airflow-kruise-chain",
         "name": "OpenKruise chain",
         "description": "Runs a pipeline's stages as in-place container swaps inside one persistent "
-        "Kubernetes pod, with OpenKruise ImagePullJob prewarming and ContainerRecreateRequest re-runs.",
+        "Kubernetes pod, with OpenKruise ImagePullJob prewarming.",
         "versions": [__version__],
         "integrations": [
             {

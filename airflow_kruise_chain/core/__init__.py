@@ -59,7 +59,6 @@ _EXPORTS = {
     "StageState": "status",
     "StageStatus": "status",
     "StartMarker": "status",
-    "crr_outcome": "status",
     "image_pull_job_outcome": "status",
     "parse_marker": "status",
     "slot_status": "status",

@@ -6,6 +6,7 @@ knows Kubernetes and OpenKruise but nothing of Airflow.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
@@ -41,19 +42,17 @@ from .status import (
     with_kill_reason,
 )
 from .swap import (
-    CRR_PLURAL,
     PreparePlan,
     SwapPlan,
-    build_stop_crr,
     earlier_generation,
     plan_prepare,
     plan_swap,
     plan_swap_unread,
 )
 from .watch import pod_watch, resource_version, watch_until
+from .wire import STOP_FIELD, slot_annotation
 
 __all__ = [
-    "CRR_PLURAL",
     "ChainApi",
     "ConflictError",
     "Detached",
@@ -694,10 +693,10 @@ class StageDriver:
         """Stop `stage`'s latest generation if it is running; return its recorded result (None: nothing ran,
         or its end was not recorded within `timeout`, by default the pod's grace period + 20 s).
 
-        A ContainerRecreateRequest stops the slot: kruise-daemon sends SIGTERM (the runner passes it to the
-        stage, records it as ``terminated`` and exits; SIGKILL after the grace period, then the runner
-        records ``interrupted``, exit 137, when it starts again), the kubelet starts the runner again, which
-        never re-runs an ended generation and parks.
+        The slot's stop annotation (`wire.STOP_FIELD`: the generation and the pod's grace period) asks
+        its runner, which reads it while the stage runs: SIGTERM to the stage, SIGKILL to all of it after
+        the grace period, result reason ``stopped``; the runner parks (no container restart, no
+        ContainerRecreateRequest: the chain's identity needs nothing but its own pod).
         """
         pod = self.snapshot()
         record = pod.record(stage) if pod is not None else None
@@ -718,11 +717,13 @@ class StageDriver:
             status = current_status(pod, stage)
         if status.state is not StageState.RUNNING or status.generation != record.generation:
             return None
-        crr = build_stop_crr(pod, record)
-        self.api.create_kruise(CRR_PLURAL, crr, self.namespace)
+        grace, key = max(0, math.ceil(pod.grace_period)), slot_annotation(record.slot, STOP_FIELD)
+        self.api.patch_pod(
+            pod.name, self.namespace, {"metadata": {"annotations": {key: f"{record.generation} {grace}"}}}
+        )
         self.log(
             f"::kruise-chain:: stopping stage {stage!r} generation {record.generation} in {record.slot} "
-            f"(ContainerRecreateRequest {crr['metadata']['name']})"
+            f"(annotation {key}: SIGTERM, SIGKILL after {grace}s)"
         )
         while True:
             result = self.recorded_result(

@@ -364,7 +364,8 @@ kc_put() {
 
 # kc_stop_requested: the stop annotation names this generation; kc_grace is its grace period.
 kc_stop_requested() {
-	kc_read "$kc_stopfile"
+	kc_line=
+	{ read -r kc_line <"$kc_stopfile"; } 2>/dev/null # the kubelet's file (a symlink into ..data), read-only
 	[ "${kc_line%% *}" = "$kc_g" ] || return 1
 	kc_number "${kc_line#* }" 30
 	kc_grace=$kc_n

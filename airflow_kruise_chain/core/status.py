@@ -265,7 +265,7 @@ def restart_backoff(pod: Pod | ChainPod | None, status: StageStatus) -> bool:
     """Whether a CrashLoopBackOff is only the kubelet's restart back-off after the swap's own kill.
 
     Restarting the same container again within Kubernetes' back-off window (10 s, doubling) makes the
-    kubelet wait before starting it (a ContainerRecreateRequest re-run of a slot, e.g. an Airflow retry): the
+    kubelet wait before starting it (an image patch back to an image the slot ran recently): the
     slot shows CrashLoopBackOff on the container the swap stopped, which exited cleanly (the parked runner
     exits 0 on SIGTERM; 137 after the grace period). That ends by itself; a crash of the stage's new container
     (a different container id, or an error exit) is a real failure to start.
@@ -388,23 +388,3 @@ def image_pull_job_outcome(job: Mapping[str, Any]) -> Outcome:
         "image exists and that the node can pull it (registry access, image_pull_secrets); kruise-daemon's "
         "error is in the node's NodeImage: kubectl get nodeimage <node> -o yaml",
     )
-
-
-def crr_outcome(crr: Mapping[str, Any]) -> Outcome:
-    """Outcome of a ContainerRecreateRequest, from ``status.containerRecreateStates[].phase``.
-
-    The CRR phase only reaches ``Completed``; a container counts as Succeeded once its new instance is
-    Ready, which for a slot means its stage has finished. So the stage's own state (the container id change)
-    is the authority on whether the kill happened; a CRR failure only matters if the container never changed.
-    """
-    status = crr.get("status") or {}
-    states = status.get("containerRecreateStates") or ()
-    failed = [s for s in states if s.get("phase") == "Failed"]
-    if failed:
-        detail = "; ".join(f"{s.get('name')}: {s.get('message') or 'failed'}" for s in failed)
-        return Outcome("failed", detail)
-    if status.get("phase") != "Completed":
-        return Outcome("running", status.get("message") or status.get("phase") or "Pending")
-    if states and all(s.get("phase") == "Succeeded" for s in states):
-        return Outcome("succeeded", status.get("message") or "")
-    return Outcome("failed", status.get("message") or "completed without every container recreated")

@@ -36,7 +36,6 @@ from .wire import (
 KRUISE_GROUP = "apps.kruise.io"
 KRUISE_VERSION = "v1alpha1"
 KRUISE_API_VERSION = f"{KRUISE_GROUP}/{KRUISE_VERSION}"
-CRR_PLURAL = "containerrecreaterequests"
 IMAGE_PULL_JOB_PLURAL = "imagepulljobs"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
 _ON = (StageState.SWAPPING, StageState.RUNNING)
@@ -86,57 +85,6 @@ class SwapPlan:
     @property
     def token(self) -> str:
         return self.record.token
-
-
-def crr_name(pod_name: str, slot: str, generation: int, purpose: str = "") -> str:
-    """Deterministic name of the ContainerRecreateRequest restarting (or stopping) `slot` for `generation`."""
-    return f"{pod_name}-{slot}-g{generation}{'-' + purpose if purpose else ''}"
-
-
-def build_crr(
-    name: str,
-    namespace: str,
-    pod_name: str,
-    slot: str,
-    labels: Mapping[str, str],
-    *,
-    active_deadline_seconds: int = 300,
-    ttl_seconds_after_finished: int = 600,
-) -> dict[str, Any]:
-    """A ContainerRecreateRequest restarting `slot` of the chain pod (kruise-daemon stops it, the kubelet
-    starts it again)."""
-    return {
-        "apiVersion": KRUISE_API_VERSION,
-        "kind": "ContainerRecreateRequest",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {
-            "podName": pod_name,
-            "containers": [{"name": slot}],
-            "strategy": {"failurePolicy": "Fail", "orderedRecreate": False, "minStartedSeconds": 0},
-            "activeDeadlineSeconds": active_deadline_seconds,
-            "ttlSecondsAfterFinished": ttl_seconds_after_finished,
-        },
-    }
-
-
-def build_stop_crr(
-    pod: Pod | ChainPod, record: StageRecord, *, active_deadline_seconds: int = 120
-) -> dict[str, Any]:
-    """The ContainerRecreateRequest stopping the generation `record` describes (on_kill, stage timeout).
-
-    kruise-daemon stops the slot (SIGTERM, then SIGKILL after the grace period); the runner records the
-    stage as terminated (or, killed outright, as interrupted when it starts again), never runs it again,
-    and parks.
-    """
-    pod_name, namespace, labels = _identity(pod)
-    return build_crr(
-        crr_name(pod_name, record.slot, record.generation, "stop"),
-        namespace,
-        pod_name,
-        record.slot,
-        labels,
-        active_deadline_seconds=active_deadline_seconds,
-    )
 
 
 def _identity(pod: Pod | ChainPod) -> tuple[str, str, dict[str, str]]:

@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.lines import LineSplitter
-from airflow_kruise_chain.core.swap import CRR_PLURAL, KRUISE_GROUP, KRUISE_VERSION
+from airflow_kruise_chain.core.swap import KRUISE_GROUP, KRUISE_VERSION
 from airflow_kruise_chain.hooks.retry import (
     CONNECTION_ERRORS,
     KruiseApiError,
@@ -43,7 +43,6 @@ __all__ = ["AsyncKruiseHook", "KruiseApiError", "KruiseHook", "PrewarmUnavailabl
 T = TypeVar("T")
 
 SMP = "application/strategic-merge-patch+json"
-CRR_POD_UID_LABEL = "crr.apps.kruise.io/pod-uid"
 
 
 def _foreign_labels(body: Mapping[str, Any], existing: Mapping[str, Any]) -> list[str]:
@@ -54,7 +53,7 @@ def _foreign_labels(body: Mapping[str, Any], existing: Mapping[str, Any]) -> lis
 
 
 class KruiseHook(KubernetesHook):
-    """Pods, logs, ImagePullJobs and ContainerRecreateRequests, as plain API dicts, with transient failures
+    """Pods, logs and ImagePullJobs, as plain API dicts, with transient failures
     retried (see the module's docstring).
 
     Connection: the cncf.kubernetes `kubernetes` connection type (`kubernetes_conn_id`, default
@@ -421,8 +420,8 @@ class KruiseHook(KubernetesHook):
 
     # -- OpenKruise ----------------------------------------------------------------------------------
     def create_kruise(self, plural: str, body: dict[str, Any], namespace: str) -> dict[str, Any]:
-        """Create an ImagePullJob or ContainerRecreateRequest; one that already exists under that name is
-        returned, if it is this chain's (its labels, and for a CRR the same incarnation of its pod)."""
+        """Create an ImagePullJob; one that already exists under that name is returned, if it is this chain's
+        (its labels)."""
         name = body["metadata"]["name"]
         try:
             return self._call(
@@ -438,25 +437,7 @@ class KruiseHook(KubernetesHook):
             if e.status != 409:
                 raise explain(e, "create", plural, namespace) from e
         got = self.get_kruise(plural, name, namespace)
-        if got is not None and plural == CRR_PLURAL:
-            self._check_crr_pod(body, got, namespace)
         return self._adopt(plural, namespace, body, got)
-
-    def _check_crr_pod(self, body: dict[str, Any], existing: dict[str, Any], namespace: str) -> None:
-        """A CRR of a deterministic name may be left from an earlier pod of the same name (it lives until
-        its TTL): it would never restart the current pod's container."""
-        pod_name = (body.get("spec") or {}).get("podName", "")
-        made_for = ((existing.get("metadata") or {}).get("labels") or {}).get(CRR_POD_UID_LABEL)
-        pod = self.read_pod(pod_name, namespace)
-        uid = ((pod or {}).get("metadata") or {}).get("uid")
-        if made_for and uid and made_for != uid:
-            name = body["metadata"]["name"]
-            raise KruiseApiError(
-                f'{CRR_PLURAL} "{name}" already exists in namespace {namespace!r} for an earlier pod named '
-                f"{pod_name!r} (uid {made_for}; the pod now is uid {uid}), so it cannot restart this pod's "
-                "container. It is removed ttlSecondsAfterFinished after it finished; delete it to go on now.",
-                409,
-            )
 
     def get_kruise(self, plural: str, name: str, namespace: str) -> dict[str, Any] | None:
         try:

@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
-from airflow_kruise_chain.core.swap import CRR_PLURAL, IMAGE_PULL_JOB_PLURAL
+from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses worth another try: throttled (429) or a server/proxy hiccup (5xx)"""
@@ -176,7 +176,7 @@ def explain(e: ApiException, verb: str, resource: str, namespace: str, name: str
             f"{message}",
             403,
         )
-    if e.status == 404 and resource in (IMAGE_PULL_JOB_PLURAL, CRR_PLURAL) and not name:
+    if e.status == 404 and resource == IMAGE_PULL_JOB_PLURAL and not name:
         return KruiseApiError(
             f"the cluster does not serve apps.kruise.io/{resource}: install OpenKruise >= 1.8 "
             f"(https://openkruise.io/docs/installation). API said: {message}",

@@ -164,8 +164,8 @@ class ChainPrewarmOperator(ChainBaseOperator):
 class KruiseChainOperator(ChainBaseOperator):
     """Run one stage of a chain: swap it into the chain pod's idle slot and follow it to its result.
 
-    The swap is one pod patch (image + the stage's annotations), or, when the slot already holds the
-    stage's image, an annotation patch plus an OpenKruise ContainerRecreateRequest. The stage's own output
+    The swap is one pod patch: the stage's annotations, with the slot's new image unless the slot already
+    holds it (then the slot's runner starts the stage with no container restart). The stage's own output
     streams into the task log; its result (exit code, duration, image, slot, generation, declared outputs)
     is pushed to XCom; a non-zero exit fails the task with the exit code and the last log lines.
     A later try (a retry, or the try after a worker died) first looks at the stage's latest generation: still

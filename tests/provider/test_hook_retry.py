@@ -206,29 +206,6 @@ def test_an_object_of_that_name_that_is_not_the_chains_is_not_adopted(hook, name
     assert "kruise-chain/chain" in str(err.value) and err.value.status == 409
 
 
-def test_a_crr_left_from_an_earlier_pod_of_the_same_name_is_refused(hook, namespace):
-    hook.create_pod(pod_body("p"), namespace)
-    wait_running(hook, "p", namespace)
-    crr = {
-        "apiVersion": "apps.kruise.io/v1alpha1",
-        "kind": "ContainerRecreateRequest",
-        "metadata": {"name": "p-main-g1", "labels": dict(LABELS)},
-        "spec": {"podName": "p", "containers": [{"name": "main"}], "activeDeadlineSeconds": 60},
-    }
-    first = hook.create_kruise("containerrecreaterequests", crr, namespace)
-    assert (
-        hook.create_kruise("containerrecreaterequests", crr, namespace)["metadata"]["uid"]
-        == (first["metadata"]["uid"])
-    )  # same pod: it is this chain's own CRR
-    hook.delete_pod("p", namespace, grace_period_seconds=0)
-    # (a watch opened now may start after the deletion and wait out its window: poll instead)
-    wait_for(lambda: hook.read_pod("p", namespace) is None, 30, 0.05, "the pod to be gone")
-    hook.create_pod(pod_body("p"), namespace)  # the chain pod again, same name, new uid
-    wait_running(hook, "p", namespace)
-    with pytest.raises(KruiseApiError, match="for an earlier pod named 'p'"):
-        hook.create_kruise("containerrecreaterequests", crr, namespace)
-
-
 # -- patches and deletes --------------------------------------------------------------------------------
 def test_a_conditional_patch_is_retried_after_500_and_applied_once(faults, hook, namespace):
     hook.create_pod(pod_body("p"), namespace)

@@ -663,10 +663,13 @@ def test_a_stop_request_stops_the_stage_and_the_runner_parks(slot, runners) -> N
     stage = sh_stage('trap "" TERM; sleep 300 & touch "$CHAIN_SCRATCH/running"; while :; do sleep 0.05; done')
     runner = runners(slot, stage, 5)
     wait_file(slot.scratch / "running")
-    (slot.meta / f"{slot.name}.stop").write_text("4 1")  # another generation: ignored
+    data = slot.meta / "..data"  # as the kubelet writes a downwardAPI volume: a link into ..data
+    data.mkdir()
+    (data / f"{slot.name}.stop").write_text("4 1")  # another generation: ignored
+    (slot.meta / f"{slot.name}.stop").symlink_to(f"..data/{slot.name}.stop")
     time.sleep(0.3)
     assert not (slot.gen_dir(5) / "exit_code").exists()
-    (slot.meta / f"{slot.name}.stop").write_text("5 1")
+    (data / f"{slot.name}.stop").write_text("5 1")
     result = runner.result(5)
     assert (result.exit_code, result.reason) == (137, "stopped")  # it ignored SIGTERM: SIGKILL after 1 s
     assert slot.ready(5)  # parked

@@ -13,7 +13,6 @@ from airflow_kruise_chain.core import (
     StageResult,
     StageState,
     StartMarker,
-    crr_outcome,
     image_pull_job_outcome,
     parse_marker,
     slot_status,
@@ -268,28 +267,3 @@ def test_image_pull_job_outcome() -> None:
         )
     )
     assert deadline == "failed" and "activeDeadline" in deadline.message
-
-
-def test_crr_outcome() -> None:
-    assert crr_outcome({}) == "running"
-    assert crr_outcome({"status": {"phase": "Pending"}}) == "running"
-    recreating = {
-        "phase": "Recreating",
-        "containerRecreateStates": [{"name": "slot-a", "phase": "Recreating"}],
-    }
-    assert crr_outcome({"status": recreating}) == "running"
-    done = {"phase": "Completed", "containerRecreateStates": [{"name": "slot-a", "phase": "Succeeded"}]}
-    assert crr_outcome({"status": done}) == "succeeded"
-    failed = {
-        "phase": "Recreating",
-        "containerRecreateStates": [{"name": "slot-a", "phase": "Failed", "message": "boom"}],
-    }
-    outcome = crr_outcome({"status": failed})
-    assert outcome == "failed" and outcome.message == "slot-a: boom"
-    expired = {
-        "phase": "Completed",
-        "message": "recreating has exceeded the activeDeadlineSeconds",
-        "containerRecreateStates": [{"name": "slot-a", "phase": "Recreating"}],
-    }
-    outcome = crr_outcome({"status": expired})
-    assert outcome == "failed" and "activeDeadlineSeconds" in outcome.message

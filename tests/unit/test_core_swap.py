@@ -31,7 +31,7 @@ from airflow_kruise_chain.core import (
 )
 from airflow_kruise_chain.core.errors import ResultUnavailableError
 from airflow_kruise_chain.core.podview import StageRecord
-from airflow_kruise_chain.core.swap import build_stop_crr, earlier_generation
+from airflow_kruise_chain.core.swap import earlier_generation
 
 CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
@@ -471,16 +471,6 @@ def test_strict_schema_rejects_unknown_fields() -> None:
     job["spec"]["selector"]["name"] = "node-1"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(job, schema)
-
-
-def test_stop_crr_matches_the_crd() -> None:
-    pod = FakePod()
-    plan = pod.run(EXTRACT, finish=False)
-    crr = build_stop_crr(pod.pod, plan.record)
-    jsonschema.validate(crr, crd_schemas(CRR_CRD)["apps.kruise.io/v1alpha1"])
-    assert crr["metadata"]["name"] == "etl-abc-slot-a-g1-stop"  # never the swap's own CRR
-    assert crr["metadata"]["labels"] == chain_labels("d", "r", "etl")
-    assert (crr["spec"]["podName"], crr["spec"]["containers"]) == ("etl-abc", [{"name": "slot-a"}])
 
 
 @pytest.mark.parametrize("version", ["apps.kruise.io/v1alpha1", "apps.kruise.io/v1beta1"])
