@@ -162,6 +162,35 @@ kc_exec() {
 	exec -a "$kc_a0" "$kc_p" "$@"
 }
 
+# kc_env_file NAME PATH: export NAME with the bytes of PATH, a key of a Secret or ConfigMap the slot mounts
+# read-only (the kubelet's key files are symlinks into its ..data folder); in the stage's subshell only, and
+# the value is never printed. A missing key fails the stage, as the kubelet fails a container (exit 78).
+kc_env_file() {
+	if [ ! -f "$2" ]; then
+		printf '%s error: env %s: %s is not mounted in this slot or has no such key\n' "$kc_marker" "$1" "$2" >&2
+		exit 78
+	fi
+	kc_v=$("$kc_bb" cat -- "$2" && printf x) || exit 78
+	export "$1=${kc_v%x}"
+	kc_v=
+}
+
+# kc_env_dir DIR: kc_env_file for every key of the mounted Secret or ConfigMap DIR that is a variable name
+# (envFrom skips the others); the runner's own names are never taken.
+kc_env_dir() {
+	if [ ! -d "$1" ]; then
+		printf '%s error: env_from: %s is not mounted in this slot\n' "$kc_marker" "$1" >&2
+		exit 78
+	fi
+	for kc_f in "$1"/*; do
+		kc_k=${kc_f##*/}
+		case $kc_k in
+		'' | [0-9]* | *[!A-Za-z0-9_]* | KC_* | kc_* | CHAIN_SCRATCH | CHAIN_OUTPUT | CHAIN_GENERATION) continue ;;
+		esac
+		if [ -f "$kc_f" ]; then kc_env_file "$kc_k" "$kc_f"; fi
+	done
+}
+
 # kc_file PATH: PATH is a regular file (not a FIFO, a device, a folder or a symlink): safe to read.
 kc_file() {
 	[ -f "$1" ] && [ ! -h "$1" ]

@@ -124,13 +124,21 @@ def run_spec(
     env: Mapping[str, str],
     outputs_max: int,
     restart: bool = False,
+    files: Mapping[str, str] | None = None,
+    dirs: Sequence[str] = (),
 ) -> str:
     """The run spec annotation for one generation (names must be valid sh names, values without NUL).
 
     `restart`: the swap also patches the slot's image. The runner still in the slot (the old image) reads
     the spec from its volume before the kubelet stops it and must leave it to the restarted container, which
-    gets it in env at its start."""
-    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    gets it in env at its start.
+
+    `files` (env NAME -> path of a mounted Secret or ConfigMap key) and `dirs` (mounted Secrets and ConfigMaps
+    whose every key becomes env) name where the runner reads values: only those paths, never a value, are in
+    the spec; `env` wins over `files`, `files` over `dirs` (a container's env over its envFrom)."""
+    exports = "".join(f"kc_env_dir {shlex.quote(path)}\n" for path in dirs)
+    exports += "".join(f"kc_env_file {name} {shlex.quote(path)}\n" for name, path in (files or {}).items())
+    exports += "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
     words = " ".join(shlex.quote(word) for word in argv)
     return (
         f"kc_g={int(generation)}\n"

@@ -684,3 +684,37 @@ def test_outputs_that_are_not_a_regular_file_are_absent(slot, runners) -> None:
     assert runner.result(1).outputs_status == "absent"
     slot.assign(sh_stage('ln -s /dev/zero "$CHAIN_OUTPUT"'), 2)
     assert runner.result(2).outputs_status == "absent"
+
+
+def test_a_stage_gets_the_keys_it_declared_from_mounted_files_byte_for_byte(slot, runners, tmp_path) -> None:
+    secret, config = tmp_path / "secret", tmp_path / "config"
+    (secret / "..data").mkdir(parents=True)  # the kubelet's layout: each key a symlink into ..data
+    value = "pa$$ 'q' \"x\" `id`\n\nend\n\n"
+    (secret / "..data" / "password").write_text(value)
+    (secret / "password").symlink_to("..data/password")
+    config.mkdir()
+    for key, text in {
+        "mode": "strict",
+        "bad-key": "x",
+        "KC_SLOT": "evil",
+        "DB_PASSWORD": "from env_from",
+    }.items():
+        (config / key).write_text(text)
+    stage = sh_stage(
+        'printf "%s" "$DB_PASSWORD" > "$CHAIN_SCRATCH/pw"; '
+        'printf "%s|%s|%s" "$mode" "${bad_key-unset}" "${KC_SLOT-unset}" > "$CHAIN_SCRATCH/cfg"'
+    )
+    slot.assign(stage, 1, files={"DB_PASSWORD": str(secret / "password")}, dirs=[str(config)])
+    runner = runners(slot, None, 0)
+    assert runner.result(1).exit_code == 0
+    assert (slot.scratch / "pw").read_text() == value  # a declared key wins over env_from's, exactly
+    assert (slot.scratch / "cfg").read_text() == "strict|unset|unset"  # no invalid name, none of the runner's
+    assert not any("pa$$" in line for line in runner.seen)  # never printed
+
+
+def test_a_declared_key_that_is_missing_fails_the_stage_naming_it(slot, runners, tmp_path) -> None:
+    slot.assign(sh_stage("echo ran"), 1, files={"TOKEN": str(tmp_path / "absent" / "token")})
+    runner = runners(slot, None, 0)
+    assert runner.result(1).exit_code == 78
+    assert any("env TOKEN:" in line and "is not mounted" in line for line in runner.seen)
+    assert "ran" not in runner.seen
