@@ -8,7 +8,7 @@ from airflow.sdk import TaskGroup, TriggerRule
 
 from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.connection import KubeConnection
-from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
+from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, sources
 from airflow_kruise_chain.core.manifest import check_annotations_size
 from airflow_kruise_chain.operators.base import (
     ChainBaseOperator,
@@ -187,12 +187,19 @@ class KruiseChain:
         image: str,
         cmds: list[str],
         arguments: list[str] | None = None,
-        env: dict[str, str] | None = None,
+        env: dict[str, Any] | None = None,
         resources: dict[str, dict[str, str]] | None = None,
         image_pull_policy: str | None = None,
+        secrets: list[Any] | None = None,
+        env_from: list[dict[str, Any]] | None = None,
         **operator_kwargs: Any,
     ) -> KruiseChainOperator:
-        """Declare a stage (a `KruiseChainOperator` task named `name`); validated now, at parse time."""
+        """Declare a stage (a `KruiseChainOperator` task named `name`); validated now, at parse time.
+
+        Credentials and config come from Kubernetes Secrets and ConfigMaps, never as `env` values: `env`
+        values may be ``{"secretKeyRef": {"name", "key"}}`` or ``{"configMapKeyRef": ...}``, `secrets` takes
+        cncf.kubernetes' ``Secret("env", NAME, secret, key)``, `env_from` ``{"secretRef": {"name"}}`` or
+        ``{"configMapRef": ...}`` (see `core/sources.py`)."""
         if self._group is None:
             raise ChainConfigError("stage", "declare stages inside `with KruiseChain(...) as chain:`")
         where = f"stages[{len(self.stages)}]"
@@ -201,14 +208,20 @@ class KruiseChain:
                 f"{where}.name",
                 f"{name!r} is the task id of the chain's own {name} task: give the stage another name",
             )
+        try:
+            env, env_sources, every = sources.from_arguments(env, secrets, env_from)
+        except ChainConfigError as err:
+            raise ChainConfigError(f"{where}.{err.field}", err.message) from None
         spec = StageSpec(
             name=name,
             image=image,
             cmds=unwrap_literals(cmds or []),
             arguments=unwrap_literals(arguments or []),
-            env=unwrap_literals(env or {}),
+            env=unwrap_literals(env),
             resources=resources or {},
             image_pull_policy=image_pull_policy,
+            env_sources=env_sources,
+            env_from=every,
         )
         spec.validate(where)
         if any(s.name == name for s in self.stages):
@@ -229,7 +242,9 @@ class KruiseChain:
             image=image,
             cmds=cmds,
             arguments=arguments or [],
-            env=env or {},
+            env=env,
+            env_sources=env_sources,
+            env_from=every,
             container_resources=resources or {},
             image_pull_policy=image_pull_policy,
             swap_timeout=self.swap_timeout,

@@ -62,7 +62,12 @@ STAGE = {
     "cmds": "the command, exactly as run (no shell unless it names one; the image's ENTRYPOINT is not used; "
     "templated)",
     "arguments": "appended to `cmds` (templated)",
-    "env": "environment variables (templated; they travel in a pod annotation: no secrets)",
+    "env": "environment variables (templated; values travel in a pod annotation: no secrets), or "
+    '`{"secretKeyRef": {"name", "key"}}` or `configMapKeyRef` ([credentials.md](credentials.md))',
+    "secrets": 'cncf.kubernetes `Secret("env", NAME, secret, key)`s: Secret keys as env '
+    "([credentials.md](credentials.md))",
+    "env_from": '`[{"secretRef": {"name"}}]` or `configMapRef`: every key of it as env',
+    "allow_secret_env": "send an `env` value Airflow's secrets masker knows anyway (refused by default)",
     "resources": '`{"requests": {...}, "limits": {...}}` for the slot while the stage runs',
     "image_pull_policy": "`Always`, `IfNotPresent` or `Never` (default: Kubernetes' rule for the tag)",
     "stage_timeout": "seconds the stage may run; then it is stopped (SIGTERM) and fails",
@@ -76,7 +81,7 @@ STAGE = {
 DEFERRABLE = "`[operators] default_deferrable`"
 """The default of `deferrable`: Airflow's option, read at parse time (as KubernetesPodOperator does)."""
 
-STAGE_FROM_CHAIN = {"swap_timeout", "stage_name", "container_resources"}
+STAGE_FROM_CHAIN = {"swap_timeout", "stage_name", "container_resources", "env_sources"}
 """Operator arguments `chain.stage` sets itself (from the chain or its own arguments)."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources as importlib_resources
 from typing import Any
 
+from . import sources
 from .constants import (
     CHAIN_LABEL,
     DAG_ID_ANNOTATION,
@@ -352,6 +353,7 @@ def build_chain_pod(
         annotations.update({slot_annotation(slot, key): "" for key in SLOT_FIELDS})
         annotations[slot_annotation(slot, GENERATION_FIELD)] = "0"
     pull_policy, resources = slot_pull_policy(chain.stages), slot_resources(chain.stages)
+    chain_sources = sources.of_stages(chain.stages)
     scratch: dict[str, Any] = {}
     if chain.scratch_size_limit:
         scratch["sizeLimit"] = chain.scratch_size_limit
@@ -367,8 +369,11 @@ def build_chain_pod(
             {"name": RUNNER_VOLUME, "emptyDir": {}},
             *({"name": state_volume(slot), "emptyDir": {}} for slot in SLOTS),
             *(_meta_volume(slot) for slot in SLOTS),
+            *sources.volumes(chain_sources),
         ],
     }
+    for container in spec["containers"]:  # any stage may run in either slot: both mount every source
+        container["volumeMounts"] += sources.volume_mounts(chain_sources)
     if chain.node_selector:
         spec["nodeSelector"] = dict(chain.node_selector)
     if chain.tolerations:

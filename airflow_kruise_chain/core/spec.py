@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
+from . import sources
 from .constants import SLOTS
 from .errors import ChainConfigError
 from .image import parse_image_reference
@@ -66,11 +67,19 @@ class StageSpec:
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     image_pull_policy: str | None = None
     max_outputs_bytes: int = MAX_OUTPUTS_BYTES
+    env_sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """env NAME -> {"kind": "secret" | "configMap", "name", "key"}: read by the runner from the slots' mounts
+    (`sources.py`); no value travels in the run spec"""
+    env_from: Sequence[Mapping[str, str]] = ()
+    """[{"kind", "name"}]: every key of a Secret or ConfigMap (a valid env name) as env, under `env_sources`
+    and `env`"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cmds", tuple(self.cmds))
         object.__setattr__(self, "arguments", tuple(self.arguments))
         object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "env_sources", {k: dict(v) for k, v in dict(self.env_sources).items()})
+        object.__setattr__(self, "env_from", tuple(dict(v) for v in self.env_from))
         object.__setattr__(self, "resources", {k: dict(v) for k, v in self.resources.items()})
 
     def run_spec(self, generation: int = 0, token: str = "", restart: bool = False) -> str:
@@ -83,6 +92,11 @@ class StageSpec:
             argv=[*self.cmds, *self.arguments],
             env=self.env,
             outputs_max=self.max_outputs_bytes,
+            files={
+                n: f"{sources.mount_path(r['kind'], r['name'])}/{r['key']}"
+                for n, r in self.env_sources.items()
+            },
+            dirs=[sources.mount_path(r["kind"], r["name"]) for r in self.env_from],
         )
 
     def validate(self, where: str = "stage") -> None:
@@ -122,6 +136,14 @@ class StageSpec:
                     f"{where}.env[{name!r}]", "value must be a string without NUL characters"
                 )
             _check_utf8(f"{where}.env[{name!r}]", value)
+        for name in self.env_sources:
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ChainConfigError(
+                    f"{where}.env[{name!r}]", "is not a shell variable name: use letters, digits and '_'"
+                )
+            if name.startswith(RESERVED_ENV_PREFIXES) or name in RESERVED_ENV:
+                raise ChainConfigError(f"{where}.env[{name!r}]", "is reserved for the stage runner")
+        sources.check(where, self.env_sources, self.env_from, self.env)
         if len(self.run_spec().encode()) > MAX_STAGE_PAYLOAD:
             raise ChainConfigError(
                 f"{where}.cmds",

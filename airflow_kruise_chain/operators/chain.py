@@ -204,6 +204,9 @@ class KruiseChainOperator(ChainBaseOperator):
         swap_timeout: float = 600,
         stage_timeout: float | None = None,
         pull_timeout: float | None = None,
+        env_sources: dict[str, dict[str, str]] | None = None,
+        env_from: Sequence[dict[str, str]] = (),
+        allow_secret_env: bool = False,
         deferrable: bool = default_deferrable(),
         defer_after: float = 1.0,
         prepare_next: bool = True,
@@ -220,6 +223,9 @@ class KruiseChainOperator(ChainBaseOperator):
         self.cmds = list(cmds)
         self.arguments = list(arguments)
         self.env = dict(env or {})
+        self.env_sources = dict(env_sources or {})
+        self.env_from = list(env_from)
+        self.allow_secret_env = allow_secret_env
         self.container_resources = dict(container_resources or {})
         self.image_pull_policy = image_pull_policy
         self.swap_timeout = swap_timeout
@@ -246,9 +252,30 @@ class KruiseChainOperator(ChainBaseOperator):
             env=unwrap_literals(self.env),
             resources=self.container_resources,
             image_pull_policy=self.image_pull_policy,
+            env_sources=self.env_sources,
+            env_from=self.env_from,
         )
         spec.validate("stage")
         return spec
+
+    def check_env_holds_no_secret(self) -> None:
+        """Refuse a rendered `env` value that Airflow's secrets masker knows (a connection's password, a
+        secret Variable...): env travels in a pod annotation anyone who may `get` the pod can read, where
+        Airflow's masking cannot reach. Its name, never its value, is in the message."""
+        if self.allow_secret_env:
+            return
+        from airflow.sdk.log import redact
+
+        for name, value in self.env.items():
+            if isinstance(value, str) and redact(value) != value:
+                raise ChainConfigError(
+                    f"env[{name!r}]",
+                    "holds a value Airflow's secrets masker knows (e.g. a connection's password), and env "
+                    "travels in a pod annotation readable by anyone who may get the pod: read it from a "
+                    "Kubernetes Secret instead (chain.stage(..., secrets=[Secret('env', NAME, SECRET, KEY)]) "
+                    "or env={NAME: {'secretKeyRef': {'name': SECRET, 'key': KEY}}}; docs/credentials.md), "
+                    "or set allow_secret_env=True on the stage to send it anyway",
+                )
 
     def driver(self, context: Context) -> StageDriver:
         from airflow_kruise_chain.core.driver import StageDriver
@@ -261,6 +288,7 @@ class KruiseChainOperator(ChainBaseOperator):
         return Timeouts(swap=self.swap_timeout, execution=self.stage_timeout, pull=self.pull_timeout)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_env_holds_no_secret()
         stage = self.stage_spec()
         driver = self.driver(context)
         try:
