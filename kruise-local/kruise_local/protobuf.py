@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from .errors import ApiError
@@ -42,6 +44,12 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
                            4: ("time", "time"), 6: ("fieldsType", "string"), 7: ("fieldsV1", "fields"),
                            8: ("subresource", "string")},
     "Time": {1: ("seconds", "int"), 2: ("nanos", "int")},
+    "LabelSelector": {1: ("matchLabels", "map:string"),
+                      2: ("matchExpressions", "list:msg:LabelSelectorRequirement")},
+    "LabelSelectorRequirement": {1: ("key", "string"), 2: ("operator", "string"),
+                                 3: ("values", "list:string")},
+    "Quantity": {1: ("string", "string")},
+    "IntOrString": {1: ("type", "int"), 2: ("intVal", "int"), 3: ("strVal", "string")},
     "ConfigMap": {1: ("metadata", "msg:ObjectMeta"), 4: ("immutable", "bool"), 2: ("data", "map:string"),
                   3: ("binaryData", "map:bytes")},
     "Secret": {1: ("metadata", "msg:ObjectMeta"), 5: ("immutable", "bool"), 2: ("data", "map:bytes"),
@@ -62,7 +70,12 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
     "NamespaceCondition": {1: ("type", "string"), 2: ("status", "string"), 4: ("lastTransitionTime", "time"),
                            5: ("reason", "string"), 6: ("message", "string")},
 }  # fmt: skip
+# the messages a Pod reaches, from k8s.io/api core/v1/generated.proto (scripts/gen_protobuf_schema.py)
+_CORE = json.loads(Path(__file__).with_name("protobuf_core.json").read_text())
+for _name, _fields in _CORE.items():
+    _SCHEMAS.setdefault(_name, {int(n): (json_name, kind) for n, (json_name, kind) in _fields.items()})
 _KINDS = {
+    ("v1", "Pod"),  # kubectl debug --copy-to
     ("v1", "ConfigMap"),
     ("v1", "Namespace"),
     ("v1", "Secret"),
@@ -111,8 +124,16 @@ def _fields(buf: bytes):
         yield number, wire, value
 
 
+def _packed(buf: bytes):
+    """The varints of a packed repeated field, as (number, wire, value) like `_fields`."""
+    pos = 0
+    while pos < len(buf):
+        value, pos = _varint(buf, pos)
+        yield 0, 0, value
+
+
 def _scalar(kind: str, wire: int, value: Any, depth: int) -> Any:
-    if kind in ("string", "bytes", "fields", "time") or kind.startswith("msg:"):
+    if kind in ("string", "bytes", "fields", "time", "quantity", "intstr") or kind.startswith("msg:"):
         if wire != 2:
             raise _Malformed(f"a {kind} field must be length-delimited")
         if kind == "string":
@@ -125,7 +146,16 @@ def _scalar(kind: str, wire: int, value: Any, depth: int) -> Any:
         if kind == "time":
             t = _message("Time", value, depth + 1)
             return datetime.fromtimestamp(t.get("seconds", 0), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if kind == "quantity":  # resource.Quantity's JSON form is its string
+            return _message("Quantity", value, depth + 1).get("string", "")
+        if kind == "intstr":  # intstr.IntOrString: type 0 is an int, 1 a string
+            v = _message("IntOrString", value, depth + 1)
+            return v.get("strVal", "") if v.get("type") == 1 else v.get("intVal", 0)
         return _message(kind[4:], value, depth + 1)
+    if kind == "double":
+        if wire != 1:
+            raise _Malformed("a double field must be 64-bit")
+        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
     if wire != 0:
         raise _Malformed(f"a {kind} field must be a varint")
     if kind == "bool":
@@ -146,10 +176,21 @@ def _message(name: str, buf: bytes, depth: int = 0) -> dict[str, Any]:
         if field is None:
             continue  # an unknown field: dropped, as the decoder does for fields of newer releases
         key, kind = field
+        if kind.startswith("z:"):  # a non-pointer omitempty field: its zero value is no value in JSON
+            kind = kind[2:]
+            if not _scalar(kind, wire, value, depth):
+                out.pop(key, None)
+                continue
         if kind.startswith("map:"):
             entry = {n: v for n, w, v in _fields(value)} if wire == 2 else {}
             k = entry.get(1, b"").decode("utf-8")
             out.setdefault(key, {})[k] = _scalar(kind[4:], 2, entry.get(2, b""), depth)
+        elif kind.startswith("inline:"):  # an embedded Go struct (`json:",inline"`)
+            if wire != 2:
+                raise _Malformed(f"{key} must be length-delimited")
+            out.update(_message(kind[7:], value, depth + 1))
+        elif kind in ("list:int", "list:bool") and wire == 2:  # a packed repeated scalar
+            out.setdefault(key, []).extend(_scalar(kind[5:], 0, v, depth) for _, _, v in _packed(value))
         elif kind.startswith("list:"):
             out.setdefault(key, []).append(_scalar(kind[5:], wire, value, depth))
         else:

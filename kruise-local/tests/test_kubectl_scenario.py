@@ -150,3 +150,22 @@ def test_patch_edit_replace_and_delete_with_a_finalizer(kubectl, tmp_path):
     assert json.loads(kubectl("get", "configmap", "r", "-o", "json"))["metadata"]["deletionTimestamp"]
     kubectl("patch", "configmap", "r", "--type", "merge", "-p", '{"metadata":{"finalizers":null}}')
     kubectl("wait", "--for=delete", "configmap/r", "--timeout=60s")
+
+
+def test_debug_copy_to_sends_the_pod_as_protobuf(kubectl):
+    kubectl("apply", "-f", "-", stdin=_pod("orig"))
+    kubectl(
+        "debug",
+        "orig",
+        "--copy-to=orig-copy",
+        "--image=busybox:1.36",
+        "--container=dbg",
+        "--",
+        "sleep",
+        "600",
+    )
+    original = json.loads(kubectl("get", "pod", "orig", "-o", "json"))["spec"]
+    copy = json.loads(kubectl("get", "pod", "orig-copy", "-o", "json"))["spec"]
+    assert copy["containers"][0] == original["containers"][0]
+    assert copy["containers"][1]["name"] == "dbg" and copy["containers"][1]["command"] == ["sleep", "600"]
+    kubectl("wait", "--for=condition=Ready", "pod/orig-copy", "--timeout=60s")

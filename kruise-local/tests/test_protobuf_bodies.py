@@ -69,8 +69,47 @@ def test_namespace():
 
 def test_other_kinds_are_415():
     with pytest.raises(ApiError) as err:
-        protobuf.decode(_envelope("v1", "Pod", b""))
+        protobuf.decode(_envelope("v1", "Service", b""))
     assert err.value.code == 415 and "application/json" in err.value.message
+
+
+def test_a_pod_with_inline_structs_quantities_and_zero_values():
+    """What `kubectl debug --copy-to` sends: embedded Go structs (`json:",inline"`) are the parent's fields,
+    a Quantity is its string, an IntOrString an int or a string, a packed int list is read, and the zero of a
+    non-pointer omitempty field is no field (Go's JSON omits it) while a pointer field's zero stays."""
+    probe = _field(1, _field(3, _field(1, _field(1, 1) + _field(3, "http"))))  # handler.tcpSocket.port
+    probe += _field(4, 5)  # periodSeconds
+    security = _field(4, 0) + _field(7, 0)  # runAsUser 0 (pointer), allowPrivilegeEscalation false (pointer)
+    container = _field(1, "main") + _field(2, "busybox:1.36") + _field(3, "sleep") + _field(5, "")
+    container += _field(8, _entry(2, "memory", _field(1, "64Mi")))  # resources.requests
+    container += _field(11, probe) + _field(15, security) + _field(16, 0)  # stdin false (not a pointer)
+    volume = _field(1, "cfg") + _field(
+        2, _field(19, _field(1, _field(1, "settings")))
+    )  # volumeSource.configMap
+    security_context = _field(4, _varint(1000) + _varint(2000))  # supplementalGroups, packed
+    spec = _field(1, volume) + _field(2, container) + _field(14, security_context)
+    spec += _field(4, 0)  # terminationGracePeriodSeconds 0 (a pointer: kept)
+    raw = _field(1, _field(1, "p")) + _field(2, spec)
+    assert protobuf.decode(_envelope("v1", "Pod", raw)) == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.36",
+                    "command": ["sleep"],
+                    "resources": {"requests": {"memory": "64Mi"}},
+                    "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5},
+                    "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": {"supplementalGroups": [1000, 2000]},
+        },
+    }
 
 
 @pytest.mark.parametrize(
