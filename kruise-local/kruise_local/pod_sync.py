@@ -54,6 +54,7 @@ class PodSyncs:
     def init_syncs(self, pod: Obj) -> None:
         self._sync_lock = asyncio.Lock()
         self._update = asyncio.Event()
+        self._next_round: _Round | None = None
         self.last_sync = float("-inf")  # loop time at which the last sync ended (`lastSyncTime`)
         self.syncs = 0
         self.seen_fingerprint = semantic_fingerprint(pod)
@@ -62,25 +63,41 @@ class PodSyncs:
     def _turn(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self._sync_lock if self.kubelet.profile.pod_worker_serial else contextlib.nullcontext()
 
-    async def _begin_sync(self) -> None:
-        await self.kubelet.pleg(self.node).newer_than(self.last_sync)
-        self._update.clear()  # this sync carries every update requested so far (the latest pod wins)
-        self.kubelet.volume_loops.reprocess_pod(self)
-
-    def _end_sync(self) -> None:
-        self.last_sync = asyncio.get_running_loop().time()
-        self.syncs += 1
-
     @contextlib.asynccontextmanager
     async def pod_sync(self) -> AsyncIterator[None]:
-        """One sync of the pod: wait for its turn and for a newer PLEG cache, reprocess its volumes; the
-        body is what the sync does to the containers (kill, pull, start)."""
+        """Take part in the pod's next sync; the body is what it does to one container (kill, pull, start).
+
+        Every action asked for before that sync begins joins it, as one `SyncPod` kills and starts every
+        container `computePodActions` lists: the sync waits for its turn (the sync before it ended) and for
+        a PLEG cache newer than the last sync, reprocesses the pod's volumes, runs its members' bodies, and
+        ends when the last of them is done."""
+        rnd = self._next_round
+        if rnd is None:
+            rnd = self._next_round = _Round()
+            self.kubelet.spawn(self._run_round(rnd))
+        rnd.members += 1
+        try:
+            await rnd.begun.wait()
+            yield
+        finally:
+            rnd.members -= 1
+            if rnd.members == 0:
+                rnd.done.set()
+
+    async def _run_round(self, rnd: _Round) -> None:
         async with self._turn():
-            await self._begin_sync()
             try:
-                yield
+                await self.kubelet.pleg(self.node).newer_than(self.last_sync)
             finally:
-                self._end_sync()
+                if self._next_round is rnd:
+                    self._next_round = None  # what asks for a sync from now on waits for the next one
+            self._update.clear()  # this sync carries every update requested so far (the latest pod wins)
+            self.kubelet.volume_loops.reprocess_pod(self)
+            rnd.begun.set()
+            if rnd.members:
+                await rnd.done.wait()
+            self.last_sync = asyncio.get_running_loop().time()
+            self.syncs += 1
 
     def request_sync(self) -> None:
         """`UpdatePod`: sync the pod again (updates that arrive before that sync begins make one)."""
@@ -106,11 +123,17 @@ class PodSyncs:
         self.kubelet.spawn(wait())
 
     async def update_loop(self) -> None:
-        """Sync the pod for each requested update that no container action's sync carried."""
+        """Sync the pod for each requested update (one that arrives before a sync begins joins it)."""
         while not self.terminating:
             await self._update.wait()
-            async with self._turn():
-                if not self._update.is_set() or self.terminating:
-                    continue
-                await self._begin_sync()
-                self._end_sync()
+            async with self.pod_sync():
+                pass
+
+
+class _Round:
+    """One sync of a pod and the container actions it carries."""
+
+    def __init__(self) -> None:
+        self.begun = asyncio.Event()
+        self.done = asyncio.Event()
+        self.members = 0

@@ -100,3 +100,19 @@ def test_a_go_behind_a_pull_waits_for_the_pull(realistic: Any, realistic_ns: str
     time.sleep(0.5)
     latency = _go(realistic, realistic_ns, "behind-pull")
     assert latency > 1.2, latency
+
+
+def test_the_containers_of_a_new_pod_start_in_one_sync(realistic: Any, realistic_ns: str) -> None:
+    """`SyncPod` starts every container `computePodActions` lists in the one sync (`kuberuntime_manager.go`):
+    six containers of a new pod start within about one relist, not one relist (1 s) after another."""
+    names = [f"c{i}" for i in range(6)]
+    body = pod_body("p", *(container(n, "sleep 3600") for n in names))
+    realistic.create_namespaced_pod(realistic_ns, body)
+    wait_for(lambda: all(running(realistic, realistic_ns, "p", n) for n in names), timeout=60, what="running")
+    events = realistic.list_namespaced_event(realistic_ns, field_selector="involvedObject.name=p").items
+    started = sorted(
+        (e.event_time or e.first_timestamp or e.last_timestamp).timestamp()
+        for e in events
+        if e.reason == "Started"
+    )
+    assert len(started) == len(names) and started[-1] - started[0] < 2.5, started
