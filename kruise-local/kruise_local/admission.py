@@ -82,7 +82,7 @@ class Admission:
             return
         self._metadata(res, new)
         if res is R.CONFIGMAPS:
-            V.validate_configmap(new)
+            V.validate_configmap_update(old, new)
         elif res is R.IMAGE_PULL_JOBS:
             V.validate_image_pull_job_update(old, new)
         elif res is R.CRRS:

@@ -65,6 +65,19 @@ def validate_configmap(cm: Mapping[str, Any]) -> None:
     _raise_invalid("ConfigMap", cm, causes)
 
 
+def validate_configmap_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """`ValidateConfigMapUpdate`: an immutable ConfigMap keeps its data, binaryData and `immutable`."""
+    causes = []
+    if old.get("immutable"):
+        if not new.get("immutable"):
+            causes.append(forbidden("immutable", "field is immutable when `immutable` is set"))
+        for part in ("data", "binaryData"):
+            if (new.get(part) or {}) != (old.get(part) or {}):
+                causes.append(forbidden(part, "field is immutable when `immutable` is set"))
+    _raise_invalid("ConfigMap", new, causes)
+    validate_configmap(new)
+
+
 def default_event(event: dict[str, Any]) -> None:
     """A core/v1 Event as the server returns it: `eventTime: null`, empty reportingComponent/Instance."""
     event.setdefault("eventTime", None)
