@@ -577,17 +577,20 @@ class ApiServer:
         old: Obj | None,
         dry_run: bool,
         name: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         """The validating admission plugins (PodSecurity, ValidatingAdmissionPolicies), after the built-in
         defaulting and validation."""
         meta = (obj or old or {}).get("metadata") or {}
+        if namespace is None:
+            namespace = str(meta.get("namespace") or "") if res.namespaced else ""
         self.admission.validate_request(
             Attributes(
                 operation=operation,
                 resource=res,
                 version=version,
                 subresource=sub,
-                namespace=str(meta.get("namespace") or "") if res.namespaced else "",
+                namespace=namespace,
                 name=name if name is not None else str(meta.get("name") or ""),
                 obj=obj,
                 old=old,
@@ -653,6 +656,19 @@ class ApiServer:
 
     # -- exec, logs and metrics ----------------------------------------------------------------------
     async def _exec(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
+        # `handlers/rest.go` `ConnectResource`: validating admission of the CONNECT, its object the
+        # PodExecOptions the query decodes to, before the pod is looked up and the stream set up
+        options = {
+            "kind": "PodExecOptions",
+            "apiVersion": "v1",
+            **{
+                key: request.query.get(key, "").lower() in ("true", "1")
+                for key in ("stdin", "stdout", "stderr", "tty")
+            },
+            "container": request.query.get("container", ""),
+            "command": request.query.getall("command", []),
+        }
+        self._admit_policies(request, "CONNECT", R.PODS, "v1", "exec", options, None, False, name, ns)
         pod = self.store.get(R.PODS, ns, name)
 
         async def authorize_create() -> None:  # KEP-4006's compound check of a WebSocket upgrade (a GET)

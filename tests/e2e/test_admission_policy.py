@@ -424,3 +424,44 @@ def test_a_labelled_crr_aimed_at_a_chain_pod_is_admitted(shipped):
         "apps.kruise.io", "v1alpha1", NS, "containerrecreaterequests", crr_body
     )
     chain.delete_namespaced_pod("etl-0123456789", NS)
+
+
+GO = ["/kruise-chain/bin/busybox", "sh", "/kruise-chain/bin/runner.sh", "--go", "42"]
+
+
+def exec_get(api: client.ApiClient, pod_name: str, container: str, command: list[str]) -> None:
+    """A pods/exec GET with the query a streaming client sends (`command` repeated), without the upgrade."""
+    query = [("command", part) for part in command] + [("container", container), ("stdout", "true")]
+    api.call_api(
+        f"/api/v1/namespaces/{NS}/pods/{pod_name}/exec",
+        "GET",
+        query_params=query,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "container", "command"),
+    [
+        ("web-0123456789", "c", GO),  # a chain pod's name shape, not a slot
+        ("db", "slot-a", GO),  # a slot's container name, not a chain pod's name
+        ("etl-0123456789", "slot-a", ["sh", "-c", "id"]),  # a chain pod, another command
+    ],
+    ids=["foreign-container", "foreign-name", "other-command"],
+)
+def test_the_chain_identity_may_only_exec_the_runners_go_in_a_chain_pod(shipped, target, container, command):
+    with pytest.raises(ApiException) as err:  # refused before any upgrade: a plain GET suffices
+        exec_get(shipped["chain"], target, container, command)
+    _forbidden(err, "may only exec the stage runner's go")
+
+
+def test_the_chain_identity_may_exec_the_runners_go_in_a_chain_pod(shipped):
+    chain = client.CoreV1Api(shipped["chain"])
+    body = _host_pod("etl-0123456789")
+    body["spec"]["containers"][0]["name"] = "slot-a"
+    chain.create_namespaced_pod(NS, body)
+    with pytest.raises(ApiException) as err:  # admitted: the next answer is the missing WebSocket upgrade
+        exec_get(shipped["chain"], "etl-0123456789", "slot-a", GO)
+    assert err.value.status == 400 and "Upgrade request required" in err.value.body, err.value.body
+    chain.delete_namespaced_pod("etl-0123456789", NS)

@@ -48,3 +48,26 @@ def test_example_dag_runs_under_the_shipped_admission_policy(e2e_cluster, tmp_pa
     with pytest.raises(client.ApiException) as err:
         chain.delete_namespaced_pod("foreign", "default")
     assert err.value.status == 403 and "ValidatingAdmissionPolicy 'airflow-kruise-chain'" in err.value.body
+
+
+def test_every_fast_go_is_admitted_by_the_shipped_policy(e2e_cluster, capfd, tmp_path):
+    """Under deploy/role.yaml and the policy, each go of a one-image chain still reaches the slot's runner
+    through pods/exec: the policy admits the runner's go command in a chain pod's slot (and no other)."""
+    from tests.e2e.test_fastgo import execs
+    from tests.e2e.test_same_image import A, run_chain
+
+    rbac = e2e_cluster.enable_rbac()
+    rbac.grant("admin-token", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
+    rbac.grant("chain-token", CHAIN_USER, ROLE, namespace="default")
+    admin = config.new_client_from_config(
+        str(e2e_cluster.write_kubeconfig(tmp_path / "admin", token="admin-token"))
+    )
+    client.AdmissionregistrationV1Api(admin).create_validating_admission_policy(POLICY)
+    client.AdmissionregistrationV1Api(admin).create_validating_admission_policy_binding(BINDING)
+    kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
+    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+    )
+    _, _, out = run_chain(e2e_cluster, capfd, [A] * 4)
+    assert execs(e2e_cluster) == 4
+    assert "go via pods/exec" not in out  # none refused, none failed
