@@ -56,6 +56,22 @@ def test_lightkube(kubeconfig, namespace):
     assert seen == [("MODIFIED", "lk"), ("DELETED", "lk")]
 
 
+def test_lightkube_apply_twice_keeps_the_applied_keys(kubeconfig, namespace):
+    """lightkube's own `test_apply` pattern (issue 25.1): an empty map applied, then one with a key."""
+    from lightkube import Client, KubeConfig
+    from lightkube.models.meta_v1 import ObjectMeta
+    from lightkube.resources.core_v1 import ConfigMap
+
+    client = Client(KubeConfig.from_file(str(kubeconfig)), namespace=namespace, field_manager="lk-test")
+    client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", labels={}), data={}))
+    applied = client.apply(
+        ConfigMap(metadata=ObjectMeta(name="ssa", labels={"k": "v"}), data={"key": "value"})
+    )
+    assert applied.data == {"key": "value"} and applied.metadata.labels == {"k": "v"}
+    stored = client.get(ConfigMap, "ssa")
+    assert stored.data == {"key": "value"} and stored.metadata.labels == {"k": "v"}
+
+
 def test_kr8s(kubeconfig, namespace):
     from kr8s import NotFoundError, ServerError
     from kr8s.objects import ConfigMap
