@@ -33,12 +33,14 @@ PERMISSIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
     ("", "pods", "", ("create", "get", "watch", "patch", "delete"), True),
     ("", "pods", "resize", ("patch",), False),
     ("", "pods", "log", ("get",), True),
+    ("", "pods", "exec", ("get", "create"), False),
     (KRUISE_GROUP, "imagepulljobs", "", ("create", "get", "watch"), False),
     (KRUISE_GROUP, "containerrecreaterequests", "", ("create", "get", "delete"), True),
     ("metrics.k8s.io", "pods", "", ("get",), False),
 )
 """deploy/role.yaml as (group, resource, subresource, verbs, required): what the provider uses. Not required:
-pods/resize (static sizing without it), imagepulljobs (prewarm=False), metrics (no peak memory)."""
+pods/resize (static sizing without it), pods/exec (the go by annotation alone), imagepulljobs (prewarm=False),
+metrics (no peak memory)."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ class Preflight:
                 "Role",
                 WARN,
                 f"missing in {self.namespace!r}: {', '.join(m for m, _ in missing)} "
-                "(optional: in-place sizing, prewarm or peak memory go without)",
+                "(optional: in-place sizing, the exec go, prewarm or peak memory go without)",
                 fix,
             )
         return Finding("Role", OK, f"every verb of deploy/role.yaml in {self.namespace!r}")
