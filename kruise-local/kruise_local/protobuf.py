@@ -63,6 +63,9 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
                            7: ("name", "string")},
     "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
     "SelfSubjectReview": {1: ("metadata", "msg:ObjectMeta")},
+    "SelfSubjectRulesReview": {1: ("metadata", "msg:ObjectMeta"),
+                               2: ("spec", "msg:SelfSubjectRulesReviewSpec")},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", "string")},
     "Namespace": {1: ("metadata", "msg:ObjectMeta"), 2: ("spec", "msg:NamespaceSpec"),
                   3: ("status", "msg:NamespaceStatus")},
     "NamespaceSpec": {1: ("finalizers", "list:string")},
@@ -80,6 +83,7 @@ _KINDS = {
     ("v1", "Namespace"),
     ("v1", "Secret"),
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),  # kubectl auth can-i
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),  # kubectl auth can-i --list
     ("authentication.k8s.io/v1", "SelfSubjectReview"),  # kubectl auth whoami
 }
 

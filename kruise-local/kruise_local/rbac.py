@@ -132,6 +132,20 @@ BASIC_USER_RULES: list[dict[str, Any]] = [
 """the bootstrap ClusterRole `system:basic-user`, bound to `system:authenticated` (bootstrappolicy)"""
 
 
+DISCOVERY_URLS = (
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/version",
+    "/version/",
+)
+"""what `system:discovery` and `system:public-info-viewer` let every authenticated user GET"""
+
+
 class Rbac:
     """Authenticates bearer tokens and authorizes each request against the token's bound rules."""
 
@@ -151,6 +165,20 @@ class Rbac:
         return any(
             allows(b.rules, info) for b in bindings if b.namespace is None or b.namespace == info.namespace
         )
+
+    def rules_for(
+        self, request: web.Request, namespace: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The RBAC authorizer's `RulesFor`: the token's resource rules that hold in `namespace` (cluster-wide
+        bindings and those of the namespace) with `system:basic-user`'s, and the non-resource rules every
+        authenticated user has (`system:discovery`, `system:public-info-viewer`)."""
+        header = request.headers.get("Authorization", "")
+        bindings = self.bindings.get(header[7:] if header.startswith("Bearer ") else "") or []
+        rules = [dict(r) for r in BASIC_USER_RULES]
+        for b in bindings:
+            if b.namespace is None or b.namespace == namespace:
+                rules += [dict(r) for r in b.rules]
+        return rules, [{"verbs": ["get"], "nonResourceURLs": list(DISCOVERY_URLS)}]
 
     def grant(self, token: str, user: str, role: dict[str, Any], namespace: str | None = None) -> None:
         """Bind a Role's (namespace given) or ClusterRole's rules to `token`, as user `user`."""

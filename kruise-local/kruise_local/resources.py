@@ -173,6 +173,15 @@ SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "",
     verbs=("create",),
 )
+SELF_SUBJECT_RULES_REVIEWS = Resource(
+    "authorization.k8s.io",
+    ("v1",),
+    "selfsubjectrulesreviews",
+    "SelfSubjectRulesReview",
+    False,
+    "",
+    verbs=("create",),
+)
 SELF_SUBJECT_REVIEWS = Resource(
     "authentication.k8s.io", ("v1",), "selfsubjectreviews", "SelfSubjectReview", False, "", verbs=("create",)
 )
@@ -218,6 +227,7 @@ SERVED_ONLY: tuple[Resource, ...] = (
     POD_METRICS,
     NODE_METRICS,
     SELF_SUBJECT_ACCESS_REVIEWS,
+    SELF_SUBJECT_RULES_REVIEWS,
     SELF_SUBJECT_REVIEWS,
 )
 """served but not stored: metrics (metrics-server's API) and the self reviews, answered at once"""

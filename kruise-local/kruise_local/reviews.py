@@ -1,6 +1,6 @@
 """What a user may do and who they are, asked of the API server itself: `SelfSubjectAccessReview`
 (`authorization.k8s.io/v1`, `kubectl auth can-i`;
-`pkg/registry/authorization/selfsubjectaccessreview/rest.go`)
+`pkg/registry/authorization/selfsubjectaccessreview/rest.go`; SelfSubjectRulesReview for `can-i --list`)
 and `SelfSubjectReview` (`authentication.k8s.io/v1`, `kubectl auth whoami`;
 `pkg/registry/authentication/selfsubjectreview/rest.go`). Neither is stored: a create answers at once.
 
@@ -43,8 +43,28 @@ async def serve(request: web.Request, res: R.Resource, name: str | None, authori
         return json_response(out, 201)
     spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
     out["spec"] = spec
-    out["status"] = _decide(request, spec, authorizer)
+    if res is R.SELF_SUBJECT_RULES_REVIEWS:
+        out["status"] = _rules(request, str(spec.get("namespace") or ""), authorizer)
+    else:
+        out["status"] = _decide(request, spec, authorizer)
     return json_response(out, 201)
+
+
+def _rules(request: web.Request, namespace: str, authorizer: Any) -> dict[str, Any]:
+    """`SelfSubjectRulesReview` (`kubectl auth can-i --list`): the rules the authorizer's `RulesFor` gives the
+    user in `namespace`; AlwaysAllow's are `*` on everything (`alwaysAllowAuthorizer.RulesFor`)."""
+    if authorizer is None:
+        everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}
+        return {
+            "resourceRules": [everything],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": False,
+        }
+    rules_for = getattr(authorizer, "rules_for", None)
+    if rules_for is None:
+        return {"resourceRules": [], "nonResourceRules": [], "incomplete": True}
+    resource, non_resource = rules_for(request, namespace)
+    return {"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": False}
 
 
 def _decide(request: web.Request, spec: dict[str, Any], authorizer: Any) -> dict[str, Any]:

@@ -89,3 +89,26 @@ def test_an_unknown_token_is_401_and_a_review_needs_one_kind_of_attributes(rbac_
             {"spec": {}}
         )
     assert err.value.status == 422 and "exactly one of" in err.value.body
+
+
+def test_rules_review_lists_the_rules_that_hold_in_the_namespace(rbac_cluster):
+    from kubernetes import client
+
+    cluster, folder = rbac_cluster
+    api = client.AuthorizationV1Api(_api(cluster, folder, "reader"))
+
+    def rules(namespace: str) -> list[tuple[str, ...]]:
+        review = api.create_self_subject_rules_review({"spec": {"namespace": namespace}})
+        assert review.status.incomplete is False
+        assert review.status.non_resource_rules[0].verbs == ["get"]
+        return sorted(tuple(r.resources) for r in review.status.resource_rules)
+
+    assert rules("team") == [
+        ("pods", "pods/log"),
+        ("selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+        ("selfsubjectreviews",),
+    ]
+    assert rules("other") == [
+        ("selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+        ("selfsubjectreviews",),
+    ]

@@ -87,6 +87,7 @@ def test_events_for_get_all_and_api_resources(kubectl):
 
 def test_auth_can_i_whoami_and_top(kubectl):
     assert kubectl("auth", "can-i", "create", "pods").strip() == "yes"  # no RBAC: the admin may do anything
+    assert _table(kubectl("auth", "can-i", "--list"))[1] == ["*.*", "[]", "[]", "[*]"]
     who = _table(kubectl("auth", "whoami"))
     assert who[1] == ["Username", "kruise-local-admin"]
     kubectl("apply", "-f", "-", stdin=_pod("busy"))
