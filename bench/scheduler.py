@@ -39,7 +39,7 @@ if not __package__:  # run as a script: the repository on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import figures
-from bench.pipelines import DAG_HEADER, WORKLOADS, create_namespace
+from bench.pipelines import DAG_HEADER, WORKLOADS, chain_variants, create_namespace
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "bench-0"
@@ -101,6 +101,7 @@ def main() -> int:
         help="local: LocalExecutor on SQLite (tests/airflow/stack.py); celery: PostgreSQL, Redis and two "
         "Celery workers (tests/production/stack.py)",
     )
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (task logs) for reading")
     ap.add_argument(
         "--modes", default="noop,chain", help="comma-separated, from noop, chain, chain-deferrable, kpo1"
     )
@@ -147,6 +148,7 @@ def main() -> int:
                 stack.wait_run(
                     "bench_sched_warmup", stack.trigger("bench_sched_warmup"), timeout=args.timeout
                 )
+                variants = chain_variants()  # e.g. chain-deferrable: deferrable, defer_after=0
                 for n in stages:
                     medians = {}
                     for mode in args.modes.split(","):
@@ -155,7 +157,7 @@ def main() -> int:
                         stack.add_dag(
                             f"{pipeline}.py",
                             DAG_HEADER + f"dag = build_dag({mode!r}, {n}, {pipeline!r}, {NAMESPACE!r}, "
-                            f"{str(data)!r}, {tuple(workload)!r})\n",
+                            f"{str(data)!r}, {tuple(workload)!r}, {variants.get(mode)!r})\n",
                         )
                         run_id = stack.trigger(dag_id)
                         state = stack.wait_run(dag_id, run_id, timeout=args.timeout)
@@ -187,7 +189,10 @@ def main() -> int:
             finally:
                 stack.stop()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"kept {work} (Airflow home, task logs, cluster)")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     print("\n".join(lines))
     return 0 if ok else 1
 

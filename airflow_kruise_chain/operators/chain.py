@@ -517,11 +517,14 @@ class KruiseChainOperator(ChainBaseOperator):
         ):
             return None
         result = StageResult.from_marker(marker, image=record.image, log_tail=event.get("tail") or ())
-        monitor = self.monitor(context, driver, record, sample_memory=False)
-        monitor.swapped()
-        driver.log_end(result)
-        monitor.ended(result)
-        driver.park(self.stage_name, record.slot, record.generation)
+        # the slot is parked on a thread while the end is published (the swap's state was published by
+        # the try that swapped); settled before the task returns
+        park = driver.start_park(self.stage_name, record.slot, record.generation)
+        try:
+            driver.log_end(result)
+            self.monitor(context, driver, record, sample_memory=False).ended(result)
+        finally:
+            park.settle()
         return result
 
     def monitor(

@@ -4,9 +4,11 @@ task processes are forked from, so that no stage task pays their import (about 0
 - LocalExecutor: task processes are forked from the scheduler's workers: the scheduler imports them.
 - CeleryExecutor: task processes are forked from the Celery worker's pool processes, which are forked from the
   `airflow celery worker` process: that process imports them, before its pool starts.
+- The triggerer (deferrable stages): imported at its start, not by the first trigger (which then waits for
+  them: about 4 s on a loaded machine).
 """
 
 import sys
 
-if sys.argv[1:2] == ["scheduler"] or sys.argv[1:3] == ["celery", "worker"]:
+if sys.argv[1:2] in (["scheduler"], ["triggerer"]) or sys.argv[1:3] == ["celery", "worker"]:
     import airflow_kruise_chain.hooks.kruise  # noqa: F401  (the Kubernetes clients, imported once)
