@@ -53,8 +53,9 @@ def timeline(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
     for task_id, ti in tis.items():
         if not re.search(r"(^|\.)s\d+$", task_id) or not ti.get("end_date"):
             continue
-        log = next(stack.home.glob(f"logs/dag_id={ti['dag_id']}/run_id=*/task_id={task_id}/attempt=1.log"))
-        events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        events = log_events(stack, ti["dag_id"], task_id, "attempt=1.log")
+        if not events:  # never ran (upstream_failed)
+            continue
         marks = figures.task_timeline(
             stamp(ti["start_date"]),
             stamp(ti["end_date"]),
@@ -65,14 +66,21 @@ def timeline(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
     return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in lines.items())
 
 
+def log_events(stack: Any, dag_id: str, task_id: str, pattern: str) -> list[dict[str, Any]]:
+    """The JSON events of a task's log files matching `pattern` (none when it never ran)."""
+    files = stack.home.glob(f"logs/dag_id={dag_id}/run_id=*/task_id={task_id}/{pattern}")
+    lines = [line for log in files for line in log.read_text().splitlines()]
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
 def deferrals(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
     """The deferred stage tasks' median time line (`figures.deferral_timeline`), '' when none deferred."""
     lines: dict[str, list[float]] = {}
     for task_id, ti in tis.items():
         if not re.search(r"(^|\.)s\d+$", task_id) or not ti.get("end_date"):
             continue
-        log = next(stack.home.glob(f"logs/dag_id={ti['dag_id']}/run_id=*/task_id={task_id}/attempt=1.log"))
-        events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        # the triggerer writes a trigger's lines into a log file of its own, next to the task's
+        events = log_events(stack, ti["dag_id"], task_id, "attempt=1.log*")
         marks = figures.deferral_timeline(
             stamp(ti["start_date"]),
             stamp(ti["end_date"]),
