@@ -42,6 +42,8 @@ def test_string_data_is_merged_into_base64_data_and_type_defaults_to_opaque(core
     assert patched.data["a"] == b64("uno")
     listed = core.list_namespaced_secret(namespace, field_selector="type=Opaque").items
     assert [s.metadata.name for s in listed] == ["s"]
+    nulled = core.create_namespaced_secret(namespace, _secret("n", data={"empty": None}))
+    assert nulled.data == {"empty": ""}  # JSON null decodes to an empty []byte
 
 
 def test_bad_secrets_are_refused_naming_the_field(core, namespace):

@@ -129,7 +129,9 @@ def convert_secret(secret: dict[str, Any]) -> None:
     """The v1 -> internal conversion (`Convert_v1_Secret_To_core_Secret`): `stringData` is written into `data`
     (its keys win) and is never stored; `data` values are base64 (Go's `[]byte` in JSON: standard alphabet,
     padded), and one that is not is a 400 decoding error, as the JSON decoder reports it."""
-    data = secret.get("data") or {}
+    data = {k: "" if v is None else v for k, v in (secret.get("data") or {}).items()}  # null: an empty []byte
+    if "data" in secret and secret["data"] is not None:
+        secret["data"] = data
     for key, value in data.items():
         try:
             base64.b64decode(str(value), validate=True)
