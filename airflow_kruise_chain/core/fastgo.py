@@ -2,13 +2,14 @@
 
 The run spec annotation stays the durable record (what a restarted runner, a reattaching try and the UI read).
 A go (a swap that changes only annotations: the slot holds the stage's image) is patched as always; then the
-task execs the slot's runner (`runner.sh --go LENGTH`, the runner's own read-only busybox and script) with the
-same spec on stdin. `--go` writes it into the slot's own state (`<slot>.go`, renamed into place: never read
-half-written) and wakes the runner. The runner takes the newer generation of the two places and runs each
-generation once (its records: `gen-N/...`, `<slot>.started`): the deliveries may come in any order, twice or
-not at all, and one older than the runner's newest generation is ignored. The exec goes API server -> kubelet
--> runtime: it does not wait for the pod's sync and the kubelet's downwardAPI refresh (0.1-1.3 s on an idle
-node, seconds behind a busy sync, `DESIGN.md`).
+task (`start_go`: on a thread, while it follows the stage) execs the slot's runner (`runner.sh --go LENGTH`,
+the runner's own read-only busybox and script) with the same spec on stdin. `--go` writes it into the slot's
+own state (`<slot>.go`, renamed into place: never read half-written) and wakes the runner. The runner takes
+the newer generation of the two places and runs each generation once (its records: `gen-N/...`,
+`<slot>.started`): the deliveries may come in any order, twice or not at all, and one older than the
+runner's newest generation is ignored. The exec goes API server -> kubelet -> runtime: it does not wait for
+the pod's sync and the kubelet's downwardAPI refresh (0.1-1.3 s on an idle node, seconds behind a busy sync,
+`DESIGN.md`).
 
 Out of the stages' reach: the file lies in the slot's own state volume (the other slot does not mount it),
 the runner reads it only while no stage process is left in its slot, and empties its state after each
@@ -20,6 +21,7 @@ task log says so once.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
@@ -61,15 +63,29 @@ def deliver_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> bool
     except Exception as e:  # any failure: the annotation path carries the go
         why = "refused by RBAC" if getattr(e, "status", None) == 403 else "failed"
         log(
-            f"::kruise-chain:: go via pods/exec {why} ({e}); generation {plan.generation} starts by its "
+            f"::kruise-chain:: go via pods/exec {why} ({e}); generation {plan.generation} goes by its "
             "annotation"
         )
         return False
     if code != 0:
+        # e.g. killed (137) by the runner ending its slot's processes: the annotation won the race
         detail = output.strip().splitlines()[-1:] or [f"exit code {code}"]
         log(
             f"::kruise-chain:: go via pods/exec not taken in {plan.slot} ({detail[0]}); generation "
-            f"{plan.generation} starts by its annotation"
+            f"{plan.generation} goes by its annotation"
         )
         return False
     return True
+
+
+def start_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> Callable[[], None]:
+    """`deliver_go` on a thread of its own, so that the task follows the stage (and prepares the idle slot)
+    meanwhile; returns the wait for it (at most `EXEC_TIMEOUT` and a second), to call before the task
+    defers or ends. `api` must make the exec on a client of its own (`KruiseHook.exec_in_pod` does)."""
+    if go_spec(plan) is None:
+        return lambda: None
+    thread = threading.Thread(
+        target=deliver_go, args=(api, plan, log), name="kruise-chain-fast-go", daemon=True
+    )
+    thread.start()
+    return lambda: thread.join(EXEC_TIMEOUT + 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
@@ -291,15 +291,16 @@ class KruiseChainOperator(ChainBaseOperator):
         self.check_env_holds_no_secret()
         stage = self.stage_spec()
         driver = self.driver(context)
+        settle_go: Callable[[], None] = lambda: None  # noqa: E731
         try:
             pod = self.prepare_try(context, driver)
             pod_uid = pod.uid
             self._running = (driver, stage.name)
             plan = driver.swap(stage, context["ti"].try_number, self.timeouts(), pod=pod)
             if plan.action == "go" and self.go_via_exec:
-                from airflow_kruise_chain.core.fastgo import deliver_go
+                from airflow_kruise_chain.core.fastgo import start_go
 
-                deliver_go(self.hook, plan, self.log.info)
+                settle_go = start_go(self.hook, plan, self.log.info)  # while the task follows the stage
             if plan.action == "adopt":
                 self.replay(driver, plan)
             following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
@@ -320,6 +321,7 @@ class KruiseChainOperator(ChainBaseOperator):
             followed = self.follow(
                 context, driver, plan, sample_memory=False, detach_at=time.monotonic() + self.defer_after
             )
+            settle_go()
             if isinstance(followed, Detached):
                 self.defer(
                     trigger=StageTrigger(
@@ -336,7 +338,9 @@ class KruiseChainOperator(ChainBaseOperator):
                     kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
                 )
             return self.finish(context, followed, pod_uid)
-        return self.finish(context, self.follow(context, driver, plan), pod_uid)
+        result = self.follow(context, driver, plan)
+        settle_go()
+        return self.finish(context, result, pod_uid)
 
     def prepare_try(self, context: Context, driver: StageDriver) -> ChainPod:
         """Check what this try finds in the chain pod before any swap; return the pod as read (the swap

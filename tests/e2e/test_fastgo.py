@@ -40,7 +40,8 @@ def test_every_go_goes_by_exec_and_starts_once(e2e_cluster, capfd):
     _, history, out = run_chain(e2e_cluster, capfd, [A] * 6)
     assert out.count("via annotations only") == 6
     assert execs(e2e_cluster) == 6
-    assert "go via pods/exec" not in out  # no refusal, no failure
+    # no refusal, no failure (an exec that lost the race to the annotation may say "not taken")
+    assert "go via pods/exec refused" not in out and "go via pods/exec failed" not in out
     assert starts(e2e_cluster, history) == Counter(dict.fromkeys(range(1, 7), 1))
 
 

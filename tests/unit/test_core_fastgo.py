@@ -63,4 +63,26 @@ def test_a_refusal_or_failure_leaves_the_go_to_the_annotation_and_says_so_once()
     ):
         lines: list[str] = []
         assert deliver_go(FakeExec(answer), plan(), lines.append) is False
-        assert len(lines) == 1 and said in lines[0] and "generation 7 starts by its annotation" in lines[0]
+        assert len(lines) == 1 and said in lines[0] and "generation 7 goes by its annotation" in lines[0]
+
+
+def test_start_go_delivers_on_a_thread_and_waits_for_it():
+    import threading
+
+    from airflow_kruise_chain.core.fastgo import start_go
+
+    release = threading.Event()
+
+    class Slow(FakeExec):
+        def exec_in_pod(self, *args: Any) -> tuple[int, str]:
+            release.wait(10)
+            return super().exec_in_pod(*args)
+
+    api = Slow((0, ""))
+    settle = start_go(api, plan(), print)
+    assert api.calls == []  # the task goes on while the exec runs
+    release.set()
+    settle()
+    assert len(api.calls) == 1
+    start_go(api, plan("patch"), print)()  # no go: no thread, nothing to wait for
+    assert len(api.calls) == 1
