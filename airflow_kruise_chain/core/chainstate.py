@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,22 +89,24 @@ class StageTrack:
             raise MalformedTrack(f"not a JSON object but {type(data).__name__}")
         values: dict[str, Any] = {}
         for f in fields(cls):
+            expected, nullable = _field_type(f.type)
             if f.name not in data:
-                if f.name in _REQUIRED:
+                if f.default is MISSING and f.default_factory is MISSING:
                     raise MalformedTrack(f"{f.name} is missing")
                 continue
             value = data[f.name]
-            expected = _FIELD_TYPES.get(f.name, str)
-            if value is None and f.name not in _REQUIRED and f.name not in _NOT_NULL:
+            if value is None and nullable:
                 values[f.name] = None
                 continue
             if isinstance(value, bool) or not isinstance(value, expected):
                 raise MalformedTrack(f"{f.name} is {value!r}, not {_TYPE_NAMES[expected]}")
-            if f.name.endswith("_at"):
+            times = [value] if f.name.endswith("_at") else value if f.name.endswith("_window") else []
+            for time_value in times:
                 try:
-                    _parse_time(value)
-                except ValueError:
-                    raise MalformedTrack(f"{f.name} is {value!r}, not an ISO 8601 time") from None
+                    _parse_time(time_value)
+                except (TypeError, ValueError):
+                    what = "an ISO 8601 time" if f.name.endswith("_at") else "a list of ISO 8601 times"
+                    raise MalformedTrack(f"{f.name} is {value!r}, not {what}") from None
             if f.name == "waiting" and not all(
                 isinstance(w, Mapping) and isinstance(w.get("reason"), str) for w in value
             ):
@@ -113,24 +115,19 @@ class StageTrack:
         return cls(**values)
 
 
-_REQUIRED = ("chain", "namespace", "pod", "stage", "slot", "generation", "image", "try_number", "action")
-_NOT_NULL = ("state", "waiting", "reason", "memory_samples", "error")
-_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "generation": int,
-    "try_number": int,
-    "exit_code": int,
-    "memory_peak_bytes": int,
-    "pod_memory_peak_bytes": int,
-    "memory_samples": int,
-    "duration_seconds": (int, float),
-    "waiting": list,
-}
+_TYPES: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "float": (int, float), "list": list}
 _TYPE_NAMES: dict[type | tuple[type, ...], str] = {
     str: "a string",
     int: "an integer",
     (int, float): "a number",
     list: "a list",
 }
+
+
+def _field_type(annotation: Any) -> tuple[type | tuple[type, ...], bool]:
+    """(the JSON type a `StageTrack` field's annotation asks for, whether it may be None)."""
+    text = str(annotation)
+    return _TYPES[text.split("[")[0].split("|")[0].strip()], "None" in text
 
 
 class StageMonitor:

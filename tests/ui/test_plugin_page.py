@@ -208,6 +208,22 @@ def test_run_page_shows_every_stage_with_exit_code_timeline_and_memory(
         ), cells
         phases = [s.get_attribute("class") for s in row.find_elements(By.CSS_SELECTOR, ".bar .seg")]
         assert phases == ["seg swap", "seg pull", "seg run", "seg park"], (stage, phases)
+        # the stage links to its task instance's page in Airflow's UI (the log tab), for its try
+        link = row.find_element(By.CSS_SELECTOR, "td a").get_attribute("href")
+        assert link.endswith(
+            f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/etl.{stage}?try_number=1"
+        ), link
+        assert row.find_element(By.CSS_SELECTOR, "td.failure").text == ""
+    # the stage table fits a window as narrow as a DAG run's tab: its timeline column is not cut off
+    browser.set_window_size(1000, 900)
+    try:
+        browser.refresh()
+        wait_loaded(browser)
+        table = browser.find_element(By.CSS_SELECTOR, "table.stages")
+        width = browser.execute_script("return document.documentElement.clientWidth")
+        assert table.rect["x"] + table.rect["width"] <= width, (table.rect, width)
+    finally:
+        browser.set_window_size(1400, 900)
     # the pod is gone (teardown): the slots show what the last two stages left in them
     slots = {
         r.get_attribute("data-slot"): r.find_elements(By.TAG_NAME, "td")[1].text

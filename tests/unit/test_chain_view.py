@@ -61,12 +61,22 @@ def test_each_failed_stage_says_why() -> None:
         ({"started_at": 5}, "started_at is 5, not a string"),
         ({"waiting": [{"at": "x"}]}, "waiting holds an entry without a reason"),
         ({"stage": None}, "stage is None, not a string"),
+        (
+            {"memory_window": ["2026-01-01T00:00:01Z", "soon"]},
+            "memory_window is .*, not a list of ISO 8601 times",
+        ),
+        ({"memory_samples": None}, "memory_samples is None, not an integer"),
     ],
 )
 def test_a_malformed_track_names_its_field(change: dict[str, Any], named: str) -> None:
     data = {**track("first", "slot-a", 1, 1), **change}
     with pytest.raises(MalformedTrack, match=named.replace("(", r"\(")):
         StageTrack.from_xcom(data)
+
+
+def test_every_field_a_stage_task_publishes_is_accepted() -> None:
+    data = track("first", "slot-a", 1, 1, memory_window=["2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"])
+    assert StageTrack.from_xcom(data).to_xcom() | {"updated_at": None} == data | {"updated_at": None}
 
 
 def test_a_track_that_is_no_object_or_lacks_a_field_is_malformed() -> None:
