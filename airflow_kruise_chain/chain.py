@@ -43,6 +43,7 @@ _POD_OPTIONS = (
     "runner_image",
     "pod_security",
     "automount_service_account_token",
+    "volumes",
 )
 
 
@@ -192,6 +193,7 @@ class KruiseChain:
         image_pull_policy: str | None = None,
         secrets: list[Any] | None = None,
         env_from: list[dict[str, Any]] | None = None,
+        volume_mounts: list[dict[str, Any]] | None = None,
         **operator_kwargs: Any,
     ) -> KruiseChainOperator:
         """Declare a stage (a `KruiseChainOperator` task named `name`); validated now, at parse time.
@@ -222,6 +224,7 @@ class KruiseChain:
             image_pull_policy=image_pull_policy,
             env_sources=env_sources,
             env_from=every,
+            volume_mounts=volume_mounts or [],
         )
         spec.validate(where)
         if any(s.name == name for s in self.stages):

@@ -51,6 +51,7 @@ CHAIN = {
     "sizing": "`auto`, `in-place` or `static` ([how-it-works.md](how-it-works.md#how-a-chain-is-sized))",
     "parked_resources": "what an idle slot keeps under in-place sizing (`requests`/`limits`)",
     "runner_image": "the stage runner's image (default `[kruise_chain] runner_image`)",
+    "volumes": "pod volumes the stages may mount (`volume_mounts`): both slots mount every stage's mounts",
     "pod_security": "`baseline` or `restricted`: the Pod Security level the chain pod meets "
     "([pod-security.md](pod-security.md))",
     "automount_service_account_token": "mount the service account's token into the chain pod",
@@ -67,6 +68,8 @@ STAGE = {
     "secrets": 'cncf.kubernetes `Secret("env", NAME, secret, key)`s: Secret keys as env '
     "([credentials.md](credentials.md))",
     "env_from": '`[{"secretRef": {"name"}}]` or `configMapRef`: every key of it as env',
+    "volume_mounts": "mounts of the chain's `volumes` (`name`, `mountPath`, `readOnly`, `subPath`); one "
+    "mount per path across the chain ([writing-chains.md](writing-chains.md))",
     "allow_secret_env": "send an `env` value Airflow's secrets masker knows anyway (refused by default)",
     "resources": '`{"requests": {...}, "limits": {...}}` for the slot while the stage runs',
     "image_pull_policy": "`Always`, `IfNotPresent` or `Never` (default: Kubernetes' rule for the tag)",

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources as importlib_resources
 from typing import Any
 
-from . import sources
+from . import mounts, sources
 from .constants import (
     CHAIN_LABEL,
     DAG_ID_ANNOTATION,
@@ -370,10 +370,11 @@ def build_chain_pod(
             *({"name": state_volume(slot), "emptyDir": {}} for slot in SLOTS),
             *(_meta_volume(slot) for slot in SLOTS),
             *sources.volumes(chain_sources),
+            *(copy.deepcopy(dict(volume)) for volume in chain.volumes),
         ],
     }
-    for container in spec["containers"]:  # any stage may run in either slot: both mount every source
-        container["volumeMounts"] += sources.volume_mounts(chain_sources)
+    for container in spec["containers"]:  # any stage may run in either slot: both mount every stage's
+        container["volumeMounts"] += sources.volume_mounts(chain_sources) + mounts.slot_mounts(chain.stages)
     if chain.node_selector:
         spec["nodeSelector"] = dict(chain.node_selector)
     if chain.tolerations:

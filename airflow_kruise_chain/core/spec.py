@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
-from . import sources
+from . import mounts, sources
 from .constants import SLOTS
 from .errors import ChainConfigError
 from .image import parse_image_reference
@@ -73,6 +73,8 @@ class StageSpec:
     env_from: Sequence[Mapping[str, str]] = ()
     """[{"kind", "name"}]: every key of a Secret or ConfigMap (a valid env name) as env, under `env_sources`
     and `env`"""
+    volume_mounts: Sequence[Mapping[str, Any]] = ()
+    """mounts of the chain's `volumes` this stage uses (both slots mount every stage's: `mounts.py`)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cmds", tuple(self.cmds))
@@ -80,6 +82,7 @@ class StageSpec:
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "env_sources", {k: dict(v) for k, v in dict(self.env_sources).items()})
         object.__setattr__(self, "env_from", tuple(dict(v) for v in self.env_from))
+        object.__setattr__(self, "volume_mounts", tuple(self.volume_mounts))
         object.__setattr__(self, "resources", {k: dict(v) for k, v in self.resources.items()})
 
     def run_spec(self, generation: int = 0, token: str = "", restart: bool = False) -> str:
@@ -198,11 +201,14 @@ class ChainSpec:
     namespace labelled ``pod-security.kubernetes.io/enforce: restricted``"""
     automount_service_account_token: bool = False
     """mount the service account's API token into the chain pod (its stages could then use it)"""
+    volumes: Sequence[Mapping[str, Any]] = ()
+    """pod volumes the stages may mount (`StageSpec.volume_mounts`; both slots mount every stage's mounts)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
         object.__setattr__(self, "tolerations", tuple(self.tolerations))
         object.__setattr__(self, "image_pull_secrets", tuple(self.image_pull_secrets))
+        object.__setattr__(self, "volumes", tuple(self.volumes))
 
     def to_dict(self) -> dict[str, Any]:
         """The chain as a JSON-safe dict (sequences as lists), as a chain's setup task carries it."""
@@ -265,6 +271,7 @@ class ChainSpec:
                     f"stages[{i}].name", f"duplicate stage name {stage.name!r}: names must be unique"
                 )
             seen.add(stage.name)
+        mounts.check(self.volumes, self.stages)
         if self.scratch_size_limit is not None:
             _check_quantity("scratch_size_limit", self.scratch_size_limit)
         if self.runner_image is not None:

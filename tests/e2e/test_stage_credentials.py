@@ -159,3 +159,35 @@ def test_an_env_value_the_secrets_masker_knows_is_refused_before_the_swap(e2e_cl
     assert states["cred.leaky"][0] == "failed" and states["cred.allowed"][0] == "success", states
     message = str(failures["leaky"])
     assert "env['PASSWORD']" in message and "secretKeyRef" in message and "kc-masked-42" not in message
+
+
+def test_stages_mount_a_chain_volume_at_their_own_paths(e2e_cluster, tmp_path) -> None:
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    core = _api(e2e_cluster.write_kubeconfig(tmp_path / "admin"))
+    core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "settings"}, "data": {"threshold": "42"}}
+    )
+    read = 'printf \'{"t": "%s"}\' "$(cat {path}/threshold)" > "$CHAIN_OUTPUT"'
+    volumes = [{"name": "settings", "configMap": {"name": "settings"}}]
+    with DAG("stage_mounts", schedule=None, start_date=START) as dag:
+        with KruiseChain("vol", namespace="default", prewarm=False, volumes=volumes, **FAST_POD) as chain:
+            a = chain.stage(
+                "a",
+                image="busybox:1.36",
+                cmds=["/bin/sh", "-c", read.replace("{path}", "/settings")],
+                volume_mounts=[{"name": "settings", "mountPath": "/settings", "readOnly": True}],
+            )
+            b = chain.stage(
+                "b",
+                image="alpine:3.20",
+                cmds=["/bin/sh", "-c", read.replace("{path}", "/conf")],
+                volume_mounts=[{"name": "settings", "mountPath": "/conf", "readOnly": True}],
+            )
+            a >> b
+    run = run_inline(dag)
+    assert str(run.state) == "success", task_states(run)
+    results = xcoms(run)
+    assert results["vol.a"]["outputs"] == {"t": "42"} and results["vol.b"]["outputs"] == {"t": "42"}
