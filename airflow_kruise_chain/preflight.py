@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 OK, WARN, FAIL, UNKNOWN = "ok", "warn", "fail", "unknown"
 MIN_KUBERNETES = (1, 29)
 RESIZE_KUBERNETES = (1, 33)
-KRUISE_KINDS = {"imagepulljobs": "ImagePullJob", "containerrecreaterequests": "ContainerRecreateRequest"}
+KRUISE_KINDS = {"imagepulljobs": "ImagePullJob"}
 ROLE_FIX = (
     "apply deploy/role.yaml in the namespace and bind it to the connection's identity (docs/rbac.md): "
     "kubectl apply -n {ns} -f deploy/role.yaml"
@@ -35,7 +35,6 @@ PERMISSIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
     ("", "pods", "log", ("get",), True),
     ("", "pods", "exec", ("get", "create"), False),
     (KRUISE_GROUP, "imagepulljobs", "", ("create", "get", "watch"), False),
-    (KRUISE_GROUP, "containerrecreaterequests", "", ("create", "get", "delete"), True),
     ("metrics.k8s.io", "pods", "", ("get",), False),
 )
 """deploy/role.yaml as (group, resource, subresource, verbs, required): what the provider uses. Not required:
