@@ -1,5 +1,7 @@
-"""bench/scheduler.py's `--preimport`: the airflow_local_settings.py it writes imports the chain's Kubernetes
-clients in the scheduler (whose LocalExecutor workers fork the task processes) and in no other component."""
+"""bench/scheduler.py's `--preimport`: the airflow_local_settings.py it installs (docs/examples/) imports the
+chain's Kubernetes clients in the scheduler (whose LocalExecutor workers fork the task processes), in the
+Celery worker (whose pool processes fork them) and in the triggerer (its first trigger would wait for them),
+and in no other component."""
 
 from __future__ import annotations
 
@@ -20,13 +22,15 @@ CLIENTS = "'airflow_kruise_chain.hooks.kruise', 'kubernetes', 'kubernetes_asynci
         (["airflow", "scheduler"], True),
         (["airflow", "api-server"], False),
         (["airflow", "dag-processor"], False),
-        (["airflow", "triggerer"], False),
+        (["airflow", "triggerer"], True),
+        (["airflow", "celery", "worker", "--queues", "default"], True),
+        (["airflow", "celery", "flower"], False),
     ],
 )
-def test_the_preimport_settings_import_the_clients_in_the_scheduler_only(
+def test_the_preimport_settings_import_the_clients_only_where_chain_tasks_and_triggers_run(
     argv: list[str], imported: bool
 ) -> None:
-    code = CHECK.format(argv=argv, code=PREIMPORT, modules=CLIENTS)
+    code = CHECK.format(argv=argv, code=PREIMPORT.read_text(), modules=CLIENTS)
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
