@@ -109,6 +109,9 @@ def test_airflow_in_a_fresh_venv_sees_the_provider_and_its_options(
     options = _run(["airflow", "config", "list", "--section", "kruise_chain"], cwd=venv, env=env)
     for name in OPTIONS:
         assert f"{name} =" in options, f"[kruise_chain] {name} not listed:\n{options}"
+    assert "--namespace" in _run(["kruise-chain", "check", "--help"], cwd=venv, env=env)  # the console script
+    hooks = _run(["airflow", "providers", "hooks", "-o", "json"], cwd=venv, env=env)
+    assert "airflow_kruise_chain.hooks.kruise.KruiseHook" in hooks, "the kruise_chain connection type"
     installed = _run(["python", "-m", "pip", "list", "--format", "json"], cwd=venv, env=env)
     assert "kruise-local" not in {p["name"] for p in json.loads(installed)}, (
         "a declared dependency pulled it in"
