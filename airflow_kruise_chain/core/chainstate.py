@@ -20,7 +20,7 @@ from .constants import SLOTS
 from .errors import MalformedTrack
 from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
-from .podview import ChainPod, Pod, Slot, lost_reason
+from .podview import ChainPod, Slot, lost_reason
 from .status import StageResult, StartMarker, slot_status
 from .wire import MARKER
 
@@ -285,10 +285,10 @@ def stage_phases(track: StageTrack, parked_until: str | None) -> list[dict[str, 
     return phases
 
 
-def slot_views(pod: Pod | ChainPod, metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def slot_views(pod: ChainPod, metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """What each slot of the live chain pod holds: image, stage, generation, state and memory now."""
     memory = container_memory(metrics)
-    view = ChainPod.of(pod)
+    view = pod
     views = []
     for slot in SLOTS:
         status = slot_status(view, slot)
@@ -363,7 +363,7 @@ def recorded_slot(slot: str, runs: Sequence[StageTrack], *, ended: bool) -> dict
 def chain_view(
     tracks: Sequence[Mapping[str, Any]],
     *,
-    pod: Pod | None = None,
+    pod: ChainPod | None = None,
     metrics: Mapping[str, Any] | None = None,
     ended_at: str | None = None,
     live_view: bool = False,
@@ -401,7 +401,7 @@ def chain_view(
             recorded = recorded_slot(view["slot"], runs, ended=False)
             same = (recorded["stage"], recorded["generation"]) == (view["stage"], view["generation"])
             view["since"] = recorded["since"] if same and recorded["state"] == view["state"] else None
-        pod_state = (pod.get("status") or {}).get("phase") or "Unknown"
+        pod_state = pod.phase or "Unknown"
     else:
         slots = [recorded_slot(slot, runs, ended=bool(ended_at) or pod is not None) for slot in SLOTS]
         if pod is not None:

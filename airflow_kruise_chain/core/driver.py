@@ -98,7 +98,7 @@ class Detached:
     logged: int
 
 
-def _lost_detail(pod: Pod | ChainPod | None) -> str:
+def _lost_detail(pod: ChainPod | None) -> str:
     if pod is None:
         return "it was deleted (by someone, by an eviction, or with its node)"
     return lost_reason(pod) or "it cannot run stages"
@@ -135,7 +135,7 @@ class StageDriver:
         self._swapped: tuple[Pod, set[str]] | None = None
         """the pod the swap patch returned, and the slots its plan knew had finished"""
 
-    def lost(self, pod: Pod | ChainPod | None, doing: str) -> PodLostError:
+    def lost(self, pod: ChainPod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
         return PodLostError(
             f"chain pod {self.namespace}/{self.pod_name} lost {doing}: {_lost_detail(pod)}; {LOST_POLICY}"

@@ -14,7 +14,7 @@ from typing import Any
 
 from .constants import SLOTS
 from .errors import ChainError
-from .podview import ChainPod, Pod
+from .podview import ChainPod, snapshot
 from .watch import wait_pod_gone
 from .wire import PREFIX, stage_annotation
 
@@ -33,7 +33,7 @@ def stamp(pod: dict[str, Any], digest: str) -> dict[str, Any]:
     return pod
 
 
-def unusable_reason(pod: Pod | ChainPod, digest: str) -> str | None:
+def unusable_reason(pod: ChainPod, digest: str) -> str | None:
     """Why setup must not reuse this pod of its run, or None if it may.
 
     Lost (deleted, Failed, Succeeded); built from another definition of the chain (the DAG file changed
@@ -41,7 +41,7 @@ def unusable_reason(pod: Pod | ChainPod, digest: str) -> str | None:
     in which stages ran keeps its scratch data: a stage's image that fails to start there is that stage's
     failure.
     """
-    view = ChainPod.of(pod)
+    view = pod
     if view.lost is not None:
         return view.lost
     found = view.annotations.get(SPEC_HASH_ANNOTATION)
@@ -66,17 +66,17 @@ def prepare_pod(
     *,
     timeout: float,
     log: Callable[[str], None] = lambda _line: None,
-) -> Pod | None:
+) -> ChainPod | None:
     """Make way for this run's chain pod `name` before it is created; return the pod to reuse, if any.
 
     Refuses (ChainError) a pod of that name that belongs to another DAG run or chain (`labels` differ). A pod
     of this run that `unusable_reason` rejects is deleted and waited for, so that a fresh one can be created:
     the chain then starts again from its first stage. `api` is a `api.ChainApi`.
     """
-    pod = api.read_pod(name, namespace)
+    pod = snapshot(api.read_pod(name, namespace))
     if pod is None:
         return None
-    own = (pod.get("metadata") or {}).get("labels") or {}
+    own = pod.labels
     wrong = [f"{k}={own.get(k)!r} (this run: {v!r})" for k, v in labels.items() if own.get(k) != v]
     if wrong:
         raise ChainError(
@@ -88,25 +88,25 @@ def prepare_pod(
         log(f"chain pod {namespace}/{name} of this DAG run already exists: reusing it")
         return pod
     log(f"chain pod {namespace}/{name} of this DAG run cannot be reused ({reason}): replacing it")
-    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if not pod.deleting:
         api.delete_pod(name, namespace)
-    if wait_pod_gone(api, name, namespace, (pod.get("metadata") or {}).get("resourceVersion"), timeout):
+    if wait_pod_gone(api, name, namespace, pod.resource_version, timeout):
         return None
     raise ChainError(f"the old chain pod {namespace}/{name} is still terminating after {timeout:g}s")
 
 
-def missing_inputs(pod: Pod | ChainPod, predecessors: Iterable[str]) -> list[str]:
+def missing_inputs(pod: ChainPod, predecessors: Iterable[str]) -> list[str]:
     """The predecessor stages that never ran in this pod (no record): their outputs are not in its scratch."""
-    view = ChainPod.of(pod)
+    view = pod
     return [name for name in predecessors if view.record(name) is None]
 
 
-def generation_identity(pod: Pod | ChainPod, generation: int) -> dict[str, Any]:
+def generation_identity(pod: ChainPod, generation: int) -> dict[str, Any]:
     """What identifies one generation across tries and pods: the pod's uid and the generation number."""
-    return {"pod_uid": ChainPod.of(pod).uid, "generation": generation}
+    return {"pod_uid": pod.uid, "generation": generation}
 
 
-def retire_patch(pod: Pod | ChainPod, stage: str) -> dict[str, Any]:
+def retire_patch(pod: ChainPod, stage: str) -> dict[str, Any]:
     """A conditional patch removing `stage`'s record, so that its next swap runs it as a new generation.
 
     For a stage that was cleared after it had succeeded (its result delivered): the driver would otherwise
@@ -114,7 +114,7 @@ def retire_patch(pod: Pod | ChainPod, stage: str) -> dict[str, Any]:
     """
     return {
         "metadata": {
-            "resourceVersion": ChainPod.of(pod).resource_version,
+            "resourceVersion": pod.resource_version,
             "annotations": {stage_annotation(stage): None},
         }
     }

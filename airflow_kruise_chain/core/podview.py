@@ -250,13 +250,14 @@ class ChainPod:
     node_name: str
     grace_period: float
 
-    @classmethod
-    def of(cls, pod: Pod | ChainPod) -> ChainPod:
-        """The snapshot of `pod` (itself when it already is one)."""
-        return pod if isinstance(pod, ChainPod) else cls._parse(pod)
+    @property
+    def deleting(self) -> bool:
+        """Whether the pod is being deleted (it has a deletionTimestamp)."""
+        return bool((self.raw.get("metadata") or {}).get("deletionTimestamp"))
 
     @classmethod
-    def _parse(cls, pod: Pod) -> ChainPod:
+    def of(cls, pod: Pod) -> ChainPod:
+        """The snapshot of `pod`, the API's JSON form (the one place the chain pod's JSON is read)."""
         metadata = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
@@ -335,12 +336,12 @@ class ChainPod:
         return next((s for s in SLOTS if generation and self.slots[s].generation == generation), None)
 
 
-def snapshot(pod: Pod | ChainPod | None) -> ChainPod | None:
-    """`ChainPod.of(pod)`, None for a pod that does not exist."""
+def snapshot(pod: Pod | None) -> ChainPod | None:
+    """`ChainPod.of(pod)`, None for a pod that does not exist: what a read or a watch of the pod gives
+    becomes a snapshot here, at the API boundary."""
     return None if pod is None else ChainPod.of(pod)
 
 
-def lost_reason(pod: Pod | ChainPod | None) -> str | None:
+def lost_reason(pod: ChainPod | None) -> str | None:
     """Why the pod can no longer run stages (gone, terminating, Failed/Succeeded), or None if it can."""
-    view = snapshot(pod)
-    return "the chain pod does not exist" if view is None else view.lost
+    return "the chain pod does not exist" if pod is None else pod.lost

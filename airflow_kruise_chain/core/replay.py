@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .output import GenerationOutput
-from .podview import ChainPod, Pod
+from .podview import ChainPod
 
 
 def generation_output(lines: Iterable[str], generation: int) -> Iterator[str]:
@@ -27,14 +27,12 @@ def generation_output(lines: Iterable[str], generation: int) -> Iterator[str]:
         yield output.result_line
 
 
-def read_generation_output(
-    api: Any, pod: Pod | ChainPod, namespace: str, slot: str, generation: int
-) -> list[str]:
+def read_generation_output(api: Any, pod: ChainPod, namespace: str, slot: str, generation: int) -> list[str]:
     """`generation`'s output from `slot`'s current log, or its previous one (the slot restarted since).
 
     `api` is a `api.ChainApi`; empty when neither log holds the generation's start marker any more.
     """
-    view = ChainPod.of(pod)
+    view = pod
     for previous in (False, True):
         if not previous and view.slot(slot).generation != generation:
             continue

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from .errors import ChainConfigError
-from .podview import ChainPod, Pod
+from .podview import ChainPod
 
 _QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
 _BINARY_SUFFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
@@ -123,9 +123,9 @@ class ChainSizing:
         )
 
     @classmethod
-    def from_pod(cls, pod: Pod | ChainPod) -> ChainSizing | None:
+    def from_pod(cls, pod: ChainPod) -> ChainSizing | None:
         """The sizing the chain pod carries, or None when it is sized statically."""
-        raw = ChainPod.of(pod).annotations.get(SIZING_ANNOTATION)
+        raw = pod.annotations.get(SIZING_ANNOTATION)
         if not raw or raw == "static":
             return None
         data = json.loads(raw)

@@ -45,12 +45,12 @@ from .watch import pod_watch, watch_versions
 
 
 def resize_steps(
-    pod: Pod | ChainPod, slot: str, other: str, target: Resources, parked: Resources, other_idle: bool
+    pod: ChainPod, slot: str, other: str, target: Resources, parked: Resources, other_idle: bool
 ) -> list[tuple[str, Resources]]:
     """The resizes that size `slot` for `target`, in the order that keeps the pod's reservation at most the
     larger of the two stages plus the parked minimum: first shrink `other` to `parked` (if it is idle and
     larger), then size `slot`."""
-    view = ChainPod.of(pod)
+    view = pod
     steps = []
     current_other = dict(view.slot(other).resources or {})
     if other_idle and not same_resources(current_other, parked):
@@ -166,7 +166,7 @@ class SlotSizer:
 
     def size(
         self,
-        pod: Pod | ChainPod,
+        pod: ChainPod,
         stage: str,
         slot: str,
         other: str,
@@ -181,7 +181,6 @@ class SlotSizer:
         kubelet has allocated: the slot's resize is done once admitted (allocatedResources), without
         waiting for the kubelet to apply it to the container being replaced. Otherwise (the running runner
         starts the stage) it is done once applied to the running container."""
-        pod = ChainPod.of(pod)
         version = pod.resource_version
         sizing = ChainSizing.from_pod(pod)
         if sizing is None:
@@ -243,7 +242,7 @@ class SlotSizer:
             except ConflictError:
                 continue
 
-    def park(self, pod: Pod | ChainPod, sizing: ChainSizing, stage: str, slot: str) -> None:
+    def park(self, pod: ChainPod, sizing: ChainSizing, stage: str, slot: str) -> None:
         """Shrink `slot`, whose stage `stage` has ended, to the parked minimum. The resize is guarded by
         `pod`'s resourceVersion: the client's ConflictError (409) when the pod changed since `pod`.
 
@@ -251,7 +250,6 @@ class SlotSizer:
         waits on a parked slot. The next swap's sizing copes with a resize still in progress (a resize of its
         own slot is done only once the pod's is) and with a limit the kubelet refused to lower (the usage
         is above it: `_keep_refused_limit`)."""
-        pod = ChainPod.of(pod)
         current = dict(pod.slot(slot).resources or {})
         if same_resources(current, sizing.parked):
             return

@@ -13,10 +13,8 @@ from .lines import clip
 from .podview import (
     FAILED_TO_START_REASONS,
     ChainPod,
-    Pod,
     PrepareRecord,
     StageRecord,
-    snapshot,
 )
 from .wire import (  # noqa: F401 (re-exported: the runner's wire format lives in wire.py)
     MAX_OUTPUTS_DEPTH,
@@ -224,10 +222,10 @@ def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageS
     return status
 
 
-def slot_status(pod: Pod | ChainPod | None, slot: str) -> StageStatus:
+def slot_status(pod: ChainPod | None, slot: str) -> StageStatus:
     """State of the generation `slot` hosts; an idle slot (generation 0) is FINISHED once Ready, a slot
     prepared ahead once the kubelet has restarted it on the prepared image (see `_prepared_state`)."""
-    view = snapshot(pod)
+    view = pod
     if view is None or view.lost is not None:
         return StageStatus(StageState.POD_LOST, slot, reason="PodLost", message=_lost_message(view))
     hosted = view.slot(slot)
@@ -240,9 +238,9 @@ def _lost_message(view: ChainPod | None) -> str:
     return "the chain pod does not exist" if view is None else view.lost or ""
 
 
-def stage_status(pod: Pod | ChainPod | None, stage: str) -> StageStatus:
+def stage_status(pod: ChainPod | None, stage: str) -> StageStatus:
     """State of `stage`'s latest swap in the chain pod (`pod` None: the pod is gone)."""
-    view = snapshot(pod)
+    view = pod
     if view is None or view.lost is not None:
         return StageStatus(StageState.POD_LOST, stage=stage, reason="PodLost", message=_lost_message(view))
     record = view.record(stage)
@@ -261,7 +259,7 @@ def stage_status(pod: Pod | ChainPod | None, stage: str) -> StageStatus:
     return _container_state(view, record.slot, record.generation, stage, record)
 
 
-def restart_backoff(pod: Pod | ChainPod | None, status: StageStatus) -> bool:
+def restart_backoff(pod: ChainPod | None, status: StageStatus) -> bool:
     """Whether a CrashLoopBackOff is only the kubelet's restart back-off after the swap's own kill.
 
     Restarting the same container again within Kubernetes' back-off window (10 s, doubling) makes the
@@ -270,7 +268,7 @@ def restart_backoff(pod: Pod | ChainPod | None, status: StageStatus) -> bool:
     exits 0 on SIGTERM; 137 after the grace period). That ends by itself; a crash of the stage's new container
     (a different container id, or an error exit) is a real failure to start.
     """
-    view = snapshot(pod)
+    view = pod
     if view is None or status.state is not StageState.FAILED_TO_START or status.reason != "CrashLoopBackOff":
         return False
     record = view.record(status.stage) if status.stage else None
@@ -283,9 +281,9 @@ def restart_backoff(pod: Pod | ChainPod | None, status: StageStatus) -> bool:
     return last is not None and last.exit_code in (0, 137, 143)
 
 
-def current_status(pod: Pod | ChainPod | None, stage: str) -> StageStatus:
+def current_status(pod: ChainPod | None, stage: str) -> StageStatus:
     """`stage_status`, with the kubelet's restart back-off after our own kill counted as still swapping."""
-    view = snapshot(pod)
+    view = pod
     status = stage_status(view, stage)
     if restart_backoff(view, status):
         return replace(
@@ -331,10 +329,10 @@ def needs_log(status: StageStatus) -> bool:
     return status.state is StageState.FINISHED and not status.confirmed
 
 
-def confirm_from_log(pod: Pod | ChainPod | None, status: StageStatus, lines: Iterable[str]) -> StageStatus:
+def confirm_from_log(pod: ChainPod | None, status: StageStatus, lines: Iterable[str]) -> StageStatus:
     """`status` confirmed by the runner's result line for its generation (and token) among `lines` of the
     slot's log, else RUNNING: the runner has not reported the end of that generation yet."""
-    view = snapshot(pod)
+    view = pod
     if not needs_log(status) or view is None or not status.stage:
         return status
     record = view.record(status.stage)
@@ -351,7 +349,7 @@ def confirm_from_log(pod: Pod | ChainPod | None, status: StageStatus, lines: Ite
     )
 
 
-def stage_state(pod: Pod | ChainPod | None, stage: str) -> StageState:
+def stage_state(pod: ChainPod | None, stage: str) -> StageState:
     """Just the `StageState` of `stage_status`."""
     return stage_status(pod, stage).state
 

@@ -18,7 +18,7 @@ from .constants import (
 )
 from .errors import PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
-from .podview import PREPARE_HISTORY, ChainPod, Pod, PrepareRecord, StageRecord
+from .podview import PREPARE_HISTORY, ChainPod, PrepareRecord, StageRecord
 from .sizing import sized_alike_idle_or_not
 from .spec import StageSpec
 from .status import StageResult, StageState, current_status, needs_log, slot_status
@@ -87,19 +87,19 @@ class SwapPlan:
         return self.record.token
 
 
-def _identity(pod: Pod | ChainPod) -> tuple[str, str, dict[str, str]]:
-    view = ChainPod.of(pod)
+def _identity(pod: ChainPod) -> tuple[str, str, dict[str, str]]:
+    view = pod
     labels = view.labels
     return view.name, view.namespace, {k: labels[k] for k in _IDENTITY_LABELS if k in labels}
 
 
-def earlier_generation(pod: Pod | ChainPod, stage: str, try_number: int) -> StageRecord | None:
+def earlier_generation(pod: ChainPod, stage: str, try_number: int) -> StageRecord | None:
     """The record of an earlier try's generation of `stage` that is no longer running, else None.
 
     Its result (the slot's log, previous log or termination message, all written by the runner from its
     records) decides between adopting it and running a new generation: pass it to `plan_swap`.
     """
-    view = ChainPod.of(pod)
+    view = pod
     record = view.record(stage)
     if record is None or record.try_number == try_number:
         return None
@@ -113,7 +113,7 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
-def restart_hold(pod: Pod | ChainPod, slot: str, image: str, now: datetime) -> tuple[float, str]:
+def restart_hold(pod: ChainPod, slot: str, image: str, now: datetime) -> tuple[float, str]:
     """Seconds the kubelet's restart back-off will hold `slot`'s next start on `image`, and why.
 
     Models `doBackOff`: the key is (pod, container, hash of name and image); every start after an exit
@@ -124,10 +124,10 @@ def restart_hold(pod: Pod | ChainPod, slot: str, image: str, now: datetime) -> t
     """
     restarts = [
         (when, rec.image)
-        for rec in ChainPod.of(pod).records.values()
+        for rec in pod.records.values()
         if rec.slot == slot and rec.action == "patch" and (when := _parse_time(rec.swapped_at)) is not None
     ]
-    prepared = ChainPod.of(pod).slot(slot).prepare
+    prepared = pod.slot(slot).prepare
     for image_, at in prepared.restarts() if prepared is not None else ():
         if (when := _parse_time(at)) is not None:
             restarts.append((when, image_))
@@ -160,7 +160,7 @@ def _holds(pod: ChainPod, slot: str, image: str, status: Any) -> bool:
 
 
 def plan_swap(
-    pod: Pod | ChainPod,
+    pod: ChainPod,
     stage: StageSpec,
     *,
     try_number: int,
@@ -190,7 +190,7 @@ def plan_swap(
     carries ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and
     plan again.
     """
-    view = ChainPod.of(pod)
+    view = pod
     if view.lost is not None:
         raise PodLostError(view.lost)
     pod_name, namespace, labels = _identity(view)
@@ -373,7 +373,7 @@ def plan_swap_unread(
 
 
 def plan_prepare(
-    pod: Pod | ChainPod,
+    pod: ChainPod,
     stage: str,
     image: str,
     *,
@@ -397,7 +397,7 @@ def plan_prepare(
     def skip(why: str) -> PreparePlan:
         return PreparePlan(idle, stage, image, None, why)
 
-    view = ChainPod.of(pod)
+    view = pod
     if view.lost is not None:
         return skip(view.lost)
     for slot in (running, idle):

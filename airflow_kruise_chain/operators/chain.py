@@ -90,6 +90,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
 
     def execute(self, context: Context) -> dict[str, str]:
         from airflow_kruise_chain.core.manifest import chain_labels
+        from airflow_kruise_chain.core.podview import snapshot
         from airflow_kruise_chain.core.swap import (
             IMAGE_PULL_JOB_PLURAL,
             build_image_pull_job,
@@ -98,13 +99,13 @@ class ChainPrewarmOperator(ChainBaseOperator):
         from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
 
         name = self.pod_name(context)
-        pod = self.hook.read_pod(name, self.namespace)
-        if pod is None or not pod["spec"].get("nodeName"):
+        pod = snapshot(self.hook.read_pod(name, self.namespace))
+        if pod is None or not pod.node_name:
             raise PodLostError(
                 f"chain pod {self.namespace}/{name} is missing or unscheduled: prewarm runs after "
                 "the chain's setup task"
             )
-        node = pod["spec"]["nodeName"]
+        node = pod.node_name
         labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_id)
         jobs: dict[str, str] = {}
         for image in dict.fromkeys(self.images):

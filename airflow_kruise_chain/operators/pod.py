@@ -246,16 +246,17 @@ class ChainTeardownOperator(ChainBaseOperator):
 
     def delete(self, name: str) -> None:
         """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed)."""
+        from airflow_kruise_chain.core.podview import snapshot
         from airflow_kruise_chain.core.watch import wait_pod_gone
 
-        pod = self.hook.read_pod(name, self.namespace)
+        pod = snapshot(self.hook.read_pod(name, self.namespace))
         found = self.hook.delete_pod(name, self.namespace)
         if not found:
             self.log.info("chain pod %s/%s was already gone", self.namespace, name)
             return
         # wait until the pod is really gone (its containers stopped), so the run ends with nothing left behind
-        grace = float(((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-        version = (pod or {}).get("metadata", {}).get("resourceVersion")
+        grace = pod.grace_period if pod is not None else 30.0
+        version = pod.resource_version if pod is not None else None
         if wait_pod_gone(self.hook, name, self.namespace, version, grace + self.delete_margin):
             self.log.info("chain pod %s/%s deleted", self.namespace, name)
         else:

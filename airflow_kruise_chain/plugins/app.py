@@ -33,6 +33,7 @@ from airflow_kruise_chain.config import ui_kubernetes_conn_id
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, MalformedTrack, StageTrack, chain_view
 from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
+from airflow_kruise_chain.core.podview import ChainPod, snapshot
 
 URL_PREFIX = "/kruise-chain"
 STAGE_OPERATOR = "KruiseChainOperator"
@@ -47,7 +48,7 @@ authenticated = Depends(requires_authenticated())
 
 def _live_pod(
     track: dict[str, Any], dag_id: str, run_id: str
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+) -> tuple[ChainPod | None, dict[str, Any] | None]:
     """The chain pod and its PodMetrics through the operator-configured ``ui_kubernetes_conn_id`` (never a
     connection an XCom names), and only if the pod is this DAG run's; (None, None) otherwise."""
     conn_id = ui_kubernetes_conn_id()
@@ -55,10 +56,10 @@ def _live_pod(
         return None, None
     try:
         hook = KubeConnection(conn_id).hook()
-        pod = hook.read_pod(str(track["pod"]), str(track["namespace"]))
+        pod = snapshot(hook.read_pod(str(track["pod"]), str(track["namespace"])))
         if pod is None:
             return None, None
-        notes = (pod.get("metadata") or {}).get("annotations") or {}
+        notes = pod.annotations
         if notes.get(DAG_ID_ANNOTATION) != dag_id or notes.get(RUN_ID_ANNOTATION) != run_id:
             log.warning("%s/%s is not a chain pod of %s %s", track["namespace"], track["pod"], dag_id, run_id)
             return None, None

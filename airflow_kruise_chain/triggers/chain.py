@@ -155,7 +155,7 @@ class StageTrigger(BaseTrigger):
             status = confirm_from_log(view, status, text.splitlines())
             if status.state is StageState.FINISHED:
                 # the result may be the stage stopped with the pod (deleted meanwhile): look once more
-                now = await hook.read_pod(self.pod_name, self.namespace)
+                now = snapshot(await hook.read_pod(self.pod_name, self.namespace))
                 if lost_reason(now) is not None:
                     return self.event_for(now), False
             return self.event_for(view, status), status.state is StageState.RUNNING
@@ -171,9 +171,7 @@ class StageTrigger(BaseTrigger):
         for line in lines:
             self.log.info("%s", line)
 
-    def event_for(
-        self, pod: dict[str, Any] | ChainPod | None, status: StageStatus | None = None
-    ) -> TriggerEvent | None:
+    def event_for(self, pod: ChainPod | None, status: StageStatus | None = None) -> TriggerEvent | None:
         """The event to fire for the pod as it is now (`status`: already read), or None to keep waiting."""
         status = status or current_status(pod, self.stage)
         if reached(status.state, self.target):

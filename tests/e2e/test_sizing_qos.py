@@ -21,6 +21,7 @@ from kubernetes import client, config, watch
 
 from airflow_kruise_chain.core.constants import CHAIN_LABEL
 from airflow_kruise_chain.core.errors import ChainError
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.resources import SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.sizing import SlotSizer
 from airflow_kruise_chain.hooks.kruise import KruiseHook
@@ -102,7 +103,7 @@ def test_a_guaranteed_chain_stays_guaranteed_with_two_stages_at_once(e2e_cluster
         pod = cluster.call(lambda: cluster.store.peek(R.PODS, "default", pod_name))
         uid = pod["metadata"]["uid"]
         scratch = cluster.root / "pods" / uid / "volumes" / "scratch"
-        sizing = ChainSizing.from_pod(pod)
+        sizing = ChainSizing.from_pod(ChainPod.of(pod))
         assert sizing is not None and sizing.qos == "Guaranteed"
         parked = sizing.parked
         assert parked["requests"] == parked["limits"]  # the parked minimum is Guaranteed too
@@ -172,7 +173,7 @@ def test_a_resize_the_api_server_refuses_names_the_stage_the_request_and_the_fix
     assert pod["status"]["qosClass"] == "Guaranteed"
     sizer = SlotSizer(KruiseHook(), "p", "default", lambda _line: None)
     with pytest.raises(ChainError) as err:
-        sizer.size(pod, "big", "slot-b", "slot-a", True, time.monotonic() + 30)
+        sizer.size(ChainPod.of(pod), "big", "slot-b", "slot-a", True, time.monotonic() + 30)
     message = str(err.value)
     assert "stage 'big'" in message and "slot-b" in message, message
     assert "requests cpu=100m, memory=64Mi" in message, message

@@ -10,6 +10,7 @@ from airflow_kruise_chain.core.metrics import MemorySampler, container_memory, m
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.status import StageResult, StartMarker
 from airflow_kruise_chain.links import pod_dashboard_url
+from tests.unit.podfactory import chain_pod, running
 
 
 def metrics(**usage: str) -> dict:
@@ -149,29 +150,15 @@ def test_live_slots_show_the_stages_image_not_the_spelling_a_swap_patched_in() -
 
     digest = "sha256:" + "ab" * 32
     record = StageRecord(1, "slot-a", "img/x:1", 1, "containerd://1", "2026-01-01T00:00:00Z", "patch")
-    pod = {
-        "metadata": {
-            "annotations": {
-                "airflow-kruise-chain/generation": "1",
-                "airflow-kruise-chain/slot-a.generation": "1",
-                "airflow-kruise-chain/slot-a.stage": "x",
-                "airflow-kruise-chain/stage.x": record.to_annotation(),
-            }
+    pod = chain_pod(
+        records={"x": record},
+        slots={
+            "slot-a": running(
+                "containerd://2", ready=True, generation=1, stage="x", image=f"img/x:1@{digest}"
+            ),
+            "slot-b": running("containerd://3", ready=True, image="img/y:1"),
         },
-        "spec": {
-            "containers": [
-                {"name": "slot-a", "image": f"img/x:1@{digest}"},
-                {"name": "slot-b", "image": "img/y:1"},
-            ]
-        },
-        "status": {
-            "phase": "Running",
-            "containerStatuses": [
-                {"name": s, "containerID": f"containerd://{i}", "ready": True, "state": {"running": {}}}
-                for i, s in ((2, "slot-a"), (3, "slot-b"))
-            ],
-        },
-    }
+    )
     view = chain_view([track("x", "slot-a", 1, 1)], pod=pod)
     assert [(s["slot"], s["stage"], s["image"], s["state"]) for s in view["slots"]] == [
         ("slot-a", "x", "img/x:1", "parked"),

@@ -53,7 +53,7 @@ def test_one_retry_decision_reads_one_snapshot(monkeypatch: pytest.MonkeyPatch) 
     first = pod.run(EXTRACT)  # try 1's generation ended (exit 1) while its worker was gone
     api = CountingApi(pod, {"slot-a": "out\n" + result_line(1, first.token, 1) + "\n"})
     snapshots, records = [], []
-    parse, from_annotation = ChainPod._parse.__func__, StageRecord.from_annotation.__func__  # type: ignore[attr-defined]
+    parse, from_annotation = ChainPod.of.__func__, StageRecord.from_annotation.__func__  # type: ignore[attr-defined]
 
     def counted_parse(cls: type[ChainPod], raw: Any) -> ChainPod:
         snapshots.append(raw)
@@ -63,7 +63,7 @@ def test_one_retry_decision_reads_one_snapshot(monkeypatch: pytest.MonkeyPatch) 
         records.append(text)
         return from_annotation(cls, text)
 
-    monkeypatch.setattr(ChainPod, "_parse", classmethod(counted_parse))
+    monkeypatch.setattr(ChainPod, "of", classmethod(counted_parse))
     monkeypatch.setattr(StageRecord, "from_annotation", classmethod(counted_record))
     plan = StageDriver(api, "etl-abc", "data").swap(EXTRACT, 2, Timeouts(swap=5))
     assert (plan.action, plan.generation, plan.from_try) == ("go", 2, 2)
@@ -87,7 +87,6 @@ def test_the_snapshot_parses_slots_records_and_last_termination() -> None:
         }
     }
     view = ChainPod.of(pod.pod)
-    assert ChainPod.of(view) is view
     assert (view.name, view.generation, view.lost) == ("etl-abc", 1, None)
     assert view.record("extract") == plan.record
     slot = view.slot("slot-a")
@@ -124,5 +123,5 @@ def test_lost_reasons(change: dict[str, Any], reason: str) -> None:
     pod = FakePod().pod
     for key, value in change.items():
         pod[key].update(value)
-    assert ChainPod.of(pod).lost == reason == lost_reason(pod)
+    assert ChainPod.of(pod).lost == reason == lost_reason(ChainPod.of(pod))
     assert lost_reason(None) == "the chain pod does not exist"

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_kruise_chain.core import SlotBusyError, StageSpec, StageState, plan_swap
 from airflow_kruise_chain.core.driver import ConflictError, StageDriver, Timeouts
-from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
+from airflow_kruise_chain.core.podview import PREPARE_HISTORY
 from airflow_kruise_chain.core.resources import PARKED_LIMITS, PARKED_REQUESTS, SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
@@ -26,7 +26,7 @@ def prepared_pod() -> tuple[FakePod, object]:
     pod = FakePod()
     pod.run(EXTRACT)
     running = pod.run(TRANSFORM, finish=False)
-    prepare = plan_prepare(pod.pod, *named(LOAD), running=running.slot, now=NOW)
+    prepare = plan_prepare(pod.view, *named(LOAD), running=running.slot, now=NOW)
     assert prepare.patch is not None, prepare.why
     pod.apply(prepare.patch)
     return pod, prepare
@@ -37,7 +37,7 @@ def test_a_prepare_is_one_guarded_image_patch_that_leaves_the_slot_without_a_gen
     pod.run(EXTRACT)
     pod.run(TRANSFORM, finish=False)
     rv = pod.pod["metadata"]["resourceVersion"]
-    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW)
+    prepare = plan_prepare(pod.view, *named(LOAD), running="slot-b", now=NOW)
     assert (prepare.slot, prepare.image, prepare.backoff_wait) == ("slot-a", "acme/load:1.1", 0.0)
     assert prepare.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
     assert prepare.patch["metadata"]["resourceVersion"] == rv
@@ -61,29 +61,27 @@ def test_a_prepare_is_one_guarded_image_patch_that_leaves_the_slot_without_a_gen
 def test_the_next_stage_waits_for_the_prepared_restart_then_only_says_go() -> None:
     pod, _ = prepared_pod()
     pod.set_ready("slot-b")  # transform ended; slot-b is free, but slot-a is being prepared for load
-    assert slot_status(pod.pod, "slot-a").state is StageState.SWAPPING  # the old runner still runs there
+    assert slot_status(pod.view, "slot-a").state is StageState.SWAPPING  # the old runner still runs there
     with pytest.raises(SlotBusyError, match=r"slot-a is being prepared for acme/load:1\.1"):
-        plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+        plan_swap(pod.view, LOAD, try_number=1, now=NOW)
     pod.start("slot-a", ready=False)  # the kubelet restarted it on load's image; the runner not parked yet
     with pytest.raises(SlotBusyError):
-        plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+        plan_swap(pod.view, LOAD, try_number=1, now=NOW)
     pod.set_ready("slot-a")
-    plan = plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+    plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
     assert (plan.action, plan.slot, plan.generation) == ("go", "slot-a", 3)
     assert "spec" not in plan.patch
     assert "\nkc_r=0\n" in plan.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"]
     pod.apply(plan.patch)
-    assert ChainPod.of(pod.pod).slot("slot-a").prepared is None  # it holds a generation now
-    assert (
-        ChainPod.of(pod.pod).slot("slot-a").prepare is not None
-    )  # kept: the back-off model counts its restart
+    assert pod.view.slot("slot-a").prepared is None  # it holds a generation now
+    assert pod.view.slot("slot-a").prepare is not None  # kept: the back-off model counts its restart
 
 
 def test_a_mispredicted_prepare_leaves_the_other_stage_a_normal_swap() -> None:
     pod, _ = prepared_pod()
     pod.set_ready("slot-b")
     pod.start("slot-a", ready=True)
-    plan = plan_swap(pod.pod, REPORT, try_number=1, now=NOW)  # a branch skipped load
+    plan = plan_swap(pod.view, REPORT, try_number=1, now=NOW)  # a branch skipped load
     assert (plan.action, plan.generation) == ("patch", 3)
     assert plan.patch["spec"]["containers"][0]["image"] == "acme/report:1.0"
 
@@ -92,8 +90,8 @@ def test_a_prepared_image_that_cannot_start_is_not_said_go_to() -> None:
     pod, _ = prepared_pod()
     pod.set_ready("slot-b")
     pod.wait("slot-a", "ErrImagePull", "not found")
-    assert slot_status(pod.pod, "slot-a").state is StageState.FAILED_TO_START
-    plan = plan_swap(pod.pod, LOAD, try_number=1, now=NOW)
+    assert slot_status(pod.view, "slot-a").state is StageState.FAILED_TO_START
+    plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
     assert plan.action == "patch"  # a go would wait on the old pull error; a patch reports the new one
 
 
@@ -105,10 +103,10 @@ def test_a_prepare_held_by_the_back_off_counts_as_swapping() -> None:
         lastState={"terminated": {"containerID": "containerd://1", "exitCode": 0}},
         state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
     )
-    current = slot_status(pod.pod, "slot-a")
+    current = slot_status(pod.view, "slot-a")
     assert current.state is StageState.SWAPPING and "starts by itself" in current.message
     status["lastState"]["terminated"]["exitCode"] = 2  # the prepared image's runner crashed: a real failure
-    assert slot_status(pod.pod, "slot-a").state is StageState.FAILED_TO_START
+    assert slot_status(pod.view, "slot-a").state is StageState.FAILED_TO_START
 
 
 @pytest.mark.parametrize(
@@ -122,7 +120,7 @@ def test_nothing_to_prepare_when_a_slot_holds_the_image(case: str, stage: StageS
     pod = FakePod()
     pod.run(EXTRACT)
     pod.run(TRANSFORM, finish=False)
-    prepare = plan_prepare(pod.pod, *named(stage), running="slot-b", now=NOW)
+    prepare = plan_prepare(pod.view, *named(stage), running="slot-b", now=NOW)
     assert prepare.patch is None and why in prepare.why, case
 
 
@@ -130,10 +128,10 @@ def test_no_prepare_while_the_other_slot_runs_a_stage() -> None:
     pod = FakePod()
     pod.run(EXTRACT, finish=False)  # two stages at once
     pod.run(TRANSFORM, finish=False)
-    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW)
+    prepare = plan_prepare(pod.view, *named(LOAD), running="slot-b", now=NOW)
     assert prepare.patch is None and "slot-a is not idle" in prepare.why
     # the driver read extract's result line in slot-a's log: idle, though its probe has not said Ready yet
-    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW, finished={"slot-a"})
+    prepare = plan_prepare(pod.view, *named(LOAD), running="slot-b", now=NOW, finished={"slot-a"})
     assert prepare.patch is not None and prepare.slot == "slot-a"
 
 
@@ -144,15 +142,15 @@ def test_no_prepare_for_a_stage_already_swapped_in() -> None:
     # the predicted stage was swapped in by someone else meanwhile (it runs in slot-b's place: fake it)
     record = json.loads(annotations(pod)["airflow-kruise-chain/stage.transform"])
     annotations(pod)["airflow-kruise-chain/stage.load"] = json.dumps({**record, "image": LOAD.image})
-    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-a", now=NOW)
+    prepare = plan_prepare(pod.view, *named(LOAD), running="slot-a", now=NOW)
     assert prepare.patch is None and "already swapped in" in prepare.why
 
 
 def test_the_back_off_model_counts_prepare_restarts() -> None:
     pod, _ = prepared_pod()
-    assert restart_hold(pod.pod, "slot-a", LOAD.image, NOW + timedelta(seconds=3))[0] == 10
-    assert restart_hold(pod.pod, "slot-b", LOAD.image, NOW + timedelta(seconds=3))[0] == 0
-    assert restart_hold(pod.pod, "slot-a", LOAD.image, NOW + timedelta(minutes=11))[0] == 0
+    assert restart_hold(pod.view, "slot-a", LOAD.image, NOW + timedelta(seconds=3))[0] == 10
+    assert restart_hold(pod.view, "slot-b", LOAD.image, NOW + timedelta(seconds=3))[0] == 0
+    assert restart_hold(pod.view, "slot-a", LOAD.image, NOW + timedelta(minutes=11))[0] == 0
 
 
 def test_a_prepare_the_back_off_would_hold_longer_than_the_other_slot_is_left_to_the_swap() -> None:
@@ -165,7 +163,7 @@ def test_a_prepare_the_back_off_would_hold_longer_than_the_other_slot_is_left_to
         StageSpec("t3", "acme/transform:2.0", ["x"]), finish=False, now=NOW + timedelta(seconds=2)
     )
     assert running.slot == "slot-b"
-    prepare = plan_prepare(pod.pod, *named(LOAD), running="slot-b", now=NOW + timedelta(seconds=3))
+    prepare = plan_prepare(pod.view, *named(LOAD), running="slot-b", now=NOW + timedelta(seconds=3))
     # slot-a would be held 10 s on load, slot-b not at all: load's own swap takes slot-b once free
     assert prepare.patch is None and "restart back-off" in prepare.why and "takes that one" in prepare.why
 
@@ -179,7 +177,7 @@ def test_a_prepare_held_no_longer_than_the_other_slot_is_made_and_says_so() -> N
         annotations(pod)[f"airflow-kruise-chain/stage.old{k}"] = json.dumps(record)
     pod.run(EXTRACT)
     pod.run(TRANSFORM, finish=False)
-    prepare = plan_prepare(pod.pod, "v", a, running="slot-b", now=NOW + timedelta(seconds=4))
+    prepare = plan_prepare(pod.view, "v", a, running="slot-b", now=NOW + timedelta(seconds=4))
     assert prepare.patch is not None and prepare.backoff_wait == 10
     assert "preparing now, that wait passes while the running stage runs" in prepare.why
 
@@ -190,10 +188,10 @@ def test_prepare_history_is_kept_and_bounded() -> None:
     pod.run(TRANSFORM, finish=False)
     for k in range(PREPARE_HISTORY + 3):
         stage = StageSpec(f"p{k}", f"acme/p:{k}", ["x"])
-        prepare = plan_prepare(pod.pod, *named(stage), running="slot-b", now=NOW + timedelta(seconds=k))
+        prepare = plan_prepare(pod.view, *named(stage), running="slot-b", now=NOW + timedelta(seconds=k))
         pod.apply(prepare.patch)
         pod.start("slot-a", ready=True)
-    record = ChainPod.of(pod.pod).slot("slot-a").prepare
+    record = pod.view.slot("slot-a").prepare
     assert record is not None
     assert record.image == f"acme/p:{PREPARE_HISTORY + 2}"
     assert len(record.history) == PREPARE_HISTORY
@@ -264,7 +262,7 @@ def test_the_driver_prepares_from_the_swap_s_answer_and_replans_after_a_conflict
     assert prepare is not None and prepare.patch is not None
     # the swap's answer first (slot-a's log, which the go did not need, then); a 409 re-plans from a read
     assert api.calls == ["log", "patch", "get", "patch"]
-    assert pod.image("slot-a") == LOAD.image and ChainPod.of(pod.pod).slot("slot-a").prepared is not None
+    assert pod.image("slot-a") == LOAD.image and pod.view.slot("slot-a").prepared is not None
     assert logged[-1].startswith(
         "::kruise-chain:: prepare slot=slot-a image=acme/load:1.1 for the next stage"
     )
@@ -294,7 +292,7 @@ def go_ready_pod() -> FakePod:
     slot-b, whose readiness probe has not said so yet: only slot-b's log can tell that it finished."""
     pod, _ = prepared_pod()
     pod.start("slot-a", ready=True)
-    assert slot_status(pod.pod, "slot-b").state is StageState.RUNNING
+    assert slot_status(pod.view, "slot-b").state is StageState.RUNNING
     return pod
 
 
@@ -349,7 +347,7 @@ def test_the_swap_reads_a_slot_s_log_when_its_sizing_depends_on_it(slot_b: dict,
     api = Api(pod)
     api.log = result_line(pod, "transform", 2, "slot-b")
     driver = StageDriver(api, "etl-abc", "data")
-    plan, finished = driver.plan(ChainPod.of(pod.pod), LOAD, 1, None)
+    plan, finished = driver.plan(pod.view, LOAD, 1, None)
     assert (plan.action, plan.slot) == ("go", "slot-a")
     assert api.calls == reads
     assert finished == ({"slot-b"} if reads else set())
@@ -363,7 +361,7 @@ def test_the_swap_reads_a_slot_s_log_when_the_plan_depends_on_it() -> None:
     api = Api(pod)
     api.log = result_line(pod, "extract", 1, "slot-a") + "\n" + result_line(pod, "transform", 2, "slot-b")
     driver = StageDriver(api, "etl-abc", "data")
-    plan, finished = driver.plan(ChainPod.of(pod.pod), LOAD, 1, None)
+    plan, finished = driver.plan(pod.view, LOAD, 1, None)
     assert plan.action == "patch"
     assert api.calls == ["log", "log"] and finished == {"slot-a", "slot-b"}
 
@@ -377,8 +375,8 @@ def test_a_go_into_a_slot_that_ran_an_earlier_stage_reads_that_slot_s_log_only()
     pod.run(StageSpec("s3", EXTRACT.image, cmds=["x"]), finish=False)
     api = Api(pod)
     api.log = result_line(pod, "transform", 2, "slot-b") + "\n" + result_line(pod, "s3", 3, "slot-a")
-    assert slot_status(pod.pod, "slot-b").state is StageState.FINISHED
-    assert not slot_status(pod.pod, "slot-b").confirmed
+    assert slot_status(pod.view, "slot-b").state is StageState.FINISHED
+    assert not slot_status(pod.view, "slot-b").confirmed
     driver = StageDriver(api, "etl-abc", "data")
     plan = driver.swap(StageSpec("s4", TRANSFORM.image, cmds=["x"]), 1, Timeouts(swap=5))
     assert (plan.action, plan.slot, plan.generation) == ("go", "slot-b", 4)
@@ -393,6 +391,6 @@ def test_no_go_into_a_slot_whose_log_does_not_show_its_stage_ended() -> None:
     api = Api(pod)
     api.log = result_line(pod, "s3", 3, "slot-a")  # transform's end is not in slot-b's log
     driver = StageDriver(api, "etl-abc", "data")
-    plan, finished = driver.plan(ChainPod.of(pod.pod), StageSpec("s4", TRANSFORM.image, cmds=["x"]), 1, None)
+    plan, finished = driver.plan(pod.view, StageSpec("s4", TRANSFORM.image, cmds=["x"]), 1, None)
     assert (plan.action, plan.slot) == ("patch", "slot-a")  # s3's slot, whose end the log shows
     assert api.calls == ["log", "log"] and finished == {"slot-a"}

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.replay import generation_output, read_generation_output
-from airflow_kruise_chain.core.wire import slot_annotation
+from tests.unit.podfactory import chain_pod, running
 
 
 def start(gen: int) -> str:
@@ -44,9 +43,8 @@ class Logs:
         return self.logs[previous]
 
 
-def pod(generation: int) -> dict[str, Any]:
-    annotations = {slot_annotation("slot-b", "generation"): str(generation)}
-    return {"metadata": {"name": "p", "annotations": annotations}}
+def pod(generation: int) -> ChainPod:
+    return chain_pod(name="p", slots={"slot-b": running("containerd://b", generation=generation)})
 
 
 def test_the_previous_log_is_read_when_the_slot_moved_on_or_restarted() -> None:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.resources import (
     PARKED_LIMITS,
     PARKED_REQUESTS,
@@ -101,11 +102,11 @@ def _pod(resources_a: dict, resources_b: dict) -> dict:
 
 def test_the_idle_slot_is_parked_before_the_next_slot_grows():
     parked = {"requests": {"memory": "16Mi"}}
-    pod = _pod({"requests": {"memory": "512Mi"}}, parked)
+    pod = ChainPod.of(_pod({"requests": {"memory": "512Mi"}}, parked))
     steps = resize_steps(pod, "slot-b", "slot-a", {"requests": {"memory": "256Mi"}}, parked, other_idle=True)
     assert steps == [("slot-a", parked), ("slot-b", {"requests": {"memory": "256Mi"}})]
     # a busy other slot is left alone; a slot already sized needs no resize (1024Mi == 1Gi)
-    pod = _pod({"requests": {"memory": "1024Mi"}}, parked)
+    pod = ChainPod.of(_pod({"requests": {"memory": "1024Mi"}}, parked))
     assert (
         resize_steps(pod, "slot-a", "slot-b", {"requests": {"memory": "1Gi"}}, parked, other_idle=False) == []
     )
@@ -117,9 +118,9 @@ def test_size_pod_parks_both_slots_and_carries_the_sizing():
         _pod({"requests": {"memory": "512Mi"}}, {"requests": {"memory": "512Mi"}}) | {"metadata": {}}, sizing
     )
     assert [c["resources"] for c in pod["spec"]["containers"]] == [sizing.parked, sizing.parked]
-    assert ChainSizing.from_pod(pod) == sizing
+    assert ChainSizing.from_pod(ChainPod.of(pod)) == sizing
     static = size_pod({"metadata": {}, "spec": {"containers": []}}, None)
-    assert ChainSizing.from_pod(static) is None
+    assert ChainSizing.from_pod(ChainPod.of(static)) is None
 
 
 def test_infeasible_names_the_stage_the_request_and_the_node_allocatable():

@@ -19,7 +19,8 @@ from airflow_kruise_chain.core import (
     stage_state,
     stage_status,
 )
-from airflow_kruise_chain.core.podview import StageRecord
+from airflow_kruise_chain.core.podview import ChainPod, StageRecord
+from tests.unit.podfactory import chain_pod, running
 
 T0 = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 T1 = datetime(2024, 5, 1, 10, 1, 30, tzinfo=UTC)
@@ -125,8 +126,13 @@ def test_to_xcom_is_json_safe() -> None:
 
 
 def pod_with(
-    record: StageRecord | None, status: dict | None, *, slot_generation: int = 3, phase="Running"
-) -> dict:
+    record: StageRecord | None,
+    status: dict | None,
+    *,
+    slot_generation: int = 3,
+    phase: str = "Running",
+    deleting: bool = False,
+) -> ChainPod:
     annotations = {
         "airflow-kruise-chain/generation": str(slot_generation),
         "airflow-kruise-chain/slot-b.generation": str(slot_generation),
@@ -135,10 +141,10 @@ def pod_with(
     if record is not None:
         annotations["airflow-kruise-chain/stage.load"] = record.to_annotation()
     statuses = [{"name": "slot-b", **status}] if status is not None else []
-    return {
-        "metadata": {"annotations": annotations},
-        "status": {"phase": phase, "containerStatuses": statuses},
-    }
+    metadata: dict = {"annotations": annotations}
+    if deleting:
+        metadata["deletionTimestamp"] = "2024-05-01T10:00:00Z"
+    return ChainPod.of({"metadata": metadata, "status": {"phase": phase, "containerStatuses": statuses}})
 
 
 RECORD = StageRecord(3, "slot-b", "acme/load:1.1", 1, "containerd://old", "2024-05-01T10:00:00Z", "patch")
@@ -219,16 +225,12 @@ def test_not_started_superseded_and_lost() -> None:
     assert stage_status(None, "load").state is StageState.POD_LOST
     for phase in ("Failed", "Succeeded"):
         assert stage_state(pod_with(RECORD, RUNNING, phase=phase), "load") is StageState.POD_LOST
-    deleting = pod_with(RECORD, RUNNING)
-    deleting["metadata"]["deletionTimestamp"] = "2024-05-01T10:00:00Z"
+    deleting = pod_with(RECORD, RUNNING, deleting=True)
     assert "being deleted" in stage_status(deleting, "load").message
 
 
 def test_slot_status() -> None:
-    idle = {
-        "metadata": {"annotations": {}},
-        "status": {"containerStatuses": [{"name": "slot-a", **RUNNING, "ready": True}]},
-    }
+    idle = chain_pod(slots={"slot-a": running("", ready=True)})
     assert slot_status(idle, "slot-a").state is StageState.FINISHED
     assert slot_status(idle, "slot-a").generation == 0
     assert slot_status(idle, "slot-b").state is StageState.SWAPPING

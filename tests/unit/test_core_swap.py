@@ -30,7 +30,7 @@ from airflow_kruise_chain.core import (
     stage_state,
 )
 from airflow_kruise_chain.core.errors import ResultUnavailableError
-from airflow_kruise_chain.core.podview import StageRecord
+from airflow_kruise_chain.core.podview import ChainPod, StageRecord
 from airflow_kruise_chain.core.swap import earlier_generation
 
 CRDS = Path("/work/shared/reference/kruise-crds")
@@ -74,6 +74,11 @@ class FakePod:
         self.ids = 0
         for slot in ("slot-a", "slot-b"):
             self.start(slot, ready=True)
+
+    @property
+    def view(self) -> ChainPod:
+        """The snapshot a read of the pod gives now."""
+        return ChainPod.of(copy.deepcopy(self.pod))
 
     def status(self, slot: str) -> dict[str, Any]:
         statuses = self.pod["status"]["containerStatuses"]
@@ -125,7 +130,7 @@ class FakePod:
 
     def run(self, stage: StageSpec, try_number: int = 1, *, finish: bool = True, now: datetime = NOW):
         """Swap `stage` in as the operator and the kubelet would; return the plan."""
-        plan = plan_swap(self.pod, stage, try_number=try_number, now=now)
+        plan = plan_swap(self.view, stage, try_number=try_number, now=now)
         self.apply(plan.patch)
         if plan.action == "patch":
             self.start(plan.slot, ready=False)  # image change: a new container, not ready until done
@@ -146,7 +151,7 @@ def annotations(pod: FakePod) -> dict[str, str]:
 
 def test_first_swap_runs_in_the_slot_that_holds_its_image_without_a_restart() -> None:
     pod = FakePod()
-    plan = plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW, token="t0k")
+    plan = plan_swap(pod.view, EXTRACT, try_number=1, now=NOW, token="t0k")
     assert (plan.action, plan.slot, plan.generation, plan.backoff_wait) == ("go", "slot-a", 1, 0.0)
     assert "spec" not in plan.patch  # annotations only: the slot's runner picks the generation up
     assert plan.patch["metadata"]["resourceVersion"] == "3"
@@ -169,7 +174,7 @@ def test_first_swap_runs_in_the_slot_that_holds_its_image_without_a_restart() ->
         "try": 1,
     }
     assert " " not in ann["airflow-kruise-chain/stage.extract"]
-    assert plan_swap(pod.pod, EXTRACT, try_number=1, now=NOW).token != plan.token  # fresh per generation
+    assert plan_swap(pod.view, EXTRACT, try_number=1, now=NOW).token != plan.token  # fresh per generation
 
 
 def test_a_new_image_is_one_guarded_image_patch() -> None:
@@ -243,10 +248,10 @@ def test_an_unavoidable_back_off_is_named() -> None:
         record = StageRecord(generation, slot, image, 1, "", f"2024-05-01T10:00:0{at}Z", "patch", token="t")
         annotations(pod)[f"airflow-kruise-chain/stage.{stage}"] = record.to_annotation()
     assert {pod.image("slot-a"), pod.image("slot-b")} == {b}  # both restarted on a within seconds
-    plan = plan_swap(pod.pod, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(seconds=4))
+    plan = plan_swap(pod.view, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(seconds=4))
     assert plan.action == "patch" and plan.backoff_wait == 10
     assert "restart back-off" in plan.backoff_why and plan.slot in plan.backoff_why
-    later = plan_swap(pod.pod, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(minutes=11))
+    later = plan_swap(pod.view, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(minutes=11))
     assert later.backoff_wait == 0  # 2 x 300 s after the last restart the kubelet forgets the key
 
 
@@ -256,18 +261,18 @@ def test_busy_slot_is_refused() -> None:
     pod.run(TRANSFORM, finish=False)  # slot-b runs
     pod.run(LOAD, finish=False)  # slot-a (alternate) runs too
     with pytest.raises(SlotBusyError) as info:
-        plan_swap(pod.pod, REPORT, try_number=1)
+        plan_swap(pod.view, REPORT, try_number=1)
     assert (info.value.slot, info.value.generation, info.value.state) == ("slot-b", 2, StageState.RUNNING)
     assert "must wait" in str(info.value)
 
 
 def test_slot_still_swapping_is_refused() -> None:
     pod = FakePod()
-    plan = plan_swap(pod.pod, LOAD, try_number=1)
+    plan = plan_swap(pod.view, LOAD, try_number=1)
     pod.apply(plan.patch)  # image patched in, but the kubelet has not restarted the container yet
     pod.run(TRANSFORM, finish=False)
     with pytest.raises(SlotBusyError) as info:
-        plan_swap(pod.pod, REPORT, try_number=1)
+        plan_swap(pod.view, REPORT, try_number=1)
     assert info.value.state == StageState.SWAPPING
 
 
@@ -276,16 +281,16 @@ def test_unstarted_slot_is_refused() -> None:
     pod.wait("slot-a", "ContainerCreating")
     pod.wait("slot-b", "ContainerCreating")
     with pytest.raises(SlotBusyError):
-        plan_swap(pod.pod, EXTRACT, try_number=1)
+        plan_swap(pod.view, EXTRACT, try_number=1)
     pod.pod["status"]["containerStatuses"] = []
     with pytest.raises(SlotBusyError):
-        plan_swap(pod.pod, EXTRACT, try_number=1)
+        plan_swap(pod.view, EXTRACT, try_number=1)
 
 
 def test_same_try_reattaches_without_a_new_generation() -> None:
     pod = FakePod()
     first = pod.run(EXTRACT, finish=False)
-    again = plan_swap(pod.pod, EXTRACT, try_number=1)
+    again = plan_swap(pod.view, EXTRACT, try_number=1)
     assert (again.action, again.slot, again.generation, again.patch) == ("reattach", "slot-a", 1, None)
     assert again.token == first.token
     assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
@@ -311,8 +316,8 @@ def result(generation: int, exit_code: int = 0, reason: str = "completed") -> St
 def test_a_retry_follows_the_earlier_try_still_running() -> None:
     pod = FakePod()
     first = pod.run(EXTRACT, finish=False)  # try 1's worker died; its generation still runs
-    assert earlier_generation(pod.pod, "extract", 2) is None  # nothing to read: it has no result yet
-    plan = plan_swap(pod.pod, EXTRACT, try_number=2)
+    assert earlier_generation(pod.view, "extract", 2) is None  # nothing to read: it has no result yet
+    plan = plan_swap(pod.view, EXTRACT, try_number=2)
     assert (plan.action, plan.slot, plan.generation, plan.patch) == ("reattach", "slot-a", 1, None)
     assert (plan.from_try, plan.token) == (1, first.token)
     assert annotations(pod)["airflow-kruise-chain/generation"] == "1"
@@ -321,24 +326,24 @@ def test_a_retry_follows_the_earlier_try_still_running() -> None:
 def test_a_followed_result_decides_before_the_slot_shows_ready() -> None:
     pod = FakePod()
     pod.run(EXTRACT, finish=False)  # the runner printed its result; the readiness probe has not run yet
-    adopt = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1))
+    adopt = plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=result(1))
     assert (adopt.action, adopt.generation, adopt.patch) == ("adopt", 1, None)
-    rerun = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1, 1))
+    rerun = plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=result(1, 1))
     assert (rerun.action, rerun.slot, rerun.generation) == ("patch", "slot-b", 2)  # slot-a is busy
 
 
 def test_a_retry_adopts_an_earlier_generation_that_succeeded() -> None:
     pod = FakePod()
     pod.run(EXTRACT)  # try 1's generation finished while its worker was gone
-    record = earlier_generation(pod.pod, "extract", 2)
+    record = earlier_generation(pod.view, "extract", 2)
     assert record is not None and (record.generation, record.slot, record.try_number) == (1, "slot-a", 1)
-    assert earlier_generation(pod.pod, "extract", 1) is None  # the same try reattaches instead
-    plan = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=result(1))
+    assert earlier_generation(pod.view, "extract", 1) is None  # the same try reattaches instead
+    plan = plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=result(1))
     assert (plan.action, plan.generation, plan.from_try, plan.patch) == ("adopt", 1, 1, None)
     assert plan.result == result(1)
     # and once a later stage has taken the other slot, from the result read back from history
     pod.run(TRANSFORM)
-    again = plan_swap(pod.pod, EXTRACT, try_number=3, earlier_result=result(1))
+    again = plan_swap(pod.view, EXTRACT, try_number=3, earlier_result=result(1))
     assert (again.action, again.generation) == ("adopt", 1)
 
 
@@ -349,7 +354,7 @@ def test_a_retry_reruns_an_earlier_generation_that_failed_or_was_stopped(exit_co
     pod = FakePod()
     pod.run(EXTRACT)
     earlier = result(1, exit_code, reason)
-    retry = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=earlier, now=NOW)
+    retry = plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=earlier, now=NOW)
     # in place: the slot that ran it still holds its image, so no restart
     assert (retry.action, retry.slot, retry.generation, retry.from_try) == ("go", "slot-a", 2, 2)
     pod.apply(retry.patch)
@@ -365,42 +370,42 @@ def test_an_ended_generation_whose_result_is_unreadable_is_not_rerun() -> None:
         with pytest.raises(
             ResultUnavailableError, match=r"generation 3 in slot-a.*not running the stage again"
         ):
-            plan_swap(pod.pod, LOAD, try_number=2, earlier_result=unreadable)
+            plan_swap(pod.view, LOAD, try_number=2, earlier_result=unreadable)
     assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
 
 
 def test_an_earlier_generation_that_never_started_is_replaced() -> None:
     pod = FakePod()
     broken = StageSpec("extract", "acme/missing:9", cmds=["x"])
-    pod.apply(plan_swap(pod.pod, broken, try_number=1).patch)
+    pod.apply(plan_swap(pod.view, broken, try_number=1).patch)
     pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
-    assert earlier_generation(pod.pod, "extract", 2) is not None
-    retry = plan_swap(pod.pod, broken, try_number=2)  # no result: the runner never ran
+    assert earlier_generation(pod.view, "extract", 2) is not None
+    retry = plan_swap(pod.view, broken, try_number=2)  # no result: the runner never ran
     assert (retry.action, retry.generation) == ("go", 2)  # the kubelet keeps pulling; nothing to restart
 
 
 def test_failed_to_start_slot_is_reused() -> None:
     pod = FakePod()
     broken = StageSpec("broken", "acme/missing:9", cmds=["x"])
-    plan = plan_swap(pod.pod, broken, try_number=1)
+    plan = plan_swap(pod.view, broken, try_number=1)
     pod.apply(plan.patch)
     pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
-    assert stage_state(pod.pod, "broken") == StageState.FAILED_TO_START
+    assert stage_state(pod.view, "broken") == StageState.FAILED_TO_START
     pod.run(TRANSFORM)  # slot-b
-    reuse = plan_swap(pod.pod, EXTRACT, try_number=1)  # back to slot-a, which never started its image
+    reuse = plan_swap(pod.view, EXTRACT, try_number=1)  # back to slot-a, which never started its image
     assert (reuse.slot, reuse.action) == ("slot-a", "patch")
     assert reuse.patch["spec"]["containers"][0]["image"] == "acme/extract:1.4"
     assert reuse.record.previous_reason == "ImagePullBackOff"
     pod.apply(reuse.patch)
     # The status still shows the old back-off until the kubelet catches up: not a failure of this stage.
-    assert stage_state(pod.pod, "extract") == StageState.SWAPPING
+    assert stage_state(pod.view, "extract") == StageState.SWAPPING
 
 
 def test_waiting_slot_with_the_same_image_gets_annotations_only() -> None:
     pod = FakePod()
     pod.wait("slot-a", "CrashLoopBackOff")  # e.g. restarting after a stop
     pod.wait("slot-b", "CrashLoopBackOff")
-    plan = plan_swap(pod.pod, EXTRACT, try_number=1)
+    plan = plan_swap(pod.view, EXTRACT, try_number=1)
     assert (plan.action, plan.slot) == ("go", "slot-a")  # the kubelet starts it with the new annotations
     assert "spec" not in plan.patch
 
@@ -409,12 +414,12 @@ def test_the_driver_s_log_reading_decides_for_ambiguous_slots() -> None:
     pod = FakePod()
     pod.run(EXTRACT)  # go-swapped, Ready: maybe from before the swap
     pod.run(TRANSFORM, finish=False)  # its result is in the log, the probe has not run yet
-    plan = plan_swap(pod.pod, LOAD, try_number=1, finished={"slot-b"})
+    plan = plan_swap(pod.view, LOAD, try_number=1, finished={"slot-b"})
     assert plan.slot == "slot-b"
-    plan = plan_swap(pod.pod, LOAD, try_number=1, finished={"slot-a"})
+    plan = plan_swap(pod.view, LOAD, try_number=1, finished={"slot-a"})
     assert plan.slot == "slot-a"
     with pytest.raises(SlotBusyError, match="has not reported the end"):
-        plan_swap(pod.pod, LOAD, try_number=1, finished=set())
+        plan_swap(pod.view, LOAD, try_number=1, finished=set())
 
 
 def test_lost_pod() -> None:
@@ -422,17 +427,17 @@ def test_lost_pod() -> None:
     pod.pod["status"]["phase"] = "Failed"
     pod.pod["status"]["reason"] = "Evicted"
     with pytest.raises(PodLostError, match="Evicted"):
-        plan_swap(pod.pod, EXTRACT, try_number=1)
+        plan_swap(pod.view, EXTRACT, try_number=1)
     pod = FakePod()
     pod.pod["metadata"]["deletionTimestamp"] = "2024-05-01T10:00:00Z"
     with pytest.raises(PodLostError):
-        plan_swap(pod.pod, EXTRACT, try_number=1)
+        plan_swap(pod.view, EXTRACT, try_number=1)
 
 
 def test_concurrent_plans_conflict_on_resource_version() -> None:
     pod = FakePod()
-    snapshot = copy.deepcopy(pod.pod)
-    pod.apply(plan_swap(pod.pod, EXTRACT, try_number=1).patch)
+    snapshot = pod.view  # read before the other swap
+    pod.apply(plan_swap(pod.view, EXTRACT, try_number=1).patch)
     with pytest.raises(AssertionError, match="409"):
         pod.apply(plan_swap(snapshot, TRANSFORM, try_number=1).patch)
 
@@ -520,7 +525,7 @@ def test_image_pull_job_names() -> None:
 def test_a_go_generation_without_a_result_is_followed_not_declared_lost() -> None:
     pod = FakePod()
     pod.run(EXTRACT)  # go: the slot shows Ready, which may predate the generation
-    plan = plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=None, finished=set())
+    plan = plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=None, finished=set())
     assert (plan.action, plan.generation) == ("reattach", 1)  # follow it: its result line decides
     with pytest.raises(ResultUnavailableError):
-        plan_swap(pod.pod, EXTRACT, try_number=2, earlier_result=None, finished={"slot-a"})
+        plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=None, finished={"slot-a"})
