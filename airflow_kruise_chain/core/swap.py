@@ -21,7 +21,7 @@ from .manifest import slot_annotations
 from .podview import PREPARE_HISTORY, ChainPod, PrepareRecord, StageRecord
 from .sizing import sized_alike_idle_or_not
 from .spec import StageSpec
-from .status import StageResult, StageState, current_status, needs_log, slot_status
+from .status import StageResult, StageState, StageStatus, current_status, needs_log, slot_status
 from .wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
@@ -171,122 +171,30 @@ def plan_swap(
 ) -> SwapPlan:
     """Plan running `stage` (already validated) for Airflow try `try_number` in the chain pod `pod`.
 
-    The stage's latest generation decides first: swapped in by this try, or by an earlier try and still
-    swapping or running (that try's worker died) -> ``reattach``; an earlier try's generation that ended
-    with exit 0 (`earlier_result`, see `earlier_generation`) -> ``adopt``; one that failed, was interrupted
-    or never started -> a new generation. A finished stage is never run again: when an earlier try's
-    generation ended but `earlier_result` is missing, raises ResultUnavailableError.
+    Three steps, each a function of the snapshot: `_plan_existing` (the stage's latest generation decides
+    first: reattach, adopt, or a new generation), `_choose_slot` (which slot, ``go`` or ``patch``, or wait)
+    and `_swap_patch` (the one guarded patch that carries the swap out).
 
-    The patch also retires the other slot's run spec when that slot's generation has ended: no restart of
-    it can run that generation again. The slot: one that already holds the stage's image -> ``go``
-    (annotations only, no restart); else the slot whose restart on the stage's image the kubelet's back-off
-    holds least (`restart_hold`), the
-    slot the latest generation did not use on a tie -> ``patch``. A slot is usable once its generation has
-    finished. `finished` (from the driver, which reads the slots' logs) names the slots whose generation's
-    result line is in their log: usable even before their readiness probe says so; given, a Ready that may
-    predate the slot's generation (`StageStatus.confirmed` False) no longer counts by itself.
+    `finished` (from the driver, which reads the slots' logs) names the slots whose generation's result line
+    is in their log: usable even before their readiness probe says so; given, a Ready that may predate the
+    slot's generation (`StageStatus.confirmed` False) no longer counts by itself.
 
-    Raises PodLostError if the pod cannot run stages, and SlotBusyError when no slot is free. The patch
+    Raises PodLostError if the pod cannot run stages, SlotBusyError when no slot is free, and
+    ResultUnavailableError when an earlier try's generation ended but `earlier_result` is missing. The patch
     carries ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and
     plan again.
     """
-    view = pod
-    if view.lost is not None:
-        raise PodLostError(view.lost)
-    pod_name, namespace, labels = _identity(view)
-    record = view.record(stage.name)
-    if record is not None:
-        status = current_status(view, stage.name)
-        state = status.state
-        if needs_log(status) and (finished is None or record.slot not in finished):
-            state = StageState.RUNNING  # Ready from before an annotations-only swap: no result seen yet
-        kept: dict[str, Any] = {
-            "stage": stage.name,
-            "slot": record.slot,
-            "generation": record.generation,
-            "record": record,
-            "pod_name": pod_name,
-            "namespace": namespace,
-            "labels": labels,
-            "patch": None,
-            "from_try": record.try_number,
-        }
-        if record.try_number == try_number:
-            return SwapPlan(action="reattach", **kept)
-        if earlier_result is not None and earlier_result.generation == record.generation:
-            # the runner's result line is final, even while the slot does not show Ready yet
-            if earlier_result.succeeded:
-                return SwapPlan(action="adopt", result=earlier_result, **kept)
-        elif state in _ON:
-            return SwapPlan(action="reattach", **kept)
-        elif state is not StageState.FAILED_TO_START:
-            raise ResultUnavailableError(
-                f"try {record.try_number} of stage {stage.name!r} ran generation {record.generation} in "
-                f"{record.slot}, which has ended ({state}), but its result is no longer readable: not "
-                "running the stage again in case it succeeded. Clear the DAG run from the chain's setup "
-                "task to run the chain again from its first stage"
-            )
+    if pod.lost is not None:
+        raise PodLostError(pod.lost)
+    existing = _plan_existing(pod, stage, try_number, earlier_result, finished)
+    if existing is not None:
+        return existing
     now = now or datetime.now(UTC)
-    last = view.generation
-    last_slot = view.slot_of(last)
-    order = [other_slot(last_slot), last_slot] if last_slot else list(SLOTS)
-    statuses = {slot: slot_status(view, slot) for slot in SLOTS}
-
-    def usable(slot: str) -> bool:
-        status = statuses[slot]
-        if finished is not None and slot in finished:
-            return True
-        return status.state in _AVAILABLE and (status.confirmed or finished is None)
-
-    free = [slot for slot in order if usable(slot)]
-    coming = [
-        slot
-        for slot in order
-        if slot not in free
-        and statuses[slot].state in _ON
-        and (prepared := view.slot(slot).prepared) is not None
-        and prepared.image == stage.image
-    ]
-    if coming and not any(_holds(view, slot, stage.image, statuses[slot]) for slot in free):
-        # the kubelet is restarting that slot on this stage's image: waiting for it costs less than a second
-        # restart elsewhere (and its prepare was made only when no other slot restarts sooner)
-        current = statuses[coming[0]]
-        raise SlotBusyError(
-            coming[0],
-            0,
-            current.state,
-            f"{coming[0]} is being prepared for {stage.image} (the kubelet restarts it: {current.reason}"
-            f"{': ' + current.message if current.message else ''}): stage {stage.name!r} waits to start "
-            "there without another restart",
-            preparing=current.reason or current.state,
-        )
-    if not free:
-        slot = order[0]
-        current = statuses[slot]
-        detail = f" ({current.reason}: {current.message})" if current.reason else ""
-        if current.state in _AVAILABLE:
-            detail = " (its runner has not reported the end of that generation yet)"
-        raise SlotBusyError(
-            slot,
-            current.generation,
-            current.state,
-            f"{slot} is {current.state} with generation {current.generation}{detail}: "
-            f"stage {stage.name!r} must wait for it to finish",
-        )
-    holding = [slot for slot in free if _holds(view, slot, stage.image, statuses[slot])]
-    wait, why = 0.0, ""
-    if holding:
-        action: SwapAction = "go"
-        slot = holding[0]
-    else:
-        action = "patch"
-        waits = {slot: restart_hold(view, slot, stage.image, now) for slot in free}
-        slot = min(free, key=lambda s: waits[s][0])  # stable: the other slot first on a tie
-        wait, why = waits[slot]
-    chosen = view.slot(slot)
-    generation = last + 1
-    new_record = StageRecord(
-        generation=generation,
+    statuses = {slot: slot_status(pod, slot) for slot in SLOTS}
+    slot, action, wait, why = _choose_slot(pod, stage, statuses, finished, now)
+    chosen = pod.slot(slot)
+    record = StageRecord(
+        generation=pod.generation + 1,
         slot=slot,
         image=stage.image,
         try_number=try_number,
@@ -296,37 +204,169 @@ def plan_swap(
         previous_reason=chosen.waiting_reason,
         token=token or new_token(),
     )
-    metadata: dict[str, Any] = {
-        "annotations": {
-            GENERATION_ANNOTATION: str(generation),
-            **slot_annotations(slot, stage, generation, new_record.token, restart=action == "patch"),
-            stage_annotation(stage.name): new_record.to_annotation(),
-        }
-    }
-    other = other_slot(slot)
-    if statuses[other].state not in _ON and view.annotations.get(slot_annotation(other, RUN_FIELD)):
-        # retired with the same patch: a restarted runner of the other slot finds nothing to run, whatever
-        # its stage deleted or signalled (its generation has ended: its result is in its log and records)
-        metadata["annotations"][slot_annotation(other, RUN_FIELD)] = ""
-    if view.resource_version:
-        metadata["resourceVersion"] = view.resource_version
-    patch: dict[str, Any] = {"metadata": metadata}
-    if action == "patch":
-        patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
+    pod_name, namespace, labels = _identity(pod)
     return SwapPlan(
         action=action,
         stage=stage.name,
         slot=slot,
-        generation=generation,
-        record=new_record,
+        generation=record.generation,
+        record=record,
         pod_name=pod_name,
         namespace=namespace,
         labels=labels,
-        patch=patch,
+        patch=_swap_patch(pod, stage, record, statuses),
         from_try=try_number,
         backoff_wait=wait,
         backoff_why=why,
     )
+
+
+def _plan_existing(
+    pod: ChainPod,
+    stage: StageSpec,
+    try_number: int,
+    earlier_result: StageResult | None,
+    finished: Collection[str] | None,
+) -> SwapPlan | None:
+    """The plan the stage's latest generation decides, None for a new generation: swapped in by this try, or
+    by an earlier try and still swapping or running (that try's worker died) -> ``reattach``; an earlier
+    try's generation that ended with exit 0 (`earlier_result`, see `earlier_generation`) -> ``adopt``; one
+    that failed, was interrupted or never started -> None. A finished stage is never run again: an earlier
+    try's generation that ended without `earlier_result` raises ResultUnavailableError."""
+    record = pod.record(stage.name)
+    if record is None:
+        return None
+    status = current_status(pod, stage.name)
+    state = status.state
+    if needs_log(status) and (finished is None or record.slot not in finished):
+        state = StageState.RUNNING  # Ready from before an annotations-only swap: no result seen yet
+    pod_name, namespace, labels = _identity(pod)
+    kept: dict[str, Any] = {
+        "stage": stage.name,
+        "slot": record.slot,
+        "generation": record.generation,
+        "record": record,
+        "pod_name": pod_name,
+        "namespace": namespace,
+        "labels": labels,
+        "patch": None,
+        "from_try": record.try_number,
+    }
+    if record.try_number == try_number:
+        return SwapPlan(action="reattach", **kept)
+    if earlier_result is not None and earlier_result.generation == record.generation:
+        # the runner's result line is final, even while the slot does not show Ready yet
+        return SwapPlan(action="adopt", result=earlier_result, **kept) if earlier_result.succeeded else None
+    if state in _ON:
+        return SwapPlan(action="reattach", **kept)
+    if state is not StageState.FAILED_TO_START:
+        raise ResultUnavailableError(
+            f"try {record.try_number} of stage {stage.name!r} ran generation {record.generation} in "
+            f"{record.slot}, which has ended ({state}), but its result is no longer readable: not "
+            "running the stage again in case it succeeded. Clear the DAG run from the chain's setup "
+            "task to run the chain again from its first stage"
+        )
+    return None
+
+
+def _choose_slot(
+    pod: ChainPod,
+    stage: StageSpec,
+    statuses: dict[str, StageStatus],
+    finished: Collection[str] | None,
+    now: datetime,
+) -> tuple[str, SwapAction, float, str]:
+    """(slot, action, expected back-off wait, why) for a new generation of `stage`. A slot is usable once its
+    generation has finished. One that already holds the stage's image -> ``go`` (annotations only, no
+    restart); else the slot whose restart on the stage's image the kubelet's back-off holds least
+    (`restart_hold`), the slot the latest generation did not use on a tie -> ``patch``. SlotBusyError: no
+    slot is free, or one is being prepared for this image and no free slot holds it (waiting costs less)."""
+    last_slot = pod.slot_of(pod.generation)
+    order = [other_slot(last_slot), last_slot] if last_slot else list(SLOTS)
+
+    def usable(slot: str) -> bool:
+        if finished is not None and slot in finished:
+            return True
+        return statuses[slot].state in _AVAILABLE and (statuses[slot].confirmed or finished is None)
+
+    free = [slot for slot in order if usable(slot)]
+    holding = [slot for slot in free if _holds(pod, slot, stage.image, statuses[slot])]
+    if not holding:
+        _wait_for_prepared(pod, stage, statuses, [slot for slot in order if slot not in free])
+    if not free:
+        raise _busy(stage, order[0], statuses[order[0]])
+    if holding:
+        return holding[0], "go", 0.0, ""
+    waits = {slot: restart_hold(pod, slot, stage.image, now) for slot in free}
+    slot = min(free, key=lambda s: waits[s][0])  # stable: the other slot first on a tie
+    return slot, "patch", *waits[slot]
+
+
+def _wait_for_prepared(
+    pod: ChainPod, stage: StageSpec, statuses: dict[str, StageStatus], taken: list[str]
+) -> None:
+    """SlotBusyError when the kubelet is restarting one of the `taken` slots on this stage's image (a
+    prepare): waiting for it costs less than a second restart elsewhere (and its prepare was made only
+    when no other slot restarts sooner)."""
+    coming = [
+        slot
+        for slot in taken
+        if statuses[slot].state in _ON
+        and (prepared := pod.slot(slot).prepared) is not None
+        and prepared.image == stage.image
+    ]
+    if not coming:
+        return
+    current = statuses[coming[0]]
+    raise SlotBusyError(
+        coming[0],
+        0,
+        current.state,
+        f"{coming[0]} is being prepared for {stage.image} (the kubelet restarts it: {current.reason}"
+        f"{': ' + current.message if current.message else ''}): stage {stage.name!r} waits to start "
+        "there without another restart",
+        preparing=current.reason or current.state,
+    )
+
+
+def _busy(stage: StageSpec, slot: str, current: StageStatus) -> SlotBusyError:
+    """No slot is free: the error naming `slot` (the one the swap would take first) and why it is busy."""
+    detail = f" ({current.reason}: {current.message})" if current.reason else ""
+    if current.state in _AVAILABLE:
+        detail = " (its runner has not reported the end of that generation yet)"
+    return SlotBusyError(
+        slot,
+        current.generation,
+        current.state,
+        f"{slot} is {current.state} with generation {current.generation}{detail}: "
+        f"stage {stage.name!r} must wait for it to finish",
+    )
+
+
+def _swap_patch(
+    pod: ChainPod, stage: StageSpec, record: StageRecord, statuses: dict[str, StageStatus]
+) -> dict[str, Any]:
+    """The swap's one patch, guarded by the snapshot's resourceVersion: the generation's annotations and
+    record, the slot's image for a ``patch``; it also retires the other slot's run spec when that slot's
+    generation has ended, so that no restart of it can run that generation again."""
+    slot, generation = record.slot, record.generation
+    annotations = {
+        GENERATION_ANNOTATION: str(generation),
+        **slot_annotations(slot, stage, generation, record.token, restart=record.action == "patch"),
+        stage_annotation(stage.name): record.to_annotation(),
+    }
+    other = other_slot(slot)
+    if statuses[other].state not in _ON and pod.annotations.get(slot_annotation(other, RUN_FIELD)):
+        # retired with the same patch: a restarted runner of the other slot finds nothing to run, whatever
+        # its stage deleted or signalled (its generation has ended: its result is in its log and records)
+        annotations[slot_annotation(other, RUN_FIELD)] = ""
+    metadata: dict[str, Any] = {"annotations": annotations}
+    if pod.resource_version:
+        metadata["resourceVersion"] = pod.resource_version
+    patch: dict[str, Any] = {"metadata": metadata}
+    if record.action == "patch":
+        patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
+    return patch
 
 
 @dataclass(frozen=True)
