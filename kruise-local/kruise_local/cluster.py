@@ -36,6 +36,7 @@ from .profiles import Profile, get_profile
 from .rbac import Rbac
 from .scheduling import DEFAULT_ALLOCATABLE, Scheduler
 from .server import ApiServer
+from .serviceaccounts import ServiceAccountsController
 from .store import Store, now_iso
 
 T = TypeVar("T")
@@ -123,6 +124,7 @@ class LocalCluster:
         )
         self.scheduler = Scheduler(self.store, self.events, self.profile)
         self.kruise = Kruise(self.store, self.profile, self.kubelet)
+        self.service_accounts = ServiceAccountsController(self.store)
         self.server = ApiServer(
             self.store,
             self.admission,
@@ -178,6 +180,7 @@ class LocalCluster:
                     "status": {"phase": "Active"},
                 },
             )
+        self.service_accounts.start()
         for i in range(self.config.nodes):
             self.add_node(f"node-{i}" if self.config.nodes > 1 else "kruise-local")
         self.scheduler.start()

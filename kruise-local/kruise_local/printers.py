@@ -69,6 +69,15 @@ COLUMNS: dict[str, list[Obj]] = {
         _col("Data", description="Data contains the secret data."),
         _AGE,
     ],
+    "ServiceAccount": [
+        _NAME,
+        _col(
+            "Secrets",
+            description="Secrets is a list of the secrets in the same namespace that pods running using "
+            "this ServiceAccount are allowed to use.",
+        ),
+        _AGE,
+    ],
     "ValidatingAdmissionPolicy": [
         _NAME,
         _col(
@@ -393,6 +402,8 @@ def _builtin_cells(res: Resource, obj: Obj) -> tuple[list[Any], list[Obj]]:
     if res is R.SECRETS:  # printSecret
         row = [meta.get("name", ""), obj.get("type", ""), len(obj.get("data") or {})]
         return [*row, since(meta.get("creationTimestamp"))], []
+    if res is R.SERVICE_ACCOUNTS:  # printServiceAccount
+        return [meta.get("name", ""), len(obj.get("secrets") or []), since(meta.get("creationTimestamp"))], []
     if res is R.VALIDATING_ADMISSION_POLICIES:
         spec = obj.get("spec") or {}
         kind = spec.get("paramKind") or {}

@@ -4,8 +4,9 @@ kubectl's typed clients (`kubectl create configmap|secret|namespace ...`) encode
 and client-go falls back to JSON after a 415 only for CBOR (`rest/client.go` `UnsupportedMediaType`), so the
 server must read them. The envelope is apimachinery's (`runtime/serializer/protobuf`: the magic `k8s\\0`, then
 a `runtime.Unknown` {typeMeta, raw}); `raw` is decoded with the field numbers of `k8s.io/api/core/v1` and
-`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret, Namespace and the self reviews
-(`authorization`/`authentication` v1). Other kinds are a 415, naming the media types accepted for them.
+`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret, ServiceAccount, Namespace and
+the self reviews (`authorization`/`authentication` v1). Other kinds are a 415, naming the media types
+accepted for them.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
                   3: ("binaryData", "map:bytes")},
     "Secret": {1: ("metadata", "msg:ObjectMeta"), 5: ("immutable", "bool"), 2: ("data", "map:bytes"),
                4: ("stringData", "map:string"), 3: ("type", "string")},
+    "ServiceAccount": {1: ("metadata", "msg:ObjectMeta"), 2: ("secrets", "list:msg:ObjectReference"),
+                       3: ("imagePullSecrets", "list:msg:LocalObjectReference"),
+                       4: ("automountServiceAccountToken", "bool")},
+    "ObjectReference": {1: ("kind", "string"), 2: ("namespace", "string"), 3: ("name", "string"),
+                        4: ("uid", "string"), 5: ("apiVersion", "string"), 6: ("resourceVersion", "string"),
+                        7: ("fieldPath", "string")},
     "SelfSubjectAccessReview": {1: ("metadata", "msg:ObjectMeta"),
                                 2: ("spec", "msg:SelfSubjectAccessReviewSpec")},
     "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "msg:ResourceAttributes"),
@@ -82,6 +89,7 @@ _KINDS = {
     ("v1", "ConfigMap"),
     ("v1", "Namespace"),
     ("v1", "Secret"),
+    ("v1", "ServiceAccount"),  # kubectl create serviceaccount
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),  # kubectl auth can-i
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),  # kubectl auth can-i --list
     ("authentication.k8s.io/v1", "SelfSubjectReview"),  # kubectl auth whoami

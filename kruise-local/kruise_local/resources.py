@@ -81,6 +81,9 @@ SECRETS = Resource(
     (),
     field_selectors=_META | {"type"},  # pkg/registry/core/secret/strategy.go `SelectableFields`
 )
+SERVICE_ACCOUNTS = Resource(
+    "", ("v1",), "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",), field_selectors=_META
+)
 EVENTS = Resource(
     "",
     ("v1",),
@@ -214,6 +217,7 @@ STORED: tuple[Resource, ...] = (
     NODES,
     CONFIGMAPS,
     SECRETS,
+    SERVICE_ACCOUNTS,
     EVENTS,
     IMAGE_PULL_JOBS,
     NODE_IMAGES,

@@ -68,12 +68,18 @@ def test_clients_meet_their_usual_not_found(api_client, kubeconfig, tmp_path):
 
 def test_the_official_clients_pod_apis_without_exec(core, namespace):
     """What `test_pod_apis` (kubernetes-client/python `kubernetes/e2e_test/test_client.py`) does but its
-    exec calls: the default ServiceAccount is not served (it waits for it, then goes on), a busybox pod
-    (`busybox`, no tag) runs `while true; do date; sleep 5; done` as `args`, leaves Pending, is listed across
-    namespaces, and is deleted with an empty body."""
-    with pytest.raises(ApiException) as err:
-        core.read_namespaced_service_account(name="default", namespace=namespace)
-    assert err.value.status == 404
+    exec calls: it waits up to 30 s for the namespace's `default` ServiceAccount (the serviceaccounts
+    controller creates it), a busybox pod (`busybox`, no tag) runs `while true; do date; sleep 5; done` as
+    `args`, leaves Pending, is listed across namespaces, and is deleted with an empty body."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            core.read_namespaced_service_account(name="default", namespace=namespace)
+            break
+        except ApiException as err:
+            assert err.status == 404 and time.monotonic() < deadline, "no default ServiceAccount"
+            time.sleep(0.05)
+    assert time.monotonic() < deadline - 25, "the default ServiceAccount came late"
     name = f"busybox-test-{uuid.uuid4().hex[:12]}"
     manifest = {
         "apiVersion": "v1",

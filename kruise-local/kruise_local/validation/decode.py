@@ -250,6 +250,21 @@ _OBJECT_META_SHAPE: dict[str, Any] = {
 _OBJECT_SHAPES: dict[str, dict[str, Any]] = {
     "ConfigMap": {"data": "strmap", "binaryData": "strmap", "immutable": "bool"},
     "Secret": {"data": "strmap", "stringData": "strmap", "type": "str", "immutable": "bool"},
+    "ServiceAccount": {
+        "secrets": [
+            {
+                "kind": "str",
+                "namespace": "str",
+                "name": "str",
+                "uid": "str",
+                "apiVersion": "str",
+                "resourceVersion": "str",
+                "fieldPath": "str",
+            }
+        ],
+        "imagePullSecrets": [{"name": "str"}],
+        "automountServiceAccountToken": "bool",
+    },
     "Event": {
         "involvedObject": {
             "kind": "str",
