@@ -19,7 +19,7 @@ READER = (
 )
 
 
-def _pod(core: Any, ns: str, other: dict[str, Any]) -> None:
+def _pod(core: Any, ns: str, other: dict[str, Any], grace: int = 3) -> None:
     reader = container("r", READER, volumeMounts=[{"name": "podinfo", "mountPath": "/podinfo"}])
     volume = {
         "name": "podinfo",
@@ -27,7 +27,7 @@ def _pod(core: Any, ns: str, other: dict[str, Any]) -> None:
             "items": [{"path": "go", "fieldRef": {"fieldPath": f"metadata.annotations['{KEY}']"}}]
         },
     }
-    body = pod_body("p", reader, other, volumes=[volume], terminationGracePeriodSeconds=3)
+    body = pod_body("p", reader, other, volumes=[volume], terminationGracePeriodSeconds=grace)
     body["metadata"]["annotations"] = {KEY: "0"}
     core.create_namespaced_pod(ns, body)
     wait_for(lambda: running(core, ns, "p", "r") and running(core, ns, "p", "k"), timeout=60, what="running")
@@ -60,12 +60,13 @@ def test_a_go_right_after_a_sync_waits_for_the_next_relist(realistic: Any, reali
     """`podWorkerLoop` waits for a PLEG cache newer than its last sync (`GetNewerThan`), then the volume
     loops (100 ms each) rewrite the file: an update that follows the last sync within a relist period (1 s)
     waits for the next relist, so back-to-back updates take 0-1 s more than the loops' 0-0.2 s: never all
-    about 0.1 s (the local kubelet before), never much over 1.2 s (plus what a loaded machine adds)."""
+    about 0.1 s (the local kubelet before), never much over 1.2 s (plus what a loaded machine adds: the
+    upper bounds are generous)."""
     _pod(realistic, realistic_ns, container("k", "sleep 3600"))
     time.sleep(1.5)  # idle: the cache is newer than the last sync
     first = _go(realistic, realistic_ns, "idle")
     latencies = [_go(realistic, realistic_ns, str(i)) for i in range(10)]  # each right after the last
-    assert first < 1.3 and max(latencies) < 2.5, (first, latencies)
+    assert first < 2.5 and max(latencies) < 4.0, (first, latencies)  # 1.3 s and 1.2 s, plus any load
     assert max(latencies) > 0.3, latencies  # some waited for a relist (all ten below: p < 1e-3)
 
 
@@ -73,9 +74,9 @@ def test_a_go_behind_a_kill_changes_the_file_only_after_the_kill_s_sync(
     realistic: Any, realistic_ns: str
 ) -> None:
     """One sync at a time per pod (`podWorkerLoop`, `pendingUpdate`): an annotation patched while the pod's
-    sync kills a container that ignores SIGTERM (grace period 3 s) reaches the file only after that sync
+    sync kills a container that ignores SIGTERM (grace period 6 s) reaches the file only after that sync
     ended, not 0.1 s later as on a kubelet that does not serialize."""
-    _pod(realistic, realistic_ns, container("k", 'trap "" TERM; while :; do sleep 0.2; done'))
+    _pod(realistic, realistic_ns, container("k", 'trap "" TERM; while :; do sleep 0.2; done'), grace=6)
     realistic.patch_namespaced_pod(
         "p", realistic_ns, {"spec": {"containers": [{"name": "k", "image": "alpine:3.20"}]}}
     )
@@ -86,20 +87,20 @@ def test_a_go_behind_a_kill_changes_the_file_only_after_the_kill_s_sync(
     )
     time.sleep(0.5)  # past the volume loops' pass for that sync (they write the pod as it is then)
     latency = _go(realistic, realistic_ns, "behind-kill")
-    assert latency > 1.8, latency  # the kill's 3 s grace, less the 0.5 s and the time to see it begin
+    assert latency > 3.0, latency  # the kill's 6 s grace, less the 0.5 s and the time to see it begin
 
 
 def test_a_go_behind_a_pull_waits_for_the_pull(realistic: Any, realistic_ns: str) -> None:
-    """The same for a sync that pulls an image (debian:bookworm-slim, about 2.5 s modelled). (An update that
+    """The same for a sync that pulls an image (python:3.11-slim, about 4 s modelled). (An update that
     arrives before the volume loops' pass for a sync still reaches the file then: they write the pod as the
     kubelet has it when they run, so each test waits 0.5 s after the sync began.)"""
     _pod(realistic, realistic_ns, container("k", "sleep 3600"))
-    patch = {"spec": {"containers": [{"name": "k", "image": "debian:bookworm-slim"}]}}
+    patch = {"spec": {"containers": [{"name": "k", "image": "python:3.11-slim"}]}}
     realistic.patch_namespaced_pod("p", realistic_ns, patch)
-    wait_for(lambda: _event_seen(realistic, realistic_ns, "Pulling", "debian"), interval=0.05, what="pull")
+    wait_for(lambda: _event_seen(realistic, realistic_ns, "Pulling", "python"), interval=0.05, what="pull")
     time.sleep(0.5)
     latency = _go(realistic, realistic_ns, "behind-pull")
-    assert latency > 1.2, latency
+    assert latency > 2.0, latency
 
 
 def test_the_containers_of_a_new_pod_start_in_one_sync(realistic: Any, realistic_ns: str) -> None:
