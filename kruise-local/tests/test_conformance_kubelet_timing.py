@@ -117,3 +117,24 @@ def test_the_containers_of_a_new_pod_start_in_one_sync(realistic: Any, realistic
         if e.reason == "Started"
     )
     assert len(started) == len(names) and started[-1] - started[0] < 2.5, started
+
+
+def test_a_readiness_result_that_changed_asks_for_a_sync_one_that_did_not_does_not(
+    cluster: Any, core: Any, namespace: str
+) -> None:
+    """`syncLoopIteration` syncs a pod on a readiness result from the results manager, which sends only
+    results that changed (`results_manager.go` `Set`): the flip to ready is a sync, the same result every
+    second after it is none. (Counted on the local kubelet's pod worker; the fast profile's syncs.)"""
+    probe = {"exec": {"command": ["/bin/sh", "-c", "test -f /tmp/ready"]}, "periodSeconds": 1}
+    spec = container("c", "sleep 1.5; touch /tmp/ready; sleep 3600", readinessProbe=probe)
+    core.create_namespaced_pod(namespace, pod_body("p", spec))
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    worker = next(w for w in cluster.kubelet.workers.values() if w.ns == namespace)
+    time.sleep(0.3)  # the ContainerStarted sync is done
+    assert not running(core, namespace, "p", "c").ready
+    before = worker.syncs
+    wait_for(lambda: running(core, namespace, "p", "c").ready, what="ready")
+    time.sleep(0.3)
+    flipped = worker.syncs
+    time.sleep(2.5)  # two more successful probes
+    assert flipped > before and worker.syncs == flipped, (before, flipped, worker.syncs)
