@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 
 from .lines import clip
-from .status import ResultMarker, StartMarker, matches, parse_marker
+from .status import ResultMarker, StartMarker, StreamMarker, matches, parse_marker
 
 TAIL_LINES = 20
 """output lines kept (clipped) for a result's `log_tail`"""
@@ -23,9 +23,11 @@ class GenerationOutput:
     the last output lines, clipped; `result` is the generation's result marker once read (only a marker
     with the generation's token counts: a stage cannot forge one). Memory: the tail, whatever the log's size.
 
-    The runner prints each marker on stdout and on stderr (`core.wire`): the second copy of the start marker
-    is not shown, and output goes on after the first copy of the result line until its copy from the other
-    stream is read too (`complete`; a lone result line without ``streams=2`` completes at once).
+    The runner marks each stream's begin and end (`core.wire`: the start and result lines on stdout,
+    ``stderr-start`` and ``stderr-end`` on stderr; older runners printed the start and result lines on both):
+    output is shown from the first begin line (shown itself; the other stream's is not), and goes on after the
+    result line until the other stream's end is read too (`complete`; a lone result line without
+    ``streams=2`` completes at once). `started` is the start line, once read.
     """
 
     def __init__(self, generation: int, token: str, *, skip: int = 0, tail: int = TAIL_LINES) -> None:
@@ -48,6 +50,7 @@ class GenerationOutput:
         container): lines counted so far are skipped when they come again."""
         self.skip = max(self.skip, self.counted)
         self.counted = 0
+        self.started = None  # read again with the log
         self._copies = 0
         self._showing = False
         self._blank = False
@@ -59,21 +62,23 @@ class GenerationOutput:
             return [], []
         marker = parse_marker(line)
         ours = matches(marker, self.generation, self.token)
-        if ours and isinstance(marker, StartMarker):
-            if self._showing:  # its copy from the other stream
+        begin = isinstance(marker, StartMarker) or (isinstance(marker, StreamMarker) and not marker.end)
+        if ours and begin:
+            if isinstance(marker, StartMarker) and self.started is None:
+                self.started = marker
+            if self._showing:  # the other stream's begin
                 return [], []
-            self.started = marker
             self._showing = True
             self._blank = False
             self.tail.clear()
             return self._count([line])
-        if ours and isinstance(marker, ResultMarker):
-            if self.result is None:
+        if ours and isinstance(marker, (ResultMarker, StreamMarker)):
+            if isinstance(marker, ResultMarker) and self.result is None:
                 self.result = marker
                 self.result_line = line
             self._copies += 1
-            self.complete = self._copies >= self.result.streams
-            self._blank = False  # the runner's own line end before its result line
+            self.complete = self.result is not None and self._copies >= self.result.streams
+            self._blank = False  # the runner's own line end before its result line or stream end
             return [], []
         if not self._showing:
             return [], []

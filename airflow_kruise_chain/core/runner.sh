@@ -48,8 +48,9 @@
 # does) and exactly the container's env as the runtime gave it (read from /proc/self/environ, without the
 # runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION. Results
 # are announced as a line starting with the marker, carrying the generation and its token (and in the
-# termination message). Markers go to stdout and to stderr (a runtime copies the two streams into the log
-# apart: only both copies say that all of the stage's output is in).
+# termination message). Each stream's begin and end is marked once (a runtime copies the two streams into the
+# log apart: only both ends say that all of the stage's output is in): the start and result lines on stdout,
+# `stderr-start` and `stderr-end` lines on stderr.
 
 kc_bb=${0%/*}/busybox
 kc_marker='::kruise-chain::'
@@ -371,8 +372,8 @@ kc_finish() {
 }
 
 # Announce the result: the termination message (the kubelet keeps at most 4096 bytes: large outputs are
-# left to the log line) and the result line on each stream, on a line of its own (the stage may have left
-# one unended).
+# left to the log line), the result line on stdout and the end of stderr, each on a line of its own (the
+# stage may have left one unended).
 kc_announce() {
 	kc_read "$kc_dir/result"
 	kc_res=$kc_line
@@ -380,7 +381,7 @@ kc_announce() {
 	if [ "${#kc_res}" -gt 4000 ]; then kc_msg="${kc_res%% outputs=*} outputs=- outputs_status=truncated"; fi
 	{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null
 	printf '\n%s\n' "$kc_res"
-	printf '\n%s\n' "$kc_res" >&2
+	printf '\n%s stderr-end gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
 	kc_put "$kc_parked" "$kc_g"
 }
 
@@ -465,7 +466,7 @@ kc_run() {
 	kc_phase=stage
 	kc_start="$kc_marker start gen=$kc_g token=$kc_t stage=$kc_s slot=$kc_slot at=$kc_stamp"
 	printf '%s\n' "$kc_start"
-	printf '%s\n' "$kc_start" >&2
+	printf '%s stderr-start gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
 	(
 		trap - CHLD
 		eval "$kc_envsh"

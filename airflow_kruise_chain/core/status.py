@@ -21,6 +21,7 @@ from .wire import (  # noqa: F401 (re-exported: the runner's wire format lives i
     Marker,
     ResultMarker,
     StartMarker,
+    StreamMarker,
     load_outputs,
     matches,
     parse_marker,
@@ -115,16 +116,17 @@ class StageResult:
             marker = parse_marker(line)
             if not matches(marker, generation, token):
                 output.append(line.rstrip("\n"))
-            elif isinstance(marker, StartMarker):
+            elif isinstance(marker, StartMarker) or (isinstance(marker, StreamMarker) and not marker.end):
                 started += 1
-                if started == 1:  # not at its copy from the other stream: output may precede that
+                if started == 1:  # not at the other stream's begin: output may precede that
                     output.clear()
-            elif isinstance(marker, ResultMarker):
-                result = result or marker
+            elif isinstance(marker, (ResultMarker, StreamMarker)):
+                if isinstance(marker, ResultMarker):
+                    result = result or marker
                 copies += 1
                 if output and output[-1] == "":
                     output.pop()  # the runner ends a line the stage may have left open before its result
-                if copies >= result.streams:  # both streams' copies: all the stage's output is before
+                if result is not None and copies >= result.streams:  # both streams' ends: all output is in
                     break
         if result is None:
             return None

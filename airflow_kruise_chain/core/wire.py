@@ -21,15 +21,20 @@ backslashes, newlines, trailing ones too, non-ASCII)::
 
 **Markers** (lines each starting with `MARKER` at the start of a line)::
 
-    ::kruise-chain:: start gen=G token=T stage=S slot=X at=TS
+    ::kruise-chain:: start gen=G token=T stage=S slot=X at=TS                        (stdout)
+    ::kruise-chain:: stderr-start gen=G token=T stage=S                               (stderr)
     ::kruise-chain:: result gen=G token=T stage=S slot=X exit=N reason=R started=TS finished=TS
-        outputs=BASE64|- outputs_status=ok|absent|too-big|truncated streams=2
+        outputs=BASE64|- outputs_status=ok|absent|too-big|truncated streams=2         (stdout)
+    ::kruise-chain:: stderr-end gen=G token=T stage=S                                 (stderr)
 
-The runner prints each marker on both of the container's streams, stdout then stderr (``streams=2``): a
-runtime copies stdout and stderr into the log by separate readers, so a line the stage wrote on one stream may
-reach the log after a marker printed on the other. Each stream keeps its own order, so the stage's output
-starts after the first copy of its start marker and is complete once both copies of its result line are in
-the log (`core.output.GenerationOutput`). A result line without ``streams=2`` was printed once.
+A runtime copies stdout and stderr into the log by separate readers, so a line the stage wrote on one stream
+may reach the log after a marker printed on the other. Each stream keeps its own order, so the runner marks
+where the stage's output begins and ends on each stream, each line once (``kubectl logs`` shows each once):
+the start and result lines on stdout, ``stderr-start`` and ``stderr-end`` on stderr. The stage's output
+starts after the first of the two begin lines and is complete once the result line and ``stderr-end`` are
+both in the log (`core.output.GenerationOutput`; ``streams=2``: the result line has a stream end to wait
+for). Runners before this format printed the start and result lines on both streams: a second copy counts
+as the other stream's begin or end. A result line without ``streams=2`` was printed once.
 
 A result counts only for the generation and token the operator swapped in (`matches`): copies of earlier
 output, lines a stage prints for another generation and lines of the other slot are ignored. The token is
@@ -106,7 +111,7 @@ RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}
 DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
 """a public image whose /bin/busybox is statically linked (the init container copies it)"""
 
-_START = re.compile(re.escape(MARKER) + r" (start|result)((?: [a-z_]+=\S*)+)\s*$")
+_START = re.compile(re.escape(MARKER) + r" (start|result|stderr-start|stderr-end)((?: [a-z_]+=\S*)+)\s*$")
 _FRACTION = re.compile(r"\.(\d+)Z$")
 
 
@@ -191,7 +196,18 @@ class ResultMarker:
     """on how many of the container's streams the runner printed this line (2: stdout and stderr)"""
 
 
-Marker = StartMarker | ResultMarker
+@dataclass(frozen=True)
+class StreamMarker:
+    """``::kruise-chain:: stderr-start|stderr-end gen=N token=T stage=NAME``: where the stage's output on
+    stderr begins or ends (its start and result lines are on stdout)."""
+
+    generation: int
+    stage: str
+    end: bool
+    token: str = ""
+
+
+Marker = StartMarker | ResultMarker | StreamMarker
 
 
 def matches(marker: Marker | None, generation: int, token: str) -> bool:
@@ -270,6 +286,8 @@ def parse_marker(line: str) -> Marker | None:
     try:
         generation = int(fields["gen"])
         token = fields.get("token", "")
+        if match.group(1).startswith("stderr-"):
+            return StreamMarker(generation, fields.get("stage", ""), match.group(1) == "stderr-end", token)
         if match.group(1) == "start":
             return StartMarker(generation, fields["stage"], fields["slot"], _timestamp(fields["at"]), token)
         outputs, outputs_status = decode_outputs(fields.get("outputs", "-"), fields.get("outputs_status", ""))

@@ -59,9 +59,9 @@ def task_end_dates(run: Any) -> dict[str, Any]:
 
 
 FAST_POD = {"pod_template": {"spec": {"terminationGracePeriodSeconds": 2}}}
-"""Chain pod options for tests: a short grace period, so that a container the local cluster fails to stop with
-SIGTERM (see the report on the emulator's pid-namespace bug) costs 2 s rather than 30 s. Parked runners exit
-at once on SIGTERM, so this changes nothing else."""
+"""Chain pod options for tests: a short grace period, so that a stop that ends in SIGKILL (a stage ignoring
+SIGTERM; a container's pid 1 with no SIGTERM handler, as the kernel has it) costs 2 s rather than 30 s. Parked
+runners exit at once on SIGTERM, so this changes nothing else."""
 
 
 class Failures:

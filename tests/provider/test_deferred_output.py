@@ -184,7 +184,9 @@ def test_the_trigger_follows_a_32mb_line_and_a_flood_in_bounded_memory(chain, mo
     finally:
         tracemalloc.stop()
     assert event["status"] == "finished", event
-    assert seen["lines"] == 1 + 1 + FLOOD + 1, seen["other"]  # start marker, long line (cut), flood, "done"
+    # start marker, long line (cut), flood, "done"; the task may have logged the start marker itself before
+    # it deferred (a loaded machine): the trigger then skips it
+    assert seen["lines"] + deferred.value.trigger.logged == 1 + 1 + FLOOD + 1, seen["other"]
     assert seen["longest"] < LINE_HEAD + LINE_TAIL + 64  # the long line's start and end, with a note
     # not the 32 MB line, nor the flood (7 MB of lines): a log chunk, a cut line and their copies at a time
     assert peak < 8 * 1024 * 1024, peak

@@ -77,6 +77,34 @@ def test_from_log_and_replay_read_up_to_the_second_copy() -> None:
     assert list(generation_output(LATE_STDERR, 1)) == [START, "read 100 numbers", "bad record 17", RESULT]
 
 
+# The runner now marks each stream once: the start and result lines on stdout, stderr-start and stderr-end on
+# stderr (what `kubectl logs` shows, each line once); the lines above are what older runners printed.
+BEGIN = "::kruise-chain:: stderr-start gen=1 token=t0k stage=extract"
+END = "::kruise-chain:: stderr-end gen=1 token=t0k stage=extract"
+LATE = ["boot", START, "read 100 numbers", "", RESULT, BEGIN, "bad record 17", "", END, "parked"]
+EARLY = [BEGIN, "bad record 17", START, "read 100 numbers", "", RESULT, "", END]
+
+
+def test_each_stream_marked_once_the_output_goes_on_until_both_ends() -> None:
+    out, output = shown(LATE)
+    assert out == [START, "read 100 numbers", "bad record 17"]
+    assert output.complete and output.result is not None and output.result.exit_code == 4
+    assert output.started is not None and output.started.generation == 1
+    partial, output = shown(LATE[:5])
+    assert partial == [START, "read 100 numbers"] and output.result is not None and not output.complete
+    out, output = shown(EARLY)
+    assert out == [BEGIN, "bad record 17", "read 100 numbers"]  # the first begin line is shown
+    assert output.complete and output.started is not None
+    ended_first, output = shown([START, "x", BEGIN, "", END, "", RESULT])  # stderr's end before the result
+    assert ended_first == [START, "x"] and output.complete
+    for lines in (LATE, EARLY):
+        result = StageResult.from_log(lines, generation=1, image="busybox:1.36", token="t0k")
+        assert result is not None and sorted(result.log_tail) == ["bad record 17", "read 100 numbers"]
+    assert list(generation_output(LATE, 1)) == [START, "read 100 numbers", "bad record 17", RESULT]
+    forged = END.replace("t0k", "f4k")  # another token's stream end completes nothing
+    assert not shown([START, "x", "", RESULT, forged])[1].complete
+
+
 class Api:
     """Just enough of a `ChainApi` for `StageDriver.follow`: the pod as it is, and its log as a stream."""
 

@@ -22,7 +22,7 @@ from inotify_simple import INotify, flags
 
 from airflow_kruise_chain.core import ResultMarker, StageSpec, StartMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import READINESS_COMMAND
-from airflow_kruise_chain.core.wire import RUNNER_STATE, run_spec
+from airflow_kruise_chain.core.wire import RUNNER_STATE, StreamMarker, run_spec
 
 TIMEOUT = 10.0
 BUSYBOX = shutil.which("busybox")
@@ -354,7 +354,7 @@ def test_a_stage_wiping_its_scratch_breaks_nothing(slot, runners) -> None:
     assert runner.result(2).exit_code == 0
     assert (slot.scratch / "next").read_text() == "next\n"
     starts = [line for line in runner.drain() if line.startswith("::kruise-chain:: start")]
-    assert [parse_marker(line).generation for line in starts] == [1, 1, 2, 2]  # on stdout and stderr
+    assert [parse_marker(line).generation for line in starts] == [1, 2]  # once each (stderr has stderr-start)
 
 
 def test_sigterm_is_forwarded_to_the_stage(slot, runners) -> None:
@@ -509,9 +509,10 @@ def test_a_result_line_starts_its_own_line(slot, runners) -> None:
     assert "no newline at the end" in runner.seen
 
 
-def test_markers_are_printed_on_both_streams_around_the_stages_output(slot, tmp_path: Path) -> None:
-    """A runtime logs stdout and stderr apart: each stream carries both markers, so the stage's output on
-    either stream is known to be complete once both copies of the result line are read."""
+def test_each_stream_marks_the_stages_output_once(slot, tmp_path: Path) -> None:
+    """A runtime logs stdout and stderr apart: each stream marks where the stage's output begins and ends,
+    each line once (the start and result lines on stdout, stderr-start and stderr-end on stderr), so the
+    stage's output on either stream is known to be complete once both ends are read."""
     stage = sh_stage("echo out; echo err >&2; printf open; exit 4")
     env = {
         "PATH": "/usr/bin:/bin",
@@ -534,7 +535,7 @@ def test_markers_are_printed_on_both_streams_around_the_stages_output(slot, tmp_
     try:
         wait_file(slot.gen_dir(1) / "exit_code")
         deadline = time.monotonic() + TIMEOUT
-        while not all(" result gen=1 " in path.read_text() for path in (out, err)):
+        while not (" result gen=1 " in out.read_text() and " stderr-end gen=1 " in err.read_text()):
             assert time.monotonic() < deadline, (out.read_text(), err.read_text())
             time.sleep(0.02)
         os.kill(pid_1(process), signal.SIGTERM)
@@ -544,11 +545,14 @@ def test_markers_are_printed_on_both_streams_around_the_stages_output(slot, tmp_
             os.killpg(process.pid, signal.SIGKILL)
     start, _, _, result = stdout_lines = out.read_text().splitlines()
     assert stdout_lines == [start, "out", "open", result]  # the runner ended the stage's open line
-    assert err.read_text().splitlines() == [start, "err", "", result]
+    begin, _, _, end = stderr_lines = err.read_text().splitlines()
+    assert stderr_lines == [begin, "err", "", end]
     assert isinstance(parse_marker(start), StartMarker)
     marker = parse_marker(result)
     assert isinstance(marker, ResultMarker)
     assert (marker.exit_code, marker.streams) == (4, 2)
+    assert parse_marker(begin) == StreamMarker(1, "demo", end=False, token="tok1x")
+    assert parse_marker(end) == StreamMarker(1, "demo", end=True, token="tok1x")
 
 
 def test_outputs_bounds(slot, runners) -> None:
