@@ -35,6 +35,14 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--sandbox", choices=["auto", "bwrap", "unshare", "none"], default="auto")
     p.add_argument(
+        "--kubernetes-version",
+        type=_kubernetes_version,
+        default="1.35.0",
+        metavar="VERSION",
+        help="the Kubernetes version modelled, 1.33 to 1.35 (default 1.35.0): /version, OpenAPI and "
+        "version-gated rules such as lowering a memory limit in place (1.34+)",
+    )
+    p.add_argument(
         "--max-container-restart-period",
         type=_restart_period,
         default=300.0,
@@ -42,6 +50,15 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         help="the nodes' kubelet setting crashLoopBackOff.maxContainerRestartPeriod: the crash-loop "
         "back-off's maximum, 1-300 s (default 300)",
     )
+
+
+def _kubernetes_version(text: str) -> str:
+    from .features import Features
+
+    try:
+        return Features.parse(text).version
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _restart_period(text: str) -> float:
@@ -89,6 +106,7 @@ def serve(args: argparse.Namespace) -> int:
             root=str(home / "data"),
             max_container_restart_period=args.max_container_restart_period,
             permissive_images=args.permissive_images,
+            kubernetes_version=args.kubernetes_version,
         )
     )
     cluster.start()
@@ -143,6 +161,8 @@ def up(args: argparse.Namespace) -> int:
         args.sandbox,
         "--max-container-restart-period",
         str(args.max_container_restart_period),
+        "--kubernetes-version",
+        args.kubernetes_version,
     ]
     if args.catalogue:
         cmd += ["--catalogue", args.catalogue]

@@ -28,6 +28,7 @@ from .backoff import check_max_container_restart_period
 from .catalogue import Catalogue
 from .errors import ApiError
 from .events import EventRecorder
+from .features import Features
 from .filters import Filters
 from .kruise import Kruise
 from .kubelet import Kubelet
@@ -60,7 +61,8 @@ class ClusterConfig:
     watch_history: int = 5000
     preloaded_images: tuple[str, ...] = ()
     kubernetes_version: str = "1.35.0"
-    """the version the API server reports (`/version`) and the kubelets run"""
+    """the Kubernetes version modelled (1.33 to 1.35, `features.Features`): what `/version` and the OpenAPI
+    documents report, the kubelets run, and which version-gated rules apply"""
     in_place_resize: bool | None = None
     """the InPlacePodVerticalScaling feature gate; None: its default for the version (on from 1.33)"""
     allocatable: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ALLOCATABLE))
@@ -79,6 +81,7 @@ class ClusterConfig:
 
     def __post_init__(self) -> None:
         check_max_container_restart_period(self.max_container_restart_period)
+        Features.parse(self.kubernetes_version)
 
 
 class LocalCluster:
@@ -90,10 +93,11 @@ class LocalCluster:
         self.catalogue = Catalogue.load(self.config.catalogue, permissive=self.config.permissive_images)
         self.sandbox = self.config.sandbox
         self.gates = {"ImagePullJobGate": self.config.image_pull_job_gate}
-        version = tuple(int(part) for part in self.config.kubernetes_version.split(".")[:2])
+        self.features = Features.parse(self.config.kubernetes_version)
+        """the Kubernetes version and what it turns on (features.py)"""
         gate = self.config.in_place_resize
-        self.resize_enabled = version >= (1, 33) if gate is None else gate
-        self.memory_limit_decrease = version >= (1, 34)
+        self.resize_enabled = self.features.in_place_resize if gate is None else gate
+        self.memory_limit_decrease = self.features.memory_limit_decrease
         """whether a NotRequired resize may lower a memory limit (1.34+: the kubelet checks the usage)"""
         self._tmp = None if self.config.root else tempfile.TemporaryDirectory(prefix="kruise-local-")
         self.root = Path(self.config.root or self._tmp.name)  # type: ignore[union-attr]
@@ -104,7 +108,7 @@ class LocalCluster:
         self.audit = self.filters.audit
         self.policies = PolicyAdmission(self.store)
         self.pod_security = PodSecurityAdmission(
-            self.store, self.config.pod_security, emulated_minor=version[1]
+            self.store, self.config.pod_security, emulated_minor=self.features.minor
         )
         self.admission = Admission(
             self.store,

@@ -405,16 +405,18 @@ def _paths(served: list[tuple[Resource, str]]) -> dict[str, Any]:
 
 
 # -- documents --------------------------------------------------------------------------------------------
-_INFO = {"title": "Kubernetes", "version": "v1.33.0+kruise-local"}
+def _info(version: str) -> dict[str, str]:
+    """The documents' `info`: their version is the server's (`/version` gitVersion), as kube-apiserver's."""
+    return {"title": "Kubernetes", "version": version}
 
 
-@lru_cache(maxsize=1)
-def v2_document() -> bytes:
+@lru_cache(maxsize=2)
+def v2_document(version: str) -> bytes:
     """`/openapi/v2` (JSON) for everything the cluster stores."""
     served = _served()
     doc = {
         "swagger": "2.0",
-        "info": _INFO,
+        "info": _info(version),
         "paths": _paths(served),
         "definitions": _definitions(served, "#/definitions/", v2=True),
         "securityDefinitions": {
@@ -425,12 +427,12 @@ def v2_document() -> bytes:
     return json.dumps(doc).encode()
 
 
-@lru_cache(maxsize=1)
-def v2_protobuf() -> bytes:
+@lru_cache(maxsize=2)
+def v2_protobuf(version: str) -> bytes:
     """`/openapi/v2` as gnostic's protobuf `openapi_v2.Document` (`openapi_pb.py`)."""
     from .openapi_pb import document
 
-    return document(json.loads(v2_document()))
+    return document(json.loads(v2_document(version)))
 
 
 def v3_paths() -> list[str]:
@@ -439,8 +441,8 @@ def v3_paths() -> list[str]:
     return sorted(out)
 
 
-@lru_cache(maxsize=8)
-def v3_document(gv_path: str) -> bytes | None:
+@lru_cache(maxsize=32)
+def v3_document(gv_path: str, server_version: str) -> bytes | None:
     """`/openapi/v3/<api/v1|apis/group/version>`: one group-version's OpenAPI 3.0 document, or None."""
     parts = gv_path.strip("/").split("/")
     if parts[:1] == ["api"] and len(parts) == 2:
@@ -455,7 +457,7 @@ def v3_document(gv_path: str) -> bytes | None:
     ref = "#/components/schemas/"
     doc = {
         "openapi": "3.0.0",
-        "info": _INFO,
+        "info": _info(server_version),
         "paths": {p: _v3_path(item) for p, item in _paths(served).items()},
         "components": {
             "schemas": _definitions(served, ref, v2=False),
@@ -465,9 +467,9 @@ def v3_document(gv_path: str) -> bytes | None:
     return json.dumps(doc).encode()
 
 
-def v3_hash(gv_path: str) -> str:
+def v3_hash(gv_path: str, version: str) -> str:
     """The hash `/openapi/v3` publishes in each `serverRelativeURL` (clients cache by it)."""
-    doc = v3_document(gv_path) or b""
+    doc = v3_document(gv_path, version) or b""
     return hashlib.sha512(doc).hexdigest()[:128].upper()
 
 

@@ -13,19 +13,19 @@ from typing import Any
 from aiohttp import web
 
 from .errors import ApiError, not_served
+from .features import Features
 from .resources import Resource
 from .store import Obj
 
 log = logging.getLogger(__name__)
 
 
-def version_info(version: str) -> dict[str, str]:
-    """The `/version` answer for Kubernetes `version` ("1.35.0")."""
-    major, minor = version.split(".")[:2]
+def version_info(features: Features) -> dict[str, str]:
+    """The `/version` answer for the cluster's Kubernetes version."""
     return {
-        "major": major,
-        "minor": minor,
-        "gitVersion": f"v{version}+kruise-local",
+        "major": "1",
+        "minor": str(features.minor),
+        "gitVersion": features.git_version,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
@@ -129,9 +129,10 @@ def accepts(request: web.Request, offered: tuple[str, ...]) -> str | None:
     return None
 
 
-def serve_openapi(request: web.Request, rest: list[str]) -> web.Response:
+def serve_openapi(request: web.Request, rest: list[str], version: str) -> web.Response:
     """`/openapi/v2` and `/openapi/v3[/<group-version>]` (kube-openapi `handler` and `handler3`): generated
-    documents (see `openapi.py`); a media type not offered is a 406, as kube-openapi answers it."""
+    documents (see `openapi.py`) whose `info.version` is the server's `version` (its `/version`
+    gitVersion); a media type not offered is a 406, as kube-openapi answers it."""
     from . import openapi
 
     if request.method not in ("GET", "HEAD"):
@@ -143,30 +144,28 @@ def serve_openapi(request: web.Request, rest: list[str]) -> web.Response:
                 406, "the requested media type is not offered for /openapi/v2", reason="NotAcceptable"
             )
         if media == "application/json":
-            body, ctype = openapi.v2_document(), media
+            body, ctype = openapi.v2_document(version), media
         else:
-            body, ctype = openapi.v2_protobuf(), OPENAPI_V2_MEDIA[2]
+            body, ctype = openapi.v2_protobuf(version), OPENAPI_V2_MEDIA[2]
         return web.Response(body=body, content_type=ctype, headers={"Vary": "Accept"})
     if rest == ["v3"]:
         paths = {
-            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv)}"}
+            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv, version)}"}
             for gv in openapi.v3_paths()
         }
         return json_response({"paths": paths})
     if rest[:1] == ["v3"]:
-        doc = openapi.v3_document("/".join(rest[1:]))
+        doc = openapi.v3_document("/".join(rest[1:]), version)
         if doc is None:
             raise not_served()
         if accepts(request, ("application/json",)) is None:
             raise ApiError(406, "only application/json is served for /openapi/v3", reason="NotAcceptable")
-        gv = "/".join(rest[1:])
-        cache = (
-            "public, immutable" if request.query.get("hash") == openapi.v3_hash(gv) else "no-cache, private"
-        )
+        digest = openapi.v3_hash("/".join(rest[1:]), version)
+        cache = "public, immutable" if request.query.get("hash") == digest else "no-cache, private"
         return web.Response(
             body=doc,
             content_type="application/json",
-            headers={"Vary": "Accept", "Cache-Control": cache, "Etag": f'"{openapi.v3_hash(gv)}"'},
+            headers={"Vary": "Accept", "Cache-Control": cache, "Etag": f'"{digest}"'},
         )
     raise not_served()
 

@@ -34,6 +34,7 @@ from .decoding import (
 )
 from .errors import ApiError, not_served
 from .events import EventRecorder
+from .features import Features
 from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
 from .rbac import ADMIN_USER, USER_INFO
@@ -100,8 +101,8 @@ class ApiServer:
         self.kubernetes_version = kubernetes_version
         self.resize_enabled = resize_enabled
         self.bookmark_interval = bookmark_interval
-        major_minor = tuple(int(part) for part in kubernetes_version.split(".")[:2])
-        self.websocket_upgrade_create = major_minor >= (1, 35)
+        self.features = Features.parse(kubernetes_version)
+        self.websocket_upgrade_create = self.features.websocket_upgrade_create
         """AuthorizePodWebsocketUpgradeCreatePermission (beta, on by default from 1.35)"""
         self.watches = WatchServer(store)
         self.app = web.Application(
@@ -144,10 +145,10 @@ class ApiServer:
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return web.Response(text="ok")
         if parts[:1] == ["openapi"]:
-            return serve_openapi(request, parts[1:])
+            return serve_openapi(request, parts[1:], self.features.git_version)
         if parts == ["version"]:
             self._discovery_method(request)
-            return json_response(version_info(self.kubernetes_version))
+            return json_response(version_info(self.features))
         if parts == ["api"]:
             self._discovery_method(request)
             return json_response(
