@@ -124,7 +124,7 @@ class LocalCluster:
             self.catalogue,
             self.root,
             sandbox=self.sandbox,
-            kubernetes_version=self.config.kubernetes_version,
+            kubernetes_version=self.features.version,
         )
         self.scheduler = Scheduler(self.store, self.events, self.profile)
         self.kruise = Kruise(self.store, self.profile, self.kubelet)
@@ -135,7 +135,7 @@ class LocalCluster:
             self.kubelet,
             self.events,
             self.filters,
-            kubernetes_version=self.config.kubernetes_version,
+            kubernetes_version=self.features.version,
             resize_enabled=self.resize_enabled,
             bookmark_interval=self.config.bookmark_interval,
             request_timeout=self.config.request_timeout,
@@ -219,7 +219,7 @@ class LocalCluster:
         period = max_container_restart_period or self.config.max_container_restart_period
         self.kubelet.add_node(name, node_labels, period)
         allocatable = {**self.config.allocatable, **self.config.node_allocatable.get(name, {})}
-        kubelet_version = f"v{self.config.kubernetes_version}"
+        kubelet_version = f"v{self.features.version}"
         self.store.create(
             R.NODES,
             {

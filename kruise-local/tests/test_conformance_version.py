@@ -54,6 +54,8 @@ def test_the_version_is_one_answer_and_gates_lowering_a_memory_limit(tmp_path, v
         )
         assert _get(api, "/openapi/v2")["info"]["version"] == git.git_version  # kubectl compares these
         assert _get(api, "/openapi/v3/api/v1")["info"]["version"] == git.git_version
+        (node,) = client.CoreV1Api(api).list_node().items
+        assert node.status.node_info.kubelet_version == f"v{version}"  # the kubelet runs the same version
         core = client.CoreV1Api(api)
         resources = {"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}
         core.create_namespaced_pod(
