@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ApiError
+from .history import History, approx_size
 from .limits import WATCH_CHANNEL_SIZE
 from .resources import Resource
 from .selectors import FieldSelector, LabelSelector
@@ -165,9 +166,7 @@ class Store:
         self._history_limit = history
         # the watch cache, per resource as in kube-apiserver: a flood of one kind's writes (thousands of
         # NodeImages) must not expire the resourceVersion a watch of another kind resumes from
-        self._history: dict[str, deque[Event]] = {}
-        # per resource: the newest resourceVersion dropped from its history (older ones are 410 Gone)
-        self._expired: dict[str, int] = {}
+        self._history: dict[str, History] = {}
         self._watches: dict[str, set[Watch]] = {}
         self._shared: weakref.WeakValueDictionary[tuple[str, ...], Shared] = weakref.WeakValueDictionary()
         self._listeners: list[Listener] = []
@@ -229,13 +228,8 @@ class Store:
         ev = Event(int(obj["metadata"]["resourceVersion"]), kind, res, obj, old)
         history = self._history.get(res.key)
         if history is None:
-            history = self._history[res.key] = deque(maxlen=self._history_limit)
-        if len(history) == history.maxlen:
-            if history:
-                self._expired[res.key] = history[0].rv
-            else:  # a history of length 0 keeps nothing
-                self._expired[res.key] = ev.rv
-        history.append(ev)
+            history = self._history[res.key] = History(self._history_limit)
+        history.append(ev, approx_size(obj))
         watches = self._watches.get(res.key)
         if watches:
             shared = self.shared(res, obj)
@@ -430,10 +424,11 @@ class Store:
                 since = int(resource_version)
             except ValueError:
                 raise ApiError(400, f"invalid resource version: {resource_version!r}") from None
-            expired = self._expired.get(res.key, 0)
-            if since < self._rv and since < expired:
+            kept = self._history.get(res.key)
+            expired = kept.expired if kept else 0
+            if since < self._rv and since < expired:  # `getAllEventsSinceLocked`
                 raise ApiError(410, f"too old resource version: {since} ({expired})", reason="Expired")
-            history = self._history.get(res.key) or ()
+            history = kept.events if kept else deque()
             if history and history[-1].rv > since:
                 start = _first_after(history, since)
                 for i in range(start, len(history)):
@@ -449,15 +444,15 @@ class Store:
 
     def compacted(self, res: Resource) -> int:
         """The oldest resourceVersion of `res` still in the history: anything older is compacted (410)."""
-        return self._expired.get(res.key, 0)
+        kept = self._history.get(res.key)
+        return kept.expired if kept else 0
 
     def set_history_limit(self, events: int) -> None:
-        """Keep the last `events` changes of each resource for watches to resume from (older: 410 Gone)."""
+        """Keep at most the last `events` changes of each resource for watches to resume from (the watch
+        cache's upper bound of capacity; older: 410 Gone)."""
         self._history_limit = events
-        for key, history in self._history.items():
-            if len(history) > events:
-                self._expired[key] = history[len(history) - events - 1].rv
-            self._history[key] = deque(history, maxlen=events)
+        for history in self._history.values():
+            history.set_upper(events)
 
     def unwatch(self, w: Watch) -> None:
         watches = self._watches.get(w.resource.key)
