@@ -160,10 +160,12 @@ class StageMonitor:
         self.on_end: Callable[[], None] | None = None
         """called first when the stage ends (the operator parks its slot: as soon as the result is read)"""
 
-    def swapped(self) -> None:
-        """The swap request was made (or found, on a reattach): publish the swapping state."""
+    def swapped(self, at: datetime | None = None) -> None:
+        """The swap request was made `at` (or found, on a reattach: now): publish the swapping state. The
+        stage may already run by then (the fast go starts it while the task goes on), so `swapped_at` is
+        the request's time, not this call's."""
         self._swapped = time.monotonic()
-        self.track.swapped_at = self.track.swapped_at or now_iso()
+        self.track.swapped_at = self.track.swapped_at or (at.isoformat() if at is not None else now_iso())
         self.publish(self.track.to_xcom())
 
     def waiting(self, slot: str, reason: str, message: str) -> None:

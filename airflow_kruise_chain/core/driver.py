@@ -133,6 +133,8 @@ class StageDriver:
         self.on_started: Callable[[], None] | None = None
         """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
         self._swapped: tuple[Pod, set[str]] | None = None
+        self.swap_requested_at: datetime | None = None
+        """when the last swap's patch was sent (None: the swap found its generation, made no patch)"""
         """the pod the swap patch returned, and the slots its plan knew had finished"""
 
     def lost(self, pod: ChainPod | None, doing: str) -> PodLostError:
@@ -169,6 +171,7 @@ class StageDriver:
         `pod`: the pod as the caller has just read it (the first plan starts from it instead of a read).
         """
         self._resized = pod
+        self.swap_requested_at = None
         started = time.monotonic()
         deadline = started + timeouts.swap
         conflicts = 0
@@ -229,6 +232,7 @@ class StageDriver:
             if self.size_slot(pod, plan, deadline, finished):
                 continue  # the resizes changed the pod: plan the guarded patch from a fresh read
             try:
+                self.swap_requested_at = datetime.now(UTC)
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
                 self._patched = swapped
             except ConflictError:
@@ -438,7 +442,7 @@ class StageDriver:
         `Detached` is returned, with how far its output was logged. `events` hears how it goes
         (`core.events`).
         """
-        events.swapped()
+        events.swapped(self.swap_requested_at)
         try:
             outcome = self._follow(plan, timeouts, skip, detach_at, events)
         except Exception as err:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from .podview import Slot
     from .status import StageResult
     from .wire import StartMarker
@@ -18,8 +20,9 @@ class StageEvents(Protocol):
     """The events of following one generation, in order: `swapped`, any `waiting`, `started` (again if the
     log is read again from its start), then `ended` or `failed`."""
 
-    def swapped(self) -> None:
-        """Following begins: the swap was just made, or found (a reattach, an earlier try's generation)."""
+    def swapped(self, at: datetime | None = None) -> None:
+        """Following begins: the swap was made `at` (when its request was sent), or found (a reattach, an
+        earlier try's generation: `at` None)."""
 
     def waiting(self, slot: str, reason: str, message: str) -> None:
         """The slot waits to run the stage (ContainerCreating, ErrImagePull, a restart back-off, ...):
@@ -40,7 +43,7 @@ class StageEvents(Protocol):
 class NoEvents:
     """A `StageEvents` that ignores every event."""
 
-    def swapped(self) -> None:
+    def swapped(self, at: datetime | None = None) -> None:
         pass
 
     def waiting(self, slot: str, reason: str, message: str) -> None:

@@ -117,13 +117,14 @@ def test_monitor_publishes_swap_start_and_result_from_the_driver_events() -> Non
     )
     at = datetime(2026, 1, 1, tzinfo=UTC)
     with monitor.sampling():
-        monitor.swapped()
+        monitor.swapped(at - timedelta(seconds=1))  # the request's time: the stage may start before this call
         monitor.waiting("slot-a", "ErrImagePull", "")  # the other slot: not this stage's wait
         monitor.waiting("slot-b", "ContainerCreating", "pulling")
         monitor.started(StartMarker(2, "transform", "slot-b", at, "t"), ChainPod.of(pod).slot("slot-b"))
         time.sleep(0.05)
         monitor.ended(StageResult("transform", 2, "slot-b", "img", 0, "completed", at, at, 0.0, log_tail=[]))
     assert [p["state"] for p in published] == ["swapping", "running", "succeeded"]
+    assert published[0]["swapped_at"] == "2025-12-31T23:59:59+00:00" < published[1]["started_at"]
     assert published[1]["container_started_at"] == "2026-01-01T00:00:02Z"
     assert published[1]["container_stopped_at"] == "2026-01-01T00:00:01Z"
     assert [w["reason"] for w in published[1]["waiting"]] == ["ContainerCreating"]

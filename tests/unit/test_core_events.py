@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from airflow_kruise_chain.core.driver import StageDriver, Timeouts
@@ -18,8 +19,8 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
 
-    def swapped(self) -> None:
-        self.events.append(("swapped", None))
+    def swapped(self, at: datetime | None = None) -> None:
+        self.events.append(("swapped", at))
 
     def waiting(self, slot: str, reason: str, message: str) -> None:
         self.events.append(("waiting", (slot, reason, message)))

@@ -394,3 +394,17 @@ def test_no_go_into_a_slot_whose_log_does_not_show_its_stage_ended() -> None:
     plan, finished = driver.plan(pod.view, StageSpec("s4", TRANSFORM.image, cmds=["x"]), 1, None)
     assert (plan.action, plan.slot) == ("patch", "slot-a")  # s3's slot, whose end the log shows
     assert api.calls == ["log", "log"] and finished == {"slot-a"}
+
+
+def test_the_swap_remembers_when_its_patch_was_sent() -> None:
+    """The stage may start before the task follows it (the fast go), so the monitor's `swapped_at` is the
+    patch's time, which the driver keeps (test_chain_monitoring saw swapped_at after started_at)."""
+    from datetime import UTC, datetime
+
+    pod = FakePod()
+    pod.run(EXTRACT)
+    api = Api(pod)
+    before = datetime.now(UTC)
+    driver, _, _ = swapped(api, TRANSFORM)
+    assert driver.swap_requested_at is not None and before <= driver.swap_requested_at <= datetime.now(UTC)
+    assert StageDriver(api, "etl-abc", "data").swap_requested_at is None  # no swap: a found generation's
