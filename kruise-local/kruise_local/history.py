@@ -32,9 +32,17 @@ def approx_size(value: Any) -> int:
     if t is str:
         return len(value) + 2
     if t is dict:
-        return 2 + sum(len(k) + 3 + approx_size(v) for k, v in value.items())
+        n = 2
+        for k, v in value.items():
+            tv = type(v)
+            n += len(k) + 3 + (len(v) + 2 if tv is str else approx_size(v) if tv is dict or tv is list else 8)
+        return n
     if t is list:
-        return 2 + sum(approx_size(v) + 1 for v in value)
+        n = 2
+        for v in value:
+            tv = type(v)
+            n += 1 + (len(v) + 2 if tv is str else approx_size(v) if tv is dict or tv is list else 8)
+        return n
     return 8
 
 
