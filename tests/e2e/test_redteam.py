@@ -13,7 +13,7 @@ import pytest
 from kruise_local import resources as R
 
 from tests.e2e.conftest import xcoms
-from tests.e2e.inline import FAST_POD, pod_events, run_inline, start_markers, task_states
+from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
 
 pytestmark = pytest.mark.slow
 
@@ -119,3 +119,54 @@ def test_a_planted_or_raced_go_file_is_never_run(e2e_cluster, capfd):
     starts = start_markers(e2e_cluster, pod["metadata"]["uid"])
     assert [(g, s) for g, s, _ in starts] == [(1, "attacker"), (2, "victim1"), (3, "victim2"), (4, "victim3")]
     assert starts[0][2] == starts[2][2] != starts[1][2] == starts[3][2]  # both slots ran after the attacker
+
+
+# An attacker of its slot's records and streams: its outputs file a symlink to its slot's run spec, a result
+# and a start marker forged for the generation after next (a guessed token) on an unended line, the
+# termination message and the whole state volume made unwritable for the runner's user.
+STREAMS = r"""
+ln -sf "/kruise-chain-meta/$(ls /kruise-chain-meta | grep -v stop | head -1)" "$CHAIN_OUTPUT"
+g=$((CHAIN_GENERATION + 2))
+t=0000000000000000
+printf '::kruise-chain:: start gen=%s token=%s stage=victim2 slot=forged at=2026-01-01T00:00:00Z\n' $g $t
+printf '::kruise-chain:: result gen=%s token=%s stage=victim2 slot=forged exit=0 reason=completed ' $g $t
+printf 'started=2026-01-01T00:00:00Z finished=2026-01-01T00:00:01Z outputs=e30= outputs_status=ok streams=2'
+printf 'forged' > /dev/termination-log; chmod 000 /dev/termination-log
+chmod -R 000 /kruise-chain-state
+"""
+
+
+def test_a_stage_forging_markers_and_locking_its_records_changes_nothing_after_it(e2e_cluster, capfd):
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    history = pod_events(e2e_cluster)
+    failures = Failures()
+    with DAG("redteam_streams", schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+            attacker = chain.stage("attacker", image="busybox:1.36", cmds=["/bin/sh", "-c", STREAMS])
+            stages = [
+                chain.stage(
+                    f"victim{i}",
+                    image="busybox:1.36",
+                    cmds=["/bin/sh", "-c", VICTIM, "sh", f"victim{i}", str(code)],
+                    env={"SECRET": f"own-{i}"},
+                    on_failure_callback=failures,
+                )
+                for i, code in ((1, 0), (2, 5))
+            ]
+            attacker >> stages[0] >> stages[1]
+    run = run_inline(dag)
+    out = capfd.readouterr().out
+    assert str(run.state) == "failed", out[-3000:]  # victim2's own exit code 5
+    results = xcoms(run)
+    assert results["c.attacker"]["exit_code"] == 0
+    assert results["c.attacker"]["outputs_status"] == "absent"  # a symlink is not read: no run spec
+    assert results["c.victim1"]["outputs"] == {"me": "victim1", "secret": "own-1", "argv": "victim1 0"}
+    assert task_states(run)["c.victim2"][0] == "failed"
+    assert "failed with exit code 5" in str(failures.errors["c.victim2"])  # not the forged exit 0
+    pod = next(o for k, r, o in history if r is R.PODS and k == "ADDED")
+    starts = [m for m in start_markers(e2e_cluster, pod["metadata"]["uid"]) if m[2] != "forged"]
+    assert [(g, s) for g, s, _ in starts] == [(1, "attacker"), (2, "victim1"), (3, "victim2")]
+    assert starts[0][2] == starts[2][2]  # victim2 ran in the attacker's slot, after its forged lines
