@@ -38,6 +38,7 @@ cd /kruise-chain-state || exit 9
 printf '%s\n' "$spec" > slot-a.go; printf '%s\n' "$spec" > slot-b.go
 printf '%s\n' "$spec" > slot-a.go.1; printf 'kc_g=9' > slot-b.go.2
 echo "99 0" > slot-a.stop; echo "99 0" > slot-b.stop; echo 0 > slot-a.started; echo 0 > slot-b.started
+[ -f slot-a.go ] && [ -f slot-b.go ] && [ -f slot-a.stop ] && echo "PLANTED-OK"
 plant() {
   while :; do
     for s in slot-a slot-b; do
@@ -59,7 +60,6 @@ nohup sh -c 'trap "" TERM HUP; while :; do
   ln -sf "$CHAIN_SCRATCH/evil.spec" slot-b.go 2>/dev/null; sleep 0.01
 done' > /dev/null 2>&1 &
 sleep 0.5
-[ -e slot-a.go ] && [ -e slot-b.go ] && echo "PLANTED-OK"
 printf '{"attacker": true}' > "$CHAIN_OUTPUT"
 """
 # A victim records its argv and env, then exits with its own code.
