@@ -37,6 +37,9 @@ _POD_TEMPLATE_FORBIDDEN = {
     ("metadata", "namespace"): "set ChainSpec.namespace instead",
     ("spec", "restartPolicy"): "slots must run under restartPolicy Always",
 }
+_POD_TEMPLATE_SEALS = ("shareProcessNamespace", "hostPID")
+"""Pod fields that take each slot's runner off pid 1 of its own pid namespace: a stage could then outlive its
+end and reach the other slot's processes, memory and files (`/proc/<pid>/root`)."""
 _SLOT_CONTAINER_FORBIDDEN = ("command", "args", "env", "image", "readinessProbe", "startupProbe")
 
 
@@ -455,6 +458,13 @@ def _check_pod_template(template: Mapping[str, Any]) -> None:
     for (section, key), why in _POD_TEMPLATE_FORBIDDEN.items():
         if key in (template.get(section) or {}):
             raise ChainConfigError(f"pod_template.{section}.{key}", f"cannot be overridden: {why}")
+    for key in _POD_TEMPLATE_SEALS:
+        if (template.get("spec") or {}).get(key):
+            raise ChainConfigError(
+                f"pod_template.spec.{key}",
+                "cannot be set: each slot's stage runner must be pid 1 of its own container, which ends "
+                "everything a stage started (docs/security.md); leave it unset",
+            )
     for container in (template.get("spec") or {}).get("containers") or ():
         if container.get("name") in SLOTS:
             for key in _SLOT_CONTAINER_FORBIDDEN:

@@ -246,6 +246,8 @@ def test_metadata_and_pass_throughs() -> None:
         ({"metadata": {"name": "x"}}, "pod_template.metadata.name"),
         ({"metadata": {"namespace": "x"}}, "pod_template.metadata.namespace"),
         ({"spec": {"restartPolicy": "Never"}}, "pod_template.spec.restartPolicy"),
+        ({"spec": {"shareProcessNamespace": True}}, "pod_template.spec.shareProcessNamespace"),
+        ({"spec": {"hostPID": True}}, "pod_template.spec.hostPID"),
         (
             {"spec": {"containers": [{"name": "slot-b", "command": ["x"]}]}},
             "pod_template.spec.containers[slot-b].command",
