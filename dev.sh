@@ -73,7 +73,11 @@ test)
 	# TEST_WORKERS pytest processes (default 2), each taking whole test files (module fixtures start once),
 	# the longest first (tests/conftest.py): most of the end-to-end tests' time is waiting on clusters,
 	# Airflow and subprocesses. TEST_WORKERS=0: one process.
-	exec python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+	# --tb=native: CPython 3.11.7's ast.parse can fail with "SystemError: AST constructor recursion depth
+	# mismatch" while other threads run (the local clusters'), and pytest's own traceback format parses the
+	# failing test's source with it: a failure then becomes an INTERNALERROR that kills the worker and loses
+	# the test's name. Python's own traceback format parses nothing.
+	exec python -m pytest -q -rfE --tb=native -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 	;;
 bench)
 	setup
