@@ -231,7 +231,10 @@ class ProductionStack(AirflowStack):
                 )
 
     def stop(self) -> None:
-        """End every process the deployment started; fail (the fixture's teardown) if one is left."""
+        """End every process the deployment started; fail (the fixture's teardown) if one is left.
+
+        A group's leader may exit before the rest of its group (PostgreSQL's and the Celery pool's children
+        shut down after it): each group gets `grace` seconds to empty, then SIGKILL, then the check."""
         groups = [proc.pid for proc in self.procs.values()]
         groups += [server.proc.pid for server in (self.redis, self.postgres) if server.proc is not None]
         try:
@@ -239,15 +242,29 @@ class ProductionStack(AirflowStack):
         finally:
             self.redis.stop()
             self.postgres.stop()
-        left = [pgid for pgid in groups if _group_alive(pgid)]
-        assert not left, f"processes left in the process groups {left} after the deployment stopped"
+        for pgid in groups:
+            if not _wait_empty(pgid, 15.0):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)
+        left = {pgid: _members(pgid) for pgid in groups if not _wait_empty(pgid, 10.0)}
+        assert not left, f"processes left after the deployment stopped (process group: pids): {left}"
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+def _members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _wait_empty(pgid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
     return True
