@@ -25,7 +25,7 @@ from pathlib import Path
 from kruise_local import LocalCluster
 
 from tests.airflow.stack import ROOT, AirflowStack, free_port
-from tests.helpers import start_airflow
+from tests.helpers import start_airflow, stop_airflow
 
 WORKERS = {"worker-a": "queue_a", "worker-b": "queue_b"}
 """Each worker's hostname and its own queue (both consume the default queue too)."""
@@ -99,7 +99,8 @@ class Postgres:
         return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/airflow"
 
     def stop(self) -> None:
-        _end(self.proc)
+        if self.proc is not None:
+            stop_airflow([self.proc], grace=10.0)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -138,21 +139,9 @@ class Redis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
-        _end(self.proc)
+        if self.proc is not None:
+            stop_airflow([self.proc], grace=10.0)
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _end(proc: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 class ProductionStack(AirflowStack):
