@@ -3,7 +3,7 @@
 Sans I/O: `GenerationFollow` is told what its reader saw (a pod snapshot, log lines, the end of a log
 stream, time passing) and answers what to do next (a `Step`); it reads nothing, waits for nothing and keeps no
 clock (the reader passes its own monotonic `now`). Two thin loops drive it: the worker's, blocking
-(`StageDriver.follow`, core/driver.py), and the triggerer's, async (`StageOutputFollower`,
+(`StageDriver.follow`, core/followloop.py), and the triggerer's, async (`StageOutputFollower`,
 triggers/output.py). The constants and give-up rules below are the only ones either applies:
 
 - a snapshot in which the pod is gone or cannot run stages ends the follow (`LOST`); one in which the stage

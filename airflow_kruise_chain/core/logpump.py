@@ -1,4 +1,4 @@
-"""A log stream read on a thread, for the blocking follow loop (`StageDriver.follow`, core/driver.py): its
+"""A log stream read on a thread, for the blocking follow loop (`StageDriver.follow`, core/followloop.py): its
 reader waits for the next line with a time limit, which a blocking HTTP stream cannot give."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The follow machine of one generation (core/follow.py), without I/O: snapshots, log lines, stream ends and
-time in, decisions out. Both follow loops (the worker's in core/driver.py, the triggerer's in
+time in, decisions out. Both follow loops (the worker's in core/followloop.py, the triggerer's in
 triggers/output.py) only carry these decisions out."""
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ PROVIDER = "airflow_kruise_chain"
 LOCAL = "kruise_local"
 PACKAGES = {PROVIDER: Path(airflow_kruise_chain.__file__).parent, LOCAL: Path(kruise_local.__file__).parent}
 MAX_LINES = 800
+DRIVER_MAX_LINES = 500
+"""core/driver.py stays well under the cap (issue 21): its follow loop and pod session are modules apart"""
 
 
 @functools.cache
@@ -63,6 +65,7 @@ def test_no_module_of_either_package_exceeds_800_lines() -> None:
     }
     assert len(sizes) > 80
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+    assert sizes[str(Path(PROVIDER, "core", "driver.py"))] <= DRIVER_MAX_LINES
 
 
 def test_the_provider_never_imports_the_local_cluster() -> None:

@@ -1,0 +1,228 @@
+"""One chain pod as a stage driver works on it: its reads and watches, a generation's recorded result, the
+stop of a stage.
+
+`PodSession` is the base of the driver (core/driver.py: swap, prepare, sizing) and of its follow loop
+(core/followloop.py); it talks to the cluster through `api.ChainApi` and knows nothing of Airflow.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Collection
+from dataclasses import replace
+
+from .api import ChainApi
+from .constants import SLOTS
+from .errors import ChainError, PodLostError
+from .output import TAIL_LINES
+from .podview import ChainPod, lost_reason
+from .status import (
+    ResultMarker,
+    StageResult,
+    StageState,
+    current_status,
+    matches,
+    parse_marker,
+    slot_status,
+)
+from .swap import SwapPlan
+from .watch import pod_watch, resource_version, watch_until
+from .wire import STOP_FIELD, slot_annotation
+
+LOST_POLICY = (
+    "a chain cannot go on without its pod (the scratch data of the earlier stages is gone with it): clear "
+    "the DAG run from the chain's setup task to run the chain again from its first stage in a fresh pod"
+)
+
+
+def _lost_detail(pod: ChainPod | None) -> str:
+    if pod is None:
+        return "it was deleted (by someone, by an eviction, or with its node)"
+    return lost_reason(pod) or "it cannot run stages"
+
+
+class PodSession:
+    """Reads, watches and stops against one chain pod, remembering what it saw."""
+
+    def __init__(
+        self, api: ChainApi, pod_name: str, namespace: str, *, log: Callable[[str], None] = lambda _line: None
+    ) -> None:
+        self.api = api
+        self.pod_name = pod_name
+        self.namespace = namespace
+        self.log = log
+        self.last_read: ChainPod | None = None
+        """the chain pod as the driver last read it"""
+        self._finished: set[tuple[str, int]] = set()  # (slot, generation) seen ended: never read again
+
+    def lost(self, pod: ChainPod | None, doing: str) -> PodLostError:
+        """The error for a chain pod that is gone or can no longer run stages."""
+        return PodLostError(
+            f"chain pod {self.namespace}/{self.pod_name} lost {doing}: {_lost_detail(pod)}; {LOST_POLICY}"
+        )
+
+    # -- reading ------------------------------------------------------------------------------------
+    def read_pod(self) -> ChainPod:
+        """The chain pod's snapshot (PodLostError when it does not exist)."""
+        pod = self.snapshot()
+        if pod is None:
+            raise PodLostError(
+                f"chain pod {self.namespace}/{self.pod_name} does not exist: it was deleted, evicted or "
+                f"never created (did the chain's setup task run?); {LOST_POLICY}"
+            )
+        return pod
+
+    def snapshot(self) -> ChainPod | None:
+        """Read the chain pod once: its snapshot, None when it does not exist."""
+        pod = self.api.read_pod(self.pod_name, self.namespace)
+        self.last_read = None if pod is None else ChainPod.of(pod)
+        return self.last_read
+
+    def _known_finished(self, pod: ChainPod) -> tuple[set[str], set[str]]:
+        """(slots this driver has seen finish, slots whose end only their log can tell): no request."""
+        known, unknown = set[str](), set[str]()
+        for slot, status in ((slot, slot_status(pod, slot)) for slot in SLOTS):
+            ambiguous = status.state is StageState.RUNNING or (
+                status.state is StageState.FINISHED and not status.confirmed
+            )
+            if status.generation and status.stage and ambiguous:
+                (known if (slot, status.generation) in self._finished else unknown).add(slot)
+        return known, unknown
+
+    def finished_slots(self, pod: ChainPod, only: Collection[str] = SLOTS) -> set[str]:
+        """The slots of `only` whose current generation's result line (generation, token) is in their log.
+
+        Read only for slots whose pod status cannot tell: still not Ready (the readiness probe runs every
+        second), or Ready from before an annotations-only swap (see `StageStatus.confirmed`)."""
+        out, unknown = self._known_finished(pod)
+        out &= set(only)
+        for slot in sorted(unknown & set(only)):
+            status = slot_status(pod, slot)
+            record = pod.record(status.stage)
+            token = record.token if record is not None else ""
+            text = self.api.read_log(self.pod_name, self.namespace, slot, tail_lines=TAIL_LINES + 5)
+            if any(
+                isinstance(m := parse_marker(line), ResultMarker) and matches(m, status.generation, token)
+                for line in text.splitlines()
+            ):
+                out.add(slot)
+                self._finished.add((slot, status.generation))
+        return out
+
+    def wait_pod_change(self, pod: ChainPod, deadline: float) -> ChainPod | None:
+        """Block until the pod changes (its new snapshot, None if deleted) or `deadline` passes (None)."""
+        return self._pod_change(pod, deadline)[1]
+
+    def _pod_change(self, pod: ChainPod, deadline: float) -> tuple[bool, ChainPod | None]:
+        """(whether the pod changed before `deadline`, its new snapshot: None if it was deleted)."""
+        watch, read = pod_watch(self.api, self.pod_name, self.namespace)
+        changed, new = watch_until(
+            watch,
+            lambda seen: resource_version(seen) != pod.resource_version,
+            deadline,
+            version=pod.resource_version,
+            relist=read,
+        )
+        if not changed:
+            return False, None
+        self.last_read = None if new is None else ChainPod.of(new)
+        return True, self.last_read
+
+    def log_end(self, result: StageResult) -> None:
+        self.log(
+            f"::kruise-chain:: end stage={result.stage} generation={result.generation} "
+            f"exit={result.exit_code} reason={result.reason} duration={result.duration_seconds:.3f}s "
+            f"outputs={result.outputs_status}"
+        )
+
+    # -- results -------------------------------------------------------------------------------------
+    def recorded_result(
+        self,
+        pod: ChainPod,
+        slot: str,
+        generation: int,
+        image: str,
+        tail: deque[str] | None = None,
+        token: str = "",
+    ) -> StageResult | None:
+        """`generation`'s result, from `slot`'s log, previous log or last termination message.
+
+        The runner prints it when the stage ends and again each time its container starts on a generation
+        that already ended (from its records in scratch); None if none of them holds it (yet).
+        """
+        for previous in (False, True):
+            if not previous and pod.slot(slot).generation != generation:
+                continue
+            text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
+            result = StageResult.from_log(text.splitlines(), generation=generation, image=image, token=token)
+            if result is not None:  # a runner restarted (OOM kill) holds none of the output followed before
+                return result if result.log_tail or not tail else replace(result, log_tail=list(tail))
+        last = pod.slot(slot).last_terminated
+        marker = parse_marker(last.message if last else "")
+        if isinstance(marker, ResultMarker) and matches(marker, generation, token):
+            return StageResult.from_marker(marker, image=image, log_tail=list(tail or ()))
+        return None
+
+    def result_from_history(
+        self, plan: SwapPlan, pod: ChainPod, tail: deque[str], required: bool = True
+    ) -> StageResult | None:
+        """The plan's result once its stream has ended (after a restart, or once the slot moved on)."""
+        result = self.recorded_result(pod, plan.slot, plan.generation, plan.record.image, tail, plan.token)
+        if result is None and required:
+            raise ChainError(
+                f"the result of stage {plan.stage!r} generation {plan.generation} is no longer "
+                f"readable: {plan.slot} has been reused"
+            )
+        return result
+
+    # -- stopping ------------------------------------------------------------------------------------
+    def stop(self, stage: str, timeout: float | None = None) -> StageResult | None:
+        """Stop `stage`'s latest generation if it is running; return its recorded result (None: nothing ran,
+        or its end was not recorded within `timeout`, by default the pod's grace period + 20 s).
+
+        The slot's stop annotation (`wire.STOP_FIELD`: the generation and the pod's grace period) asks
+        its runner, which reads it while the stage runs: SIGTERM to the stage, SIGKILL to all of it after
+        the grace period, result reason ``stopped``; the runner parks (no container restart, no
+        ContainerRecreateRequest: the chain's identity needs nothing but its own pod).
+        """
+        pod = self.snapshot()
+        record = pod.record(stage) if pod is not None else None
+        if pod is None or record is None:
+            return None
+        if timeout is None:
+            timeout = pod.grace_period + 20
+        deadline = time.monotonic() + timeout
+        status = current_status(pod, stage)
+        while status.state is StageState.SWAPPING:  # about to start the stage: stop it once it runs
+            new = self.wait_pod_change(pod, deadline)
+            pod = new if new is not None else self.snapshot()
+            if pod is None or time.monotonic() > deadline:
+                self.log(
+                    f"::kruise-chain:: could not stop stage {stage!r}: it did not start within {timeout:g}s"
+                )
+                return None
+            status = current_status(pod, stage)
+        if status.state is not StageState.RUNNING or status.generation != record.generation:
+            return None
+        grace, key = max(0, math.ceil(pod.grace_period)), slot_annotation(record.slot, STOP_FIELD)
+        self.api.patch_pod(
+            pod.name, self.namespace, {"metadata": {"annotations": {key: f"{record.generation} {grace}"}}}
+        )
+        self.log(
+            f"::kruise-chain:: stopping stage {stage!r} generation {record.generation} in {record.slot} "
+            f"(annotation {key}: SIGTERM, SIGKILL after {grace}s)"
+        )
+        while True:
+            result = self.recorded_result(
+                pod, record.slot, record.generation, record.image, token=record.token
+            )
+            if result is not None:
+                self.log_end(result)
+                return result
+            new = self.wait_pod_change(pod, deadline)
+            pod = new if new is not None else self.snapshot()
+            if pod is None or time.monotonic() > deadline:
+                self.log(f"::kruise-chain:: stage {stage!r} was told to stop; its end is not recorded yet")
+                return None
