@@ -1,8 +1,12 @@
 """The kubelet's crash-loop and image pull back-off.
 
 - client-go `util/flowcontrol/backoff.go` `Backoff` as `pkg/kubelet/kubelet.go` configures it
-  (`newCrashLoopBackOff`: initial 10 s, doubling, at most `MaxContainerBackOff`, expiry `HasExpiredFunc`);
-- the node setting `crashLoopBackOff.maxContainerRestartPeriod` (KEP-5593, 1-300 s);
+  (`newCrashLoopBackOff`: initial 10 s, doubling, at most `MaxCrashLoopBackOff`, expiry `HasExpiredFunc`);
+- the two gates that change it (`features.Features.crash_loop_backoff` picks the maximum and the initial value
+  per Kubernetes version): `ReduceDefaultCrashLoopBackOffDecay` (KEP-4603 "Tune CrashLoopBackoff", alpha from
+  1.33: 1 s to 60 s) and `KubeletCrashLoopBackOffMax`, the node setting
+  `crashLoopBackOff.maxContainerRestartPeriod` (1-300 s; alpha in 1.32 under KEP-4603, beta and on by default
+  in 1.35 under KEP-5593 "Configure the max CrashLoopBackOff delay", which was split off KEP-4603 for it);
 - Go's `time.Duration.String()`, which the kubelet's back-off messages print.
 """
 
@@ -12,15 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 BACKOFF_INITIAL = 10.0  # kubelet.go initialCrashLoopBackOff
-
-
-BACKOFF_MAX = 300.0  # kubelet.go MaxContainerBackOff; KEP-5593 lets a node lower it (1-300 s)
-
-
-BACKOFF_EXPIRY = 600.0  # kubelet.go crashLoopBackOff.HasExpiredFunc
+BACKOFF_MAX = 300.0  # kubelet.go MaxCrashLoopBackOff (v1beta1.MaxContainerBackOff)
+REDUCED_BACKOFF_INITIAL = 1.0  # kubelet.go reducedInitialCrashLoopBackOff
+REDUCED_BACKOFF_MAX = 60.0  # kubelet.go reducedMaxCrashLoopBackOff
+BACKOFF_EXPIRY = 600.0  # kubelet.go crashLoopBackOff.HasExpiredFunc (whatever the maximum)
 
 
 IMAGE_BACKOFF_INITIAL = 10.0
+IMAGE_BACKOFF_MAX = 300.0  # kubelet.go MaxImageBackOff
 
 
 def go_duration(seconds: float) -> str:
@@ -33,17 +36,16 @@ def go_duration(seconds: float) -> str:
 @dataclass
 class Backoff:
     """The kubelet's crash-loop back-off: client-go `util/flowcontrol/backoff.go` `Backoff` as `kubelet.go`
-    configures it (`newCrashLoopBackOff`): initial 10 s (`initialCrashLoopBackOff`), doubling, no jitter, up
-    to the node's `crashLoopBackOff.maxContainerRestartPeriod` (default 300 s, `MaxContainerBackOff`; a lower
-    maximum lowers the initial value too), and the kubelet's own expiry (`HasExpiredFunc`): an entry whose
-    last update is more than 600 s before the event time starts over. All times are the node's clock."""
+    configures it (`newCrashLoopBackOff`, values from `Features.crash_loop_backoff`): `initial` (10 s, 1 s
+    with ReduceDefaultCrashLoopBackOffDecay, never above the maximum), doubling, no jitter, up to `max`
+    (300 s, 60 s with ReduceDefaultCrashLoopBackOffDecay, the node's
+    `crashLoopBackOff.maxContainerRestartPeriod` with KubeletCrashLoopBackOffMax), and the kubelet's own
+    expiry (`HasExpiredFunc`): an entry whose last update is more than 600 s before the event time starts
+    over. All times are the node's clock."""
 
     max: float = BACKOFF_MAX
+    initial: float = BACKOFF_INITIAL
     entries: dict[str, tuple[float, datetime]] = field(default_factory=dict)
-
-    @property
-    def initial(self) -> float:
-        return min(BACKOFF_INITIAL, self.max)
 
     def get(self, key: str) -> float:
         """The current back-off of `key` in seconds (0 if none)."""
@@ -79,7 +81,8 @@ def _expired(event: datetime, last_update: datetime) -> bool:
 
 
 def check_max_container_restart_period(seconds: float) -> float:
-    """Validate the node setting `crashLoopBackOff.maxContainerRestartPeriod` (KEP-5593: 1 s to 300 s)."""
+    """`ValidateKubeletConfiguration`'s range for the node setting
+    `crashLoopBackOff.maxContainerRestartPeriod` (1 s to 300 s)."""
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 1 <= seconds <= BACKOFF_MAX:
         raise ValueError(
             f"crashLoopBackOff.maxContainerRestartPeriod must be between 1 and 300 seconds, not {seconds!r}"

@@ -39,16 +39,25 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         type=_kubernetes_version,
         default="1.35.0",
         metavar="VERSION",
-        help="the Kubernetes version modelled, 1.33 to 1.35 (default 1.35.0): /version, OpenAPI and "
+        help="the Kubernetes version modelled, 1.32 to 1.35 (default 1.35.0): /version, OpenAPI and "
         "version-gated rules such as lowering a memory limit in place (1.34+)",
+    )
+    p.add_argument(
+        "--feature-gates",
+        default="",
+        metavar="GATES",
+        help="feature gates set against the version's defaults, as the kubelet's and kube-apiserver's "
+        "--feature-gates: A=true,B=false (InPlacePodVerticalScaling, KubeletCrashLoopBackOffMax, "
+        "ReduceDefaultCrashLoopBackOffDecay, AuthorizePodWebsocketUpgradeCreatePermission)",
     )
     p.add_argument(
         "--max-container-restart-period",
         type=_restart_period,
-        default=300.0,
+        default=None,
         metavar="SECONDS",
         help="the nodes' kubelet setting crashLoopBackOff.maxContainerRestartPeriod: the crash-loop "
-        "back-off's maximum, 1-300 s (default 300)",
+        "back-off's maximum, 1-300 s (default unset: 300 s); needs KubeletCrashLoopBackOffMax (on by "
+        "default from 1.35)",
     )
 
 
@@ -59,6 +68,18 @@ def _kubernetes_version(text: str) -> str:
         return Features.parse(text).version
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _check_cluster_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The version, the gates and the kubelet setting together, as `ClusterConfig` checks them."""
+    from .features import Features
+
+    try:
+        Features.parse(args.kubernetes_version, args.feature_gates).crash_loop_backoff(
+            args.max_container_restart_period
+        )
+    except ValueError as e:
+        parser.error(str(e))
 
 
 def _restart_period(text: str) -> float:
@@ -107,6 +128,7 @@ def serve(args: argparse.Namespace) -> int:
             max_container_restart_period=args.max_container_restart_period,
             permissive_images=args.permissive_images,
             kubernetes_version=args.kubernetes_version,
+            feature_gates=args.feature_gates,
         )
     )
     cluster.start()
@@ -159,11 +181,13 @@ def up(args: argparse.Namespace) -> int:
         str(args.port),
         "--sandbox",
         args.sandbox,
-        "--max-container-restart-period",
-        str(args.max_container_restart_period),
         "--kubernetes-version",
         args.kubernetes_version,
+        "--feature-gates",
+        args.feature_gates,
     ]
+    if args.max_container_restart_period is not None:
+        cmd += ["--max-container-restart-period", str(args.max_container_restart_period)]
     if args.catalogue:
         cmd += ["--catalogue", args.catalogue]
     if args.no_image_pull_job_gate:
@@ -231,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in (("down", down), ("status", status)):
         sub.add_parser(name, help=fn.__doc__).set_defaults(fn=fn)
     args = parser.parse_args(argv)
+    if args.fn in (up, serve):
+        _check_cluster_args(parser, args)
     return args.fn(args)
 
 

@@ -24,11 +24,10 @@ from . import limits
 from . import resources as R
 from .admission import Admission
 from .admission_policy import PolicyAdmission
-from .backoff import check_max_container_restart_period
 from .catalogue import Catalogue
 from .errors import ApiError
 from .events import EventRecorder
-from .features import Features
+from .features import IN_PLACE_RESIZE, Features, parse_feature_gates
 from .filters import Filters
 from .kruise import Kruise
 from .kubelet import Kubelet
@@ -61,10 +60,14 @@ class ClusterConfig:
     watch_history: int = 5000
     preloaded_images: tuple[str, ...] = ()
     kubernetes_version: str = "1.35.0"
-    """the Kubernetes version modelled (1.33 to 1.35, `features.Features`): what `/version` and the OpenAPI
+    """the Kubernetes version modelled (1.32 to 1.35, `features.Features`): what `/version` and the OpenAPI
     documents report, the kubelets run, and which version-gated rules apply"""
+    feature_gates: dict[str, bool] | str = field(default_factory=dict)
+    """feature gates set against the version's defaults, as `--feature-gates` (`A=true,B=false` or a dict;
+    the gates modelled are listed in `features.GATES`)"""
     in_place_resize: bool | None = None
-    """the InPlacePodVerticalScaling feature gate; None: its default for the version (on from 1.33)"""
+    """the InPlacePodVerticalScaling feature gate; None: its default for the version (on from 1.33, locked on
+    from 1.35)"""
     allocatable: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ALLOCATABLE))
     """every node's allocatable cpu, memory and pods (the scheduler and resize admission enforce it)"""
     node_allocatable: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -74,14 +77,22 @@ class ClusterConfig:
     max_requests_in_flight: int = limits.MAX_REQUESTS_IN_FLIGHT
     permissive_images: bool = False
     """any image reference missing from the catalogue runs as a generic image with the host's tools"""
-    max_container_restart_period: float = 300.0
-    """every node's kubelet setting crashLoopBackOff.maxContainerRestartPeriod (KEP-5593), 1-300 s"""
+    max_container_restart_period: float | None = None
+    """every node's kubelet setting crashLoopBackOff.maxContainerRestartPeriod, 1-300 s (None: unset, 300 s);
+    only with the KubeletCrashLoopBackOffMax gate on (by default from 1.35, KEP-5593)"""
     pod_security: PodSecurityConfiguration = field(default_factory=PodSecurityConfiguration)
     """the PodSecurity admission plugin's configuration: defaults for unlabelled namespaces, exemptions"""
 
     def __post_init__(self) -> None:
-        check_max_container_restart_period(self.max_container_restart_period)
-        Features.parse(self.kubernetes_version)
+        self.features().crash_loop_backoff(self.max_container_restart_period)
+
+    def features(self) -> Features:
+        """The version and the gates this configuration sets (ValueError naming the option otherwise)."""
+        gates = self.feature_gates
+        gates = parse_feature_gates(gates) if isinstance(gates, str) else dict(gates)
+        if self.in_place_resize is not None:
+            gates[IN_PLACE_RESIZE] = self.in_place_resize
+        return Features.parse(self.kubernetes_version, gates)
 
 
 class LocalCluster:
@@ -93,10 +104,9 @@ class LocalCluster:
         self.catalogue = Catalogue.load(self.config.catalogue, permissive=self.config.permissive_images)
         self.sandbox = self.config.sandbox
         self.gates = {"ImagePullJobGate": self.config.image_pull_job_gate}
-        self.features = Features.parse(self.config.kubernetes_version)
+        self.features = self.config.features()
         """the Kubernetes version and what it turns on (features.py)"""
-        gate = self.config.in_place_resize
-        self.resize_enabled = self.features.in_place_resize if gate is None else gate
+        self.resize_enabled = self.features.in_place_resize
         self.memory_limit_decrease = self.features.memory_limit_decrease
         """whether a NotRequired resize may lower a memory limit (1.34+: the kubelet checks the usage)"""
         self._tmp = None if self.config.root else tempfile.TemporaryDirectory(prefix="kruise-local-")
@@ -124,7 +134,7 @@ class LocalCluster:
             self.catalogue,
             self.root,
             sandbox=self.sandbox,
-            kubernetes_version=self.features.version,
+            features=self.features,
         )
         self.scheduler = Scheduler(self.store, self.events, self.profile)
         self.kruise = Kruise(self.store, self.profile, self.kubelet)
@@ -135,8 +145,7 @@ class LocalCluster:
             self.kubelet,
             self.events,
             self.filters,
-            kubernetes_version=self.features.version,
-            resize_enabled=self.resize_enabled,
+            features=self.features,
             bookmark_interval=self.config.bookmark_interval,
             request_timeout=self.config.request_timeout,
             max_requests_in_flight=self.config.max_requests_in_flight,
@@ -371,9 +380,10 @@ class LocalCluster:
         self.fault = fault if conflict or error else None
 
     # -- fault injection (tests and demos) ---------------------------------------------------------------
-    def configure_node(self, node: str, max_container_restart_period: float) -> None:
-        """Set a node's kubelet `crashLoopBackOff.maxContainerRestartPeriod` (1-300 s), as a kubelet restarted
-        with that configuration: its crash-loop back-off starts empty."""
+    def configure_node(self, node: str, max_container_restart_period: float | None) -> None:
+        """Set a node's kubelet `crashLoopBackOff.maxContainerRestartPeriod` (1-300 s, None: unset; only with
+        KubeletCrashLoopBackOffMax on), as a kubelet restarted with that configuration: its crash-loop
+        back-off starts empty."""
         self.call(lambda: self.kubelet.configure_node(node, max_container_restart_period))
 
     def advance_node_clock(self, node: str, seconds: float) -> None:

@@ -1,24 +1,51 @@
 """One Kubernetes version and the behaviours it turns on (`Features`): the local cluster's only place that
-knows what differs between Kubernetes minors. `/version`, the OpenAPI documents' `info.version`, the API
-server's and the admission's version-gated rules and the kubelets read it (`LocalCluster.features`).
+knows what differs between Kubernetes minors. `/version`, the OpenAPI documents (their `info.version` and the
+release whose schemas they serve), discovery, the API server's and the admission's version-gated rules and the
+kubelets read it (`LocalCluster.features`).
 
-Each rule names the upstream change it follows:
+Feature gates follow `pkg/features/kube_features.go` `defaultVersionedKubernetesFeatureGates` (each gate's
+stages per minor: alpha off by default, beta and GA on, GA locked to its default) and component-base
+`featuregate` `Set`/`SetFromMap` (`--feature-gates=A=true,B=false`: an unknown gate, a bad value or a locked
+gate set against its default is refused). The gates modelled:
 
-- `in_place_resize`: the InPlacePodVerticalScaling feature gate is on by default from 1.33 (beta;
-  `pkg/features/kube_features.go`, KEP-1287 "v1.33 updates for planned beta").
+- `InPlacePodVerticalScaling` (KEP-1287): alpha 1.27, beta on by default 1.33, GA locked 1.35.
+- `AuthorizePodWebsocketUpgradeCreatePermission`: beta on by default from 1.35: a WebSocket
+  exec/attach/portforward needs `create` on the subresource.
+- `KubeletCrashLoopBackOffMax`: alpha 1.32, beta on by default 1.35: the node setting
+  `crashLoopBackOff.maxContainerRestartPeriod` (added in 1.32 under KEP-4603 "Tune CrashLoopBackoff"; the gate
+  moved to KEP-5593 "Configure the max CrashLoopBackOff delay" when that KEP was split off for its 1.35 beta,
+  kubernetes/enhancements#5594).
+- `ReduceDefaultCrashLoopBackOffDecay` (KEP-4603): alpha from 1.33 (off by default): the crash-loop
+  back-off starts at 1 s and stops at 60 s (kubernetes/kubernetes#130711).
+
+Other version rules:
+
 - `memory_limit_decrease`: a resize with the memory resize policy NotRequired may lower a container's memory
   limit from 1.34 (kubernetes/kubernetes#133012, milestone v1.34: `validatePodResizeContainerOrdering`'s
   "memory limits cannot be decreased unless resizePolicy is RestartContainer" removed, the kubelet's
   best-effort usage check in `kuberuntime_manager.go` `doPodResizeAction` added); 1.33 refuses it
   (kubernetes/kubernetes#130183, milestone v1.33).
-- `websocket_upgrade_create`: AuthorizePodWebsocketUpgradeCreatePermission, beta and on by default from 1.35
-  (`pkg/features/kube_features.go`): a WebSocket exec/attach/portforward needs `create` on the subresource.
+- Served APIs: the group-versions the local cluster implements (core v1, admissionregistration.k8s.io/v1,
+  authentication.k8s.io/v1, authorization.k8s.io/v1, OpenKruise's and metrics-server's) are served by every
+  modelled minor (`pkg/controlplane/apiserver/options` `DefaultAPIResourceConfigSource`: the v1beta1 versions
+  of those groups stay disabled by default); what differs is `pods/resize` (registered only with
+  InPlacePodVerticalScaling on) and each kind's schema, served from the minor's own OpenAPI definitions
+  (`schema_release`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from .backoff import (
+    BACKOFF_INITIAL,
+    BACKOFF_MAX,
+    REDUCED_BACKOFF_INITIAL,
+    REDUCED_BACKOFF_MAX,
+    check_max_container_restart_period,
+)
 
 OLDEST_MINOR = 32
 """the oldest Kubernetes minor the local cluster models (1.32: in-place resize off by default)"""
@@ -26,17 +53,68 @@ NEWEST_MINOR = 35
 """the newest Kubernetes minor the local cluster models"""
 _VERSION = re.compile(r"v?1\.(\d+)(?:\.(\d+))?")
 
+IN_PLACE_RESIZE = "InPlacePodVerticalScaling"
+WEBSOCKET_CREATE = "AuthorizePodWebsocketUpgradeCreatePermission"
+CRASH_LOOP_MAX = "KubeletCrashLoopBackOffMax"
+REDUCED_DECAY = "ReduceDefaultCrashLoopBackOffDecay"
+
+
+@dataclass(frozen=True)
+class GateStage:
+    """One `featuregate.VersionedSpecs` entry: from Kubernetes 1.`minor` on."""
+
+    minor: int
+    default: bool
+    stage: str
+    locked: bool = False
+
+
+GATES: dict[str, tuple[GateStage, ...]] = {
+    IN_PLACE_RESIZE: (
+        GateStage(27, False, "Alpha"),
+        GateStage(33, True, "Beta"),
+        GateStage(35, True, "GA", locked=True),
+    ),
+    WEBSOCKET_CREATE: (GateStage(35, True, "Beta"),),
+    CRASH_LOOP_MAX: (GateStage(32, False, "Alpha"), GateStage(35, True, "Beta")),
+    REDUCED_DECAY: (GateStage(33, False, "Alpha"),),
+}
+"""the feature gates the local cluster models, as `kube_features.go` lists them"""
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """`A=true,B=false` as component-base `featuregate` `Set` reads it (`strconv.ParseBool` values)."""
+    out: dict[str, bool] = {}
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValueError(f"feature_gates: missing bool value for {name} (write {name}=true or =false)")
+        value = value.strip()
+        if value in ("1", "t", "T", "true", "TRUE", "True"):
+            out[name] = True
+        elif value in ("0", "f", "F", "false", "FALSE", "False"):
+            out[name] = False
+        else:
+            raise ValueError(f"feature_gates: invalid value of {name}={value}, use true or false")
+    return out
+
 
 @dataclass(frozen=True)
 class Features:
-    """Kubernetes 1.`minor`.`patch` and what it turns on."""
+    """Kubernetes 1.`minor`.`patch`, its feature gates as set (`gates`: the explicit settings) and what they
+    turn on."""
 
     minor: int
     patch: int = 0
+    gates: tuple[tuple[str, bool], ...] = ()
 
     @classmethod
-    def parse(cls, version: str) -> Features:
-        """`1.35`, `1.35.2` or `v1.35.2`; ValueError naming the option and the supported minors otherwise."""
+    def parse(cls, version: str, feature_gates: str | Mapping[str, bool] | None = None) -> Features:
+        """`1.35`, `1.35.2` or `v1.35.2` and the gates set (`A=true,B=false` or a mapping); ValueError naming
+        the option and the fix otherwise."""
         found = _VERSION.fullmatch(version.strip())
         minor = int(found.group(1)) if found else -1
         if not OLDEST_MINOR <= minor <= NEWEST_MINOR:
@@ -44,7 +122,27 @@ class Features:
                 f"kubernetes_version: {version!r} is not a Kubernetes version the local cluster models; use "
                 f"one of {', '.join(f'1.{m}' for m in range(OLDEST_MINOR, NEWEST_MINOR + 1))} (e.g. 1.35.0)"
             )
-        return cls(minor, int(found.group(2) or 0) if found else 0)
+        patch = int(found.group(2) or 0) if found else 0
+        if isinstance(feature_gates, str):
+            gates = parse_feature_gates(feature_gates)
+        else:
+            gates = dict(feature_gates or {})
+        for name, value in gates.items():
+            stage = _stage(name, minor)
+            if stage is None:
+                known = sorted(g for g in GATES if _stage(g, minor) is not None)
+                raise ValueError(
+                    f"feature_gates: unrecognized feature gate {name!r} for Kubernetes 1.{minor}; the local "
+                    f"cluster models {', '.join(known)}"
+                )
+            if not isinstance(value, bool):
+                raise ValueError(f"feature_gates: {name} must be true or false, not {value!r}")
+            if stage.locked and value != stage.default:
+                raise ValueError(
+                    f"feature_gates: cannot set feature gate {name} to {str(value).lower()}, feature is "
+                    f"locked to {str(stage.default).lower()} in Kubernetes 1.{minor} ({stage.stage})"
+                )
+        return cls(minor, patch, tuple(sorted(gates.items())))
 
     @property
     def version(self) -> str:
@@ -57,8 +155,22 @@ class Features:
         return f"v{self.version}+kruise-local"
 
     @property
+    def schema_release(self) -> str:
+        """The Kubernetes release whose OpenAPI definitions the documents serve (``v1.35.0``)."""
+        return f"v1.{self.minor}.0"
+
+    def enabled(self, gate: str) -> bool:
+        """`FeatureGate.Enabled`: the gate as set, else its default at this minor (a gate not yet added:
+        off)."""
+        explicit = dict(self.gates)
+        if gate in explicit:
+            return explicit[gate]
+        stage = _stage(gate, self.minor)
+        return stage.default if stage else False
+
+    @property
     def in_place_resize(self) -> bool:
-        return self.minor >= 33
+        return self.enabled(IN_PLACE_RESIZE)
 
     @property
     def memory_limit_decrease(self) -> bool:
@@ -66,4 +178,44 @@ class Features:
 
     @property
     def websocket_upgrade_create(self) -> bool:
-        return self.minor >= 35
+        return self.enabled(WEBSOCKET_CREATE)
+
+    @property
+    def hidden_subresources(self) -> frozenset[str]:
+        """Subresources not served: `pods/resize` without InPlacePodVerticalScaling (the apiserver registers
+        no resize storage, `pkg/registry/core/pod/storage`)."""
+        return frozenset() if self.in_place_resize else frozenset({"pods/resize"})
+
+    def crash_loop_backoff(self, max_container_restart_period: float | None) -> tuple[float, float]:
+        """The kubelet's crash-loop back-off (maximum, initial) in seconds for a node whose configuration sets
+        `crashLoopBackOff.maxContainerRestartPeriod` to `max_container_restart_period` (None: unset).
+
+        `ValidateKubeletConfiguration` first: with KubeletCrashLoopBackOffMax off the setting must not be set,
+        with it on it must lie in 1-300 s (`v1beta1` `SetDefaults_KubeletConfiguration` defaults an unset one
+        to 300 s). Then `kubelet.go` `newCrashLoopBackOff`: 10 s doubling to 300 s, 1 s to 60 s with
+        ReduceDefaultCrashLoopBackOffDecay, and with KubeletCrashLoopBackOffMax the node's setting is the
+        maximum (precedence over the reduced one), the initial value lowered to it if it is below."""
+        period = max_container_restart_period
+        if self.enabled(CRASH_LOOP_MAX):
+            period = BACKOFF_MAX if period is None else check_max_container_restart_period(period)
+        elif period is not None:
+            raise ValueError(
+                f"crashLoopBackOff.maxContainerRestartPeriod: FeatureGate {CRASH_LOOP_MAX} not enabled in "
+                f"Kubernetes 1.{self.minor}, the setting must not be set (enable the gate: "
+                f"feature_gates={CRASH_LOOP_MAX}=true, or leave max_container_restart_period unset)"
+            )
+        high, initial = BACKOFF_MAX, BACKOFF_INITIAL
+        if self.enabled(REDUCED_DECAY):
+            high, initial = REDUCED_BACKOFF_MAX, REDUCED_BACKOFF_INITIAL
+        if period is not None:
+            high, initial = period, min(initial, period)
+        return high, initial
+
+
+def _stage(gate: str, minor: int) -> GateStage | None:
+    """The gate's spec at `minor` (`VersionedSpecs` at the emulated version), None before it was added."""
+    current = None
+    for stage in GATES.get(gate, ()):
+        if stage.minor <= minor:
+            current = stage
+    return current

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
-from .backoff import BACKOFF_MAX, IMAGE_BACKOFF_INITIAL, Backoff, check_max_container_restart_period
+from .backoff import IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX, Backoff
 from .catalogue import Catalogue, Image
 from .container import Instance
 from .crilog import follow_log, read_log
 from .errors import ApiError
 from .events import EventRecorder
+from .features import NEWEST_MINOR, Features
 from .imageref import normalize
 from .metrics_server import MetricsServer, Scrape, points
 from .nodestate import NodeState
@@ -67,7 +68,7 @@ class Kubelet:
         catalogue: Catalogue,
         root: Path,
         sandbox: str = "auto",
-        kubernetes_version: str = "1.35.0",
+        features: Features | None = None,
     ) -> None:
         self.store = store
         self.events = events
@@ -75,7 +76,9 @@ class Kubelet:
         self.catalogue = catalogue
         self.root = root
         self.sandbox = sandbox
-        self.kubernetes_version = kubernetes_version
+        self.features = features or Features(NEWEST_MINOR)
+        """the Kubernetes version the kubelets run and their feature gates (the crash-loop back-off's)"""
+        self.kubernetes_version = self.features.version
         self.nodes: dict[str, NodeState] = {}
         self.workers: dict[str, PodWorker] = {}
         self.image_backoff: dict[str, tuple[float, float]] = {}
@@ -103,21 +106,24 @@ class Kubelet:
         self,
         name: str,
         labels: dict[str, str] | None = None,
-        max_container_restart_period: float = BACKOFF_MAX,
+        max_container_restart_period: float | None = None,
     ) -> None:
+        """A node whose kubelet configuration sets `crashLoopBackOff.maxContainerRestartPeriod` to
+        `max_container_restart_period` (None: unset); ValueError if its feature gate refuses it."""
         ip = f"172.18.{len(self.nodes) // 250}.{len(self.nodes) % 250 + 2}"
-        backoff = Backoff(max=check_max_container_restart_period(max_container_restart_period))
-        self.nodes[name] = NodeState(name, ip, backoff=backoff)
+        self.nodes[name] = NodeState(name, ip, backoff=self._backoff(max_container_restart_period))
         self.plegs[name] = Pleg(self.profile.pleg_relist_period)
         if self.started:
             self.plegs[name].start()
 
-    def configure_node(self, name: str, max_container_restart_period: float) -> None:
-        """Change a node's kubelet configuration (`crashLoopBackOff.maxContainerRestartPeriod`). As a real
-        kubelet restarted with a new configuration, it starts with an empty back-off."""
-        self.nodes[name].backoff = Backoff(
-            max=check_max_container_restart_period(max_container_restart_period)
-        )
+    def configure_node(self, name: str, max_container_restart_period: float | None) -> None:
+        """Change a node's kubelet configuration (`crashLoopBackOff.maxContainerRestartPeriod`, None: unset).
+        As a real kubelet restarted with a new configuration, it starts with an empty back-off."""
+        self.nodes[name].backoff = self._backoff(max_container_restart_period)
+
+    def _backoff(self, max_container_restart_period: float | None) -> Backoff:
+        high, initial = self.features.crash_loop_backoff(max_container_restart_period)
+        return Backoff(max=high, initial=initial)
 
     def advance_clock(self, name: str, seconds: float) -> None:
         """Move a node's clock forward (tests: back-off doubling and expiry without waiting for them)."""
@@ -228,7 +234,7 @@ class Kubelet:
 
     def image_backoff_next(self, key: str) -> None:
         entry = self.image_backoff.get(key)
-        delay = IMAGE_BACKOFF_INITIAL if entry is None else min(entry[0] * 2, BACKOFF_MAX)
+        delay = IMAGE_BACKOFF_INITIAL if entry is None else min(entry[0] * 2, IMAGE_BACKOFF_MAX)
         self.image_backoff[key] = (delay, asyncio.get_running_loop().time())
 
     # -- for the API server and the Kruise daemon ---------------------------------------------------------

@@ -1,15 +1,15 @@
 """OpenAPI v2 and v3 documents for what the local cluster serves, generated, not written by hand.
 
 Built-in kinds: from the Kubernetes OpenAPI definitions the `kubernetes-validate` package publishes per
-release (`_definitions.json`: the swagger's definitions with their descriptions and `x-kubernetes-*`
-patch/list/GVK extensions, rewritten as JSON schema), turned back into OpenAPI (`type: [t, "null"]` -> `t`,
-`#/$defs/` refs -> `#/definitions/` or `#/components/schemas/`, IntOrString/Quantity as the swagger writes
-them). Kruise kinds: from their CRDs (`crds/`), named and wrapped as kube-apiserver's CRD OpenAPI builder does
-(`{reversed group}.{version}.{Kind}`, metadata -> ObjectMeta, a `List` kind). Paths, operation ids,
-`x-kubernetes-action` and query parameters follow the API installer (`apiserver/pkg/endpoints/installer.go`
-`registerResourceHandlers`; `endpoints/openapi` `GetOperationIDAndTags`), so kubectl finds, e.g.,
-`fieldValidation` on each PATCH (cli-runtime `supportsQueryParamV3`).
-"""
+release (the release modelled, `Features.schema_release`; `_definitions.json`: the swagger's definitions with
+their descriptions and `x-kubernetes-*` patch/list/GVK extensions, rewritten as JSON schema), turned back into
+OpenAPI (`type: [t, "null"]` -> `t`, `#/$defs/` refs -> `#/definitions/` or `#/components/schemas/`,
+IntOrString/Quantity as the swagger writes them). Kruise kinds: from their CRDs (`crds/`), named and wrapped
+as kube-apiserver's CRD OpenAPI builder does (`{reversed group}.{version}.{Kind}`, metadata -> ObjectMeta, a
+`List` kind). Paths, operation ids, `x-kubernetes-action` and query parameters follow the API installer
+(`apiserver/pkg/endpoints/installer.go` `registerResourceHandlers`; `endpoints/openapi`
+`GetOperationIDAndTags`), so kubectl finds, e.g., `fieldValidation` on each PATCH (cli-runtime
+`supportsQueryParamV3`)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ from typing import Any
 import yaml
 
 from . import resources as R
+from .features import NEWEST_MINOR, Features
 from .resources import Resource
 
-SCHEMA_RELEASE = "v1.33.0"  # the Kubernetes release whose schemas are served (the server says v1.33)
+FIELD_MANAGER_RELEASE = Features(NEWEST_MINOR).schema_release
+"""the release whose schemas the field manager merges with (`definitions_v3`)"""
 CRD_FOLDER = Path(__file__).with_name("crds")
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 _CORE_KINDS = {"Pod", "Namespace", "Node", "ConfigMap", "Event"}
@@ -41,15 +43,16 @@ def definition_name(res: Resource, version: str, kind: str | None = None) -> str
     return f"{reversed_group}.{version}.{kind}"
 
 
-@lru_cache(maxsize=1)
-def _k8s_definitions() -> dict[str, Any]:
+@lru_cache(maxsize=4)
+def _k8s_definitions(release: str) -> dict[str, Any]:
+    """The OpenAPI definitions of Kubernetes `release` (``v1.35.0``), as kubernetes-validate ships them."""
     spec = importlib.util.find_spec("kubernetes_validate")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
             "the local cluster needs kubernetes-validate (pip install airflow-kruise-chain[local])"
         )
     base = Path(next(iter(spec.submodule_search_locations)))
-    path = base / "kubernetes-json-schema" / f"{SCHEMA_RELEASE}-local" / "_definitions.json"
+    path = base / "kubernetes-json-schema" / f"{release}-local" / "_definitions.json"
     return json.loads(path.read_text(encoding="utf-8"))["$defs"]
 
 
@@ -172,9 +175,10 @@ def _served(group: str | None = None, version: str | None = None) -> list[tuple[
     return out
 
 
-def _definitions(served: list[tuple[Resource, str]], ref: str, v2: bool) -> dict[str, Any]:
-    """Every definition the served kinds reach, plus the meta types every API serves."""
-    k8s = _k8s_definitions()
+def _definitions(served: list[tuple[Resource, str]], ref: str, v2: bool, release: str) -> dict[str, Any]:
+    """Every definition the served kinds reach in Kubernetes `release`, plus the meta types every API
+    serves."""
+    k8s = _k8s_definitions(release)
     out: dict[str, Any] = {}
     wanted = {META + n for n in ("Status", "DeleteOptions", "WatchEvent", "Patch", "APIResourceList")}
     for res, version in served:
@@ -200,7 +204,7 @@ def _definitions(served: list[tuple[Resource, str]], ref: str, v2: bool) -> dict
 
 def definitions_v3(res: Resource, version: str) -> dict[str, Any]:
     """The OpenAPI v3 schemas one served kind reaches (for the field manager)."""
-    return _definitions([(res, version)], "#/components/schemas/", v2=False)
+    return _definitions([(res, version)], "#/components/schemas/", v2=False, release=FIELD_MANAGER_RELEASE)
 
 
 # -- paths ------------------------------------------------------------------------------------------------
@@ -275,7 +279,8 @@ def _param_type(name: str) -> str:
     return "boolean" if name in _BOOL else "integer" if name in _INT else "string"
 
 
-def _paths(served: list[tuple[Resource, str]]) -> dict[str, Any]:
+def _paths(served: list[tuple[Resource, str]], hidden: frozenset[str]) -> dict[str, Any]:
+    """The paths of the served kinds, without the `hidden` subresources (`pods/resize`)."""
     paths: dict[str, Any] = {}
     for res, version in served:
         root = f"/apis/{res.group}/{version}" if res.group else f"/api/{version}"
@@ -323,7 +328,7 @@ def _paths(served: list[tuple[Resource, str]]) -> dict[str, Any]:
             ),
             "parameters": path_params + name_param,
         }
-        for sub in res.subresources:
+        for sub in (s for s in res.subresources if f"{res.plural}/{s}" not in hidden):
             title = sub[:1].upper() + sub[1:]
             sub_path = f"{item}/{sub}"
             if sub == "log":
@@ -411,14 +416,14 @@ def _info(version: str) -> dict[str, str]:
 
 
 @lru_cache(maxsize=2)
-def v2_document(version: str) -> bytes:
-    """`/openapi/v2` (JSON) for everything the cluster stores."""
+def v2_document(features: Features) -> bytes:
+    """`/openapi/v2` (JSON) for everything the cluster stores, in the schemas of the version modelled."""
     served = _served()
     doc = {
         "swagger": "2.0",
-        "info": _info(version),
-        "paths": _paths(served),
-        "definitions": _definitions(served, "#/definitions/", v2=True),
+        "info": _info(features.git_version),
+        "paths": _paths(served, features.hidden_subresources),
+        "definitions": _definitions(served, "#/definitions/", v2=True, release=features.schema_release),
         "securityDefinitions": {
             "BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"},
         },
@@ -428,11 +433,11 @@ def v2_document(version: str) -> bytes:
 
 
 @lru_cache(maxsize=2)
-def v2_protobuf(version: str) -> bytes:
+def v2_protobuf(features: Features) -> bytes:
     """`/openapi/v2` as gnostic's protobuf `openapi_v2.Document` (`openapi_pb.py`)."""
     from .openapi_pb import document
 
-    return document(json.loads(v2_document(version)))
+    return document(json.loads(v2_document(features)))
 
 
 def v3_paths() -> list[str]:
@@ -442,7 +447,7 @@ def v3_paths() -> list[str]:
 
 
 @lru_cache(maxsize=32)
-def v3_document(gv_path: str, server_version: str) -> bytes | None:
+def v3_document(gv_path: str, features: Features) -> bytes | None:
     """`/openapi/v3/<api/v1|apis/group/version>`: one group-version's OpenAPI 3.0 document, or None."""
     parts = gv_path.strip("/").split("/")
     if parts[:1] == ["api"] and len(parts) == 2:
@@ -457,19 +462,19 @@ def v3_document(gv_path: str, server_version: str) -> bytes | None:
     ref = "#/components/schemas/"
     doc = {
         "openapi": "3.0.0",
-        "info": _info(server_version),
-        "paths": {p: _v3_path(item) for p, item in _paths(served).items()},
+        "info": _info(features.git_version),
+        "paths": {p: _v3_path(item) for p, item in _paths(served, features.hidden_subresources).items()},
         "components": {
-            "schemas": _definitions(served, ref, v2=False),
+            "schemas": _definitions(served, ref, v2=False, release=features.schema_release),
             "securitySchemes": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
         },
     }
     return json.dumps(doc).encode()
 
 
-def v3_hash(gv_path: str, version: str) -> str:
+def v3_hash(gv_path: str, features: Features) -> str:
     """The hash `/openapi/v3` publishes in each `serverRelativeURL` (clients cache by it)."""
-    doc = v3_document(gv_path, version) or b""
+    doc = v3_document(gv_path, features) or b""
     return hashlib.sha512(doc).hexdigest()[:128].upper()
 
 

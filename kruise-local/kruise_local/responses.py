@@ -129,10 +129,10 @@ def accepts(request: web.Request, offered: tuple[str, ...]) -> str | None:
     return None
 
 
-def serve_openapi(request: web.Request, rest: list[str], version: str) -> web.Response:
+def serve_openapi(request: web.Request, rest: list[str], features: Features) -> web.Response:
     """`/openapi/v2` and `/openapi/v3[/<group-version>]` (kube-openapi `handler` and `handler3`): generated
-    documents (see `openapi.py`) whose `info.version` is the server's `version` (its `/version`
-    gitVersion); a media type not offered is a 406, as kube-openapi answers it."""
+    documents (see `openapi.py`) of what `features` serves, whose `info.version` is the server's `/version`
+    gitVersion; a media type not offered is a 406, as kube-openapi answers it."""
     from . import openapi
 
     if request.method not in ("GET", "HEAD"):
@@ -144,23 +144,23 @@ def serve_openapi(request: web.Request, rest: list[str], version: str) -> web.Re
                 406, "the requested media type is not offered for /openapi/v2", reason="NotAcceptable"
             )
         if media == "application/json":
-            body, ctype = openapi.v2_document(version), media
+            body, ctype = openapi.v2_document(features), media
         else:
-            body, ctype = openapi.v2_protobuf(version), OPENAPI_V2_MEDIA[2]
+            body, ctype = openapi.v2_protobuf(features), OPENAPI_V2_MEDIA[2]
         return web.Response(body=body, content_type=ctype, headers={"Vary": "Accept"})
     if rest == ["v3"]:
         paths = {
-            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv, version)}"}
+            gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={openapi.v3_hash(gv, features)}"}
             for gv in openapi.v3_paths()
         }
         return json_response({"paths": paths})
     if rest[:1] == ["v3"]:
-        doc = openapi.v3_document("/".join(rest[1:]), version)
+        doc = openapi.v3_document("/".join(rest[1:]), features)
         if doc is None:
             raise not_served()
         if accepts(request, ("application/json",)) is None:
             raise ApiError(406, "only application/json is served for /openapi/v3", reason="NotAcceptable")
-        digest = openapi.v3_hash("/".join(rest[1:]), version)
+        digest = openapi.v3_hash("/".join(rest[1:]), features)
         cache = "public, immutable" if request.query.get("hash") == digest else "no-cache, private"
         return web.Response(
             body=doc,

@@ -87,8 +87,7 @@ class ApiServer:
         events: EventRecorder,
         filters: Filters,
         *,
-        kubernetes_version: str,
-        resize_enabled: bool,
+        features: Features,
         bookmark_interval: float,
         request_timeout: float,
         max_requests_in_flight: int,
@@ -98,10 +97,10 @@ class ApiServer:
         self.admission = admission
         self.nodes = nodes
         self.filters = filters
-        self.kubernetes_version = kubernetes_version
-        self.resize_enabled = resize_enabled
+        self.features = features
+        """the Kubernetes version modelled: `/version`, OpenAPI, discovery and the version-gated rules"""
+        self.kubernetes_version = features.version
         self.bookmark_interval = bookmark_interval
-        self.features = Features.parse(kubernetes_version)
         self.websocket_upgrade_create = self.features.websocket_upgrade_create
         """AuthorizePodWebsocketUpgradeCreatePermission (beta, on by default from 1.35)"""
         self.watches = WatchServer(store)
@@ -145,7 +144,7 @@ class ApiServer:
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return web.Response(text="ok")
         if parts[:1] == ["openapi"]:
-            return serve_openapi(request, parts[1:], self.features.git_version)
+            return serve_openapi(request, parts[1:], self.features)
         if parts == ["version"]:
             self._discovery_method(request)
             return json_response(version_info(self.features))
@@ -252,10 +251,9 @@ class ApiServer:
             return await self._delete(request, res, version, ns, name)
         raise ApiError(405, f"{method} is not allowed on {plural}{'/' + sub if sub else ''}")
 
-    def hidden_subresources(self) -> set[str]:
-        """Subresources not served: `pods/resize` without in-place resize (the InPlacePodVerticalScaling gate
-        off, or before 1.33 where it is off by default: the apiserver registers no resize storage)."""
-        return set() if self.resize_enabled else {"pods/resize"}
+    def hidden_subresources(self) -> frozenset[str]:
+        """Subresources not served (`Features.hidden_subresources`: `pods/resize` without in-place resize)."""
+        return self.features.hidden_subresources
 
     @staticmethod
     def _discovery_method(request: web.Request) -> None:

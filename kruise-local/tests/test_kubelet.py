@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kruise_local.backoff import Backoff, check_max_container_restart_period, go_duration
 from kruise_local.container import spec_hash
+from kruise_local.features import Features
 
 
 def test_container_hash_covers_only_name_and_image() -> None:
@@ -60,7 +61,8 @@ def test_backoff_doubles_caps_and_expires() -> None:
 
 
 def test_backoff_gc_and_a_lower_maximum() -> None:
-    b = Backoff(max=2)
+    high, initial = Features(35).crash_loop_backoff(2)
+    b = Backoff(max=high, initial=initial)
     b.next("k", at(0), at(0))
     assert b.get("k") == 2  # the initial back-off is lowered to the maximum
     b.next("k", at(1), at(1))
@@ -75,3 +77,66 @@ def test_max_container_restart_period_range() -> None:
     for bad in (0, 0.99, 300.5, True, "10"):
         with pytest.raises(ValueError, match="maxContainerRestartPeriod"):
             check_max_container_restart_period(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "period", "expected"),
+    [
+        # kubelet.go newCrashLoopBackOff: (maximum, initial)
+        ("1.32", "", None, (300.0, 10.0)),
+        ("1.34", "", None, (300.0, 10.0)),
+        ("1.35", "", None, (300.0, 10.0)),  # KubeletCrashLoopBackOffMax on, unset: defaulted to 300 s
+        ("1.35", "", 30, (30.0, 10.0)),
+        ("1.35", "", 4, (4.0, 4.0)),  # a maximum below the initial value lowers it
+        ("1.32", "KubeletCrashLoopBackOffMax=true", 30, (30.0, 10.0)),  # alpha, enabled
+        ("1.33", "ReduceDefaultCrashLoopBackOffDecay=true", None, (60.0, 1.0)),
+        ("1.34", "ReduceDefaultCrashLoopBackOffDecay=true", None, (60.0, 1.0)),
+        # 1.35: the beta gate defaults an unset maximum to 300 s, which takes precedence over the reduced 60 s
+        ("1.35", "ReduceDefaultCrashLoopBackOffDecay=true", None, (300.0, 1.0)),
+        (
+            "1.35",
+            "ReduceDefaultCrashLoopBackOffDecay=true,KubeletCrashLoopBackOffMax=false",
+            None,
+            (60.0, 1.0),
+        ),
+        ("1.35", "ReduceDefaultCrashLoopBackOffDecay=true", 30, (30.0, 1.0)),
+    ],
+)
+def test_the_crash_loop_backoff_per_version_and_gate(version, gates, period, expected) -> None:
+    assert Features.parse(version, gates).crash_loop_backoff(period) == expected
+
+
+@pytest.mark.parametrize("version", ["1.32", "1.33", "1.34"])
+def test_a_restart_period_without_its_gate_is_refused(version) -> None:
+    # ValidateKubeletConfiguration: "FeatureGate KubeletCrashLoopBackOffMax not enabled, ... must not be set"
+    with pytest.raises(ValueError, match=r"KubeletCrashLoopBackOffMax not enabled .* must not be set"):
+        Features.parse(version).crash_loop_backoff(30)
+    with pytest.raises(ValueError, match=r"KubeletCrashLoopBackOffMax not enabled"):
+        Features.parse("1.35", "KubeletCrashLoopBackOffMax=false").crash_loop_backoff(30)
+
+
+def test_gate_defaults_follow_kube_features_per_version() -> None:
+    def defaults(gate: str) -> list[bool]:
+        return [Features(m).enabled(gate) for m in (32, 33, 34, 35)]
+
+    assert defaults("KubeletCrashLoopBackOffMax") == [False, False, False, True]  # alpha 1.32, beta 1.35
+    assert defaults("ReduceDefaultCrashLoopBackOffDecay") == [False] * 4  # alpha from 1.33
+    assert defaults("InPlacePodVerticalScaling") == [False, True, True, True]  # beta 1.33, GA 1.35
+    assert defaults("AuthorizePodWebsocketUpgradeCreatePermission") == [False, False, False, True]
+    assert Features.parse("1.32", {"InPlacePodVerticalScaling": True}).in_place_resize
+    assert not Features.parse("1.34", "InPlacePodVerticalScaling=false").in_place_resize
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "message"),
+    [
+        ("1.32", "ReduceDefaultCrashLoopBackOffDecay=true", "unrecognized feature gate 'ReduceDefault"),
+        ("1.35", "NoSuchGate=true", "unrecognized feature gate 'NoSuchGate'"),
+        ("1.35", "InPlacePodVerticalScaling=false", "locked to true in Kubernetes 1.35 .GA."),
+        ("1.35", "KubeletCrashLoopBackOffMax", "missing bool value for KubeletCrashLoopBackOffMax"),
+        ("1.35", "KubeletCrashLoopBackOffMax=yes", "invalid value of KubeletCrashLoopBackOffMax=yes"),
+    ],
+)
+def test_bad_feature_gates_are_refused_naming_the_option(version, gates, message) -> None:
+    with pytest.raises(ValueError, match=f"feature_gates: .*{message}"):
+        Features.parse(version, gates)

@@ -127,7 +127,7 @@ def test_the_image_pull_job_gate_off_fails_with_how_to_enable_it(local) -> None:
     assert 'on_prewarm_unavailable="skip"' in text
 
 
-@pytest.mark.config(in_place_resize=False)
+@pytest.mark.config(kubernetes_version="1.34.0", in_place_resize=False)  # GA and locked on from 1.35
 def test_no_in_place_resize_warns_of_the_static_sizing(local) -> None:
     _, kubeconfig = local
     status, findings, out = run_check(kubeconfig)
