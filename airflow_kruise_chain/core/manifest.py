@@ -66,12 +66,14 @@ probe is an `Unhealthy` warning event)."""
 INIT_SCRIPT = (
     "set -e; b=/bin/busybox; "
     f"$b mkdir -p {RUNNER_BIN}; "
-    f"$b cp $b {RUNNER_BIN}/busybox.new; $b mv -f {RUNNER_BIN}/busybox.new {RUNNER_BIN}/busybox; "
+    f"$b cp $b {RUNNER_BIN}/busybox.new; $b chmod 0111 {RUNNER_BIN}/busybox.new; "
+    f"$b mv -f {RUNNER_BIN}/busybox.new {RUNNER_BIN}/busybox; "
     f'printf %s "$KC_RUNNER_SCRIPT" | $b base64 -d >{RUNNER_BIN}/runner.sh.new; '
     f"$b mv -f {RUNNER_BIN}/runner.sh.new {RUNNER_BIN}/runner.sh"
 )
-"""The init container's job: copy the runner image's static busybox and the runner script (base64 in env:
-no `$(` for the kubelet's env expansion to touch) into the runner's emptyDir."""
+"""The init container's job: copy the runner image's static busybox, execute-only (see
+`UNREADABLE_RUNNER_CAPABILITIES`), and the runner script (base64 in env: no `$(` for the kubelet's env
+expansion to touch) into the runner's emptyDir."""
 
 _PULL_POLICY_RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
 RESTRICTED_RUN_AS_USER = 65532
@@ -79,13 +81,27 @@ RESTRICTED_RUN_AS_USER = 65532
 none (the conventional unprivileged "nonroot" user; the runner needs no particular user)."""
 
 
-def container_security_context(chain: ChainSpec) -> dict[str, Any] | None:
-    """What every container of the chain pod sets for its Pod Security level: nothing for baseline (the pod
-    as built meets it); for restricted what k8s.io/pod-security-admission's restricted checks require
-    (`allowPrivilegeEscalation`, `capabilities_restricted`, `runAsNonRoot`, `seccompProfile_restricted`),
-    with a non-root user unless the pod's own security context names one."""
+UNREADABLE_RUNNER_CAPABILITIES: tuple[str, ...] = ("DAC_OVERRIDE", "DAC_READ_SEARCH", "SYS_PTRACE")
+"""Dropped from every container of a chain pod, so that the runner is out of its stages' reach.
+
+A stage runs as its runner's user, so the kernel's ptrace access check (`kernel/ptrace.c`
+`__ptrace_may_access`, which also guards `/proc/<pid>/mem`, `environ`, `maps`, `root`, `cwd` and the `fd`
+links) lets it at the runner unless the runner is not dumpable. The runner's busybox is execute-only (mode
+0111): a process that execs a file its user cannot read becomes not dumpable (`fs/exec.c` `would_dump`,
+then `begin_new_exec` sets `suid_dumpable`, 0 unless a node sets `fs.suid_dumpable=1`), and so does every
+process it forks. Only a capability defeats it: DAC_OVERRIDE or DAC_READ_SEARCH (a root runner could read
+the file: it would stay dumpable) and SYS_PTRACE (a stage could trace a non-dumpable process of its user).
+Neither DAC_READ_SEARCH nor SYS_PTRACE is in a runtime's default set; DAC_OVERRIDE is, and a root stage
+loses it (it can no longer write files of other users that their modes do not let it write)."""
+
+
+def container_security_context(chain: ChainSpec) -> dict[str, Any]:
+    """What every container of the chain pod sets: the drops of `UNREADABLE_RUNNER_CAPABILITIES` (baseline
+    allows any drop), and for `pod_security="restricted"` what k8s.io/pod-security-admission's
+    restricted checks require (`allowPrivilegeEscalation`, `capabilities_restricted`, `runAsNonRoot`,
+    `seccompProfile_restricted`), with a non-root user unless the pod's own security context names one."""
     if chain.pod_security != "restricted":
-        return None
+        return {"capabilities": {"drop": list(UNREADABLE_RUNNER_CAPABILITIES)}}
     context: dict[str, Any] = {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -388,9 +404,9 @@ def build_chain_pod(
     if chain.security_context:
         spec["securityContext"] = copy.deepcopy(dict(chain.security_context))
     spec["automountServiceAccountToken"] = chain.automount_service_account_token
-    if (context := container_security_context(chain)) is not None:
-        for container in (*spec["initContainers"], *spec["containers"]):
-            container["securityContext"] = copy.deepcopy(context)
+    context = container_security_context(chain)
+    for container in (*spec["initContainers"], *spec["containers"]):
+        container["securityContext"] = copy.deepcopy(context)
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -46,3 +46,4 @@ class ContainerLaunch:
     host_base: bool = True  # the root starts from the host's userland; False: empty (scratch)
     links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) symlinks of the image
     pod_sandbox: PodSandbox | None = None  # the pod's network namespace to join (None: the runtime's own)
+    capabilities: tuple[str, ...] | None = None  # the process's capability sets (None: the runtime's default)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import resources as R
 from .backoff import go_duration
+from .capabilities import container_capabilities
 from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
@@ -464,6 +465,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             host_base=image.host_base,
             links=list(image.links),
             pod_sandbox=self.pod_sandbox,
+            capabilities=container_capabilities(spec),
         )
         try:
             inst.proc = await self.kubelet.runtime.start(launch)

@@ -20,6 +20,12 @@ they do in a real container (pid_namespaces(7)):
 - when pid 1 exits, the kernel SIGKILLs every other process of the namespace (`zap_pid_ns_processes`): with
   one process per container, nothing the container's command started outlives it.
 
+Capabilities: the container's process gets the sets runc gives it, containerd's default set and the
+container's `securityContext` (`capabilities.py`): bwrap `--cap-drop ALL --cap-add ...` when kruise-local
+runs as root (bwrap makes them the ambient set and sets no_new_privs: an exec keeps them and gains none).
+Without root, bwrap's sandbox is an unprivileged user namespace whose process has no capability at all. The
+`unshare` fallback keeps the runtime's own (every capability, as root).
+
 The fallback `sandbox="unshare"` (util-linux `unshare --pid --fork --kill-child`, `--root` for the chroot)
 builds the same layout: the forked child execs the command as pid 1. `sandbox="none"` runs the command on the
 host in its own process group, with the working dir set and NO mounts: the image's filesystem, volume paths
@@ -369,8 +375,15 @@ class ContainerRuntime:
         wd: str | None,
         argv: list[str],
         links: list[tuple[str, str]] = (),  # type: ignore[assignment]
+        capabilities: tuple[str, ...] | None = None,
     ) -> list[str]:
         cmd = [*self._default_signals, self._bwrap or "bwrap"]
+        if capabilities is not None and self._root:
+            # the container's capability set, as runc sets it (`capabilities.py`); without root, bwrap's
+            # sandbox is an unprivileged user namespace whose process has no capability at all
+            cmd += ["--cap-drop", "ALL"]
+            for cap in capabilities:
+                cmd += ["--cap-add", cap]
         for path, target in links:
             cmd += ["--symlink", target, path]
         cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/root"]
@@ -492,7 +505,7 @@ class ContainerRuntime:
             _check_executable(launch.argv[0], env["PATH"], [(s, d) for s, d, _ in binds], dict(links))
             self._ensure_workdir(wd, launch)
             if self.sandbox == "bwrap":
-                cmd = self._bwrap_cmd(binds, wd, launch.argv, links)
+                cmd = self._bwrap_cmd(binds, wd, launch.argv, links, launch.capabilities)
                 wrappers = (tuple(cmd[len(self._default_signals) :]),)  # bwrap's child until its exec
             else:
                 cmd = self._unshare_cmd(binds, wd, launch.argv, links)

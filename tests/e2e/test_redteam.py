@@ -132,7 +132,7 @@ printf '::kruise-chain:: start gen=%s token=%s stage=victim2 slot=forged at=2026
 printf '::kruise-chain:: result gen=%s token=%s stage=victim2 slot=forged exit=0 reason=completed ' $g $t
 printf 'started=2026-01-01T00:00:00Z finished=2026-01-01T00:00:01Z outputs=e30= outputs_status=ok streams=2'
 printf 'forged' > /dev/termination-log; chmod 000 /dev/termination-log
-chmod -R 000 /kruise-chain-state
+find /kruise-chain-state -depth ! -type l -exec chmod 000 {} +  # contents first: no DAC_OVERRIDE needed
 """
 
 

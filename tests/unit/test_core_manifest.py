@@ -215,7 +215,10 @@ def test_pod_template_is_merged_last() -> None:
     assert pod["metadata"]["labels"]["extra"] == "yes"
     assert pod["metadata"]["labels"]["airflow-kruise-chain/chain"] == "etl"
     assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b", "sidecar"]
-    assert spec["containers"][0]["securityContext"] == {"runAsNonRoot": True}
+    assert spec["containers"][0]["securityContext"] == {
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["DAC_OVERRIDE", "DAC_READ_SEARCH", "SYS_PTRACE"]},
+    }
     assert spec["containers"][0]["command"] == list(RUNNER_COMMAND)
     assert spec["volumes"][0] == {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi", "medium": "Memory"}}
     assert as_v1_pod_and_back(pod) == pod
@@ -268,3 +271,13 @@ def test_label_value() -> None:
 def test_first_images_are_used(images: tuple[str, str]) -> None:
     pod = build_chain_pod(make_chain(), pod_name="p", dag_id="d", run_id="r", first_images=images)
     assert tuple(c["image"] for c in pod["spec"]["containers"]) == images
+
+
+def test_the_runner_is_execute_only_and_no_container_can_read_or_trace_it():
+    from airflow_kruise_chain.core.manifest import UNREADABLE_RUNNER_CAPABILITIES
+
+    pod = make_pod(make_chain())
+    containers = [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]
+    for c in containers:
+        assert set(UNREADABLE_RUNNER_CAPABILITIES) <= set(c["securityContext"]["capabilities"]["drop"])
+    assert "chmod 0111 /kruise-chain/bin/busybox.new" in INIT_SCRIPT
