@@ -4,8 +4,10 @@
 runs in the test's process (so a test can read its store and audit log), the four Airflow components run as
 subprocesses in their own AIRFLOW_HOME and process group, with the `kubernetes_default` connection pointing
 at the cluster (AIRFLOW_CONN_KUBERNETES_DEFAULT, as tests/e2e does).
-Tests drive Airflow only through its public REST API (SimpleAuthManager, all users admins: the API server's
-middleware signs every request in) and read task states, DAG run states and task logs from it.
+Tests drive Airflow only through its public REST API and read task states, DAG run states and task logs from
+it, logged in through the API server's real auth path: the SimpleAuthManager with the users of USERS (not "all
+admins"), each logged in with its password at `POST /auth/token` (what the UI's login form posts), the JWT
+sent as `Authorization: Bearer` (a script) or as the `_token` cookie (the browser, e.g. the chain page).
 
 Airflow 3 has no SequentialExecutor any more; LocalExecutor runs on SQLite (what `airflow standalone` does),
 with SQLite's single writer: components retry on a locked database, so everything here polls with generous
@@ -34,6 +36,9 @@ from kruise_local import resources as R
 from tests.helpers import start_airflow, stop_airflow
 
 ROOT = Path(__file__).resolve().parents[2]
+USERS = {"admin": "admin", "viewer": "viewer", "nobody": ""}
+"""The SimpleAuthManager's users and their roles; `nobody` has no role (authenticated, allowed nothing)."""
+ADMIN = "admin"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 FINISHED = ("success", "failed")
 
@@ -58,6 +63,9 @@ class AirflowStack:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.passwords = {user: secrets.token_urlsafe(16) for user in USERS}
+        self.passwords_file = work / "simple_auth_manager_passwords.json"
+        self.tokens: dict[str, str] = {}
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
         self.env.update(
             AIRFLOW_HOME=str(self.home),
@@ -71,7 +79,9 @@ class AirflowStack:
             AIRFLOW__CORE__AUTH_MANAGER=(
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
-            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=",".join(f"{u}:{r}" for u, r in USERS.items()),
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(self.passwords_file),
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
             AIRFLOW__API__PORT=str(self.port),
             AIRFLOW__API__HOST="127.0.0.1",
@@ -94,6 +104,7 @@ class AirflowStack:
     # -- processes -----------------------------------------------------------------------------------
     def start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
+        self.write_passwords()
         subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
             env=self.env,
@@ -105,6 +116,11 @@ class AirflowStack:
         for name in COMPONENTS:  # each in its own process group: stop() ends it with its task processes
             self.procs[name] = start_airflow([name], self.env, self.work / f"{name}.log")
         self.wait(self.healthy, 240, "Airflow's components to report healthy")
+
+    def write_passwords(self) -> None:
+        """The SimpleAuthManager's passwords file (it generates passwords only for users not in it)."""
+        self.passwords_file.write_text(json.dumps(self.passwords))
+        self.passwords_file.chmod(0o600)
 
     def stop(self) -> None:
         stop_airflow(self.procs.values())
@@ -127,7 +143,7 @@ class AirflowStack:
 
     def api_healthy(self) -> bool:
         try:
-            health = self.get("/api/v2/monitor/health")
+            health = self.request("GET", "/api/v2/monitor/health", user=None)  # public
         except OSError:
             return False
         return all(
@@ -151,16 +167,37 @@ class AirflowStack:
             time.sleep(interval)
 
     # -- REST API ------------------------------------------------------------------------------------
-    def request(self, method: str, path: str, body: Any = None) -> Any:
+    def login(self, user: str) -> str:
+        """Log `user` in with its password as the UI's login form does (`POST /auth/token`); its JWT."""
+        if user not in self.tokens:
+            login = {"username": user, "password": self.passwords[user]}
+            self.tokens[user] = self.request("POST", "/auth/token", login, user=None)["access_token"]
+        return self.tokens[user]
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, user: str | None = ADMIN, cookie: bool = False
+    ) -> tuple[int, bytes]:
+        """The HTTP status and body of a request as `user` (None: no credentials), its JWT sent as a Bearer
+        token or, `cookie`, as the browser sends it."""
+        headers = {"Content-Type": "application/json"}
+        if user is not None:
+            token = self.login(user)
+            headers.update({"Cookie": f"_token={token}"} if cookie else {"Authorization": f"Bearer {token}"})
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
-                text = resp.read()
+                return resp.status, resp.read()
         except urllib.error.HTTPError as err:
-            raise AssertionError(f"{method} {path}: HTTP {err.code}: {err.read()[:2000]!r}") from None
+            return err.code, err.read()
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, user: str | None = ADMIN, cookie: bool = False
+    ) -> Any:
+        """The JSON answer of a request as `user`; an AssertionError naming the status if it failed."""
+        status, text = self.call(method, path, body, user=user, cookie=cookie)
+        if status >= 400:
+            raise AssertionError(f"{method} {path}: HTTP {status}: {text[:2000]!r}")
         return json.loads(text) if text else None
 
     def get(self, path: str) -> Any:

@@ -77,11 +77,14 @@ class Running:
     def log(self, task_id: str, try_number: int = 1) -> str:
         return self.stack.task_log(self.dag_id, self.run_id, task_id, try_number)
 
+    @property
+    def page_route(self) -> str:
+        """The chain page's data route for this run."""
+        return f"/kruise-chain/api/runs/{quote(self.dag_id, safe='')}/{quote(self.run_id, safe='')}"
+
     def page_data(self) -> dict[str, Any]:
-        """The chain page's data route, through the API server's auth like the page's own request."""
-        return self.stack.get(
-            f"/kruise-chain/api/runs/{quote(self.dag_id, safe='')}/{quote(self.run_id, safe='')}"
-        )
+        """The chain page's data as the page's own request gets it: the admin's login cookie."""
+        return self.stack.request("GET", self.page_route, cookie=True)
 
     def ti_url(self, task_id: str) -> str:
         return f"/api/v2/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}/taskInstances/{task_id}"
@@ -117,6 +120,22 @@ def test_the_chain_page_of_a_running_run_shows_what_the_stage_tasks_recorded(
     assert slots[stage["slot"]]["since"] == stage["started_at"]
     assert "gone" not in {s["state"] for s in chain["slots"]}
     assert [p["task_id"] for p in chain["pending"]] == ["c.after"]
+
+    # the plugin's routes go through Airflow's auth: no login is refused, a user without a role is refused
+    # the run's data and sees no run in the list, a viewer reads both
+    stack = airflow_stack
+    for route in (run.page_route, "/kruise-chain/api/runs", "/kruise-chain/"):
+        assert stack.call("GET", route, user=None)[0] == 401, route
+    assert stack.call("GET", run.page_route, user="nobody", cookie=True)[0] == 403
+    assert stack.call("GET", run.page_route, user="nobody")[0] == 403
+    assert stack.request("GET", "/kruise-chain/api/runs", user="nobody") == []
+    assert stack.request("GET", run.page_route, user="viewer")["chains"][0]["stages"][0]["state"] == "running"
+    listed = stack.request("GET", "/kruise-chain/api/runs", user="viewer", cookie=True)
+    assert (run.dag_id, run.run_id) in {(r["dag_id"], r["run_id"]) for r in listed}
+    # and so does Airflow's own REST API: the viewer may read the run but not mark it failed
+    path = f"/api/v2/dags/{run.dag_id}/dagRuns/{quote(run.run_id, safe='')}"
+    assert stack.call("PATCH", path, {"state": "failed"}, user="viewer")[0] == 403
+    assert stack.call("GET", path, user=None)[0] == 401
 
     run.open_gate()
     assert run.ended() == "success", run.states()

@@ -178,6 +178,7 @@ class ProductionStack(AirflowStack):
             (self.home / "config").mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / "docs" / "examples" / "airflow_local_settings.py", self.home / "config")
         self.home.mkdir(parents=True, exist_ok=True)
+        self.write_passwords()
         migrate = subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
             env=self.env,
