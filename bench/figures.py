@@ -10,12 +10,12 @@ import bisect
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from airflow_kruise_chain.config import DEFAULT_MEMORY_SAMPLE_INTERVAL, DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL
-from airflow_kruise_chain.core.metrics import max_reads
+from airflow_kruise_chain.core.metrics import max_reads, sample_time
 
 GIB = 2**30
 OTHER_REQUESTS_BOUND = 15.0
@@ -47,15 +47,144 @@ def integrate(samples: Sequence[tuple[float, float]], end: float | None = None) 
     return total
 
 
-def waiting_in_backoff(pods: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Containers waiting in CrashLoopBackOff, per namespace, from pod statuses."""
-    out: dict[str, int] = {}
-    for p in pods:
-        ns = (p.get("metadata") or {}).get("namespace") or ""
-        for cs in (p.get("status") or {}).get("containerStatuses") or []:
-            if ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff":
-                out[ns] = out.get(ns, 0) + 1
+def pod_series(
+    events: Iterable[tuple[float, str, Mapping[str, Any]]], value: Callable[[Mapping[str, Any]], float]
+) -> list[tuple[float, dict[str, float]]]:
+    """Fold a pod watch's events ((time received, ADDED / MODIFIED / DELETED, pod), in the order they came)
+    into a step function per namespace: after each event, the sum of `value(pod)` over the pods that exist
+    (each pod's latest version). Integrated with `integrate`, e.g. the memory the pods reserve (from their
+    specs and in-place resizes, every version the API server had) or their containers in back-off."""
+    pods: dict[str, tuple[str, float]] = {}
+    out: list[tuple[float, dict[str, float]]] = []
+    for t, kind, pod in events:
+        meta = pod.get("metadata") or {}
+        ns = meta.get("namespace") or ""
+        uid = meta.get("uid") or f"{ns}/{meta.get('name')}"
+        if kind == "DELETED":
+            pods.pop(uid, None)
+        else:
+            pods[uid] = (ns, value(pod))
+        totals: dict[str, float] = {}
+        for pns, v in pods.values():
+            totals[pns] = totals.get(pns, 0.0) + v
+        out.append((t, totals))
     return out
+
+
+def backoff_count(pod: Mapping[str, Any]) -> int:
+    """The pod's containers waiting in CrashLoopBackOff (from its status)."""
+    return sum(
+        1
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []
+        if ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+    )
+
+
+def reading_time(metrics: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A PodMetrics reading's time (its `timestamp`, epoch seconds) and window (seconds); None when it does
+    not say (`core.metrics.sample_time`)."""
+    taken, window = sample_time(metrics)
+    return None if taken is None else (taken.timestamp(), window)
+
+
+def reading_within(taken: float, window: float, start: float, end: float) -> bool:
+    """Whether a reading covering [taken - window, taken] (whole seconds, as the metrics API gives them)
+    measured a run from `start` to `end`: its window lies within the run widened to whole seconds (the
+    provider's rule, `core.metrics.MemorySampler`): one that began before measured the slot's previous stage
+    or its idle runner, one taken after it the runner again."""
+    return taken - window >= math.floor(start) and taken <= math.ceil(end)
+
+
+def peak_of(readings: Iterable[tuple[float, float, int]], start: float, end: float) -> int | None:
+    """The largest of `readings` ((taken, window, bytes)) that measured the run from `start` to `end`; None
+    (not measured) when none did, e.g. a stage shorter than metrics-server's window."""
+    values = [b for taken, window, b in readings if reading_within(taken, window, start, end)]
+    return max(values) if values else None
+
+
+def peak_sum(samples: Iterable[Mapping[Any, int]]) -> int | None:
+    """The peak over the metrics API's answers of the sum of the readings in each; None (not measured)
+    when no answer held a reading (metrics-server had none yet: not 0)."""
+    sums = [sum(s.values()) for s in samples if s]
+    return max(sums) if sums else None
+
+
+def memory_figures(
+    samples: Sequence[tuple[float, Mapping[tuple[str, str, str], int]]],
+    readings: Mapping[tuple[str, str, str], Iterable[tuple[float, float, int]]],
+    stages: Mapping[str, Mapping[int, Mapping[str, Any]]],
+    namespaces: Mapping[str, str],
+) -> dict[str, Any]:
+    """Peak memory as metrics-server served it, None wherever it had no reading ("not measured", never 0):
+    `peak_memory_mib` (the largest sum over one answer of the metrics API), `peak_memory_per_pipeline_mib`
+    (the same per namespace, the largest), `stage_peaks_mib` (pipeline -> per stage, its container's largest
+    reading whose window lies within the stage: `peak_of`), `two_largest_consecutive_stages_mib` (of two
+    measured neighbours), `stages_measured` / `stages_not_measured`. `stages`: pipeline -> stage number ->
+    {start, end, pod, container}; `namespaces`: pipeline -> namespace."""
+    mib = 2**20
+
+    def in_mib(v: int | None) -> float | None:
+        return None if v is None else v / mib
+
+    per_ns = [
+        peak_sum({k: v for k, v in s.items() if k[0] == ns} for _, s in samples) for ns in namespaces.values()
+    ]
+    stage_peaks: dict[str, list[float | None]] = {}
+    pairs: list[float] = []
+    for pipeline, by_k in stages.items():
+        ns = namespaces.get(pipeline, "")
+        peaks = []
+        for k in sorted(by_k):
+            st = by_k[k]
+            if "start" not in st or "end" not in st:
+                peaks.append(None)
+                continue
+            key = (ns, st.get("pod") or "", st.get("container") or "")
+            peaks.append(in_mib(peak_of(readings.get(key, ()), st["start"], st["end"])))
+        stage_peaks[pipeline] = peaks
+        pairs += [a + b for a, b in itertools.pairwise(peaks) if a is not None and b is not None]
+    measured = sum(v is not None for p in stage_peaks.values() for v in p)
+    return {
+        "peak_memory_mib": in_mib(peak_sum(s for _, s in samples)),
+        "peak_memory_per_pipeline_mib": max((v / mib for v in per_ns if v is not None), default=None),
+        "stage_peaks_mib": stage_peaks,
+        "two_largest_consecutive_stages_mib": max(pairs, default=None),
+        "stages_measured": measured,
+        "stages_not_measured": sum(len(p) for p in stage_peaks.values()) - measured,
+        "metrics_readings": sum(1 for s in samples for _ in s),
+    }
+
+
+def memory_cell(row: Mapping[str, Any]) -> str:
+    """A row's peak memory for the results table: `not measured` without a reading (never 0), the
+    per-pipeline peak with several pipelines at once, and how many stages had a peak of their own."""
+    peak = row.get("peak_memory_mib")
+    text = "not measured" if peak is None else f"{peak:.1f}"
+    if peak is not None and row.get("copies", 1) > 1 and row.get("peak_memory_per_pipeline_mib") is not None:
+        text += f" ({row['peak_memory_per_pipeline_mib']:.1f} each)"
+    measured, missing = row.get("stages_measured"), row.get("stages_not_measured")
+    if measured is not None and missing is not None:
+        text += f"; stages {measured}/{measured + missing}"
+    return text
+
+
+def reserved_figures(
+    events: Sequence[tuple[float, str, Mapping[str, Any]]],
+    reserved: Callable[[Mapping[str, Any]], float],
+    namespaces: Sequence[str],
+    end: float | None,
+) -> dict[str, Any]:
+    """Memory the pods reserve, from every version of every pod (`pod_series` of a pod watch's events;
+    `reserved(pod)`: its requests in bytes while it holds its node), no metrics involved:
+    `reserved_gib_s` (GiB·s per namespace until `end`, the mean over `namespaces`; None without any) and
+    `reserved_peak_mib` (the largest sum over all namespaces at one time)."""
+    series = pod_series(events, reserved)
+    per_ns = [integrate([(t, v.get(ns, 0.0) / GIB) for t, v in series], end) for ns in namespaces]
+    return {
+        "reserved_gib_s": sum(per_ns) / len(per_ns) if per_ns else None,
+        "reserved_peak_mib": max((sum(v.values()) for _, v in series), default=0.0) / 2**20,
+        "pod_events": len(events),
+    }
 
 
 def resource_parts(path: str) -> list[str] | None:

@@ -33,11 +33,15 @@ together. Everything is measured from what the cluster and Airflow record, never
   instances' records: task tail (stage k's end -> task k's end_date), Airflow's gap (task k's end_date ->
   task k+1's start_date) and task head (task k+1's start_date -> that request; a no-op task's: -> its stage
   start).
-- back-off: container-seconds waiting in CrashLoopBackOff (pod statuses sampled every 0.1 s) and BackOff
+- back-off: container-seconds waiting in CrashLoopBackOff (the pod statuses the pod watch saw) and BackOff
   events at the end.
-- peak RSS: the metrics API sampled every 0.1 s, peak of the sum over every container of every pod.
-- reserved memory: GiB·s of memory requests of the pods that exist (not Succeeded/Failed), from the pod
-  specs, or the allocated requests in the container statuses after an in-place resize, sampled every 0.1 s.
+- peak RSS: the metrics API (what metrics-server serves: live in the fast profile, its 15 s scrapes in the
+  realistic one) read every 0.1 s, peak of the sum over every container of every pod; "not measured" when
+  it had no reading during the run. A stage's own peak: its container's largest reading whose window lies
+  within the stage (the provider's rule), else not measured.
+- reserved memory: GiB·s of memory requests of the pods that exist (bound, not Succeeded/Failed), from every
+  version of every pod (a pod watch: the specs and the in-place resizes, no metrics), as the scheduler
+  counts them.
 - API requests per stage by verb (the benchmark's own sampling excluded; the metrics API's reads, the stage
   monitor's memory samples, counted apart as `metrics`); pods created (201 answers).
 Results go to bench/results/<out>.{md,json}; MET/MISSED lines against issue 16's targets (bench/figures.py).
@@ -57,7 +61,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -66,6 +69,7 @@ from typing import Any
 if not __package__:  # run as a script: the repository on the path, for `bench.figures`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import figures
+from bench.observe import Sampler, reserved_memory
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -75,7 +79,6 @@ RECORDS = 20000
 PAUSE = 0.2
 MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
 POLL = 0.1  # all-at-once: how often a waiting container looks for its predecessor's done-file
-SAMPLE = 0.1  # metrics API and pod list sampling period
 GRACE_WAIT = 25.0  # a gap this long is a kill that waited out the 30 s grace period (docs/how-it-works.md)
 UA = "kruise-chain-bench"
 LIGHT, HEAVY = (
@@ -491,100 +494,6 @@ def classify(method: str, path: str, query: str) -> str:
     return "list" if len(rest) == 1 else "get"
 
 
-class Sampler(threading.Thread):
-    """Samples every SAMPLE seconds the metrics API ({(namespace, pod, container): bytes} per tick) and the
-    pods of the benchmark's namespaces: the memory they reserve and their containers waiting in back-off."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(name="metrics-sampler", daemon=True)
-        host, port = url.removeprefix("http://").split(":")
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=10)
-        self.samples: list[tuple[float, dict[tuple[str, str, str], int]]] = []
-        self.reserved: list[tuple[float, dict[str, int]]] = []
-        """(time, namespace -> memory its pods reserve): the requests of the bound pods still holding their
-        node (not Succeeded/Failed), as the scheduler counts them (during a resize the largest of desired,
-        allocated and actual requests: the local cluster's `scheduling.pod_requests`)"""
-        self.backoff: list[tuple[float, dict[str, int]]] = []
-        """(time, namespace -> containers waiting in CrashLoopBackOff)"""
-        self.list_404 = 0
-        self.stop = threading.Event()
-
-    def get(self, path: str) -> tuple[int, Any]:
-        self.conn.request("GET", path, headers={"User-Agent": UA + "-sampler"})
-        resp = self.conn.getresponse()
-        body = resp.read()
-        return resp.status, json.loads(body) if body else None
-
-    def tick(self) -> dict[tuple[str, str, str], int]:
-        t = time.time()
-        _, pods = self.get("/api/v1/pods")
-        pod_items = [
-            p for p in (pods or {}).get("items", []) if p["metadata"]["namespace"].startswith("bench-")
-        ]
-        self.reserved.append((t, reserved(pod_items)))
-        self.backoff.append((t, figures.waiting_in_backoff(pod_items)))
-        status, body = self.get("/apis/metrics.k8s.io/v1beta1/pods")
-        items = body.get("items", []) if status == 200 else []
-        if status == 404:
-            # the emulator answers the whole list 404 when one pod has no kubelet worker (yet/any more);
-            # ask pod by pod instead
-            self.list_404 += 1
-            items = []
-            for pod in pod_items:
-                meta = pod["metadata"]
-                code, one = self.get(
-                    f"/apis/metrics.k8s.io/v1beta1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-                )
-                if code == 200:
-                    items.append(one)
-        out = {}
-        for item in items:
-            meta = item["metadata"]
-            for c in item.get("containers", []):
-                out[(meta.get("namespace") or "", meta["name"], c["name"])] = parse_memory(
-                    c["usage"]["memory"]
-                )
-        return out
-
-    def backoff_events(self) -> int:
-        """BackOff events (the kubelet refused a start in back-off) in the benchmark's namespaces."""
-        status, body = self.get("/api/v1/events")
-        items = body.get("items", []) if status == 200 else []
-        return sum(
-            int(e.get("count") or 1)
-            for e in items
-            if e.get("reason") == "BackOff" and (e["metadata"].get("namespace") or "").startswith("bench-")
-        )
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            t = time.time()
-            try:
-                self.samples.append((t, self.tick()))
-            except (OSError, http.client.HTTPException, ValueError):
-                self.conn.close()
-            self.stop.wait(max(0.0, SAMPLE - (time.time() - t)))
-
-
-def reserved(pods: list[dict[str, Any]]) -> dict[str, int]:
-    """Memory reserved per namespace by the bound, active pods (the local cluster's scheduler accounting)."""
-    from kruise_local.scheduling import active, pod_requests
-
-    out: dict[str, int] = defaultdict(int)
-    for pod in pods:
-        if (pod.get("spec") or {}).get("nodeName") and active(pod):
-            out[pod["metadata"].get("namespace") or ""] += pod_requests(pod).get("memory", 0)
-    return dict(out)
-
-
-def parse_memory(text: str) -> int:
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "k": 1000, "M": 10**6, "G": 10**9}
-    for suffix, factor in units.items():
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * factor)
-    return int(float(text))
-
-
 LINE = re.compile(r"^(\S+) (stdout|stderr) [PF] BENCH (start|end) (.*)$")
 
 
@@ -703,15 +612,14 @@ def run_scenario(
         while not all(Path(j["result"]).exists() for j in jobs):
             dead = [j for j in jobs if j["worker"]["proc"].poll() is not None]
             if dead or time.time() > deadline:
-                sampler.stop.set()
+                sampler.stop()
                 raise RuntimeError(
                     ("a DAG process died" if dead else f"timeout ({timeout:.0f} s)")
                     + f": {tail((dead or jobs)[0]['worker']['dir'] / 'worker.log')}"
                 )
             time.sleep(0.05)
         time.sleep(0.3)
-        sampler.stop.set()
-        sampler.join()
+        sampler.stop()
         backoff_events = sampler.backoff_events()
         results = [
             {
@@ -754,6 +662,7 @@ def analyse(
     pods_created: int,
 ) -> dict[str, Any]:
     expected = expected_checksum(n)
+    end = max((r["end"] for r in results), default=None)
     problems = []
     by_pipeline: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     starts: Counter[tuple[str, int]] = Counter()
@@ -838,37 +747,13 @@ def analyse(
                 "gaps_s": pgaps,
             }
         )
-    # memory
-    totals = [sum(s.values()) for _, s in sampler.samples]
-    peak_total = max(totals, default=0)
+    # memory: peaks as metrics-server served them (None: not measured), reservations from the pods' versions
     ns_of = {r["pipeline"]: r["namespace"] for r in results}
-    per_ns_peak = {}
-    for r in results:
-        ns = r["namespace"]
-        per_ns_peak[ns] = max(
-            (sum(v for (sns, _, _), v in s.items() if sns == ns) for _, s in sampler.samples), default=0
-        )
-    stage_peaks: dict[str, list[int]] = {}
-    for pipeline, stages in by_pipeline.items():
-        ns = ns_of.get(pipeline)
-        peaks = []
-        for k in range(1, n + 1):
-            st = stages.get(k, {})
-            key = (ns, st.get("pod"), st.get("container"))
-            window = [
-                s.get(key, 0) for t, s in sampler.samples if st.get("start", 0) <= t <= st.get("end", 0)
-            ]
-            peaks.append(max(window, default=0))
-        stage_peaks[pipeline] = peaks
-    pair = max(
-        (max((p[k] + p[k + 1] for k in range(len(p) - 1)), default=0) for p in stage_peaks.values()),
-        default=0,
-    )
-    unsampled = sum(1 for p in stage_peaks.values() for v in p if v == 0)
+    memory = figures.memory_figures(sampler.samples, sampler.readings, by_pipeline, ns_of)
+    reserved = figures.reserved_figures(sampler.events, reserved_memory, list(ns_of.values()), end)
     # API requests
     kinds = Counter(classify(m, p, q) for _, m, p, q in requests)
     verbs = Counter(figures.request_group(m, p, q) for _, m, p, q in requests)
-    end = max((r["end"] for r in results), default=None)
     ti_gaps = []  # Airflow's record: task k+1 start - task k end
     for r in results:
         ti = r.get("ti") or {}
@@ -914,22 +799,13 @@ def analyse(
         "task_tail_p95_s": figures.percentile(task_tails, 95) if task_tails else None,
         "task_head_median_s": figures.median(task_heads),
         "task_head_p95_s": figures.percentile(task_heads, 95) if task_heads else None,
-        "backoff_container_s": figures.integrate([(t, sum(b.values())) for t, b in sampler.backoff], end),
-        "reserved_gib_s": statistics.fmean(
-            figures.integrate([(t, a.get(r["namespace"], 0) / figures.GIB) for t, a in sampler.reserved], end)
-            for r in results
-        )
-        if results
-        else None,
-        "reserved_peak_mib": max((sum(a.values()) for _, a in sampler.reserved), default=0) / 2**20,
-        "pod_samples": len(sampler.reserved),
-        "peak_memory_mib": peak_total / 2**20,
-        "peak_memory_per_pipeline_mib": max(per_ns_peak.values(), default=0) / 2**20,
-        "two_largest_consecutive_stages_mib": pair / 2**20,
-        "stage_peaks_mib": {k: [round(v / 2**20, 2) for v in p] for k, p in stage_peaks.items()},
-        "stage_windows_unsampled": unsampled,
+        "backoff_container_s": figures.integrate(
+            [(t, sum(v.values())) for t, v in figures.pod_series(sampler.events, figures.backoff_count)], end
+        ),
+        **reserved,
+        **memory,
         "metrics_samples": len(sampler.samples),
-        "metrics_list_404": sampler.list_404,
+        "pod_relists": sampler.relists,
         "api_requests": len(requests),
         "api_requests_per_stage": len(requests) / stages_total,
         "api_by_kind_per_stage": {k: v / stages_total for k, v in sorted(kinds.items())},
@@ -957,7 +833,8 @@ COLUMNS = (
     "Airflow part s median (p95)", "chain part s median (p95)",
     "chain part: to the go / go to start s median (p95)",
     "Airflow part: task tail / Airflow gap / task head s median",
-    "back-off container·s / events", "peak RSS MiB", "reserved GiB·s per pipeline (peak MiB)",
+    "back-off container·s / events", "peak RSS MiB (metrics-server; stages measured)",
+    "reserved GiB·s per pipeline (peak MiB)",
     "API req/stage",
     "get / list / watch / create / patch / update / delete / metrics per stage", "pods", "ok",
 )  # fmt: skip
@@ -969,10 +846,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         verbs = r["api_by_verb_per_stage"]
         wall = fmt(r["wall_s"], 1)
-        peak = fmt(r["peak_memory_mib"], 1)
         if r["copies"] > 1:
             wall += f" ({fmt(r['wall_mean_s'], 1)} each)"
-            peak += f" ({fmt(r['peak_memory_per_pipeline_mib'], 1)} each)"
         cells = [
             r["profile"],
             r["workload"],
@@ -990,7 +865,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 fmt(r.get(k), 3) for k in ("task_tail_median_s", "task_gap_median_s", "task_head_median_s")
             ),
             f"{fmt(r['backoff_container_s'], 1)} / {r['backoff_events']}",
-            peak,
+            figures.memory_cell(r),
             f"{fmt(r['reserved_gib_s'], 2)} ({fmt(r['reserved_peak_mib'], 0)})",
             fmt(r["api_requests_per_stage"], 1),
             " / ".join(fmt(verbs.get(k, 0.0), 1) for k in VERBS),
@@ -1122,8 +997,8 @@ def main() -> int:
                 f"{fmt(row['overhead_median_s'], 3)} s (Airflow {fmt(row['overhead_to_request_median_s'], 3)}"
                 f" = tail {fmt(row['task_tail_median_s'], 3)} + gap {fmt(row['task_gap_median_s'], 3)}"
                 f" + head {fmt(row['task_head_median_s'], 3)}; + chain "
-                f"{fmt(row['overhead_request_to_start_median_s'], 3)}), peak "
-                f"{fmt(row['peak_memory_mib'], 1)} MiB, {fmt(row['reserved_gib_s'], 2)} GiB·s, back-off "
+                f"{fmt(row['overhead_request_to_start_median_s'], 3)}), peak MiB "
+                f"{figures.memory_cell(row)}, {fmt(row['reserved_gib_s'], 2)} GiB·s, back-off "
                 f"{fmt(row['backoff_container_s'], 1)} s, "
                 f"{fmt(row['api_requests_per_stage'], 1)} req/stage, {row['pods_created']} pods"
                 + (f"; PROBLEMS: {row['problems']}" if row["problems"] else ""),

@@ -46,21 +46,102 @@ def test_reserved_gib_s_integrates_bytes_over_time() -> None:
     )
 
 
-def test_waiting_in_backoff_per_namespace() -> None:
-    def pod(ns: str, *reasons: str) -> dict[str, Any]:
-        statuses = [{"name": f"c{i}", "state": {"waiting": {"reason": r}}} for i, r in enumerate(reasons)]
-        statuses.append({"name": "running", "state": {"running": {}}})
-        return {"metadata": {"namespace": ns}, "status": {"containerStatuses": statuses}}
+def pod(ns: str, name: str, memory: str, *, node: str = "n1", phase: str = "Running", **status: Any):
+    """A pod version as a watch delivers it: one container requesting `memory`."""
+    container = {"name": "c", "resources": {"requests": {"memory": memory}}}
+    spec = {"containers": [container], **({"nodeName": node} if node else {})}
+    return {
+        "metadata": {"namespace": ns, "name": name, "uid": f"{ns}-{name}"},
+        "spec": spec,
+        "status": {"phase": phase, **status},
+    }
 
-    pods = [
-        pod("a", "CrashLoopBackOff", "ContainerCreating"),
-        pod("a", "CrashLoopBackOff"),
-        pod("b", "ImagePullBackOff"),
-        {"metadata": {"namespace": "c"}, "status": {}},
+
+def test_reserved_memory_follows_every_pod_version_and_resize() -> None:
+    from bench.observe import reserved_memory
+
+    mib = 2**20
+    allocated = {"containerStatuses": [{"name": "c", "allocatedResources": {"memory": "64Mi"}}]}
+    resized = {"containerStatuses": [{"name": "c", "allocatedResources": {"memory": "1Gi"}}]}
+    events = [
+        (0.0, "ADDED", pod("bench-0", "p", "64Mi", node="", phase="Pending")),  # not bound: reserves nothing
+        (1.0, "MODIFIED", pod("bench-0", "p", "64Mi", **allocated)),  # bound: 64Mi
+        (1.5, "ADDED", pod("bench-1", "q", "256Mi", **allocated)),  # another pipeline's pod
+        (3.0, "MODIFIED", pod("bench-0", "p", "1Gi", **allocated)),  # resize asked: the larger counts
+        (4.0, "MODIFIED", pod("bench-0", "p", "64Mi", **resized)),  # allocated 1Gi until it shrinks
+        (5.0, "MODIFIED", pod("bench-0", "p", "64Mi", phase="Succeeded", **resized)),  # done: frees it
+        (5.5, "DELETED", pod("bench-1", "q", "256Mi", **allocated)),
     ]
-    assert figures.waiting_in_backoff(pods) == {"a": 2}
-    # container-seconds: two containers waiting for 1 s, then none
-    assert figures.integrate([(0.0, 2.0), (1.0, 0.0)], end=3.0) == 2.0
+    series = figures.pod_series(events, reserved_memory)
+    assert [v.get("bench-0", 0) / mib for _, v in series] == [0, 64, 64, 1024, 1024, 0, 0]
+    assert [v.get("bench-1", 0) / mib for _, v in series] == [0, 0, 256, 256, 256, 256, 0]
+    got = figures.reserved_figures(events, reserved_memory, ["bench-0"], end=6.0)
+    assert got["reserved_gib_s"] == pytest.approx((64 * 2 + 1024 * 2) / 1024)  # 1-3 s, 3-5 s
+    assert got["reserved_peak_mib"] == 1024 + 256
+    both = figures.reserved_figures(events, reserved_memory, ["bench-0", "bench-1"], end=6.0)
+    assert both["reserved_gib_s"] == pytest.approx((2.125 + 1.0) / 2)  # the mean over the pipelines
+    assert figures.reserved_figures([], reserved_memory, [], end=None)["reserved_gib_s"] is None
+
+
+def test_backoff_container_seconds_from_the_pod_versions() -> None:
+    def waiting(ns: str, *reasons: str) -> dict[str, Any]:
+        statuses = [{"name": f"c{i}", "state": {"waiting": {"reason": r}}} for i, r in enumerate(reasons)]
+        return pod(ns, "p", "64Mi", containerStatuses=[*statuses, {"name": "r", "state": {"running": {}}}])
+
+    assert figures.backoff_count(waiting("a", "CrashLoopBackOff", "ContainerCreating")) == 1
+    assert figures.backoff_count(waiting("a", "ImagePullBackOff")) == 0
+    assert figures.backoff_count({"metadata": {}, "status": {}}) == 0
+    events = [
+        (0.0, "ADDED", waiting("a", "CrashLoopBackOff", "CrashLoopBackOff")),
+        (1.0, "MODIFIED", waiting("a")),
+    ]
+    series = figures.pod_series(events, figures.backoff_count)
+    assert figures.integrate([(t, sum(v.values())) for t, v in series], end=3.0) == 2.0
+
+
+def test_peak_memory_is_not_measured_without_a_reading() -> None:
+    """metrics-server (15 s scrapes, two points per container) has no reading of a short run: the peak is
+    None, shown as 'not measured', never 0; a stage's peak is a reading whose window lies within it."""
+    key = ("bench-0", "chain-pod", "slot-a")
+    stages = {
+        "p": {
+            1: {"start": 100.2, "end": 100.6, "pod": "chain-pod", "container": "slot-a"},
+            2: {"start": 101.0, "end": 130.4, "pod": "chain-pod", "container": "slot-b"},
+            3: {"start": 131.0, "end": 150.2, "pod": "chain-pod", "container": "slot-a"},
+        }
+    }
+    none = figures.memory_figures([(100.0, {}), (120.0, {})], {}, stages, {"p": "bench-0"})
+    assert none["peak_memory_mib"] is None and none["peak_memory_per_pipeline_mib"] is None
+    assert none["stage_peaks_mib"] == {"p": [None, None, None]}
+    assert none["two_largest_consecutive_stages_mib"] is None
+    assert (none["stages_measured"], none["stages_not_measured"]) == (0, 3)
+    cell = figures.memory_cell({**none, "copies": 1})
+    assert cell == "not measured; stages 0/3"
+    mib = 2**20
+    b_key = ("bench-0", "chain-pod", "slot-b")
+    samples = [(100.0, {}), (116.0, {key: 2 * mib, b_key: 20 * mib}), (131.0, {key: 2 * mib, b_key: 2 * mib})]
+    readings = {
+        key: {(115.0, 15.0, 2 * mib), (146.0, 15.0, 30 * mib)},  # 100-115: stage 1 and the idle runner
+        b_key: {(115.0, 15.0, 20 * mib), (130.0, 15.0, 2 * mib)},  # 115-130 lies within stage 2
+    }
+    got = figures.memory_figures(samples, readings, stages, {"p": "bench-0"})
+    assert got["peak_memory_mib"] == 22  # the largest sum over one answer of the metrics API
+    assert got["stage_peaks_mib"] == {"p": [None, 2, 30]}  # stage 1 (0.4 s) shorter than any window
+    assert got["two_largest_consecutive_stages_mib"] == 32
+    assert figures.memory_cell({**got, "copies": 1}) == "22.0; stages 2/3"
+    # a window that began before the stage's start (widened to whole seconds) measured something else
+    assert not figures.reading_within(115.0, 15.0, 101.0, 130.4)
+    assert figures.reading_within(116.0, 15.0, 101.9, 130.4)
+    assert figures.reading_within(131.0, 15.0, 116.0, 130.2)  # the end widened up to 131
+    assert not figures.reading_within(132.0, 15.0, 116.0, 130.2)
+
+
+def test_a_reading_time_from_the_metrics_api() -> None:
+    item = {"timestamp": "2026-12-04T10:00:15Z", "window": "15.002s", "containers": []}
+    taken, window = figures.reading_time(item)  # type: ignore[misc]
+    assert window == pytest.approx(15.002)
+    assert taken == pytest.approx(1796378415.0)
+    assert figures.reading_time({"containers": []}) is None
 
 
 @pytest.mark.parametrize(
