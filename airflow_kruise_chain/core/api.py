@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from .podview import ChainPod
+
 
 class ChainApi(Protocol):
-    """What the driver needs from a Kubernetes client."""
+    """What the driver needs from a Kubernetes client. The chain pod comes back as a `ChainPod` snapshot
+    from every read, watch, patch and resize (the client converts the API's answer, once)."""
 
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None: ...
+    def read_pod(self, name: str, namespace: str) -> ChainPod | None: ...
 
-    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod: ...
 
-    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod: ...
 
     def delete_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> bool: ...
 
@@ -25,7 +28,7 @@ class ChainApi(Protocol):
 
     def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
-    ) -> Iterator[dict[str, Any] | None]: ...
+    ) -> Iterator[ChainPod | None]: ...
 
     def follow_log(
         self, name: str, namespace: str, container: str, *, since_seconds: int | None = None

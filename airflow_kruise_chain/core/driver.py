@@ -16,7 +16,7 @@ from .api import ChainApi
 from .constants import SLOTS, other_slot
 from .errors import ConflictError, SlotBusyError, StageStartError, StageTimeoutError
 from .followloop import PULLING, Detached, FollowLoop, Timeouts
-from .podview import ChainPod, Pod
+from .podview import ChainPod
 from .sizing import BackgroundPark, SlotSizer
 from .spec import StageSpec
 from .status import StageResult, current_status
@@ -59,7 +59,7 @@ class StageDriver(FollowLoop):
         super().__init__(api, pod_name, namespace, log=log)
         self._resized: ChainPod | None = None
         """the pod the next planning pass starts from instead of a read (the caller's, or the resizes')"""
-        self._swapped: tuple[Pod, set[str]] | None = None
+        self._swapped: tuple[ChainPod, set[str]] | None = None
         """the pod the swap patch returned, and the slots its plan knew had finished"""
 
     # -- swapping ------------------------------------------------------------------------------------
@@ -162,8 +162,7 @@ class StageDriver(FollowLoop):
         (`plan_prepare`): one resourceVersion-guarded image patch, planned again from a fresh read after a
         conflict (3 tries). Ahead-of-time work only: whatever goes wrong is logged, never raised (the next
         swap does the work)."""
-        answer, finished = self._swapped or (None, set())
-        swapped = ChainPod.of(answer) if answer is not None else None  # the pod as the swap's patch left it
+        swapped, finished = self._swapped or (None, set())  # the pod as the swap's patch left it
         if swapped is not None and image in (swapped.slot(slot).image for slot in SLOTS):
             # nothing to prepare: no request needed to say so
             self.log(f"::kruise-chain:: not preparing: a slot already holds {image} (stage {stage!r})")

@@ -19,7 +19,7 @@ from .follow import GenerationFollow, Next, Step
 from .logpump import END, TIMEOUT, LogPump
 from .output import GenerationOutput
 from .podsession import PodSession
-from .podview import ChainPod, Pod
+from .podview import ChainPod
 from .status import StageResult, killed_by_kubelet, with_kill_reason
 from .swap import SwapPlan
 
@@ -62,7 +62,7 @@ class FollowLoop(PodSession):
     ) -> None:
         super().__init__(api, pod_name, namespace, log=log)
         self._pump: LogPump | None = None  # the log stream followed last
-        self._patched: Pod | None = None  # the swap patch's answer: waiting for the start begins from it
+        self._patched: ChainPod | None = None  # the swap patch's answer: waiting for the start begins from it
         self.on_started: Callable[[], None] | None = None
         """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
         self.swap_requested_at: datetime | None = None
@@ -85,7 +85,7 @@ class FollowLoop(PodSession):
         """
         swap_deadline = started + timeouts.swap
         pull_deadline = started + timeouts.pull if timeouts.pull is not None else swap_deadline
-        pod, self._patched = (ChainPod.of(self._patched) if self._patched else self.snapshot()), None
+        pod, self._patched = self._patched or self.snapshot(), None
         while True:
             step = follow.see(pod, time.monotonic())
             status = step.status

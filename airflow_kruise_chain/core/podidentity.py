@@ -14,7 +14,7 @@ from typing import Any
 
 from .constants import SLOTS
 from .errors import ChainError
-from .podview import ChainPod, snapshot
+from .podview import ChainPod
 from .watch import wait_pod_gone
 from .wire import PREFIX, stage_annotation
 
@@ -73,7 +73,7 @@ def prepare_pod(
     of this run that `unusable_reason` rejects is deleted and waited for, so that a fresh one can be created:
     the chain then starts again from its first stage. `api` is a `api.ChainApi`.
     """
-    pod = snapshot(api.read_pod(name, namespace))
+    pod = api.read_pod(name, namespace)
     if pod is None:
         return None
     own = pod.labels

@@ -76,8 +76,7 @@ class PodSession:
 
     def snapshot(self) -> ChainPod | None:
         """Read the chain pod once: its snapshot, None when it does not exist."""
-        pod = self.api.read_pod(self.pod_name, self.namespace)
-        self.last_read = None if pod is None else ChainPod.of(pod)
+        self.last_read = self.api.read_pod(self.pod_name, self.namespace)
         return self.last_read
 
     def _known_finished(self, pod: ChainPod) -> tuple[set[str], set[str]]:
@@ -127,8 +126,8 @@ class PodSession:
         )
         if not changed:
             return False, None
-        self.last_read = None if new is None else ChainPod.of(new)
-        return True, self.last_read
+        self.last_read = new
+        return True, new
 
     def log_end(self, result: StageResult) -> None:
         self.log(

@@ -247,6 +247,8 @@ class ChainPod:
     """each stage's latest swap record, by stage name"""
     slots: Mapping[str, Slot]
     phase: str
+    status_message: str
+    """the pod's `status.message` (why it failed, e.g. an eviction's)"""
     node_name: str
     grace_period: float
 
@@ -320,6 +322,7 @@ class ChainPod:
             records=records,
             slots=slots,
             phase=status.get("phase") or "",
+            status_message=status.get("message") or "",
             node_name=spec.get("nodeName", ""),
             grace_period=float(spec.get("terminationGracePeriodSeconds", 30)),
         )

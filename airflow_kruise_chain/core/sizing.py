@@ -31,7 +31,7 @@ from .errors import (
     ResizeRefusedError,
     ResizeTimeoutError,
 )
-from .podview import ChainPod, Pod
+from .podview import ChainPod
 from .resources import (
     SIZING_ANNOTATION,
     ChainSizing,
@@ -231,8 +231,7 @@ class SlotSizer:
         if seen is not None and ChainSizing.from_pod(seen) is None:
             return
         for _ in range(10):
-            raw = self.api.read_pod(self.pod_name, self.namespace)
-            pod = ChainPod.of(raw) if raw is not None else None
+            pod = self.api.read_pod(self.pod_name, self.namespace)
             sizing = ChainSizing.from_pod(pod) if pod is not None else None
             if pod is None or sizing is None or pod.slot(slot).generation != generation:
                 return
@@ -273,7 +272,7 @@ class SlotSizer:
             f"the kubelet refused to lower {other}'s memory limit to the parked one: keeping its limit "
             f"{(running.get('limits') or {}).get('memory')}, parking its requests"
         )
-        self.last = ChainPod.of(self._resize("park", other, target, sizing))
+        self.last = self._resize("park", other, target, sizing)
         return True
 
     def _apply(
@@ -334,7 +333,7 @@ class SlotSizer:
         target: Resources,
         sizing: ChainSizing,
         version: str | None,
-    ) -> tuple[Pod, Resources]:
+    ) -> tuple[ChainPod, Resources]:
         """Ask the API server to resize `slot` from `current` to `target` (only if the pod is still at
         `version`, when given): the pod it answers and the target it took (the limit kept when it refused
         to lower a memory limit)."""
@@ -350,12 +349,12 @@ class SlotSizer:
                 f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
             )
             pod = self._resize(stage, slot, target, sizing, version)  # refused: the pod did not change
-        self.last = ChainPod.of(pod)
+        self.last = pod
         return pod, target
 
     def _resize(
         self, stage: str, slot: str, target: Resources, sizing: ChainSizing, version: str | None = None
-    ) -> Pod:
+    ) -> ChainPod:
         try:
             return self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
         except ResizeRefusedError as refused:
@@ -366,15 +365,14 @@ class SlotSizer:
             said.add(note)
             self.log(note)
 
-    def _versions(self, raw: Pod, deadline: float) -> Iterator[ChainPod]:
-        """`raw`, then every later version of it the API server sends on a watch, until `deadline`."""
-        pod = ChainPod.of(raw)
+    def _versions(self, pod: ChainPod, deadline: float) -> Iterator[ChainPod]:
+        """`pod`, then every later version of it the API server sends on a watch, until `deadline`."""
         yield pod
         watch, read = pod_watch(self.api, self.pod_name, self.namespace)
         for new in watch_versions(watch, deadline, version=pod.resource_version, relist=read):
             if new is None:
                 raise ChainError(f"chain pod {self.namespace}/{self.pod_name} vanished while resizing a slot")
-            yield ChainPod.of(new)
+            yield new
 
 
 def sized_alike_idle_or_not(pod: ChainPod, other: str) -> bool:

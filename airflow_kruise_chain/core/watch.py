@@ -14,7 +14,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-Obj = Mapping[str, Any]
+from .podview import ChainPod
+
+Obj = Mapping[str, Any] | ChainPod
+"""an object as a watch sends it: the chain pod's snapshot, or another object's API JSON (an ImagePullJob)"""
 Watch = Callable[[int, "str | None"], Iterable["Obj | None"]]
 """``watch(seconds, resource_version)``: the object's versions as one watch sends them (None once deleted)."""
 AsyncWatch = Callable[[int, "str | None"], AsyncIterator["Obj | None"]]
@@ -23,6 +26,8 @@ Window = float | Callable[[], float]
 
 
 def resource_version(obj: Obj | None) -> str | None:
+    if isinstance(obj, ChainPod):
+        return obj.resource_version
     return ((obj or {}).get("metadata") or {}).get("resourceVersion")
 
 
@@ -128,13 +133,13 @@ async def awatch_versions(
 
 
 class PodApi(Protocol):
-    """The pod reads a pod wait needs (`api.ChainApi` has them)."""
+    """The pod reads a pod wait needs (`api.ChainApi` has them): snapshots, None once the pod is gone."""
 
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None: ...
+    def read_pod(self, name: str, namespace: str) -> ChainPod | None: ...
 
     def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
-    ) -> Iterator[dict[str, Any] | None]: ...
+    ) -> Iterator[ChainPod | None]: ...
 
 
 def pod_watch(api: PodApi, name: str, namespace: str) -> tuple[Watch, Callable[[], Obj | None]]:

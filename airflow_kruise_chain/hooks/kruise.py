@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.lines import LineSplitter
+from airflow_kruise_chain.core.podview import ChainPod, snapshot
 from airflow_kruise_chain.core.swap import KRUISE_GROUP, KRUISE_VERSION
 from airflow_kruise_chain.hooks.retry import (
     CONNECTION_ERRORS,
@@ -53,8 +54,9 @@ def _foreign_labels(body: Mapping[str, Any], existing: Mapping[str, Any]) -> lis
 
 
 class KruiseHook(KubernetesHook):
-    """Pods, logs and ImagePullJobs, as plain API dicts, with transient failures
-    retried (see the module's docstring).
+    """Pods, logs and ImagePullJobs, with transient failures retried (see the module's docstring). The chain
+    pod as read, watched, patched or resized is a `ChainPod` (the one place the API's answer becomes one);
+    other objects are the API's JSON dicts.
 
     Connection: the cncf.kubernetes `kubernetes` connection type (`kubernetes_conn_id`, default
     `kubernetes_default`), or `config_file` pointing at a kubeconfig.
@@ -146,8 +148,11 @@ class KruiseHook(KubernetesHook):
                 w.stop()
 
     # -- pods ---------------------------------------------------------------------------------------
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
-        """The pod as a dict, or None if it does not exist."""
+    def read_pod(self, name: str, namespace: str) -> ChainPod | None:
+        """The pod's snapshot, or None if it does not exist."""
+        return snapshot(self._read_pod(name, namespace))
+
+    def _read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
         try:
             return self._call(
                 "get",
@@ -191,7 +196,7 @@ class KruiseHook(KubernetesHook):
         except ApiException as e:
             if e.status != 409:
                 raise explain(e, "create", "pods", namespace, name) from e
-        return self._adopt("pods", namespace, body, self.read_pod(name, namespace))
+        return self._adopt("pods", namespace, body, self._read_pod(name, namespace))
 
     def _adopt(
         self, resource: str, namespace: str, body: dict[str, Any], existing: dict[str, Any] | None
@@ -222,12 +227,13 @@ class KruiseHook(KubernetesHook):
             body["metadata"]["name"],
         )
 
-    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Strategic-merge patch; a `metadata.resourceVersion` in the body makes it conditional (409), and
-        only a conditional patch is retried after a failure the server may have acted on."""
+    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+        """Strategic-merge patch, answering the patched pod's snapshot; a `metadata.resourceVersion` in the
+        body makes it conditional (409), and only a conditional patch is retried after a failure the server
+        may have acted on."""
         conditional = bool((body.get("metadata") or {}).get("resourceVersion"))
         try:
-            return self._call(
+            patched = self._call(
                 "patch",
                 "pods",
                 namespace,
@@ -241,13 +247,15 @@ class KruiseHook(KubernetesHook):
             if e.status == 409:
                 raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
             raise explain(e, "patch", "pods", namespace, name) from e
+        return ChainPod.of(patched)
 
-    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Strategic-merge patch of the pod's `resize` subresource: ResizeUnsupportedError on 404 (Kubernetes
-        < 1.33, InPlacePodVerticalScaling off), ResizeRefusedError on 422, ConflictError on 409 (stale rv)."""
+    def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+        """Strategic-merge patch of the pod's `resize` subresource, answering the pod's snapshot:
+        ResizeUnsupportedError on 404 (Kubernetes < 1.33, InPlacePodVerticalScaling off), ResizeRefusedError
+        on 422, ConflictError on 409 (stale rv)."""
         resize = self.core_v1_client.patch_namespaced_pod_resize
         try:
-            return self._call(
+            resized = self._call(
                 "patch",
                 "pods/resize",
                 namespace,
@@ -266,6 +274,7 @@ class KruiseHook(KubernetesHook):
             if e.status == 409:
                 raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
             raise explain(e, "patch", "pods/resize", namespace, name) from e
+        return ChainPod.of(resized)
 
     def serves_resize(self) -> bool:
         """Whether the API server serves `pods/resize` (API discovery of core/v1)."""
@@ -310,8 +319,8 @@ class KruiseHook(KubernetesHook):
 
     def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
-    ) -> Iterator[dict[str, Any] | None]:
-        """Yield the pod as it changes (None once deleted), for at most `timeout_seconds`.
+    ) -> Iterator[ChainPod | None]:
+        """Yield the pod's snapshot as it changes (None once deleted), for at most `timeout_seconds`.
 
         Without `resource_version` the watch starts with the pod as it is now (nothing if it is already gone);
         with it, from that version on, so a change made since that read (a deletion) is not missed. Ends early
@@ -326,7 +335,7 @@ class KruiseHook(KubernetesHook):
             timeout_seconds,
             resource_version,
         ):
-            yield None if ev["type"] == "DELETED" else ev["raw_object"]
+            yield None if ev["type"] == "DELETED" else ChainPod.of(ev["raw_object"])
 
     def read_log(
         self,
@@ -520,8 +529,8 @@ class AsyncKruiseHook(AsyncKubernetesHook):
 
     async def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
-    ) -> AsyncIterator[dict[str, Any] | None]:
-        """Yield the pod as it changes (None once deleted), for at most `timeout_seconds`.
+    ) -> AsyncIterator[ChainPod | None]:
+        """Yield the pod's snapshot as it changes (None once deleted), for at most `timeout_seconds`.
 
         Without `resource_version` the watch starts with the pod as it is now (nothing at all if it does not
         exist: read it first); with it, from that version on. A watch that fails transiently is opened again
@@ -542,7 +551,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     ) as stream:
                         async for ev in stream:
                             resume.seen(ev["raw_object"].get("metadata", {}).get("resourceVersion"))
-                            yield None if ev["type"] == "DELETED" else ev["raw_object"]
+                            yield None if ev["type"] == "DELETED" else ChainPod.of(ev["raw_object"])
                     return
                 except (AsyncApiException, *CONNECTION_ERRORS) as e:
                     verdict = resume.after(e)
@@ -555,7 +564,8 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                         ) from e
                     await self._back_off(f"watch pods {name}", resume.retries, e)
 
-    async def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
+    async def read_pod(self, name: str, namespace: str) -> ChainPod | None:
+        """The pod's snapshot, or None if it does not exist."""
         from kubernetes_asyncio import client as async_client
 
         async with self.get_conn() as api:
@@ -573,7 +583,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 return body
 
             try:
-                return await self._retrying(f"get pods {name}", read)
+                return snapshot(await self._retrying(f"get pods {name}", read))
             except AsyncApiException as e:
                 if e.status == 404:
                     return None

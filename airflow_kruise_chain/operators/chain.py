@@ -90,7 +90,6 @@ class ChainPrewarmOperator(ChainBaseOperator):
 
     def execute(self, context: Context) -> dict[str, str]:
         from airflow_kruise_chain.core.manifest import chain_labels
-        from airflow_kruise_chain.core.podview import snapshot
         from airflow_kruise_chain.core.swap import (
             IMAGE_PULL_JOB_PLURAL,
             build_image_pull_job,
@@ -99,7 +98,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
         from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
 
         name = self.pod_name(context)
-        pod = snapshot(self.hook.read_pod(name, self.namespace))
+        pod = self.hook.read_pod(name, self.namespace)
         if pod is None or not pod.node_name:
             raise PodLostError(
                 f"chain pod {self.namespace}/{name} is missing or unscheduled: prewarm runs after "
@@ -376,7 +375,6 @@ class KruiseChainOperator(ChainBaseOperator):
         """Remove the stage's record of `generation` (conditional patch, re-read on a conflict)."""
         from airflow_kruise_chain.core.errors import ConflictError
         from airflow_kruise_chain.core.podidentity import retire_patch
-        from airflow_kruise_chain.core.podview import ChainPod
 
         for _ in range(10):
             record = pod.record(self.stage_name)
@@ -384,7 +382,7 @@ class KruiseChainOperator(ChainBaseOperator):
                 return pod
             try:
                 patch = retire_patch(pod, self.stage_name)
-                return ChainPod.of(self.hook.patch_pod(driver.pod_name, self.namespace, patch))
+                return self.hook.patch_pod(driver.pod_name, self.namespace, patch)
             except ConflictError:
                 pod = driver.read_pod()
         raise ChainError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
@@ -20,6 +20,9 @@ from airflow_kruise_chain.operators.base import (
     check_positive,
     templated,
 )
+
+if TYPE_CHECKING:
+    from airflow_kruise_chain.core.podview import ChainPod
 
 
 class ChainSetupOperator(ChainBaseOperator):
@@ -105,7 +108,7 @@ class ChainSetupOperator(ChainBaseOperator):
         except BaseException:
             self.remove(name, spec.namespace)
             raise
-        node = pod["spec"].get("nodeName", "")
+        node = pod.node_name
         self.log.info("chain pod %s is running on node %s with both slots parked", name, node)
         return {"pod": name, "namespace": spec.namespace, "node": node}
 
@@ -152,22 +155,19 @@ class ChainSetupOperator(ChainBaseOperator):
         )
         return sizing
 
-    def wait_parked(self, name: str, namespace: str) -> dict[str, Any]:
+    def wait_parked(self, name: str, namespace: str) -> ChainPod:
         from airflow_kruise_chain.core.errors import StageTimeoutError
-        from airflow_kruise_chain.core.podview import ChainPod
         from airflow_kruise_chain.core.watch import pod_watch, watch_versions
 
         deadline = time.monotonic() + self.startup_timeout
         last = ""
         watch, read = pod_watch(self.hook, name, namespace)
-        for raw in watch_versions(watch, deadline, relist=read):
-            if raw is None:
+        for pod in watch_versions(watch, deadline, relist=read):
+            if pod is None:
                 raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
-            pod = ChainPod.of(raw)
             if pod.phase in ("Failed", "Succeeded"):
                 raise PodLostError(
-                    f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: "
-                    f"{(raw.get('status') or {}).get('message', '')}"
+                    f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: {pod.status_message}"
                 )
             waiting = [pod.slot(s) for s in SLOTS if pod.slot(s).waiting]
             described = {slot.name: f"{slot.name} ({slot.image}) {slot.waiting_text()}" for slot in waiting}
@@ -182,7 +182,7 @@ class ChainSetupOperator(ChainBaseOperator):
                     "stages' image references and the chain's image_pull_secrets"
                 )
             if pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS):
-                return raw
+                return pod
         raise StageTimeoutError(
             f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
             f"not get both slots running; last state: {last or 'Pending'}"
@@ -246,10 +246,9 @@ class ChainTeardownOperator(ChainBaseOperator):
 
     def delete(self, name: str) -> None:
         """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed)."""
-        from airflow_kruise_chain.core.podview import snapshot
         from airflow_kruise_chain.core.watch import wait_pod_gone
 
-        pod = snapshot(self.hook.read_pod(name, self.namespace))
+        pod = self.hook.read_pod(name, self.namespace)
         found = self.hook.delete_pod(name, self.namespace)
         if not found:
             self.log.info("chain pod %s/%s was already gone", self.namespace, name)

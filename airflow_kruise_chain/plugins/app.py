@@ -33,7 +33,7 @@ from airflow_kruise_chain.config import ui_kubernetes_conn_id
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, MalformedTrack, StageTrack, chain_view
 from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
-from airflow_kruise_chain.core.podview import ChainPod, snapshot
+from airflow_kruise_chain.core.podview import ChainPod
 
 URL_PREFIX = "/kruise-chain"
 STAGE_OPERATOR = "KruiseChainOperator"
@@ -56,7 +56,7 @@ def _live_pod(
         return None, None
     try:
         hook = KubeConnection(conn_id).hook()
-        pod = snapshot(hook.read_pod(str(track["pod"]), str(track["namespace"])))
+        pod = hook.read_pod(str(track["pod"]), str(track["namespace"]))
         if pod is None:
             return None, None
         notes = pod.annotations

@@ -10,7 +10,6 @@ from airflow.sdk import BaseSensorOperator, Context
 
 from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
-from airflow_kruise_chain.core.podview import snapshot
 from airflow_kruise_chain.core.status import confirm_from_log, current_status, needs_log
 from airflow_kruise_chain.operators.base import ChainBaseOperator
 from airflow_kruise_chain.triggers.chain import FAILED, LOG_TAIL, TARGETS, StageTrigger, reached
@@ -66,7 +65,7 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         name = self.pod_name(context)
-        pod = snapshot(self.hook.read_pod(name, self.namespace))
+        pod = self.hook.read_pod(name, self.namespace)
         status = current_status(pod, self.stage)
         if needs_log(status) and status.slot:
             text = self.hook.read_log(name, self.namespace, status.slot, tail_lines=LOG_TAIL)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kruise_chain.connection import KubeConnection
-from airflow_kruise_chain.core.podview import lost_reason, snapshot
+from airflow_kruise_chain.core.podview import lost_reason
 from airflow_kruise_chain.core.status import (
     StageState,
     StageStatus,
@@ -17,7 +17,7 @@ from airflow_kruise_chain.core.status import (
     current_status,
     needs_log,
 )
-from airflow_kruise_chain.core.watch import awatch_versions, resource_version
+from airflow_kruise_chain.core.watch import awatch_versions
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.core.podview import ChainPod
@@ -122,13 +122,13 @@ class StageTrigger(BaseTrigger):
         assert pod is not None
         awaiting = [pending]  # whether a result line is awaited in the log (read by the window, late)
 
-        def watch(seconds: int, version: str | None) -> AsyncIterator[dict[str, Any] | None]:
+        def watch(seconds: int, version: str | None) -> AsyncIterator[ChainPod | None]:
             return hook.watch_pod(self.pod_name, self.namespace, seconds, resource_version=version)
 
         async for seen in awatch_versions(
             watch,
             deadline,
-            version=resource_version(pod),
+            version=pod.resource_version,
             relist=lambda: hook.read_pod(self.pod_name, self.namespace),
             # a result line changes nothing in the pod: while one is awaited, look at the log again soon
             window=lambda: 2 if awaiting[0] else 60,
@@ -144,18 +144,16 @@ class StageTrigger(BaseTrigger):
             }
         )
 
-    async def check(
-        self, hook: AsyncKruiseHook, pod: dict[str, Any] | None
-    ) -> tuple[TriggerEvent | None, bool]:
-        """The event for `pod` (None: keep waiting), and whether a result line is awaited in the log."""
-        view = snapshot(pod)
+    async def check(self, hook: AsyncKruiseHook, view: ChainPod | None) -> tuple[TriggerEvent | None, bool]:
+        """The event for the pod `view` (None: keep waiting), and whether a result line is awaited in the
+        log."""
         status = current_status(view, self.stage)
         if needs_log(status) and status.slot:
             text = await hook.read_log(self.pod_name, self.namespace, status.slot, tail_lines=LOG_TAIL)
             status = confirm_from_log(view, status, text.splitlines())
             if status.state is StageState.FINISHED:
                 # the result may be the stage stopped with the pod (deleted meanwhile): look once more
-                now = snapshot(await hook.read_pod(self.pod_name, self.namespace))
+                now = await hook.read_pod(self.pod_name, self.namespace)
                 if lost_reason(now) is not None:
                     return self.event_for(now), False
             return self.event_for(view, status), status.state is StageState.RUNNING

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
-from airflow_kruise_chain.core.podview import ChainPod, Pod, snapshot
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.resources import ChainSizing
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
-from airflow_kruise_chain.core.watch import awatch_versions, resource_version
+from airflow_kruise_chain.core.watch import awatch_versions
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
@@ -60,7 +60,7 @@ class StageOutputFollower:
         """Follow until the result, or until the follow ends without one (`GenerationFollow` decides); what
         comes (pod changes, log lines, a stream's end) is taken in order from one queue."""
         loop = asyncio.get_running_loop()
-        pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace))
+        pod = await self.hook.read_pod(self.pod_name, self.namespace)
         record = pod.record(self.stage) if pod is not None else None
         if pod is None or record is None or record.generation != self.generation:
             # gone, or swapped in again since: the resumed task reads the pod and decides
@@ -75,7 +75,7 @@ class StageOutputFollower:
             skip=self.skip,
             hand_over_after=HAND_OVER_AFTER,
         )
-        watcher = asyncio.create_task(self._watch(pod.raw))
+        watcher = asyncio.create_task(self._watch(pod))
         stream: asyncio.Task[None] | None = None
         streams = 0  # streams opened: what a closed one still queued is dropped
         step = follow.see(pod, loop.time())
@@ -103,7 +103,7 @@ class StageOutputFollower:
                 if kind == "pod":
                     if value is None:
                         return self.ended(None, None)
-                    pod = ChainPod.of(value)
+                    pod = value
                     step = follow.see(pod, loop.time())
                 elif kind == "error":
                     raise value
@@ -118,24 +118,24 @@ class StageOutputFollower:
                 elif kind == "end":
                     stream = None
                     if follow.output.result is None:
-                        pod = snapshot(await self.hook.read_pod(self.pod_name, self.namespace)) or pod
+                        pod = await self.hook.read_pod(self.pod_name, self.namespace) or pod
                     step = follow.stream_ended(pod, loop.time())
         finally:
             await _cancel(watcher)
             if stream is not None:
                 await _cancel(stream)
 
-    async def _watch(self, pod: Pod) -> None:
+    async def _watch(self, pod: ChainPod) -> None:
         """Pod changes into the queue (None: deleted) until cancelled; a watch window that ends is renewed."""
         try:
 
-            def watch(seconds: int, version: str | None) -> AsyncIterator[dict[str, Any] | None]:
+            def watch(seconds: int, version: str | None) -> AsyncIterator[ChainPod | None]:
                 return self.hook.watch_pod(self.pod_name, self.namespace, seconds, version)
 
             async for new in awatch_versions(
                 watch,
                 math.inf,
-                version=resource_version(pod),
+                version=pod.resource_version,
                 relist=lambda: self.hook.read_pod(self.pod_name, self.namespace),  # after a 410, or a window
             ):
                 await self._changes.put(("pod", 0, new))

@@ -122,7 +122,7 @@ def test_setup_refuses_a_pod_of_another_run(e2e_cluster):
         setup.execute(make_context("d", "run-1"))
     assert "refusing to reuse it" in str(info.value)
     kept = setup.hook.read_pod(name, "default")
-    assert kept["metadata"]["labels"] == chain_labels("d", "run-0", "c")  # untouched
+    assert kept.labels == chain_labels("d", "run-0", "c")  # untouched
 
 
 def test_setup_replaces_a_lost_pod_of_its_run_with_a_fresh_one(e2e_cluster):
@@ -132,7 +132,7 @@ def test_setup_replaces_a_lost_pod_of_its_run_with_a_fresh_one(e2e_cluster):
     old = setup.hook.read_pod(first["pod"], "default")
     setup.hook.patch_pod(first["pod"], "default", {"spec": {"activeDeadlineSeconds": 1}})  # the pod fails
     deadline = time.monotonic() + 30
-    while (setup.hook.read_pod(first["pod"], "default") or {}).get("status", {}).get("phase") != "Failed":
+    while getattr(setup.hook.read_pod(first["pod"], "default"), "phase", None) != "Failed":
         assert time.monotonic() < deadline, "the pod did not fail"
         time.sleep(0.2)
 
@@ -140,14 +140,14 @@ def test_setup_replaces_a_lost_pod_of_its_run_with_a_fresh_one(e2e_cluster):
 
     assert again["pod"] == first["pod"]
     fresh = setup.hook.read_pod(again["pod"], "default")
-    assert fresh["metadata"]["uid"] != old["metadata"]["uid"]
-    assert fresh["status"]["phase"] == "Running"
+    assert fresh.uid != old.uid
+    assert fresh.phase == "Running"
     created = [p for m, p, c in cluster.audit if m == "POST" and p.endswith("/pods") and c == 201]
     deleted = [p for m, p, c in cluster.audit if m == "DELETE" and p.endswith(f"/pods/{first['pod']}")]
     assert (len(created), len(deleted)) == (2, 1)
     # a healthy pod of the same run is reused as it is (a retry of setup)
     setup.execute(make_context("d", "run-1", try_number=3))
-    assert setup.hook.read_pod(again["pod"], "default")["metadata"]["uid"] == fresh["metadata"]["uid"]
+    assert setup.hook.read_pod(again["pod"], "default").uid == fresh.uid
 
 
 def test_a_failed_setup_leaves_no_pod(e2e_cluster):
@@ -177,8 +177,8 @@ def test_setup_replaces_a_pod_built_from_another_definition_of_the_chain(e2e_clu
 
     changed.execute(make_context("d", "run-1", try_number=2))
 
-    fresh = changed.hook.read_pod(pod["metadata"]["name"], "default")
-    assert fresh["metadata"]["uid"] != pod["metadata"]["uid"]
-    assert "alpine:3.20" in {c["image"] for c in fresh["spec"]["containers"]}
-    hashes = [p["metadata"]["annotations"][SPEC_HASH_ANNOTATION] for p in (pod, fresh)]
+    fresh = changed.hook.read_pod(pod.name, "default")
+    assert fresh.uid != pod.uid
+    assert "alpine:3.20" in {slot.image for slot in fresh.slots.values()}
+    hashes = [p.annotations[SPEC_HASH_ANNOTATION] for p in (pod, fresh)]
     assert hashes[0] != hashes[1]

@@ -13,7 +13,6 @@ from kruise_local import LocalCluster
 from airflow_kruise_chain.core import ChainError
 from airflow_kruise_chain.core.chainstate import XCOM_KEY, chain_view
 from airflow_kruise_chain.core.metrics import max_reads, sample_time
-from airflow_kruise_chain.core.podview import snapshot
 from airflow_kruise_chain.hooks.kruise import KruiseHook
 from tests.provider.test_sensor_trigger import NS, chain_run  # noqa: F401  (the fixture)
 
@@ -32,7 +31,7 @@ def test_a_running_stage_shows_live_in_its_slot_then_its_result_and_peak_memory(
 
     hook = KruiseHook(conn_id="kubernetes_default")
     pod = hook.read_pod(running["pod"], NS)
-    view = chain_view([running], pod=snapshot(pod), metrics=hook.pod_metrics(running["pod"], NS))
+    view = chain_view([running], pod=pod, metrics=hook.pod_metrics(running["pod"], NS))
     slot = next(s for s in view["slots"] if s["slot"] == running["slot"])
     assert view["live"] and view["pod_state"] == "Running"
     assert (slot["stage"], slot["generation"], slot["state"]) == ("slow", 1, "running")

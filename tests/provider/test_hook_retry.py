@@ -22,6 +22,7 @@ from kruise_local.testing import wait_for
 from kubernetes.client import ApiException
 
 from airflow_kruise_chain.core.errors import ConflictError
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseApiError, KruiseHook, RetryPolicy
 from airflow_kruise_chain.hooks.retry import WatchResume
 from tests.provider.faultproxy import FaultyProxy, Rule, faulty_proxy
@@ -96,10 +97,10 @@ def warnings(logs: list[dict[str, Any]]) -> list[str]:
     return [e["event"] % tuple(e.get("positional_args", ())) for e in logs if e["log_level"] == "warning"]
 
 
-def wait_running(hook: KruiseHook, name: str, namespace: str) -> dict[str, Any]:
+def wait_running(hook: KruiseHook, name: str, namespace: str) -> ChainPod:
     for pod in hook.watch_pod(name, namespace, 30):
         if pod and any(
-            "running" in (s.get("state") or {}) for s in pod["status"].get("containerStatuses") or []
+            "running" in (s.get("state") or {}) for s in pod.raw["status"].get("containerStatuses") or []
         ):
             return pod
     raise AssertionError(f"pod {name} did not start")
@@ -113,7 +114,7 @@ def test_a_read_is_retried_on_5xx_and_each_retry_is_logged(faults, hook, namespa
     before = requests_to(faults, "GET", path)
     with structlog.testing.capture_logs() as logs:
         got = hook.read_pod("p", namespace)
-    assert got["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert got.uid == pod["metadata"]["uid"]
     assert requests_to(faults, "GET", path) - before == 3  # two 503s, then the answer
     retries = warnings(logs)
     assert len(retries) == 2, retries
@@ -211,9 +212,9 @@ def test_a_conditional_patch_is_retried_after_500_and_applied_once(faults, hook,
     hook.create_pod(pod_body("p"), namespace)
     pod = wait_running(hook, "p", namespace)  # no more status updates: its version stays
     faults.fault = FailFirst("PATCH", f"/namespaces/{namespace}/pods/p", 500, times=1)
-    rv = pod["metadata"]["resourceVersion"]
+    rv = pod.resource_version
     patched = hook.patch_pod("p", namespace, {"metadata": {"resourceVersion": rv, "annotations": {"a": "1"}}})
-    assert patched["metadata"]["annotations"]["a"] == "1"
+    assert patched.annotations["a"] == "1"
     assert writes_to(faults, "PATCH", f"/api/v1/namespaces/{namespace}/pods/p") == [500, 200]
 
 
@@ -222,11 +223,11 @@ def test_a_replayed_conditional_patch_that_went_through_gets_a_conflict(proxy, c
     hook.create_pod(pod_body("p"), namespace)
     pod = wait_running(hook, "p", namespace)
     p.rules.append(Rule("PATCH", f"/namespaces/{namespace}/pods/p", "lose"))
-    rv = pod["metadata"]["resourceVersion"]
+    rv = pod.resource_version
     with pytest.raises(ConflictError):  # the driver re-reads the pod and finds its swap already made
         hook.patch_pod("p", namespace, {"metadata": {"resourceVersion": rv, "annotations": {"a": "1"}}})
     assert writes_to(cluster, "PATCH", f"/api/v1/namespaces/{namespace}/pods/p") == [200, 409]
-    assert hook.read_pod("p", namespace)["metadata"]["annotations"]["a"] == "1"
+    assert hook.read_pod("p", namespace).annotations["a"] == "1"
 
 
 def test_an_unconditional_patch_is_not_replayed_after_500(faults, hook, namespace):
@@ -251,7 +252,7 @@ def test_a_watch_that_fails_to_open_is_opened_again(faults, hook, namespace):
     pod = hook.create_pod(pod_body("p"), namespace)
     faults.fault = FailFirst("GET", f"/namespaces/{namespace}/pods", 502, times=2, query="watch=true")
     first = next(iter(hook.watch_pod("p", namespace, 10)))
-    assert first["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert first.uid == pod["metadata"]["uid"]
     assert faults.fault.failed == 2
 
 
@@ -262,15 +263,15 @@ def test_a_cut_watch_resumes_from_the_last_version_seen(proxy, namespace):
     seen: list[str] = []
     stream = hook.watch_pod("p", namespace, 20)
     first = next(stream)  # the stream is cut right after this event
-    seen.append(first["metadata"]["resourceVersion"])
+    seen.append(first.resource_version)
     hook.patch_pod("p", namespace, {"metadata": {"annotations": {"after": "cut"}}})
     for new in stream:
-        seen.append(new["metadata"]["resourceVersion"])
-        if (new["metadata"].get("annotations") or {}).get("after") == "cut":
+        seen.append(new.resource_version)
+        if new.annotations.get("after") == "cut":
             break
     assert [a for a, _, _ in p.applied] == ["cut"]
     assert len(seen) == len(set(seen)), seen  # resumed from the version seen: nothing twice
-    assert first["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert first.uid == pod["metadata"]["uid"]
 
 
 def test_a_cut_log_stream_ends_quietly_and_a_log_read_is_retried(faults, proxy, namespace):
@@ -318,11 +319,10 @@ def test_a_sequence_of_calls_under_random_5xx_and_409_succeeds(faults, hook, nam
     pod = hook.create_pod(pod_body("p"), namespace)
     wait_running(hook, "p", namespace)
     for i in range(5):
-        current = hook.read_pod("p", namespace)
-        rv = current["metadata"]["resourceVersion"]
+        rv = hook.read_pod("p", namespace).resource_version
         hook.patch_pod("p", namespace, {"metadata": {"resourceVersion": rv, "annotations": {"i": str(i)}}})
-    assert hook.read_pod("p", namespace)["metadata"]["annotations"]["i"] == "4"
-    assert hook.read_pod("p", namespace)["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert hook.read_pod("p", namespace).annotations["i"] == "4"
+    assert hook.read_pod("p", namespace).uid == pod["metadata"]["uid"]
     assert hook.delete_pod("p", namespace) is True
     faults.fault = None  # the namespace's own deletion after the test is not under test
     assert answered.count(500) >= 3, answered  # the faults did happen
@@ -334,7 +334,7 @@ def test_random_conflicts_reach_the_caller_of_a_conditional_patch(faults, hook, 
     hook.create_pod(pod_body("p"), namespace)
     pod = wait_running(hook, "p", namespace)
     faults.set_random_faults(conflict=1.0, seed=1)
-    rv = pod["metadata"]["resourceVersion"]
+    rv = pod.resource_version
     with pytest.raises(ConflictError):  # not retried by the hook: the driver re-plans from a fresh read
         hook.patch_pod("p", namespace, {"metadata": {"resourceVersion": rv, "annotations": {"a": "1"}}})
     assert writes_to(faults, "PATCH", f"/api/v1/namespaces/{namespace}/pods/p") == [409]
@@ -346,16 +346,16 @@ def test_the_async_hook_retries_reads_and_watches(faults, hook, namespace):
     async_hook = AsyncKruiseHook(conn_id=None, config_dict=faults.kubeconfig(), retry_policy=QUICK)
     faults.fault = FailFirst("GET", f"/namespaces/{namespace}/pods/p", 503, times=2)
     got = asyncio.run(async_hook.read_pod("p", namespace))
-    assert got["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert got.uid == pod["metadata"]["uid"]
     assert faults.fault.failed == 2
 
     faults.fault = FailFirst("GET", f"/namespaces/{namespace}/pods", 500, times=2, query="watch=true")
 
-    async def first_event() -> dict[str, Any] | None:
+    async def first_event() -> ChainPod | None:
         async for ev in async_hook.watch_pod("p", namespace, 10):
             return ev
         return None
 
     event = asyncio.run(first_event())
-    assert event is not None and event["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert event is not None and event.uid == pod["metadata"]["uid"]
     assert faults.fault.failed == 2

@@ -30,7 +30,7 @@ def test_exec_in_pod_refused_by_rbac_is_a_403(tmp_path):
         rbac.grant("sa", "system:serviceaccount:default:sa", {"rules": [rule]}, namespace="default")
         admin = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "a", token="admin")))
         admin.create_pod(pod_body("p", container("main", "exec sleep 300")), "default")
-        wait_for(lambda: (admin.read_pod("p", "default") or {}).get("status", {}).get("phase") == "Running")
+        wait_for(lambda: getattr(admin.read_pod("p", "default"), "phase", None) == "Running")
         hook = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "s", token="sa")))
         with pytest.raises(KruiseApiError) as err:
             hook.exec_in_pod("p", "default", "main", ["true"], b"", 30)
@@ -57,4 +57,4 @@ def test_an_exec_leaves_the_hooks_other_requests_alone(core, namespace, kubeconf
     while not done.is_set():
         reads.append(hook.read_pod("p", namespace))
     thread.join()
-    assert len(reads) > 1 and all(r and r["metadata"]["name"] == "p" for r in reads)
+    assert len(reads) > 1 and all(r and r.name == "p" for r in reads)

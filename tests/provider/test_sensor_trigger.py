@@ -163,7 +163,11 @@ def test_deferrable_sensor_defers_to_the_trigger_and_completes(chain_run):
     outcome = chain_run.run_in_background("slow")
     sensor = chain_run.sensor("slow", deferrable=True)
     wait_until(
-        lambda: "slow" in str(sensor.hook.read_pod(sensor.pod_name(chain_run.context()), NS)), what="the swap"
+        lambda: (
+            "slow"
+            in str(getattr(sensor.hook.read_pod(sensor.pod_name(chain_run.context()), NS), "annotations", ""))
+        ),
+        what="the swap",
     )
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute(chain_run.context())

@@ -22,19 +22,19 @@ class CountingApi:
         self.reads = 0
         self.patches: list[dict[str, Any]] = []
 
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
+    def read_pod(self, name: str, namespace: str) -> ChainPod | None:
         self.reads += 1
-        return copy.deepcopy(self.fake.pod)
+        return ChainPod.of(copy.deepcopy(self.fake.pod))
 
-    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
         self.patches.append(body)
         self.fake.apply(body)
-        return copy.deepcopy(self.fake.pod)
+        return ChainPod.of(copy.deepcopy(self.fake.pod))
 
     def read_log(self, name: str, namespace: str, container: str, **_: Any) -> str:
         return self.logs.get(container, "")
 
-    def watch_pod(self, *_: Any, **__: Any) -> Iterator[dict[str, Any] | None]:
+    def watch_pod(self, *_: Any, **__: Any) -> Iterator[ChainPod | None]:
         return iter(())
 
 
@@ -48,7 +48,8 @@ def result_line(generation: int, token: str, exit_code: int) -> str:
 
 def test_one_retry_decision_reads_one_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
     """A retry of a failed stage (read the pod, find the earlier try's generation, read its result, plan,
-    patch) builds the pod's snapshot once and parses the stage record's JSON once."""
+    patch) decides on one snapshot: one per answer of the API (the read, the patch's answer), each parsing
+    its stage record's JSON once."""
     pod = FakePod()
     first = pod.run(EXTRACT)  # try 1's generation ended (exit 1) while its worker was gone
     api = CountingApi(pod, {"slot-a": "out\n" + result_line(1, first.token, 1) + "\n"})
@@ -69,8 +70,8 @@ def test_one_retry_decision_reads_one_snapshot(monkeypatch: pytest.MonkeyPatch) 
     assert (plan.action, plan.generation, plan.from_try) == ("go", 2, 2)
     assert len(api.patches) == 1
     assert api.reads == 1
-    assert len(snapshots) == 1
-    assert len(records) == 1  # the one stage record in the pod, parsed once
+    assert len(snapshots) == 2  # the read and the patch's answer, each a snapshot where it enters (the API)
+    assert len(records) == 2  # the one stage record in each, parsed once
 
 
 def test_the_snapshot_parses_slots_records_and_last_termination() -> None:

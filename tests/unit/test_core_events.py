@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kruise_chain.core.driver import StageDriver, Timeouts
-from airflow_kruise_chain.core.podview import Slot
+from airflow_kruise_chain.core.podview import ChainPod, Slot
 from airflow_kruise_chain.core.status import StageResult, StartMarker
 from tests.unit.test_core_swap import EXTRACT, FakePod
 
@@ -43,13 +43,13 @@ class ScriptedApi:
         self.lines = lines
         self.logged: list[str] = []
 
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.versions[0])
+    def read_pod(self, name: str, namespace: str) -> ChainPod | None:
+        return ChainPod.of(copy.deepcopy(self.versions[0]))
 
-    def watch_pod(self, *_: Any, **__: Any) -> Iterator[dict[str, Any] | None]:
+    def watch_pod(self, *_: Any, **__: Any) -> Iterator[ChainPod | None]:
         if len(self.versions) > 1:
             self.versions.pop(0)
-        yield copy.deepcopy(self.versions[0])
+        yield ChainPod.of(copy.deepcopy(self.versions[0]))
 
     def follow_log(self, *_: Any, **__: Any) -> Iterator[str]:
         yield from self.lines

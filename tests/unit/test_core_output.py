@@ -11,6 +11,7 @@ from typing import Any
 from airflow_kruise_chain.core import StageResult
 from airflow_kruise_chain.core.driver import StageDriver, Timeouts
 from airflow_kruise_chain.core.output import GenerationOutput
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.replay import generation_output
 from tests.unit.test_core_swap import EXTRACT, FakePod
 
@@ -112,8 +113,8 @@ class Api:
         self.pod = pod
         self.log = log
 
-    def read_pod(self, name: str, namespace: str) -> dict[str, Any]:
-        return copy.deepcopy(self.pod.pod)
+    def read_pod(self, name: str, namespace: str) -> ChainPod:
+        return ChainPod.of(copy.deepcopy(self.pod.pod))
 
     def follow_log(self, name: str, namespace: str, container: str, **_: Any) -> Iterator[str]:
         return iter(self.log)
@@ -121,7 +122,7 @@ class Api:
     def read_log(self, *args: Any, **kwargs: Any) -> str:
         return "\n".join(self.log)
 
-    def watch_pod(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any] | None]:
+    def watch_pod(self, *args: Any, **kwargs: Any) -> Iterator[ChainPod | None]:
         return iter(())
 
 

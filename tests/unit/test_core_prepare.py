@@ -10,7 +10,7 @@ import pytest
 
 from airflow_kruise_chain.core import SlotBusyError, StageSpec, StageState, plan_swap
 from airflow_kruise_chain.core.driver import ConflictError, StageDriver, Timeouts
-from airflow_kruise_chain.core.podview import PREPARE_HISTORY
+from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
 from airflow_kruise_chain.core.resources import PARKED_LIMITS, PARKED_REQUESTS, SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
@@ -208,20 +208,20 @@ class Api:
         self.broken = broken
         self.calls: list[str] = []
 
-    def read_pod(self, name: str, namespace: str) -> dict:
+    def read_pod(self, name: str, namespace: str) -> ChainPod:
         self.calls.append("get")
         if self.broken:
             raise OSError("connection refused")
-        return copy.deepcopy(self.pod.pod)
+        return ChainPod.of(copy.deepcopy(self.pod.pod))
 
-    def patch_pod(self, name: str, namespace: str, body: dict) -> dict:
+    def patch_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
         self.calls.append("patch")
         if self.conflicts:
             self.conflicts -= 1
             self.pod.bump()  # someone else wrote first
             raise ConflictError("409")
         self.pod.apply(body)
-        return copy.deepcopy(self.pod.pod)
+        return ChainPod.of(copy.deepcopy(self.pod.pod))
 
     def read_log(self, *args: object, **kwargs: object) -> str:
         self.calls.append("log")

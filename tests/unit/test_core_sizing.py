@@ -178,20 +178,26 @@ def test_parked_resources_override_the_default_resource_by_resource():
 
 
 class _ParkApi:
-    """A ResizeApi over one pod: resizes guarded by resourceVersion (409 once, when `conflict`), applied at
-    once by a 'kubelet' (allocatedResources follow the spec)."""
+    """A ResizeApi over one pod (the API's JSON in `pod`, answered as snapshots as the hook answers them):
+    resizes guarded by resourceVersion (409 once, when `conflict`), applied at once by a 'kubelet'
+    (allocatedResources follow the spec)."""
 
     def __init__(self, pod: dict, conflict: bool = False) -> None:
         self.pod, self.conflict, self.resizes, self.reads = pod, conflict, [], 0
 
-    def read_pod(self, name: str, namespace: str) -> dict:
+    def read_pod(self, name: str, namespace: str) -> ChainPod:
         self.reads += 1
-        return json.loads(json.dumps(self.pod))
+        return ChainPod.of(json.loads(json.dumps(self.pod)))
 
-    def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
+    def resize_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
+        self.resizes.append(body)
+        self.apply_resize(body)
+        return ChainPod.of(json.loads(json.dumps(self.pod)))
+
+    def apply_resize(self, body: dict) -> None:
+        """What the API server and the kubelet do with a resize `body`."""
         from airflow_kruise_chain.core.errors import ConflictError
 
-        self.resizes.append(body)
         if self.conflict or body["metadata"]["resourceVersion"] != self.pod["metadata"]["resourceVersion"]:
             self.conflict = False
             self.pod["metadata"]["resourceVersion"] = str(int(self.pod["metadata"]["resourceVersion"]) + 1)
@@ -202,7 +208,6 @@ class _ParkApi:
             status = next(c for c in self.pod["status"]["containerStatuses"] if c["name"] == ctr["name"])
             status["allocatedResources"] = dict(ctr["resources"].get("requests") or {})
         self.pod["metadata"]["resourceVersion"] = str(int(self.pod["metadata"]["resourceVersion"]) + 1)
-        return json.loads(json.dumps(self.pod))
 
     def watch_pod(self, *args: object, **kwargs: object):
         return iter(())
@@ -259,12 +264,11 @@ class _SlowKubeletApi(_ParkApi):
         super().__init__(pod)
         self.watches = 0
 
-    def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
+    def apply_resize(self, body: dict) -> None:
         allocated = [dict(c.get("allocatedResources") or {}) for c in self.pod["status"]["containerStatuses"]]
-        answer = super().resize_pod(name, namespace, body)
+        super().apply_resize(body)
         for status, kept in zip(self.pod["status"]["containerStatuses"], allocated, strict=True):
             status["allocatedResources"] = kept
-        return answer | {"status": self.pod["status"]}
 
     def watch_pod(self, *args: object, **kwargs: object):
         self.watches += 1
@@ -290,10 +294,10 @@ class _RefusingKubeletApi(_ParkApi):
         super().__init__(pod)
         self.usage = usage
 
-    def resize_pod(self, name: str, namespace: str, body: dict) -> dict:
+    def apply_resize(self, body: dict) -> None:
         from kruise_local.validation import memory_bytes
 
-        super().resize_pod(name, namespace, body | {"metadata": dict(self.pod["metadata"])})
+        super().apply_resize(body | {"metadata": dict(self.pod["metadata"])})
         conditions = []
         for spec, status in zip(
             self.pod["spec"]["containers"], self.pod["status"]["containerStatuses"], strict=True
@@ -307,7 +311,6 @@ class _RefusingKubeletApi(_ParkApi):
                 continue
             status["resources"] = json.loads(json.dumps(spec["resources"]))
         self.pod["status"]["conditions"] = conditions
-        return json.loads(json.dumps(self.pod))
 
 
 def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking():
