@@ -41,19 +41,18 @@ def unusable_reason(pod: ChainPod, digest: str) -> str | None:
     in which stages ran keeps its scratch data: a stage's image that fails to start there is that stage's
     failure.
     """
-    view = pod
-    if view.lost is not None:
-        return view.lost
-    found = view.annotations.get(SPEC_HASH_ANNOTATION)
+    if pod.lost is not None:
+        return pod.lost
+    found = pod.annotations.get(SPEC_HASH_ANNOTATION)
     if found != digest:
         return (
             f"it was built from another definition of the chain (spec hash {found or 'none'}, the DAG's "
             f"chain now gives {digest})"
         )
-    if view.generation == 0:
+    if pod.generation == 0:
         for slot in SLOTS:
-            if view.slot(slot).failed_to_start:
-                return f"{slot} cannot start: {view.slot(slot).waiting_text()}"
+            if pod.slot(slot).failed_to_start:
+                return f"{slot} cannot start: {pod.slot(slot).waiting_text()}"
     return None
 
 

@@ -81,6 +81,7 @@ def chain_pod(
     slots: Mapping[str, Mapping[str, Any] | None] | None = None,
     generation: int | None = None,
     phase: str = "Running",
+    reason: str = "",
     name: str = "chain-pod",
     namespace: str = "default",
     resource_version: str = "1",
@@ -89,7 +90,8 @@ def chain_pod(
     **metadata: Any,
 ) -> ChainPod:
     """A chain pod: `records` (stage -> its latest swap record), `slots` (slot -> `container(...)`, None or
-    left out: no status yet), the chain's `generation` (default: the highest a slot hosts)."""
+    left out: no status yet), the chain's `generation` (default: the highest a slot hosts), the pod's `phase`
+    and its status `reason` (`Evicted`)."""
     slots = dict(slots or {})
     records = dict(records)
     notes: dict[str, str] = {stage_annotation(stage): r.to_annotation() for stage, r in records.items()}
@@ -129,6 +131,6 @@ def chain_pod(
     raw = {
         "metadata": meta,
         "spec": {"containers": containers, "nodeName": "node-1"},
-        "status": {"phase": phase, "containerStatuses": statuses},
+        "status": {"phase": phase, "containerStatuses": statuses, **({"reason": reason} if reason else {})},
     }
     return ChainPod.of(raw)

@@ -10,6 +10,7 @@ import pytest
 
 from airflow_kruise_chain.core.driver import StageDriver, Timeouts
 from airflow_kruise_chain.core.podview import ChainPod, StageRecord, Terminated, lost_reason
+from tests.unit.podfactory import chain_pod, running
 from tests.unit.test_core_swap import EXTRACT, FakePod
 
 
@@ -107,22 +108,23 @@ def test_the_snapshot_parses_slots_records_and_last_termination() -> None:
 
 
 def test_a_record_of_another_slot_or_generation_is_not_the_slots() -> None:
-    pod = FakePod()
-    pod.run(EXTRACT)
-    pod.pod["metadata"]["annotations"]["airflow-kruise-chain/slot-a.generation"] = "5"
-    assert ChainPod.of(pod.pod).slot("slot-a").record is None
+    record = StageRecord(1, "slot-a", EXTRACT.image, 1, "", "2024-05-01T10:00:00Z", "patch", token="t")
+    hosted = {"slot-a": running("containerd://a", generation=1, stage="extract")}
+    assert chain_pod(records={"extract": record}, slots=hosted).slot("slot-a").record == record
+    moved_on = {"slot-a": running("containerd://a", generation=5, stage="extract")}
+    assert chain_pod(records={"extract": record}, slots=moved_on).slot("slot-a").record is None
+    elsewhere = {"slot-b": running("containerd://b", generation=1, stage="extract")}
+    assert chain_pod(records={"extract": record}, slots=elsewhere).slot("slot-b").record is None
 
 
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"metadata": {"deletionTimestamp": "2024-05-01T10:00:00Z"}}, "the chain pod is being deleted"),
-        ({"status": {"phase": "Failed", "reason": "Evicted"}}, "the chain pod is Failed (Evicted)"),
+        ({"deleting": True}, "the chain pod is being deleted"),
+        ({"phase": "Failed", "reason": "Evicted"}, "the chain pod is Failed (Evicted)"),
     ],
 )
 def test_lost_reasons(change: dict[str, Any], reason: str) -> None:
-    pod = FakePod().pod
-    for key, value in change.items():
-        pod[key].update(value)
-    assert ChainPod.of(pod).lost == reason == lost_reason(ChainPod.of(pod))
+    pod = chain_pod(**change)
+    assert pod.lost == reason == lost_reason(pod)
     assert lost_reason(None) == "the chain pod does not exist"

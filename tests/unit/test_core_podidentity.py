@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import json
 from typing import Any
 
 from airflow_kruise_chain.core import (
@@ -12,8 +10,8 @@ from airflow_kruise_chain.core import (
     build_chain_pod,
 )
 from airflow_kruise_chain.core.podidentity import SPEC_HASH_ANNOTATION, spec_hash, stamp, unusable_reason
-from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.core.wire import GENERATION_ANNOTATION
+from airflow_kruise_chain.core.podview import ChainPod, StageRecord
+from tests.unit.podfactory import chain_pod, container
 
 
 def built(image: str = "busybox:1.36") -> tuple[dict[str, Any]]:
@@ -23,15 +21,23 @@ def built(image: str = "busybox:1.36") -> tuple[dict[str, Any]]:
     return (pod,)
 
 
-def running(pod: dict[str, Any], waiting: str | None = None, generation: int = 0) -> dict[str, Any]:
-    pod = copy.deepcopy(pod)
-    pod["metadata"]["annotations"][GENERATION_ANNOTATION] = str(generation)
-    state = {"waiting": {"reason": waiting, "message": "not found"}} if waiting else {"running": {}}
-    pod["status"] = {
-        "phase": "Pending" if waiting else "Running",
-        "containerStatuses": [{"name": s, "state": state} for s in ("slot-a", "slot-b")],
-    }
-    return pod
+def running(
+    digest: str | None = None,
+    waiting: str | None = None,
+    generation: int = 0,
+    phase: str | None = None,
+    **kw: Any,
+) -> ChainPod:
+    """A chain pod with the spec hash `digest` (None: made before pods carried it), both slots running or
+    waiting for `waiting`, at the chain's `generation`."""
+    state = container("waiting", reason=waiting, message="not found") if waiting else container("running")
+    return chain_pod(
+        slots=dict.fromkeys(("slot-a", "slot-b"), state),
+        generation=generation,
+        phase=phase or ("Pending" if waiting else "Running"),
+        annotations={SPEC_HASH_ANNOTATION: digest} if digest else {},
+        **kw,
+    )
 
 
 def test_the_hash_is_stable_and_follows_what_setup_builds() -> None:
@@ -39,62 +45,56 @@ def test_the_hash_is_stable_and_follows_what_setup_builds() -> None:
     assert spec_hash(*built()) != spec_hash(*built("alpine:3.20"))
 
 
-def test_a_healthy_pod_built_from_the_same_chain_is_reused() -> None:
+def test_setup_stamps_the_hash_on_the_pod_it_builds() -> None:
     (pod,) = built()
     digest = spec_hash(pod)
-    assert unusable_reason(ChainPod.of(running(stamp(pod, digest))), digest) is None
+    assert stamp(pod, digest)["metadata"]["annotations"][SPEC_HASH_ANNOTATION] == digest
+
+
+def test_a_healthy_pod_built_from_the_same_chain_is_reused() -> None:
+    digest = spec_hash(*built())
+    assert unusable_reason(running(digest), digest) is None
 
 
 def test_a_pod_built_from_another_definition_of_the_chain_is_replaced() -> None:
-    old = stamp(*built()[:1], spec_hash(*built()))
+    old = running(spec_hash(*built()))
     digest = spec_hash(*built("alpine:3.20"))
-    reason = unusable_reason(ChainPod.of(running(old)), digest)
+    reason = unusable_reason(old, digest)
     assert reason and "another definition of the chain" in reason and digest in reason
-    unstamped = running(built()[0])  # made before pods carried the hash
-    assert SPEC_HASH_ANNOTATION not in unstamped["metadata"]["annotations"]
-    assert "spec hash none" in (unusable_reason(ChainPod.of(unstamped), digest) or "")
+    unstamped = running()  # made before pods carried the hash
+    assert "spec hash none" in (unusable_reason(unstamped, digest) or "")
 
 
 def test_a_pod_whose_slot_never_started_is_replaced_until_a_stage_ran_in_it() -> None:
-    (pod,) = built()
-    digest = spec_hash(pod)
-    reason = unusable_reason(ChainPod.of(running(stamp(pod, digest), waiting="ImagePullBackOff")), digest)
+    digest = spec_hash(*built())
+    reason = unusable_reason(running(digest, waiting="ImagePullBackOff"), digest)
     assert reason == "slot-a cannot start: ImagePullBackOff: not found"
     # once stages ran, the scratch holds their data: a stage's image that fails is that stage's failure
-    used = running(stamp(pod, digest), waiting="ImagePullBackOff", generation=2)
-    assert unusable_reason(ChainPod.of(used), digest) is None
+    assert unusable_reason(running(digest, waiting="ImagePullBackOff", generation=2), digest) is None
     # waiting for an ordinary reason is no reason to replace it
-    assert (
-        unusable_reason(ChainPod.of(running(stamp(pod, digest), waiting="ContainerCreating")), digest) is None
-    )
+    assert unusable_reason(running(digest, waiting="ContainerCreating"), digest) is None
 
 
 def test_a_lost_pod_is_replaced() -> None:
-    (pod,) = built()
-    digest = spec_hash(pod)
-    failed = running(stamp(pod, digest))
-    failed["status"]["phase"] = "Failed"
-    assert unusable_reason(ChainPod.of(failed), digest) == "the chain pod is Failed"
+    digest = spec_hash(*built())
+    assert unusable_reason(running(digest, phase="Failed"), digest) == "the chain pod is Failed"
+    assert unusable_reason(running(digest, deleting=True), digest) is not None
 
 
 def test_inputs_are_missing_for_predecessors_that_never_ran_in_the_pod() -> None:
     from airflow_kruise_chain.core.podidentity import missing_inputs
-    from airflow_kruise_chain.core.wire import stage_annotation
 
-    pod = running(built()[0])
-    assert missing_inputs(ChainPod.of(pod), ["one", "two"]) == ["one", "two"]
-    record = {"generation": 1, "slot": "slot-a", "image": "busybox:1.36", "try": 1}
-    pod["metadata"]["annotations"][stage_annotation("one")] = json.dumps(record)
-    assert missing_inputs(ChainPod.of(pod), ["one", "two"]) == ["two"]
+    assert missing_inputs(running(), ["one", "two"]) == ["one", "two"]
+    record = StageRecord(1, "slot-a", "busybox:1.36", 1, "", "2024-05-01T10:00:00Z", "patch")
+    assert missing_inputs(running(records={"one": record}), ["one", "two"]) == ["two"]
 
 
 def test_retiring_a_record_is_a_conditional_patch_of_that_annotation_only() -> None:
     from airflow_kruise_chain.core.podidentity import generation_identity, retire_patch
     from airflow_kruise_chain.core.wire import stage_annotation
 
-    pod = running(built()[0])
-    pod["metadata"].update(uid="u-1", resourceVersion="42")
-    assert retire_patch(ChainPod.of(pod), "one") == {
+    pod = running(uid="u-1", resource_version="42")
+    assert retire_patch(pod, "one") == {
         "metadata": {"resourceVersion": "42", "annotations": {stage_annotation("one"): None}}
     }
-    assert generation_identity(ChainPod.of(pod), 3) == {"pod_uid": "u-1", "generation": 3}
+    assert generation_identity(pod, 3) == {"pod_uid": "u-1", "generation": 3}

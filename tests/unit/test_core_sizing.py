@@ -17,6 +17,7 @@ from airflow_kruise_chain.core.resources import (
     qos_class,
 )
 from airflow_kruise_chain.core.sizing import SlotSizer, infeasible_message, resize_steps, size_pod
+from tests.unit.podfactory import chain_pod, container
 
 
 def stage(name: str, **resources: dict[str, str]) -> StageSpec:
@@ -100,13 +101,20 @@ def _pod(resources_a: dict, resources_b: dict) -> dict:
     }
 
 
+def _slots(resources_a: dict, resources_b: dict) -> ChainPod:
+    """A chain pod whose slots' specs ask for these resources."""
+    return chain_pod(
+        slots={"slot-a": container(resources=resources_a), "slot-b": container(resources=resources_b)}
+    )
+
+
 def test_the_idle_slot_is_parked_before_the_next_slot_grows():
     parked = {"requests": {"memory": "16Mi"}}
-    pod = ChainPod.of(_pod({"requests": {"memory": "512Mi"}}, parked))
+    pod = _slots({"requests": {"memory": "512Mi"}}, parked)
     steps = resize_steps(pod, "slot-b", "slot-a", {"requests": {"memory": "256Mi"}}, parked, other_idle=True)
     assert steps == [("slot-a", parked), ("slot-b", {"requests": {"memory": "256Mi"}})]
     # a busy other slot is left alone; a slot already sized needs no resize (1024Mi == 1Gi)
-    pod = ChainPod.of(_pod({"requests": {"memory": "1024Mi"}}, parked))
+    pod = _slots({"requests": {"memory": "1024Mi"}}, parked)
     assert (
         resize_steps(pod, "slot-a", "slot-b", {"requests": {"memory": "1Gi"}}, parked, other_idle=False) == []
     )
@@ -185,14 +193,18 @@ class _ParkApi:
     def __init__(self, pod: dict, conflict: bool = False) -> None:
         self.pod, self.conflict, self.resizes, self.reads = pod, conflict, [], 0
 
+    def snapshot(self) -> ChainPod:
+        """The pod as the API would answer it now (a test's own look: not counted as a read)."""
+        return ChainPod.of(json.loads(json.dumps(self.pod)))
+
     def read_pod(self, name: str, namespace: str) -> ChainPod:
         self.reads += 1
-        return ChainPod.of(json.loads(json.dumps(self.pod)))
+        return self.snapshot()
 
     def resize_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
         self.resizes.append(body)
         self.apply_resize(body)
-        return ChainPod.of(json.loads(json.dumps(self.pod)))
+        return self.snapshot()
 
     def apply_resize(self, body: dict) -> None:
         """What the API server and the kubelet do with a resize `body`."""
@@ -242,17 +254,16 @@ def test_a_slot_is_parked_only_while_it_holds_the_ended_generation():
 def test_a_statically_sized_chain_parks_without_reading_the_pod():
     """The sizing annotation is fixed when setup creates the pod: the pod as last read tells a static chain,
     so its stage tasks make no park read; a sized chain's park still reads the pod to guard its resize."""
-    from airflow_kruise_chain.core.podview import ChainPod
 
     pod, sizing = _sized_pod(generation_a=3)
     static = size_pod(json.loads(json.dumps(pod)), None)
     api = _ParkApi(static)
     sizer = SlotSizer(api, "p", "ns", lambda _line: None)
-    sizer.park_generation("big", "slot-a", 3, seen=ChainPod.of(static))
+    sizer.park_generation("big", "slot-a", 3, seen=api.snapshot())
     assert api.reads == 0 and api.resizes == []
     api = _ParkApi(pod)
     sizer = SlotSizer(api, "p", "ns", lambda _line: None)
-    sizer.park_generation("big", "slot-a", 3, seen=ChainPod.of(pod))
+    sizer.park_generation("big", "slot-a", 3, seen=api.snapshot())
     assert api.reads == 1 and api.pod["spec"]["containers"][0]["resources"] == sizing.parked
 
 
@@ -317,7 +328,6 @@ def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking()
     """A park that did not wait may leave the kubelet refusing to lower the parked slot's memory limit (its
     usage is above the parked limit): the next swap parks that slot's requests and keeps the limit it runs
     with, then sizes its own slot; it does not wait on the refusal until its swap timeout."""
-    from airflow_kruise_chain.core.podview import ChainPod
 
     sizing = plan_sizing([stage("big", **mem("1Gi", "1536Mi")), stage("small", **mem("64Mi", "96Mi"))])
     pod = size_pod(_pod(sizing.parked, sizing.parked) | {"metadata": {"resourceVersion": "7"}}, sizing)
@@ -334,7 +344,7 @@ def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking()
     api.resizes.clear()
     lines: list[str] = []
     sizer = SlotSizer(api, "p", "ns", lines.append)
-    sizer.size_for_swap(ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
+    sizer.size_for_swap(api.snapshot(), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
     kept = {"requests": sizing.parked["requests"], "limits": {"memory": "1536Mi"}}
     assert [b["spec"]["containers"][0] for b in api.resizes] == [
         {"name": "slot-a", "resources": kept},
@@ -348,9 +358,7 @@ def test_the_next_swap_keeps_a_limit_the_kubelet_refused_to_lower_when_parking()
     api.pod["status"]["containerStatuses"][0]["resources"] = sizing.for_stage("big")
     api.pod["status"]["conditions"] = [dict(refused)]
     api.resizes.clear()
-    resized = sizer.size_for_swap(
-        ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3
-    )
+    resized = sizer.size_for_swap(api.snapshot(), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
     assert resized and [b["spec"]["containers"][0]["name"] for b in api.resizes] == ["slot-a"]
 
 
@@ -385,7 +393,6 @@ def test_a_background_park_logs_what_it_said_and_raises_what_it_raised_when_sett
 def test_a_swap_shrinking_the_idle_slot_keeps_the_limit_the_kubelet_refuses_to_lower():
     """The swap parks the idle slot itself and waits: when the kubelet refuses the lower memory limit (the
     condition names that container), the slot keeps its limit with its requests parked."""
-    from airflow_kruise_chain.core.podview import ChainPod
 
     sizing = plan_sizing([stage("big", **mem("1Gi", "1536Mi")), stage("small", **mem("64Mi", "96Mi"))])
     pod = size_pod(_pod(sizing.parked, sizing.parked) | {"metadata": {"resourceVersion": "7"}}, sizing)
@@ -399,7 +406,7 @@ def test_a_swap_shrinking_the_idle_slot_keeps_the_limit_the_kubelet_refuses_to_l
     api = _RefusingKubeletApi(pod, usage=100 * 2**20)
     lines: list[str] = []
     sizer = SlotSizer(api, "p", "ns", lines.append)
-    sizer.size_for_swap(ChainPod.of(api.pod), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
+    sizer.size_for_swap(api.snapshot(), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 3)
     kept = {"requests": sizing.parked["requests"], "limits": {"memory": "1536Mi"}}
     assert [b["spec"]["containers"][0] for b in api.resizes] == [
         {"name": "slot-a", "resources": sizing.parked},

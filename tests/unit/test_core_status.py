@@ -133,18 +133,15 @@ def pod_with(
     phase: str = "Running",
     deleting: bool = False,
 ) -> ChainPod:
-    annotations = {
-        "airflow-kruise-chain/generation": str(slot_generation),
-        "airflow-kruise-chain/slot-b.generation": str(slot_generation),
-        "airflow-kruise-chain/slot-b.stage": "load",
-    }
-    if record is not None:
-        annotations["airflow-kruise-chain/stage.load"] = record.to_annotation()
-    statuses = [{"name": "slot-b", **status}] if status is not None else []
-    metadata: dict = {"annotations": annotations}
-    if deleting:
-        metadata["deletionTimestamp"] = "2024-05-01T10:00:00Z"
-    return ChainPod.of({"metadata": metadata, "status": {"phase": phase, "containerStatuses": statuses}})
+    """A chain pod whose slot-b hosts generation `slot_generation` of stage load, with the container status
+    `status` (None: none yet) and `record` as load's swap record."""
+    return chain_pod(
+        records={"load": record} if record is not None else {},
+        slots={"slot-b": {"status": status, "generation": slot_generation, "stage": "load"}},
+        generation=slot_generation,
+        phase=phase,
+        deleting=deleting,
+    )
 
 
 RECORD = StageRecord(3, "slot-b", "acme/load:1.1", 1, "containerd://old", "2024-05-01T10:00:00Z", "patch")

@@ -9,7 +9,9 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.watch import awatch_versions, wait_pod_gone, watch_until, watch_versions
+from tests.unit.podfactory import chain_pod
 
 
 def pod(version: int, phase: str = "Pending") -> dict[str, Any]:
@@ -80,11 +82,11 @@ def test_a_deletion_is_seen_as_none() -> None:
 
         def watch_pod(self, name: str, namespace: str, seconds: int, resource_version: str | None = None):
             assert resource_version == "5"
-            return iter([pod(6), None])
+            return iter([chain_pod(resource_version="6"), None])
 
-        def read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
+        def read_pod(self, name: str, namespace: str) -> ChainPod | None:
             self.read += 1
-            return pod(6)
+            return chain_pod(resource_version="6")
 
     api = Api()
     assert wait_pod_gone(api, "p", "ns", "5", 30)
