@@ -47,6 +47,11 @@ __all__ = [
     "check_prepare_next",
 ]
 
+ON_KILL_WAIT = 4.0
+"""Seconds `on_kill` waits for the stopped stage's end: Airflow's task supervisor SIGKILLs the task process
+5 s after its SIGTERM (task-sdk `supervisor.py` `WatchedSubprocess.kill`, `escalation_delay=5.0`, called
+when the server says the task should not run any more, e.g. marked failed or success): on_kill says what
+it saw before that, and the stop request stays with the pod whatever the task process does next."""
 DELIVERED_KEY = "delivered_generation"
 """task_state_store key: the pod uid and generation whose success a try of this stage task delivered"""
 
@@ -468,10 +473,11 @@ class KruiseChainOperator(ChainBaseOperator):
         )
 
     def on_kill(self) -> None:
-        """Airflow kills the task (marked failed or cleared, execution_timeout): stop the running stage."""
+        """Airflow kills the task (marked failed or success or cleared, execution_timeout): stop the running
+        stage, waiting for its end at most `ON_KILL_WAIT` seconds."""
         if self._running is not None:
             driver, stage = self._running
-            driver.stop(stage)
+            driver.stop(stage, timeout=ON_KILL_WAIT)
 
     def execute_complete(
         self,

@@ -9,6 +9,7 @@ scratch volume, which the test writes when it is done operating on the running s
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -94,6 +95,18 @@ class Running:
 
     def ended(self) -> str:
         return self.stack.wait_run(self.dag_id, self.run_id)
+
+    def assert_stopped(self) -> None:
+        """The stage was stopped (SIGTERM: exit 143) before it passed its gate, as its runner recorded it, and
+        its task's log says so: the end line, or on_kill's stop request (Airflow's supervisor SIGKILLs the
+        task 5 s after the SIGTERM that ran on_kill, which may be before the end is read)."""
+        folder = self.stack.cluster.root / "pods" / self.uid / "containers"
+        logs = "".join(log.read_text(errors="replace") for log in folder.rglob("*.log"))
+        assert re.search(r" result gen=1 token=\S+ stage=work slot=\S+ exit=143 ", logs), logs[-3000:]
+        assert "work passed the gate" not in logs
+        log = self.log("c.work")
+        said = ("end stage=work generation=1 exit=143 ", "stopping stage 'work' generation 1 ")
+        assert any(f"::kruise-chain:: {line}" in log for line in said), log
 
 
 def test_the_chain_page_of_a_running_run_shows_what_the_stage_tasks_recorded(
@@ -199,10 +212,9 @@ def test_marking_the_dag_run_failed_stops_the_running_stage_and_the_teardown_sti
         "c.after": "skipped",
         "c.teardown": "failed",
     }
-    # stopped (SIGTERM: exit 143) by the task's on_kill or by the teardown's deletion of the pod, whichever
-    # comes first: the teardown may run as soon as the run is marked failed, the task is killed at its
-    # next heartbeat
-    assert "::kruise-chain:: end stage=work generation=1 exit=143 " in run.log("c.work")
+    # stopped by the task's on_kill or by the teardown's deletion of the pod, whichever comes first: the
+    # teardown may run as soon as the run is marked failed, the task is killed at its next heartbeat
+    run.assert_stopped()
     assert "did not succeed in this DAG run: c.work (failed)" in run.log("c.teardown")
     airflow_stack.wait(lambda: nothing_left(airflow_stack, run.dag_id, run.run_id), 60, "the pod to be gone")
     assert airflow_stack.pods_created() - run.pods_before == 1
@@ -221,11 +233,10 @@ def test_marking_a_running_stage_success_stops_it_and_the_next_stage_runs(
         "c.after": "success",
         "c.teardown": "success",
     }
-    # stopped (exit 143) by its task's on_kill at the task's next heartbeat, or, if the next stage and the
-    # teardown were quicker, by the teardown's deletion of the pod
-    assert "::kruise-chain:: end stage=work generation=1 exit=143 " in run.log("c.work")
+    # stopped by its task's on_kill at the task's next heartbeat, or, if the next stage and the teardown
+    # were quicker, by the teardown's deletion of the pod
+    run.assert_stopped()
     assert "after ran" in run.log("c.after")
-    assert not container_logs_contain(airflow_stack, run.uid, "work passed the gate")
     airflow_stack.wait(lambda: nothing_left(airflow_stack, run.dag_id, run.run_id), 60, "the pod to be gone")
 
 
