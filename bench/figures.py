@@ -415,7 +415,7 @@ def targets_v4(rows: Sequence[dict[str, Any]], chain_modes: Sequence[str] = ("ch
             measured = True
             share = r["overhead_median_s"] / kpo["overhead_median_s"]
             ok2 = ok2 and share <= 0.15
-            parts.append(f"{r['workload']} N={r['stages']}: {share:.0%} of {_f(kpo['overhead_median_s'])}")
+            parts.append(f"{r['workload']} N={r['stages']}: {share:.1%} of {_f(kpo['overhead_median_s'])}")
         out.append(
             verdict(
                 ok2 if measured else None,

@@ -1,0 +1,148 @@
+"""bench/v4_all.py, the quiet rerun of benchmarks v4 in one command: its commands exist and cover what
+issue 23 asks for within the time budget, and its summary holds the figures and the MET/MISSED lines.
+Nothing run or timed here (the smoke run is `python bench/v4_all.py --smoke`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from bench import v4_all
+from bench.pipelines import BASE_MODES, WORKLOADS, chain_variants
+
+
+def values(argv: tuple[str, ...], option: str) -> list[str]:
+    return argv[argv.index(option) + 1].split(",") if option in argv else []
+
+
+def test_every_command_names_options_modes_and_workloads_that_exist() -> None:
+    helps = {}
+    modes = {*BASE_MODES, *chain_variants()}
+    for step in v4_all.STEPS:
+        for smoke in (False, True):
+            argv = tuple(step.command(smoke))
+            script = argv[0]
+            if script not in helps:
+                done = subprocess.run(
+                    [sys.executable, script, "--help"], cwd=v4_all.HERE.parent, capture_output=True, text=True
+                )
+                assert done.returncode == 0, done.stderr
+                helps[script] = done.stdout
+            for option in (a for a in argv if a.startswith("--")):
+                assert option in helps[script], f"{step.name}: {script} has no {option}"
+            assert set(values(argv, "--modes")) <= modes, step.name
+            assert set(values(argv, "--workloads")) <= set(WORKLOADS), step.name
+
+
+def test_the_quiet_set_covers_issue_23_within_25_minutes() -> None:
+    steps = {s.name: s.argv for s in v4_all.STEPS}
+    assert sum(s.minutes for s in v4_all.STEPS) <= 25
+    real = [a for a in steps.values() if values(a, "--profiles") == ["realistic"]]
+    # side by side on the realistic profile: both go paths, tuned KPO, all at once, the no-op floor
+    for argv in (a for a in real if "distinct" in values(a, "--workloads")):
+        assert set(values(argv, "--modes")) >= {"noop", "chain", "chain-annotation", "kpo1", "all"}
+        assert values(argv, "--stages") == ["3", "10", "50"]  # flat in N
+    workloads = {w for a in real for w in values(a, "--workloads")}
+    assert workloads >= {"distinct", "one", "alternating", "long", "skewed"}  # 0.2 s and 5 s stages
+    skewed = next(a for a in real if "skewed" in values(a, "--workloads"))
+    assert {"chain", "kpo1", "all"} <= set(values(skewed, "--modes"))  # the reserved-memory targets
+    at_once = next(a for a in steps.values() if values(a, "--copies") == ["10"])
+    assert values(at_once, "--profiles") == ["fast"] and values(at_once, "--copies-stages") == ["10"]
+    assert any(a[0] == "bench/go_latency.py" for a in steps.values())
+    # each step writes results of its own
+    outs = [
+        s.command(False)[s.command(False).index("--out") + 1]
+        for s in v4_all.STEPS
+        if "--out" in s.command(False)
+    ]
+    assert len(outs) == len(set(outs)) == len(v4_all.STEPS) - 1
+
+
+def row(mode: str, n: int, median: float, p95: float, **kw: Any) -> dict[str, Any]:
+    return {
+        "profile": "realistic",
+        "workload": "distinct/uniform/0.2s",
+        "stages": n,
+        "copies": 1,
+        "mode": mode,
+        "wall_s": 10.0,
+        "overhead_median_s": median,
+        "overhead_p95_s": p95,
+        "overhead_to_request_median_s": median / 2,
+        "overhead_to_request_p95_s": p95 / 2,
+        "own_part_median_s": 0.1,
+        "own_part_p95_s": 0.2,
+        "kubelet_part_median_s": 0.15,
+        "kubelet_part_p95_s": 0.25,
+        "chain_part_median_s": 0.25,
+        "backoff_container_s": 0.0,
+        "backoff_events": 0,
+        "reserved_gib_s": 1.0,
+        "peak_memory_mib": None,
+        "stages_measured": 0,
+        "stages_not_measured": n,
+        "api_requests_per_stage": 12.0,
+        "api_by_verb_per_stage": {"watch": 2.0},
+        "problems": [],
+        **kw,
+    }
+
+
+def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() -> None:
+    rows = [
+        row("noop", 3, 0.1, 0.12),
+        row("chain", 3, 0.4, 0.8),
+        row("chain-annotation", 3, 0.7, 1.3),
+        row("kpo1", 3, 3.0, 3.4, reserved_gib_s=2.0),
+        row("all", 3, 0.05, 0.06),
+        row("chain", 50, 0.45, 0.9, peak_memory_mib=30.0, stages_measured=10, stages_not_measured=40),
+        row("chain-annotation", 50, 0.8, 1.5),
+        row("kpo1", 50, 3.1, 3.5),
+    ]
+    runs = {
+        "distinct": {
+            "command": "python bench/pipelines.py ...",
+            "seconds": 600.0,
+            "exit": 0,
+            "load_before": "0.10 0.20 0.30",
+            "load_after": "1.50 1.20 0.90",
+            "output": "...",
+        },
+        "go": {
+            "command": "python bench/go_latency.py --gos 40",
+            "seconds": 60.0,
+            "exit": 1,
+            "load_before": "1.0 1.0 1.0",
+            "load_after": "1.0 1.0 1.0",
+            "output": "go latency\n  annotation n= 20 median 0.400 s\n  exec n= 20 median 0.200 s\n",
+        },
+    }
+    text = v4_all.summary(
+        {"distinct": {"results": rows, "failures": [], "machine": {"cpus": 2}}}, runs, False
+    )
+    assert (
+        "| distinct | `python bench/pipelines.py ...` | 10.0 min | 0 | 0.10 0.20 0.30 → 1.50 1.20 0.90 |"
+        in text
+    )
+    # a scenario's modes side by side, in order: floor, chain by exec, by annotation, tuned KPO, all at once
+    n3 = [line for line in text.splitlines() if line.startswith("| realistic | distinct/uniform/0.2s | 3 |")]
+    assert [line.split(" | ")[4] for line in n3] == [
+        v4_all.MODE_NAMES[m] for m in v4_all.MODE_ORDER if m != "kpo"
+    ]
+    chain3 = n3[1].split(" | ")
+    assert chain3[5:9] == ["0.400 (0.800)", "0.200 (0.400)", "0.100 (0.200)", "0.150 (0.250)"]
+    assert chain3[10] == "not measured; stages 0/3"  # no metrics-server reading: never 0
+    assert "30.0; stages 10/50" in text
+    assert "annotation n= 20 median 0.400 s" in text and "exec n= 20 median 0.200 s" in text
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    verdicts = {line.split(": ", 2)[1].split(",")[0] for line in lines if ": chain" in line}
+    assert {"chain", "chain-annotation"} <= verdicts
+    assert any(line.startswith("- MET: chain, realistic: overhead/stage median <= 0.5 s") for line in lines)
+    assert any(
+        line.startswith("- MISSED: chain-annotation, realistic: overhead/stage median <= 0.5")
+        for line in lines
+    )
+    assert any(line.startswith("- MET: chain, realistic: flat in N") for line in lines)
+    assert any("reserved memory" in line for line in lines)
+    assert "## Failed" in text and "- go: exit 1" in text  # a failed command is said, not hidden
