@@ -1,20 +1,20 @@
 """Benchmarks v4 (issue 23), the whole quiet set in one command, one summary file.
 
-    python bench/v4_all.py            # the quiet set: about 22 min on the quiet 2-core machine
+    python bench/v4_all.py            # the quiet set: about 24 min on the quiet 2-core machine
     python bench/v4_all.py --list     # the commands it runs, each with its expected duration
     python bench/v4_all.py --smoke    # the same commands made small (N = 3, few modes): about 8 min
 
-Runs, one after the other (nothing else should run meanwhile: every figure is a time), the commands of
-`STEPS` (`bench/pipelines.py` scenarios on the realistic profile: chain with the go by exec and by the
-annotation alone, tuned KPO, all at once and the no-op floor, N = 3/10/50, distinct / one / alternating
-images, skewed requests, 0.2 s and 5 s stages; 10 pipelines at once on the fast profile; the go path alone,
-`bench/go_latency.py`), then writes `bench/results/v4-summary.md` (and `.json`): per scenario the overhead
-per stage, median and p95, split into the Airflow part, the chain's part up to the go and the kubelet's part
-from the go to the stage's start, the modes side by side; peak RSS (or "not measured") and reserved GiB·s;
-the go path's latency; the MET / MISSED lines of issue 23's targets (and issue 16's, reserved memory
-among them); each command's duration and the load average before and after (a quiet machine reads < 0.5
-before). Each step's own results stay in `bench/results/v4-<step>.{md,json}`.
-"""
+Runs, one after the other (nothing else should run meanwhile: every figure is a time), the commands of `STEPS`
+(`bench/pipelines.py` scenarios on the realistic profile: chain with the go by exec and by the annotation
+alone, tuned KPO, all at once and the no-op floor, N = 3/10/50, distinct / one / alternating images, skewed
+requests, 0.2 s and 5 s stages; 10 pipelines at once on the fast profile; the go path alone,
+`bench/go_latency.py`; chain and no-op DAGs under the real scheduler, `bench/scheduler.py`), then writes
+`bench/results/v4-summary.md` (and `.json`): per scenario the overhead per stage, median and p95, split into
+the Airflow part, the chain's part up to the go and the kubelet's part from the go to the stage's start, the
+modes side by side; peak RSS (or "not measured") and reserved GiB·s; the go path's latency; the MET / MISSED
+lines of issue 23's targets (and issue 16's, reserved memory among them); each command's duration and the load
+average before and after (a quiet machine reads < 0.5 before). Each step's own results stay in
+`bench/results/v4-<step>.{md,json}`."""
 
 from __future__ import annotations
 
@@ -116,6 +116,13 @@ STEPS = (
         ("bench/go_latency.py", "--gos", "40", "--profile", "realistic"),
         ("bench/go_latency.py", "--gos", "8", "--profile", "realistic"),
         1.0,
+    ),
+    Step(
+        "scheduler",
+        "under the real scheduler (LocalExecutor, default settings): chain vs no-op start-to-start, N = 10",
+        ("bench/scheduler.py", "--stages", "10", "--profile", "realistic"),
+        ("bench/scheduler.py", "--stages", "3", "--profile", "realistic"),
+        1.5,
     ),
 )
 
@@ -239,14 +246,24 @@ def summary(
         "reserved GiB·s per pipeline from the pods' requests (a pod watch; no metrics). Column "
         "definitions: docs/benchmarks.md."
     )
-    go = runs.get("go")
-    if go is not None:
-        text = go["output"].strip().splitlines()
-        out += ["", "## The go path alone (`bench/go_latency.py`)", "", "```", *text[-4:], "```"]
+    for name, title, keep in (
+        ("go", "The go path alone (`bench/go_latency.py`)", 4),
+        ("scheduler", "Under the real scheduler (`bench/scheduler.py`)", 6),
+    ):
+        if name in runs:
+            text = runs[name]["output"].strip().splitlines()
+            out += ["", f"## {title}", "", "```", *text[-keep:], "```"]
     failures = [f for res in results.values() for f in res.get("failures", [])]
     failures += [f"{name}: exit {r['exit']}" for name, r in runs.items() if r["exit"] != 0]
     out += ["", "## Targets (issue 23, then issue 16)", ""]
     lines = figures.targets_v4(rows, chain_modes) + figures.targets(rows, chain_modes)
+    scheduler = [
+        line
+        for line in (runs["scheduler"]["output"] if "scheduler" in runs else "").splitlines()
+        if line.startswith(("MET:", "MISSED:", "NOT MEASURED:"))
+    ]
+    if scheduler:  # bench/scheduler.py's own verdict instead of "not in this run"
+        lines = [line for line in lines if "under the real scheduler" not in line] + scheduler
     out += [f"- {line}" for line in lines]
     if failures:
         out += ["", "## Failed", "", *[f"- {f}" for f in failures]]

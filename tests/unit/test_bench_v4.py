@@ -56,7 +56,8 @@ def test_the_quiet_set_covers_issue_23_within_25_minutes() -> None:
         for s in v4_all.STEPS
         if "--out" in s.command(False)
     ]
-    assert len(outs) == len(set(outs)) == len(v4_all.STEPS) - 1
+    assert len(outs) == len(set(outs)) == sum(s.argv[0] == "bench/pipelines.py" for s in v4_all.STEPS)
+    assert any(a[0] == "bench/scheduler.py" for a in steps.values())  # issue 16's real-scheduler target
 
 
 def row(mode: str, n: int, median: float, p95: float, **kw: Any) -> dict[str, Any]:
@@ -146,3 +147,14 @@ def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() 
     assert any(line.startswith("- MET: chain, realistic: flat in N") for line in lines)
     assert any("reserved memory" in line for line in lines)
     assert "## Failed" in text and "- go: exit 1" in text  # a failed command is said, not hidden
+    assert "- NOT MEASURED: under the real scheduler" in text  # no bench/scheduler.py in this run
+    verdict = (
+        "MISSED: under the real scheduler (local, realistic, distinct, N=10): chain 2.8 s vs no-op 1.4 s"
+    )
+    runs["scheduler"] = {
+        **runs["distinct"],
+        "command": "python bench/scheduler.py",
+        "output": "x\n" + verdict,
+    }
+    text = v4_all.summary({"distinct": {"results": rows}}, runs, False)
+    assert f"- {verdict}" in text and "NOT MEASURED: under the real scheduler" not in text
