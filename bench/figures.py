@@ -95,11 +95,14 @@ def reading_within(taken: float, window: float, start: float, end: float) -> boo
     return taken - window >= math.floor(start) and taken <= math.ceil(end)
 
 
-def peak_of(readings: Iterable[tuple[float, float, int]], start: float, end: float) -> int | None:
-    """The largest of `readings` ((taken, window, bytes)) that measured the run from `start` to `end`; None
-    (not measured) when none did, e.g. a stage shorter than metrics-server's window."""
-    values = [b for taken, window, b in readings if reading_within(taken, window, start, end)]
-    return max(values) if values else None
+def peak_of(
+    readings: Iterable[tuple[float, float, int]], start: float, end: float
+) -> tuple[float, float, int] | None:
+    """The largest of `readings` ((taken, window, bytes)) that measured the run from `start` to `end`, as
+    (taken, window, bytes); None (not measured) when none did, e.g. a stage shorter than metrics-server's
+    window."""
+    within = [r for r in readings if reading_within(r[0], r[1], start, end)]
+    return max(within, key=lambda r: (r[2], r[0])) if within else None
 
 
 def peak_sum(samples: Iterable[Mapping[Any, int]]) -> int | None:
@@ -118,7 +121,8 @@ def memory_figures(
     """Peak memory as metrics-server served it, None wherever it had no reading ("not measured", never 0):
     `peak_memory_mib` (the largest sum over one answer of the metrics API), `peak_memory_per_pipeline_mib`
     (the same per namespace, the largest), `stage_peaks_mib` (pipeline -> per stage, its container's largest
-    reading whose window lies within the stage: `peak_of`), `two_largest_consecutive_stages_mib` (of two
+    reading whose window lies within the stage: `peak_of`), `stage_peak_windows` (the time window, epoch
+    seconds [from, to], of each stage's peak reading), `two_largest_consecutive_stages_mib` (of two
     measured neighbours), `stages_measured` / `stages_not_measured`. `stages`: pipeline -> stage number ->
     {start, end, pod, container}; `namespaces`: pipeline -> namespace."""
     mib = 2**20
@@ -131,23 +135,30 @@ def memory_figures(
     ]
     stage_peaks: dict[str, list[float | None]] = {}
     pairs: list[float] = []
+    stage_windows: dict[str, list[list[float] | None]] = {}
     for pipeline, by_k in stages.items():
         ns = namespaces.get(pipeline, "")
-        peaks = []
+        peaks: list[float | None] = []
+        windows: list[list[float] | None] = []
         for k in sorted(by_k):
             st = by_k[k]
             if "start" not in st or "end" not in st:
                 peaks.append(None)
+                windows.append(None)
                 continue
             key = (ns, st.get("pod") or "", st.get("container") or "")
-            peaks.append(in_mib(peak_of(readings.get(key, ()), st["start"], st["end"])))
+            peak = peak_of(readings.get(key, ()), st["start"], st["end"])
+            peaks.append(in_mib(peak[2]) if peak else None)
+            windows.append([peak[0] - peak[1], peak[0]] if peak else None)
         stage_peaks[pipeline] = peaks
+        stage_windows[pipeline] = windows
         pairs += [a + b for a, b in itertools.pairwise(peaks) if a is not None and b is not None]
     measured = sum(v is not None for p in stage_peaks.values() for v in p)
     return {
         "peak_memory_mib": in_mib(peak_sum(s for _, s in samples)),
         "peak_memory_per_pipeline_mib": max((v / mib for v in per_ns if v is not None), default=None),
         "stage_peaks_mib": stage_peaks,
+        "stage_peak_windows": stage_windows,
         "two_largest_consecutive_stages_mib": max(pairs, default=None),
         "stages_measured": measured,
         "stages_not_measured": sum(len(p) for p in stage_peaks.values()) - measured,

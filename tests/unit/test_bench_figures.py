@@ -127,6 +127,7 @@ def test_peak_memory_is_not_measured_without_a_reading() -> None:
     got = figures.memory_figures(samples, readings, stages, {"p": "bench-0"})
     assert got["peak_memory_mib"] == 22  # the largest sum over one answer of the metrics API
     assert got["stage_peaks_mib"] == {"p": [None, 2, 30]}  # stage 1 (0.4 s) shorter than any window
+    assert got["stage_peak_windows"] == {"p": [None, [115.0, 130.0], [131.0, 146.0]]}  # the readings' windows
     assert got["two_largest_consecutive_stages_mib"] == 32
     assert figures.memory_cell({**got, "copies": 1}) == "22.0; stages 2/3"
     # a window that began before the stage's start (widened to whole seconds) measured something else
