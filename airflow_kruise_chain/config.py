@@ -113,3 +113,22 @@ def memory_sample_max_interval() -> float:
         0.0,
         conf.getfloat(SECTION, "memory_sample_max_interval", fallback=DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL),
     )
+
+
+DEFER_EXIT_MARGIN = 3.0
+"""Seconds allowed, past the supervisor's wake-up interval, for the executor's event of a deferral's exit to
+reach the scheduler (see `defer_exit_hold`)."""
+
+
+def defer_exit_hold() -> float:
+    """Seconds from a deferral until its trigger may fire: Airflow's ``[workers] min_heartbeat_interval`` (the
+    task supervisor notices the deferring task's exit up to that late) + `DEFER_EXIT_MARGIN`.
+
+    Airflow 3.3 fails a deferred task whose trigger fired and whose resumed try was queued before the
+    scheduler read the executor's (late) success event of the deferral's exit (apache/airflow#72716:
+    `process_executor_events` spares only a SCHEDULED task instance, not a QUEUED or RUNNING one); a retry
+    does not help, as the resumed try, still queued in the executor, runs next to it. An event that comes
+    while the task instance is still DEFERRED is harmless."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return max(0.0, conf.getfloat("workers", "min_heartbeat_interval", fallback=5.0)) + DEFER_EXIT_MARGIN

@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kruise_chain.config import (
     default_deferrable,
+    defer_exit_hold,
     memory_sample_interval,
     memory_sample_max_interval,
 )
@@ -338,6 +339,7 @@ class KruiseChainOperator(ChainBaseOperator):
                         generation=plan.generation,
                         logged=followed.logged,
                         connection=self.connection,
+                        fire_after=time.time() + defer_exit_hold(),
                     ),
                     method_name="execute_complete",
                     kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
-from airflow_kruise_chain.config import default_deferrable
+from airflow_kruise_chain.config import default_deferrable, defer_exit_hold
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
 from airflow_kruise_chain.core.status import confirm_from_log, current_status, needs_log
 from airflow_kruise_chain.operators.base import ChainBaseOperator
@@ -22,7 +23,8 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
     group is named by its full path too: `chain_path="group.etl"`.
 
     Poke mode reads the chain pod once per poke; `deferrable=True` hands the wait to `StageTrigger`, which
-    watches the pod in the triggerer. Fails at once when the stage cannot start or the pod is lost.
+    watches the pod in the triggerer (its event held as a deferred stage's is, see `defer_exit_hold`). Fails
+    at once when the stage cannot start or the pod is lost.
     """
 
     template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "stage")
@@ -57,6 +59,7 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
                 target=self.target_state,
                 timeout=float(self.timeout),
                 connection=self.connection,
+                fire_after=time.time() + defer_exit_hold(),  # apache/airflow#72716
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,8 @@ class StageTrigger(BaseTrigger):
     With `generation` (a deferred stage task's own generation), it also logs that generation's output as it
     comes (after the first `logged` lines, which the task logged before deferring) and the event carries how
     far it logged (`logged`), the last lines (`tail`) and the runner's result line (`result`), see
-    `StageOutputFollower`.
+    `StageOutputFollower`. No event fires before `fire_after` (a Unix time; see
+    `airflow_kruise_chain.config.defer_exit_hold`).
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class StageTrigger(BaseTrigger):
         connection: KubeConnection | Mapping[str, Any] | None = None,
         generation: int = 0,
         logged: int = 0,
+        fire_after: float = 0.0,
     ) -> None:
         super().__init__()
         if target not in TARGETS:
@@ -72,6 +75,7 @@ class StageTrigger(BaseTrigger):
         self.connection = connection
         self.generation = generation
         self.logged = logged
+        self.fire_after = fire_after
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -85,6 +89,7 @@ class StageTrigger(BaseTrigger):
                 "connection": self.connection.to_dict(),
                 "generation": self.generation,
                 "logged": self.logged,
+                "fire_after": self.fire_after,
             },
         )
 
@@ -92,6 +97,12 @@ class StageTrigger(BaseTrigger):
         return self.connection.async_hook()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        async for event in self._run():
+            if (hold := self.fire_after - time.time()) > 0:
+                await asyncio.sleep(hold)
+            yield event
+
+    async def _run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.hook()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout

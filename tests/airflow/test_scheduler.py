@@ -293,3 +293,50 @@ def test_a_deferred_stages_output_is_in_the_task_log_while_it_runs_and_once_afte
     assert log.index(LIVE[0]) < log.index(LIVE[1]) < log.index(LIVE[2])
     assert "::kruise-chain:: end stage=work" in log
     stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
+
+
+QUICK_DEFERRED = """
+import pendulum
+from airflow.sdk import DAG
+from airflow_kruise_chain.chain import KruiseChain
+
+STAGE = 'sleep 1; echo "{name}" >> "$CHAIN_SCRATCH/runs"; echo "ran: $(tr "\\n" " " < "$CHAIN_SCRATCH/runs")"'
+
+with DAG("chain_deferred_quick", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    with KruiseChain("c", namespace="default", prewarm=False, deferrable=True, defer_after=0,
+                     pod_template={"spec": {"terminationGracePeriodSeconds": 2}}) as chain:
+        previous = None
+        for i in range(4):
+            cmds = ["/bin/sh", "-c", STAGE.format(name=f"s{i}")]
+            stage = chain.stage(f"s{i}", image="busybox:1.36", cmds=cmds)
+            if previous is not None:
+                previous >> stage
+            previous = stage
+"""
+
+
+def test_deferred_stages_whose_trigger_fires_at_once_succeed_without_a_retry(
+    airflow_stack: AirflowStack,
+) -> None:
+    """apache/airflow#72716 (open; Airflow 3.3.2 here): the executor's late success event of a deferral's exit
+    fails a task whose trigger fired and whose resumed try was queued before the scheduler read that event
+    (a retry does not help: the resumed try, still queued in the executor, runs next to it). Stages of 1 s
+    deferred at once (`defer_after=0`), four of them: failed at the first stage before the trigger held its
+    event for `[workers] min_heartbeat_interval` + 3 s after the deferral."""
+    stack, dag_id = airflow_stack, "chain_deferred_quick"
+    stack.add_dag(f"{dag_id}.py", QUICK_DEFERRED)
+    before = stack.pods_created()
+    run_id = stack.trigger(dag_id)
+    assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
+    tis = stack.task_instances(dag_id, run_id)
+    stages = [f"c.s{i}" for i in range(4)]
+    assert {task: (ti["state"], ti["try_number"]) for task, ti in tis.items()} == {
+        task: ("success", 1) for task in ("c.setup", *stages, "c.teardown")
+    }
+    for i, task in enumerate(stages):
+        log = stack.task_log(dag_id, run_id, task, 1)
+        assert "Pausing task as DEFERRED" in log, log  # each stage was deferred, and resumed
+        assert f"::kruise-chain:: end stage=s{i} generation=" in log, log
+    assert "ran: s0 s1 s2 s3 " in stack.task_log(dag_id, run_id, "c.s3", 1)  # each stage once, in order
+    assert stack.pods_created() - before == 1
+    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")

@@ -96,6 +96,27 @@ def test_a_stage_that_ends_within_defer_after_is_not_deferred(chain):
     assert result["exit_code"] == 0 and result["log_tail"] == ["quick-output"]
 
 
+def test_the_trigger_of_a_stage_that_ends_at_once_fires_no_earlier_than_the_defer_exit_hold(
+    chain, monkeypatch
+):
+    """apache/airflow#72716: the event waits until the executor's report of the deferral's exit has reached
+    the scheduler, `[workers] min_heartbeat_interval` + DEFER_EXIT_MARGIN after the deferral."""
+    from airflow_kruise_chain.config import DEFER_EXIT_MARGIN
+
+    monkeypatch.setenv("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
+    op, context = chain.stage("quick", defer_after=0), chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    deferred_at = time.time()
+    trigger = deferred.value.trigger
+    assert deferred_at - 1 < trigger.fire_after - 1 - DEFER_EXIT_MARGIN <= deferred_at
+    event = run_trigger(trigger)  # the stage has long ended: the event waits for the hold
+    assert time.time() >= trigger.fire_after
+    assert event["status"] == "finished" and event["tail"] == ["quick-output"]
+    result = op.execute_complete(context, event, **deferred.value.kwargs)
+    assert result["exit_code"] == 0
+
+
 def test_the_resumed_task_logs_only_what_the_trigger_did_not(chain):
     """An event without the result (e.g. the stage was stopped) makes the resumed task re-attach and read the
     log: it logs only the lines after those the trigger counted, and the result has the whole tail."""
