@@ -49,11 +49,12 @@ def main() -> None:
     from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
     from airflow_kruise_chain.hooks.kruise import KruiseHook
 
-    root = Path(tempfile.mkdtemp(prefix="bench-go-"))
+    work = tempfile.TemporaryDirectory(prefix="bench-go-")  # removed at the end, the cluster's files with it
+    root = Path(work.name)
     latencies: dict[str, list[float]] = {"annotation": [], "exec": []}
     notes: list[str] = []
     exec_calls: list[float] = []  # the exec request alone, from its start to the command's end
-    with LocalCluster(ClusterConfig(profile=args.profile, root=str(root / "cluster"))) as cluster:
+    with work, LocalCluster(ClusterConfig(profile=args.profile, root=str(root / "cluster"))) as cluster:
         hook = KruiseHook(conn_id=None, config_file=str(cluster.write_kubeconfig(root / "kubeconfig")))
         chain = ChainSpec(name="go", namespace="default", stages=[StageSpec("s", IMAGE, ["true"])])
         hook.create_pod(
@@ -61,7 +62,7 @@ def main() -> None:
             "default",
         )
         deadline = time.monotonic() + 120
-        while (hook.read_pod("go", "default") or {}).get("status", {}).get("phase") != "Running":
+        while getattr(hook.read_pod("go", "default"), "phase", "") != "Running":
             if time.monotonic() > deadline:
                 sys.exit("the chain pod did not run within 120 s")
             time.sleep(0.2)

@@ -158,3 +158,17 @@ def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() 
     }
     text = v4_all.summary({"distinct": {"results": rows}}, runs, False)
     assert f"- {verdict}" in text and "NOT MEASURED: under the real scheduler" not in text
+
+
+def test_the_go_latency_step_runs_against_the_current_provider() -> None:
+    """bench/go_latency.py drives the provider's own core (StageDriver, deliver_go, the hook's snapshots),
+    so a change there can break the quiet set's go step unseen: run it small (4 gos, as the set runs it)."""
+    done = subprocess.run(
+        [sys.executable, "bench/go_latency.py", "--gos", "4", "--profile", "realistic"],
+        cwd=v4_all.HERE.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "annotation n=  2" in done.stdout and "exec       n=  2" in done.stdout
