@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from airflow_kruise_chain.version import __version__
 
 
 def get_provider_info() -> dict:

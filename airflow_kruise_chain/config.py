@@ -5,13 +5,14 @@ Imports Airflow only when an option is read, so `get_provider_info` stays cheap.
 
 from __future__ import annotations
 
+from airflow_kruise_chain.core.wire import DEFAULT_RUNNER_IMAGE
+
 SECTION = "kruise_chain"
 DEFAULT_DASHBOARD_URL = (
     "http://localhost:8001/api/v1/namespaces/kubernetes-dashboard/services/https:kubernetes-dashboard:/proxy"
 )
 DEFAULT_MEMORY_SAMPLE_INTERVAL = 1.0
 DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL = 60.0
-DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
 
 OPTIONS: dict[str, dict[str, str | None]] = {
     "dashboard_url": {
@@ -58,12 +59,14 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": str(DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL),
     },
     "runner_image": {
-        "description": "Image of the chain pod's init container that installs the stage runner: it must "
-        "hold a statically linked /bin/busybox (the runner uses nothing of the stage images). A chain's "
-        "own `runner_image` option wins. Mirror it if your nodes cannot pull from Docker Hub.",
+        "description": "Image of the chain pod's init container that installs the stage runner: the "
+        "runner image of this provider's version (ghcr.io/airflow-kruise-chain/runner:<version>, built "
+        "from airflow_kruise_chain/core/runner.Dockerfile), or a copy of it in your registry. An image "
+        "whose runner script is not this provider's fails the chain's setup. A chain's own "
+        "`runner_image` option wins.",
         "version_added": "0.1.0",
         "type": "string",
-        "example": "registry.example.com/mirror/busybox:1.37.0-musl",
+        "example": "registry.example.com/mirror/airflow-kruise-chain-runner:0.1.0",
         "default": DEFAULT_RUNNER_IMAGE,
     },
 }

@@ -46,7 +46,7 @@ _EXPORTS = {
     "chain_selector": "manifest",
     "label_value": "manifest",
     "pod_name_for": "manifest",
-    "runner_script": "manifest",
+    "runner_script": "runnerimage",
     "ChainPod": "podview",
     "StageRecord": "podview",
     "ChainSpec": "spec",

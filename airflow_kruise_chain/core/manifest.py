@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from importlib import resources as importlib_resources
 from typing import Any
 
 from . import mounts, sources
@@ -28,6 +26,7 @@ from .constants import (
 from .errors import ChainConfigError
 from .podview import StageRecord
 from .resources import slot_resources
+from .runnerimage import INIT_COMMAND, SHA_ENV, runner_sha256
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value
 from .wire import (
     DEFAULT_RUNNER_IMAGE,
@@ -63,18 +62,6 @@ STARTUP_COMMAND: tuple[str, ...] = (
 """Slot startup: wait (within the probe's timeout) until its runner has made its parked record, so that the
 readiness probe, which the kubelet runs only once this passes, never races the runner at a start (a failed
 probe is an `Unhealthy` warning event)."""
-INIT_SCRIPT = (
-    "set -e; b=/bin/busybox; "
-    f"$b mkdir -p {RUNNER_BIN}; "
-    f"$b cp $b {RUNNER_BIN}/busybox.new; $b chmod 0111 {RUNNER_BIN}/busybox.new; "
-    f"$b mv -f {RUNNER_BIN}/busybox.new {RUNNER_BIN}/busybox; "
-    f'printf %s "$KC_RUNNER_SCRIPT" | $b base64 -d >{RUNNER_BIN}/runner.sh.new; '
-    f"$b mv -f {RUNNER_BIN}/runner.sh.new {RUNNER_BIN}/runner.sh"
-)
-"""The init container's job: copy the runner image's static busybox, execute-only (see
-`UNREADABLE_RUNNER_CAPABILITIES`), and the runner script (base64 in env: no `$(` for the kubelet's env
-expansion to touch) into the runner's emptyDir."""
-
 _PULL_POLICY_RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
 RESTRICTED_RUN_AS_USER = 65532
 """The user the containers of a `pod_security="restricted"` chain run as when its `security_context` names
@@ -89,10 +76,12 @@ A stage runs as its runner's user, so the kernel's ptrace access check (`kernel/
 links) lets it at the runner unless the runner is not dumpable. The runner's busybox is execute-only (mode
 0111): a process that execs a file its user cannot read becomes not dumpable (`fs/exec.c` `would_dump`,
 then `begin_new_exec` sets `suid_dumpable`, 0 unless a node sets `fs.suid_dumpable=1`), and so does every
-process it forks. Only a capability defeats it: DAC_OVERRIDE or DAC_READ_SEARCH (a root runner could read
-the file: it would stay dumpable) and SYS_PTRACE (a stage could trace a non-dumpable process of its user).
-Neither DAC_READ_SEARCH nor SYS_PTRACE is in a runtime's default set; DAC_OVERRIDE is, and a root stage
-loses it (it can no longer write files of other users that their modes do not let it write)."""
+process it forks. Only a capability defeats it: DAC_OVERRIDE or DAC_READ_SEARCH (the file would count as
+readable: the kernel decides with the creds the process has at its exec, and runc applies the container's
+capabilities after it switched to the container's user and before the exec, `finalizeNamespace`, so a
+non-root runner holds them then too) and SYS_PTRACE (a stage could trace a non-dumpable process of its
+user). Neither DAC_READ_SEARCH nor SYS_PTRACE is in a runtime's default set; DAC_OVERRIDE is, and a root
+stage loses it (it can no longer write files of other users that their modes do not let it write)."""
 
 
 def container_security_context(chain: ChainSpec) -> dict[str, Any]:
@@ -122,11 +111,6 @@ def meta_volume(slot: str) -> str:
 def state_volume(slot: str) -> str:
     """The emptyDir of `slot`'s runner records, mounted by that slot only."""
     return f"kruise-chain-state-{slot}"
-
-
-def runner_script() -> str:
-    """The stage runner (POSIX sh) shipped with the package."""
-    return importlib_resources.files(__package__).joinpath("runner.sh").read_text(encoding="utf-8")
 
 
 def _short_hash(*parts: str, length: int = 10) -> str:
@@ -185,9 +169,6 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             # resolved when the container starts; the runner then follows the downwardAPI volume
             {"name": "KC_GENERATION", "valueFrom": annotation(GENERATION_FIELD)},
             {"name": "KC_RUN", "valueFrom": annotation(RUN_FIELD)},
-            {"name": "KC_SCRATCH", "value": SCRATCH_MOUNT},
-            {"name": "KC_STATE", "value": RUNNER_STATE},
-            {"name": "KC_META", "value": META_MOUNT},
         ],
         "volumeMounts": [
             {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
@@ -219,13 +200,12 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
 
 
 def _init_container(runner_image: str) -> dict[str, Any]:
-    script = base64.b64encode(runner_script().encode()).decode()
     return {
         "name": INIT_CONTAINER,
         "image": runner_image,
         "imagePullPolicy": effective_pull_policy(runner_image, None),
-        "command": ["/bin/busybox", "sh", "-c", INIT_SCRIPT],
-        "env": [{"name": "KC_RUNNER_SCRIPT", "value": script}],
+        "command": list(INIT_COMMAND),
+        "env": [{"name": SHA_ENV, "value": runner_sha256()}],
         "volumeMounts": [{"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT}],
     }
 
@@ -353,9 +333,9 @@ def build_chain_pod(
 ) -> dict[str, Any]:
     """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
 
-    `chain` must have passed `validate()`. An init container copies the static busybox of
-    `chain.runner_image` and the runner script into the runner's emptyDir; both slots run them from there,
-    read-only. Each slot has its own state emptyDir and its own downwardAPI volume.
+    `chain` must have passed `validate()`. An init container of `chain.runner_image` (`runnerimage.py`)
+    checks its runner script and copies it and its static busybox into the runner's emptyDir; both slots
+    run them from there, read-only. Each slot has its own state emptyDir and its own downwardAPI volume.
     `chain_path` (the chain's full task-group path, default its name) goes into the chain label.
     """
     labels = {**chain.labels, **chain_labels(dag_id, run_id, chain_path or chain.name)}

@@ -13,7 +13,7 @@ from .constants import SLOTS
 from .errors import ChainConfigError
 from .image import parse_image_reference
 from .resources import SIZING_MODES, parse_quantity, plan_sizing
-from .wire import MAX_OUTPUTS_BYTES, PREFIX, run_spec
+from .wire import DEFAULT_RUNNER_IMAGE, MAX_OUTPUTS_BYTES, PREFIX, run_spec
 
 MAX_NAME_LENGTH = 40
 """Longest chain or stage name: leaves room for the derived pod, ConfigMap and CRR names."""
@@ -196,8 +196,8 @@ class ChainSpec:
     parked_resources: Mapping[str, Mapping[str, str]] | None = None
     """what an idle slot keeps under in-place sizing (default: `core.resources` PARKED_REQUESTS/LIMITS)"""
     runner_image: str | None = None
-    """image of the init container that installs the stage runner: it must hold a statically linked
-    /bin/busybox (None: `wire.DEFAULT_RUNNER_IMAGE`, or ``[kruise_chain] runner_image``)"""
+    """image of the init container that installs the stage runner: this provider's runner image or a copy
+    (`core/runnerimage.py`; None: `wire.DEFAULT_RUNNER_IMAGE`, or ``[kruise_chain] runner_image``)"""
     pod_security: str = "baseline"
     """the Pod Security Standard the chain pod meets: "baseline" (as built), or "restricted" (every
     container non-root, no privilege escalation, all capabilities dropped, RuntimeDefault seccomp), for a
@@ -282,7 +282,7 @@ class ChainSpec:
                 parse_image_reference(self.runner_image)
             except (TypeError, ValueError) as err:
                 raise ChainConfigError(
-                    "runner_image", f"{err}; it must hold a static /bin/busybox, e.g. busybox:1.37.0-musl"
+                    "runner_image", f"{err}; use this provider's runner image, {DEFAULT_RUNNER_IMAGE}"
                 ) from None
         _check_string_map("node_selector", self.node_selector)
         for i, toleration in enumerate(self.tolerations):

@@ -65,6 +65,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kruise_chain.version import __version__
+
 PREFIX = "airflow-kruise-chain/"
 """Prefix of every label and annotation the provider owns."""
 MARKER = "::kruise-chain::"
@@ -108,8 +110,10 @@ RUNNER_STATE = "/kruise-chain-state"
 META_MOUNT = "/kruise-chain-meta"
 """Each slot's own downwardAPI volume: the files ``<slot>`` (its run spec annotation) and ``<slot>.stop``."""
 RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh")
-DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
-"""a public image whose /bin/busybox is statically linked (the init container copies it)"""
+RUNNER_IMAGE_REPOSITORY = "ghcr.io/airflow-kruise-chain/runner"
+DEFAULT_RUNNER_IMAGE = f"{RUNNER_IMAGE_REPOSITORY}:{__version__}"
+"""the runner image of this provider's version (`runnerimage.py`): a static /bin/busybox and this version's
+runner script, which the init container checks and copies"""
 
 _START = re.compile(re.escape(MARKER) + r" (start|result|stderr-start|stderr-end)((?: [a-z_]+=\S*)+)\s*$")
 _FRACTION = re.compile(r"\.(\d+)Z$")

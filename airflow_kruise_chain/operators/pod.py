@@ -157,6 +157,8 @@ class ChainSetupOperator(ChainBaseOperator):
 
     def wait_parked(self, name: str, namespace: str) -> ChainPod:
         from airflow_kruise_chain.core.errors import StageTimeoutError
+        from airflow_kruise_chain.core.manifest import INIT_CONTAINER
+        from airflow_kruise_chain.core.runnerimage import install_failure
         from airflow_kruise_chain.core.watch import pod_watch, watch_versions
 
         deadline = time.monotonic() + self.startup_timeout
@@ -175,6 +177,8 @@ class ChainSetupOperator(ChainBaseOperator):
             if reasons and reasons != last:
                 self.log.info("chain pod starting: %s", reasons)
                 last = reasons
+            if failure := install_failure(pod.raw, INIT_CONTAINER):
+                raise ChainError(f"chain pod {namespace}/{name} cannot start: {failure}")
             bad = [described[slot.name] for slot in waiting if slot.failed_to_start]
             if bad:
                 raise ChainError(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import json
 import re
+from pathlib import Path
 
 import pytest
 from kubernetes.client import ApiClient
@@ -20,10 +21,12 @@ from airflow_kruise_chain.core import (
     pod_name_for,
     runner_script,
 )
-from airflow_kruise_chain.core.manifest import INIT_SCRIPT, deep_merge, slot_pull_policy
+from airflow_kruise_chain.core.manifest import deep_merge, slot_pull_policy
 from airflow_kruise_chain.core.resources import slot_resources
 from airflow_kruise_chain.core.wire import RUNNER_COMMAND
+from airflow_kruise_chain.version import __version__
 
+CORE = Path(__file__).resolve().parents[2] / "airflow_kruise_chain" / "core"
 RUN_ID = "manual__2024-05-01T10:00:00.123456+00:00"
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -75,11 +78,12 @@ def test_pod_layout() -> None:
     assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b"]
     assert [c["image"] for c in spec["containers"]] == ["acme/extract:1.4", "acme/transform:2.0"]
     (init,) = spec["initContainers"]
-    assert init["image"] == "busybox:1.37.0-musl"
-    assert init["command"] == ["/bin/busybox", "sh", "-c", INIT_SCRIPT]
-    assert "$(" not in INIT_SCRIPT  # the kubelet expands $(VAR) in commands
-    (script,) = init["env"]
-    assert base64.b64decode(script["value"]).decode() == runner_script()
+    assert init["image"] == f"ghcr.io/airflow-kruise-chain/runner:{__version__}"  # this provider's
+    # no script in the pod: the image carries the runner and its installer, which checks they are this
+    # provider's (their sha256)
+    assert init["command"] == ["/bin/busybox", "sh", "/kruise-chain-runner/install.sh"]
+    files = runner_script().encode() + (CORE / "runner-install.sh").read_bytes()
+    assert init["env"] == [{"name": "KC_RUNNER_SHA256", "value": hashlib.sha256(files).hexdigest()}]
     assert init["volumeMounts"] == [{"name": "kruise-chain", "mountPath": "/kruise-chain"}]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["scratch"] == {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}
@@ -102,7 +106,6 @@ def test_pod_layout() -> None:
         ]
         env = {e["name"]: e for e in container["env"]}
         assert env["KC_SLOT"]["value"] == slot
-        assert env["KC_SCRATCH"]["value"] == "/scratch"
         for name, key in [("KC_GENERATION", "generation"), ("KC_RUN", "run")]:
             field_ref = env[name]["valueFrom"]["fieldRef"]
             assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.{key}']"
@@ -280,4 +283,5 @@ def test_the_runner_is_execute_only_and_no_container_can_read_or_trace_it():
     containers = [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]
     for c in containers:
         assert set(UNREADABLE_RUNNER_CAPABILITIES) <= set(c["securityContext"]["capabilities"]["drop"])
-    assert "chmod 0111 /kruise-chain/bin/busybox.new" in INIT_SCRIPT
+    installer = (CORE / "runner-install.sh").read_text()
+    assert "dst=/kruise-chain/bin\n" in installer and '"$b" chmod 0111 "$dst/busybox.new"' in installer

@@ -7,9 +7,10 @@ mode 0666), with the static busybox of the runner image."""
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -17,11 +18,11 @@ import pytest
 
 from airflow_kruise_chain.core import ResultMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import (
-    INIT_SCRIPT,
     READINESS_COMMAND,
     RESTRICTED_RUN_AS_USER,
     STARTUP_COMMAND,
 )
+from airflow_kruise_chain.core.runnerimage import STALE_EXIT_CODE, installer_path, runner_sha256
 from airflow_kruise_chain.core.wire import META_MOUNT, RUNNER_COMMAND, RUNNER_MOUNT, RUNNER_STATE, run_spec
 
 BUSYBOX = shutil.which("busybox")
@@ -53,10 +54,58 @@ def container(binds: list[tuple[Path, str, bool]], argv: list[str], env: dict[st
     cmd += ["--tmpfs", "/tmp"]
     for host, path, read_only in binds:
         cmd += ["--ro-bind" if read_only else "--bind", str(host), path]
+    # a restricted chain's containers drop ALL capabilities: the user switch needs SETUID and SETGID only,
+    # and they go with it (an exec must not hold DAC_OVERRIDE: the runner's busybox would count as readable)
+    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     cmd += ["--unshare-pid", "--as-pid-1", "--die-with-parent", "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", SETPRIV, *USER, "--", *argv]
+
+
+def init_container(runner: Path, script: str) -> list[str]:
+    """The chain pod's init container of a runner image whose runner script is `script`."""
+    image = runner.parent / "image"
+    image.mkdir()
+    image.chmod(0o755)
+    (image / "runner.sh").write_text(script)
+    shutil.copy(installer_path(), image / "install.sh")
+    for name in ("runner.sh", "install.sh"):
+        (image / name).chmod(0o444)
+    term = runner.parent / "init-termination-log"
+    term.write_text("")
+    term.chmod(0o666)
+    binds = [
+        (runner, RUNNER_MOUNT, False),
+        (Path(BUSYBOX), "/bin/busybox", True),
+        (image, "/kruise-chain-runner", True),
+        (term, "/dev/termination-log", False),
+    ]
+    (sha,) = _init_spec()["env"]
+    env = {sha["name"]: sha["value"], "PATH": "/usr/bin:/bin"}
+    return container(binds, _init_spec()["command"], env)
+
+
+def _init_spec() -> dict:
+    from airflow_kruise_chain.core import ChainSpec, StageSpec, build_chain_pod
+
+    chain = ChainSpec(name="c", namespace="ns", stages=[StageSpec("s", "busybox:1.36", ["true"])])
+    pod = build_chain_pod(chain, pod_name="p", dag_id="d", run_id="r", first_images=chain.first_images)
+    return pod["spec"]["initContainers"][0]
+
+
+def test_a_stale_runner_image_fails_the_init_container_with_a_message(tmp_path: Path) -> None:
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    runner.chmod(0o777)
+    stale = runner_script().replace("v3", "v2", 1)
+    done = subprocess.run(init_container(runner, stale), capture_output=True, text=True, timeout=30)
+    assert done.returncode == STALE_EXIT_CODE
+    files = stale.encode() + installer_path().read_bytes()
+    message = f"its runner files have sha256 {hashlib.sha256(files).hexdigest()}, this provider's "
+    assert done.stderr == message + runner_sha256() + "\n"
+    assert (tmp_path / "init-termination-log").read_text() == done.stderr.strip()  # the pod's status says it
+    assert not (runner / "bin" / "runner.sh").exists()  # nothing installed
 
 
 def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
@@ -68,23 +117,21 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     term = tmp_path / "termination-log"
     term.write_text("")
     term.chmod(0o666)
-    stage = 'printf \'{"uid": %s}\' "$(id -u)" >"$CHAIN_OUTPUT"'
+    # the stage, of the runner's user, cannot reach the runner (not dumpable: its busybox is execute-only)
+    reach = "$(cat /proc/1/environ >/dev/null 2>&1 || ls /proc/1/root/ >/dev/null 2>&1 && echo 1 || echo 0)"
+    stage = f'printf \'{{"uid": %s, "reached": %s}}\' "$(id -u)" "{reach}" >"$CHAIN_OUTPUT"'
     spec = run_spec(
         generation=1, token="t1", stage="s", argv=["/bin/sh", "-c", stage], env={}, outputs_max=4096
     )
     (meta / "slot-a").write_text(spec)
     (meta / "slot-a").chmod(0o444)
 
-    # the init container (the runner image: a static busybox at /bin/busybox) installs the runner
-    script = base64.b64encode(runner_script().encode()).decode()
-    init = container(
-        [(runner, RUNNER_MOUNT, False), (Path(BUSYBOX), "/bin/busybox", True)],
-        ["/bin/busybox", "sh", "-c", INIT_SCRIPT],
-        {"KC_RUNNER_SCRIPT": script, "PATH": "/usr/bin:/bin"},
-    )
-    done = subprocess.run(init, capture_output=True, text=True, timeout=30)
+    # the init container (the runner image: a static busybox at /bin/busybox, the runner script at
+    # /kruise-chain-runner/runner.sh) checks the script and installs the runner, its busybox execute-only
+    done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert (runner / "bin" / "runner.sh").stat().st_uid == RESTRICTED_RUN_AS_USER
+    assert stat.S_IMODE((runner / "bin" / "busybox").stat().st_mode) == 0o111
 
     # a slot runs the runner from the read-only volume, as the same user, and the stage runs as that user
     binds = [
@@ -113,7 +160,7 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
                 marker = parsed
                 break
         assert marker is not None and marker.exit_code == 0, marker
-        assert marker.outputs == {"uid": RESTRICTED_RUN_AS_USER}
+        assert marker.outputs == {"uid": RESTRICTED_RUN_AS_USER, "reached": 0}
         # the slot's probes pass as that user too (the kubelet execs them in the container)
         for probe in (STARTUP_COMMAND, READINESS_COMMAND):
             check = container(

@@ -49,7 +49,12 @@ def _wheel(tmp_path: Path, project: Path, package: str) -> set[str]:
 def test_the_providers_wheel_holds_no_local_cluster_and_its_package_data(tmp_path: Path) -> None:
     names = _wheel(tmp_path, ROOT, "airflow_kruise_chain")
     assert [n for n in names if "kruise_local" in n or n.startswith("kruise-local")] == []
-    assert {"airflow_kruise_chain/core/runner.sh", "airflow_kruise_chain/plugins/page.html"} <= names
+    assert {
+        "airflow_kruise_chain/core/runner.sh",
+        "airflow_kruise_chain/core/runner-install.sh",  # the runner image's files
+        "airflow_kruise_chain/core/runner.Dockerfile",
+        "airflow_kruise_chain/plugins/page.html",
+    } <= names
     assert "airflow_kruise_chain/core/driver.py" in names
 
 
