@@ -162,6 +162,18 @@ def run(steps: Sequence[Step], smoke: bool, repo: Path) -> dict[str, Any]:
     return done
 
 
+QUIET_LOAD = 1.5
+"""a set that starts above this 1-minute load average does not run on a quiet machine (only the first
+command's counts: the set's own scenarios leave a load of about 1-2 behind them)"""
+
+
+def _load1(text: str) -> float:
+    try:
+        return float(text.split()[0])
+    except (IndexError, ValueError):
+        return float("inf")
+
+
 def _f(v: float | None, digits: int = 3) -> str:
     return "-" if v is None or v != v else f"{v:.{digits}f}"
 
@@ -237,6 +249,13 @@ def summary(
             f"| {name} | `{r['command']}` | {r['seconds'] / 60:.1f} min | {r['exit']} | "
             f"{r['load_before']} → {r['load_after']} |"
         )
+    first = next(iter(runs.values()), None)
+    if first is not None and _load1(first["load_before"]) > QUIET_LOAD:
+        out += [
+            "",
+            f"**Not a quiet machine**: load average {first['load_before']} before the first command (above "
+            f"{QUIET_LOAD:g}): every time is an upper bound.",
+        ]
     out += ["", "## Per stage, median (p95), seconds", "", scenario_table(rows)]
     out.append(
         "Overhead per stage = stage k+1's start - stage k's end. *Airflow part*: stage k's end → the "

@@ -147,6 +147,10 @@ def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() 
     assert any(line.startswith("- MET: chain, realistic: flat in N") for line in lines)
     assert any("reserved memory" in line for line in lines)
     assert "## Failed" in text and "- go: exit 1" in text  # a failed command is said, not hidden
+    assert "Not a quiet machine" not in text
+    runs["distinct"]["load_before"] = "5.20 4.00 3.00"  # others at work when the set began
+    busy = v4_all.summary({"distinct": {"results": rows}}, runs, False)
+    assert "**Not a quiet machine**: load average 5.20 4.00 3.00 before the first command" in busy
     assert "- NOT MEASURED: under the real scheduler" in text  # no bench/scheduler.py in this run
     verdict = (
         "MISSED: under the real scheduler (local, realistic, distinct, N=10): chain 2.8 s vs no-op 1.4 s"
