@@ -56,6 +56,12 @@ def test_the_providers_wheel_holds_no_local_cluster_and_its_package_data(tmp_pat
         "airflow_kruise_chain/plugins/page.html",
     } <= names
     assert "airflow_kruise_chain/core/driver.py" in names
+    # kruise-local finds the runner image through the wheel's entry points, without importing the provider
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        text = archive.read(points).decode()
+    assert "[kruise_local.images]\nairflow_kruise_chain = airflow_kruise_chain.core.runnerimage:" in text
 
 
 def test_kruise_locals_wheel_holds_its_catalogue_and_crds(tmp_path: Path) -> None:
