@@ -211,7 +211,10 @@ kc_number() {
 kc_go=$kc_state/$kc_slot.go
 
 # `runner.sh --go LENGTH`: the LENGTH bytes of run spec on stdin become $kc_go, renamed into place (never
-# read half-written); then the runner is woken. Only the spec's form is checked: the runner decides.
+# read half-written); then the runner is woken. Only the spec's form is checked: the runner decides. The spec
+# is kept in a file held open under no name: the runner empties its state when it starts or ends a
+# generation, which may be while this runs (a duplicated exec, the annotation first), and would otherwise
+# take the file mid-way; the copy renamed into place is written again if that happens.
 if [ "$1" = --go ]; then
 	kc_number "$2" 0
 	if [ "$kc_n" -lt 8 ] || [ "$kc_n" -gt 1048576 ]; then
@@ -219,17 +222,31 @@ if [ "$1" = --go ]; then
 		exit 64
 	fi
 	kc_tmp=$kc_go.$$
+	kc_spec=/proc/$$/fd/4
 	"$kc_bb" rm -rf "$kc_tmp" 2>/dev/null
-	"$kc_bb" head -c "$kc_n" >"$kc_tmp" 2>/dev/null
-	kc_read "$kc_tmp"
+	if ! { command exec 4<>"$kc_tmp"; } 2>/dev/null; then
+		echo "$kc_marker error: cannot write under $kc_state (is the runner up?)" >&2
+		exit 74
+	fi
+	"$kc_bb" rm -f "$kc_tmp"
+	"$kc_bb" head -c "$kc_n" >&4 2>/dev/null
+	kc_line=
+	{ read -r kc_line <"$kc_spec"; } 2>/dev/null
 	kc_number "${kc_line#kc_g=}" ""
 	case $kc_line in kc_g=*) ;; *) kc_n= ;; esac
-	if [ -z "$kc_n" ] || [ "$("$kc_bb" wc -c <"$kc_tmp")" != "$2" ]; then
-		"$kc_bb" rm -f "$kc_tmp"
+	if [ -z "$kc_n" ] || [ "$("$kc_bb" wc -c <"$kc_spec")" != "$2" ]; then
 		echo "$kc_marker error: not a run spec of $2 bytes" >&2
 		exit 65
 	fi
-	"$kc_bb" mv -f "$kc_tmp" "$kc_go" || exit 74
+	kc_i=0
+	until "$kc_bb" cat "$kc_spec" >"$kc_tmp" 2>/dev/null && "$kc_bb" mv -f "$kc_tmp" "$kc_go" 2>/dev/null; do
+		kc_i=$((kc_i + 1))
+		if [ "$kc_i" -ge 5 ]; then
+			"$kc_bb" rm -f "$kc_tmp"
+			echo "$kc_marker error: cannot put the run spec in $kc_go" >&2
+			exit 74
+		fi
+	done
 	kc_cmd=$("$kc_bb" tr '\0' ' ' </proc/1/cmdline 2>/dev/null)
 	case " $kc_cmd" in *" sh $0 ") kill -USR1 1 2>/dev/null ;; esac
 	exit 0

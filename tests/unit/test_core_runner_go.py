@@ -4,6 +4,7 @@ restart; a stale one never starts; a spec a stage plants in the slot's state is 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 
@@ -18,15 +19,39 @@ runners = base.runners
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox (Debian: busybox-static)")
 
 
+def go_command(slot: Slot, length: int) -> list[str]:
+    """What the task's exec runs in the slot: `busybox sh runner.sh --go LENGTH` (the spec goes on stdin)."""
+    return [
+        str(slot.bin / "busybox"),
+        *GO_COMMAND[1:2],
+        str(slot.bin / "runner.sh"),
+        GO_COMMAND[3],
+        str(length),
+    ]
+
+
 def go(
     slot: Slot, runner: Runner, spec: str, length: int | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    """What the task's exec runs in the slot: `busybox sh runner.sh --go LENGTH`, the spec on stdin, with the
-    container's env (as `pods/exec` gives it)."""
+    """The task's exec: the spec on stdin, with the container's env (as `pods/exec` gives it)."""
     data = spec.encode()
-    command = [str(slot.bin / "busybox"), *GO_COMMAND[1:2], str(slot.bin / "runner.sh"), GO_COMMAND[3]]
-    command.append(str(len(data) if length is None else length))
+    command = go_command(slot, len(data) if length is None else length)
     return subprocess.run(command, input=data, env=runner.env, capture_output=True, timeout=10)
+
+
+def reading_stdin(process: subprocess.Popen) -> None:
+    """Wait until the `--go` process reads its spec from stdin (its `head` child runs: the place the spec goes
+    is open)."""
+    deadline = time.monotonic() + base.TIMEOUT
+    while True:
+        with open(f"/proc/{process.pid}/task/{process.pid}/children") as f:
+            children = f.read().split()
+        for child in children:
+            with contextlib.suppress(OSError), open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"head" in f.read().split(b"\0"):
+                    return
+        assert time.monotonic() < deadline, "the exec never read its stdin"
+        time.sleep(0.01)
 
 
 def starts(runner: Runner, generation: int) -> int:
@@ -59,6 +84,33 @@ def test_exec_duplicated_and_annotation_late_start_it_once(slot, runners) -> Non
     assert go(slot, runner, spec).returncode == 0  # and once more after it ended
     time.sleep(0.5)
     assert starts(runner, 1) == 1 and runner.seen.count("once") == 1
+
+
+def test_a_duplicated_exec_still_writing_when_the_runner_starts_it(slot, runners) -> None:
+    """The runner empties its state when it starts a generation; a duplicate exec of that generation still
+    writing its spec then is taken all the same (it failed under load before: its temporary file was
+    removed mid-way, exit 65 'not a run spec' or 74)."""
+    runner = runners(slot, None, 0)
+    time.sleep(0.3)
+    stage = sh_stage("echo once; sleep 0.3")
+    spec = slot.spec(stage, 1)
+    data = spec.encode()
+    late = subprocess.Popen(
+        go_command(slot, len(data)), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=runner.env
+    )
+    try:
+        reading_stdin(late)
+        assert go(slot, runner, spec).returncode == 0  # the first exec: the runner starts generation 1
+        runner.wait_line(lambda line: line == "once")  # its state emptied at the start
+        _, err = late.communicate(data, timeout=10)  # then the duplicate's spec arrives
+    finally:
+        late.kill()
+    assert late.returncode == 0, err
+    assert runner.result(1).exit_code == 0
+    slot.assign(stage, 1)  # and the annotation, late
+    time.sleep(0.5)
+    assert starts(runner, 1) == 1 and runner.seen.count("once") == 1
+    assert not list(slot.state.glob(f"{slot.name}.go.*"))  # no temporary file left behind
 
 
 def test_annotation_first_then_a_late_exec(slot, runners) -> None:
