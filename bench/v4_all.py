@@ -289,6 +289,22 @@ def summary(
     return "\n".join(out) + "\n"
 
 
+def stale_install(repo: Path) -> list[str]:
+    """The entry points the checkout's pyproject files declare that the installed packages lack (an editable
+    install older than the checkout: e.g. the provider's runner image for the local cluster, without which
+    no chain pod starts). Empty when the install is current."""
+    import tomllib
+    from importlib.metadata import entry_points
+
+    missing = []
+    for pyproject in (repo / "pyproject.toml", repo / "kruise-local" / "pyproject.toml"):
+        declared = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {})
+        for group, names in declared.items():
+            installed = {ep.name for ep in entry_points(group=group)}
+            missing += [f"{group}: {name}" for name in names if name not in installed]
+    return missing
+
+
 def git_commit() -> str:
     done = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=HERE.parent, capture_output=True, text=True, check=False
@@ -318,6 +334,15 @@ def main() -> int:
             print(f"# total ~{sum(s.minutes for s in steps):g} min (quiet machine)")
         return 0
     repo = HERE.parent
+    missing = stale_install(repo)
+    if missing:
+        print(
+            "the installed packages are older than this checkout (missing entry points: "
+            f"{', '.join(missing)}): run `pip install -e ./kruise-local -e '.[test]'` (or ./dev.sh) "
+            "in this venv first",
+            file=sys.stderr,
+        )
+        return 2
     runs = run(steps, args.smoke, repo)
     results = {}
     for s in steps:

@@ -176,3 +176,13 @@ def test_the_go_latency_step_runs_against_the_current_provider() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "annotation n=  2" in done.stdout and "exec       n=  2" in done.stdout
+
+
+def test_a_stale_install_is_found_before_anything_runs(tmp_path: Any) -> None:
+    assert v4_all.stale_install(v4_all.HERE.parent) == []  # this venv is current (./dev.sh or pip install -e)
+    (tmp_path / "kruise-local").mkdir()
+    (tmp_path / "kruise-local" / "pyproject.toml").write_text('[project]\nname = "k"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[project.entry-points."kruise_local.images"]\nairflow_kruise_chain = "x:y"\nnot_installed = "x:z"\n'
+    )
+    assert v4_all.stale_install(tmp_path) == ["kruise_local.images: not_installed"]
