@@ -56,6 +56,7 @@ class PodSession:
         self.last_read: ChainPod | None = None
         """the chain pod as the driver last read it"""
         self._finished: set[tuple[str, int]] = set()  # (slot, generation) seen ended: never read again
+        self._ends_logged: set[tuple[str, int]] = set()  # (stage, generation) whose end line is logged
 
     def lost(self, pod: ChainPod | None, doing: str) -> PodLostError:
         """The error for a chain pod that is gone or can no longer run stages."""
@@ -130,6 +131,11 @@ class PodSession:
         return True, new
 
     def log_end(self, result: StageResult) -> None:
+        """Log the generation's end line, once (`on_kill`'s stop and the follow loop it interrupted both read
+        the end of a stopped stage)."""
+        if (result.stage, result.generation) in self._ends_logged:
+            return
+        self._ends_logged.add((result.stage, result.generation))
         self.log(
             f"::kruise-chain:: end stage={result.stage} generation={result.generation} "
             f"exit={result.exit_code} reason={result.reason} duration={result.duration_seconds:.3f}s "

@@ -19,20 +19,23 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-from kruise_local import LocalCluster
+from kruise_local import ClusterConfig, LocalCluster
 from kruise_local import resources as R
 
+from airflow_kruise_chain.core.manifest import pod_name_for
 from tests.helpers import start_airflow, stop_airflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +44,24 @@ USERS = {"admin": "admin", "viewer": "viewer", "nobody": ""}
 ADMIN = "admin"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 FINISHED = ("success", "failed")
+
+
+Stack = TypeVar("Stack", bound="AirflowStack")
+
+
+@contextmanager
+def running_stack(kind: type[Stack], work: Path) -> Iterator[Stack]:
+    """A started `kind` of stack in `work` (its DAGs folder holding the example DAG) on a fast kruise-local,
+    stopped (with the cluster) on exit."""
+    (work / "dags").mkdir()
+    shutil.copy(ROOT / "example_dags" / "example_kruise_chain.py", work / "dags")
+    with LocalCluster(ClusterConfig(profile="fast", root=str(work / "cluster"))) as cluster:
+        stack = kind(work, cluster, cluster.write_kubeconfig(work / "kubeconfig"))
+        try:
+            stack.start()
+            yield stack
+        finally:
+            stack.stop()
 
 
 def free_port() -> int:
@@ -288,6 +309,12 @@ class AirflowStack:
 
     def pods(self, namespace: str = "default") -> list[dict[str, Any]]:
         return self.objects(R.PODS, namespace)
+
+    def chain_pod(self, dag_id: str, run_id: str, chain: str = "c", timeout: float = 180) -> dict[str, Any]:
+        """The chain pod of `chain` in this DAG run, once its setup has created it."""
+        name = pod_name_for(chain, dag_id, run_id)
+        found = lambda: next((p for p in self.pods() if p["metadata"]["name"] == name), None)  # noqa: E731
+        return self.wait(found, timeout, f"the chain pod {name}")
 
     def delete_pod(self, name: str, namespace: str = "default") -> None:
         """Delete a pod as a user would (kubectl delete pod), and wait until it is gone."""

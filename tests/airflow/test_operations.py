@@ -16,7 +16,6 @@ from urllib.parse import quote
 import pytest
 
 from airflow_kruise_chain.core.chainstate import RECORDED
-from airflow_kruise_chain.core.manifest import pod_name_for
 from tests.airflow.stack import AirflowStack
 from tests.airflow.test_scheduler import container_logs_contain, nothing_left
 
@@ -60,12 +59,7 @@ class Running:
         self.stack, self.dag_id = stack, dag_id
         self.pods_before = stack.pods_created()
         self.run_id = stack.trigger(dag_id)
-        name = pod_name_for("c", dag_id, self.run_id)
-        pod = stack.wait(
-            lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None),
-            180,
-            "the chain pod",
-        )
+        pod = stack.chain_pod(dag_id, self.run_id)
         self.uid = pod["metadata"]["uid"]
         stack.wait(lambda: container_logs_contain(stack, self.uid, "work begins"), 180, "the stage to start")
 

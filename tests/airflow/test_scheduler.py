@@ -212,10 +212,7 @@ def test_a_killed_workers_stage_output_is_complete_in_the_next_tries_log(airflow
     stack.add_dag(f"{dag_id}.py", KILLED_DAG)
     before = stack.pods_created()
     run_id = stack.trigger(dag_id)
-    name = pod_name_for("c", dag_id, run_id)
-    pod = stack.wait(
-        lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None), 180, "the chain pod"
-    )
+    pod = stack.chain_pod(dag_id, run_id)
     uid = pod["metadata"]["uid"]
     stack.wait(lambda: container_logs_contain(stack, uid, "before the kill"), 180, "the stage to start")
     task = stack.wait(
@@ -251,25 +248,24 @@ echo "live: while deferred"
 while [ ! -f "$CHAIN_SCRATCH/gate" ]; do sleep 0.2; done
 echo "live: after the gate"
 """
+AGAIN = ["/bin/sh", "-c", "echo live: second stage"]
 
-with DAG("chain_deferred_live", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
     with KruiseChain("c", namespace="default", prewarm=False, deferrable=True,
-                     pod_template={"spec": {"terminationGracePeriodSeconds": 2}}) as chain:
-        chain.stage("work", image="busybox:1.36", cmds=["/bin/sh", "-c", WORK])
+                     pod_template={{"spec": {{"terminationGracePeriodSeconds": 2}}}}) as chain:
+        work = chain.stage("work", image="busybox:1.36", cmds=["/bin/sh", "-c", WORK])
+        if {second!r}:
+            work >> chain.stage("again", image="alpine:3.20", cmds=AGAIN)
 '''
 LIVE = ("live: before deferring", "live: while deferred", "live: after the gate")
 
 
-def test_a_deferred_stages_output_is_in_the_task_log_while_it_runs_and_once_after(
-    airflow_stack: AirflowStack,
-) -> None:
-    stack, dag_id = airflow_stack, "chain_deferred_live"
-    stack.add_dag(f"{dag_id}.py", DEFERRED_DAG)
+def run_deferred_live(stack: AirflowStack, dag_id: str, *, second: bool = False) -> str:
+    """Run DEFERRED_DAG (`second`: with a second stage `again`) and check that the deferred stage's lines
+    are in its task log while it runs, and each once after; the DAG run's id."""
+    stack.add_dag(f"{dag_id}.py", DEFERRED_DAG.format(dag_id=dag_id, second=second))
     run_id = stack.trigger(dag_id)
-    name = pod_name_for("c", dag_id, run_id)
-    pod = stack.wait(
-        lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None), 180, "the chain pod"
-    )
+    pod = stack.chain_pod(dag_id, run_id)
     uid = pod["metadata"]["uid"]
     state = lambda: stack.task_instances(dag_id, run_id)["c.work"]["state"]  # noqa: E731
     stack.wait(lambda: state() == "deferred", 180, "the stage task to defer")
@@ -292,7 +288,16 @@ def test_a_deferred_stages_output_is_in_the_task_log_while_it_runs_and_once_afte
         assert log.count(line) == 1, (line, log)
     assert log.index(LIVE[0]) < log.index(LIVE[1]) < log.index(LIVE[2])
     assert "::kruise-chain:: end stage=work" in log
-    stack.wait(lambda: nothing_left(stack, dag_id, run_id), 60, "the run's pod to be gone")
+    return run_id
+
+
+def test_a_deferred_stages_output_is_in_the_task_log_while_it_runs_and_once_after(
+    airflow_stack: AirflowStack,
+) -> None:
+    run_id = run_deferred_live(airflow_stack, "chain_deferred_live")
+    airflow_stack.wait(
+        lambda: nothing_left(airflow_stack, "chain_deferred_live", run_id), 60, "the run's pod to be gone"
+    )
 
 
 QUICK_DEFERRED = """

@@ -5,25 +5,15 @@ skipping."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
-from kruise_local import ClusterConfig, LocalCluster
 
-from tests.airflow.stack import ROOT
+from tests.airflow.stack import running_stack
 from tests.production.stack import ProductionStack
 
 
 @pytest.fixture(scope="session")
 def production_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionStack]:
-    work = tmp_path_factory.mktemp("production-stack")
-    (work / "dags").mkdir()
-    shutil.copy(ROOT / "example_dags" / "example_kruise_chain.py", work / "dags")
-    with LocalCluster(ClusterConfig(profile="fast", root=str(work / "cluster"))) as cluster:
-        stack = ProductionStack(work, cluster, cluster.write_kubeconfig(work / "kubeconfig"))
-        try:
-            stack.start()
-            yield stack
-        finally:
-            stack.stop()
+    with running_stack(ProductionStack, tmp_path_factory.mktemp("production-stack")) as stack:
+        yield stack

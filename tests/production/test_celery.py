@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_kruise_chain.core.manifest import pod_name_for
+from tests.airflow.test_scheduler import run_deferred_live
 from tests.production.stack import WORKERS, ProductionStack
 
 pytestmark = [pytest.mark.slow, pytest.mark.production]
@@ -123,10 +123,7 @@ def test_a_killed_workers_stage_is_adopted_by_the_other_worker_with_its_whole_ou
     stack.add_dag(f"{dag_id}.py", KILLED_DAG)
     before = stack.pods_created()
     run_id = stack.trigger(dag_id)
-    name = pod_name_for("c", dag_id, run_id)
-    pod = stack.wait(
-        lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None), 180, "the chain pod"
-    )
+    pod = stack.chain_pod(dag_id, run_id)
     scratch = stack.cluster.root / "pods" / pod["metadata"]["uid"] / "volumes" / "scratch"
     ti = stack.wait(
         lambda: (
@@ -186,51 +183,10 @@ def test_ten_runs_of_a_five_stage_chain_at_once_each_in_its_pod_each_stage_once(
     assert per_stage < 40
 
 
-DEFERRED_DAG = '''
-import pendulum
-from airflow.sdk import DAG
-from airflow_kruise_chain.chain import KruiseChain
-
-WORK = """
-echo "live: before deferring"
-sleep 3
-echo "live: while deferred"
-while [ ! -f "$CHAIN_SCRATCH/gate" ]; do sleep 0.2; done
-echo "live: after the gate"
-"""
-
-with DAG("celery_deferred_live", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-    with KruiseChain("c", namespace="default", prewarm=False, deferrable=True,
-                     pod_template={"spec": {"terminationGracePeriodSeconds": 2}}) as chain:
-        work = chain.stage("work", image="busybox:1.36", cmds=["/bin/sh", "-c", WORK])
-        again = chain.stage("again", image="alpine:3.20", cmds=["/bin/sh", "-c", "echo live: second stage"])
-        work >> again
-'''
-LIVE = ("live: before deferring", "live: while deferred", "live: after the gate")
-
-
 def test_a_deferrable_chain_with_the_triggerer_on_its_own_shows_live_lines_and_runs_each_stage_once(
     production_stack: ProductionStack,
 ) -> None:
     stack, dag_id = production_stack, "celery_deferred_live"
-    stack.add_dag(f"{dag_id}.py", DEFERRED_DAG)
-    run_id = stack.trigger(dag_id)
-    name = pod_name_for("c", dag_id, run_id)
-    pod = stack.wait(
-        lambda: next((p for p in stack.pods() if p["metadata"]["name"] == name), None), 180, "the chain pod"
-    )
-    state = lambda: stack.task_instances(dag_id, run_id)["c.work"]["state"]  # noqa: E731
-    stack.wait(lambda: state() == "deferred", 180, "the stage task to defer")
-    stack.wait(
-        lambda: LIVE[1] in stack.task_log(dag_id, run_id, "c.work", 1),
-        120,
-        "the stage's line in the task log",
-    )
-    assert state() == "deferred"
-    (stack.cluster.root / "pods" / pod["metadata"]["uid"] / "volumes" / "scratch" / "gate").write_text("go\n")
-    assert stack.wait_run(dag_id, run_id) == "success", stack.states(dag_id, run_id)
-    log = stack.task_log(dag_id, run_id, "c.work", 1)
-    for line in LIVE:
-        assert log.count(line) == 1, (line, log)
+    run_id = run_deferred_live(stack, dag_id, second=True)
     assert stack.task_log(dag_id, run_id, "c.again", 1).count("live: second stage") == 1
     assert all(ti["try_number"] == 1 for ti in stack.task_instances(dag_id, run_id).values())
