@@ -261,26 +261,38 @@ kc_s=
 kc_m=16384
 kc_r=0
 kc_skip=0
+kc_taken=$kc_go.taken
 if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; fi
 # A spec read from the volume with kc_r=1 came with an image patch: this container is about to be stopped
 # for the new image, whose runner gets the spec in env. It is left alone (kc_skip).
+# The fast go's file is taken by a rename (a later exec puts a new one) and read once. It only starts: it is
+# used only for a generation newer than any this slot started ($kc_hwmfile), so a late exec into a runner
+# restarted with an emptied run spec (nothing in memory) neither records an older generation as lost (which
+# emptied the records) nor starts one again; results of started generations are the annotation's to ask.
 kc_poll() {
 	kc_line=
 	{ read -r kc_line <"$kc_meta"; } 2>/dev/null # the kubelet's file: a symlink into its ..data
 	kc_number "${kc_line#kc_g=}" 0
 	kc_f=$kc_n
 	kc_from=$kc_meta
-	kc_read "$kc_go"
-	case $kc_line in kc_g=*) kc_number "${kc_line#kc_g=}" 0 ;; *) kc_n=0 ;; esac
-	if [ "$kc_n" -gt "$kc_f" ]; then
-		kc_f=$kc_n
-		kc_from=$kc_go
+	if [ -e "$kc_go" ] || [ -h "$kc_go" ]; then
+		"$kc_bb" mv -f "$kc_go" "$kc_taken" 2>/dev/null
+		kc_read "$kc_taken"
+		case $kc_line in kc_g=*) kc_number "${kc_line#kc_g=}" 0 ;; *) kc_n=0 ;; esac
+		kc_fast=$kc_n
+		kc_read "$kc_hwmfile"
+		kc_number "$kc_line" 0
+		if [ "$kc_fast" -gt "$kc_f" ] && [ "$kc_fast" -gt "$kc_n" ]; then
+			kc_f=$kc_fast
+			kc_from=$kc_taken
+		fi
 	fi
 	if [ "$kc_f" -gt "$kc_g" ]; then
 		kc_r=0
 		. "$kc_from"
 		[ "$kc_r" = 1 ] && kc_skip=$kc_g
 	fi
+	if [ -e "$kc_taken" ] || [ -h "$kc_taken" ]; then "$kc_bb" rm -rf "$kc_taken" 2>/dev/null; fi
 }
 
 # kc_alive PID: PID is a live child of the runner (not a zombie).
@@ -506,7 +518,7 @@ if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! e
 	exit 70
 fi
 "$kc_bb" rm -f "$kc_fifo"
-"$kc_bb" rm -rf "$kc_go" 2>/dev/null # a stage's of an earlier container, or one too late: the annotation decides
+"$kc_bb" rm -rf "$kc_go" "$kc_taken" 2>/dev/null # a stage's of an earlier container, or one too late: the annotation decides
 # The startup probe's record, made afresh (whatever a stage left there, a FIFO included): the runner serves the
 # slot. The kubelet counts the slot Ready from then on, parked or running a stage (there is no readiness probe).
 "$kc_bb" rm -rf "$kc_serving" 2>/dev/null

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,13 @@ def reading_stdin(process: subprocess.Popen) -> None:
 def starts(runner: Runner, generation: int) -> int:
     """How many times the runner started `generation` (its start marker on stdout, once per start)."""
     return sum(line.startswith(f"::kruise-chain:: start gen={generation} ") for line in runner.drain())
+
+
+def wait_gone(path: Path) -> None:
+    deadline = time.monotonic() + base.TIMEOUT
+    while path.exists():
+        assert time.monotonic() < deadline, f"{path} is still there"
+        time.sleep(0.02)
 
 
 def test_the_exec_alone_starts_a_generation_once(slot, runners) -> None:
@@ -160,6 +168,32 @@ def test_runner_restarted_between_the_two_deliveries(slot, runners) -> None:
     assert (result.exit_code, result.reason) == (137, "interrupted")  # recorded, never run again
     time.sleep(0.3)
     assert "started" not in again.drain()
+
+
+def test_stale_execs_into_a_restarted_runner_never_start_a_generation_again(slot, runners) -> None:
+    """A restarted runner whose run spec was emptied (the next swap retires it) holds no generation in
+    memory: gos of generations its slot already started, delayed from long ago, start nothing and leave the
+    records alone (before: the older one was recorded lost, which emptied the newer one's records and took
+    the slot's newest started generation back, so the newer one then ran a second time)."""
+    first = runners(slot, None, 0)
+    time.sleep(0.3)
+    for generation in (1, 2):
+        slot.assign(sh_stage(f'echo "gen {generation} ran"'), generation)
+        assert first.result(generation).exit_code == 0
+    first.kill_container()  # the slot restarts (say, prepared for another image)
+    (slot.meta / slot.name).write_text("")  # with its run spec emptied
+    target = slot.state / f"{slot.name}.go"
+    target.write_text(slot.spec(sh_stage('echo "gen 1 ran"'), 1))  # an exec while no runner holds the slot
+    again = runners(slot, None, 0)
+    for generation in (1, 2):  # each lands once the runner is up; its poll takes the file (condition: gone)
+        wait_gone(target)
+        stage = sh_stage(f'echo "gen {generation} ran"')
+        assert go(slot, again, slot.spec(stage, generation)).returncode == 0
+    wait_gone(target)
+    slot.assign(sh_stage('echo "gen 3 ran"'), 3)  # the next generation still starts
+    assert again.result(3).exit_code == 0
+    assert not [line for line in again.seen if line.startswith("::kruise-chain:: result gen=2 ")]
+    assert starts(again, 1) == starts(again, 2) == 0 and "gen 2 ran" not in again.seen
 
 
 def test_an_exec_while_no_runner_holds_the_slot_is_dropped(slot, runners) -> None:
