@@ -390,4 +390,79 @@ def build_chain_pod(
         },
         "spec": spec,
     }
-    return deep_merge(pod, chain.pod_template) if chain.pod_template else pod
+    if not chain.pod_template:
+        return pod
+    merged = deep_merge(pod, chain.pod_template)
+    _check_sealed(pod, merged)
+    return merged
+
+
+_RUNNER_REOPENERS = frozenset({"ALL", *UNREADABLE_RUNNER_CAPABILITIES})
+
+
+def _capability(name: Any) -> str:
+    """A capability name as the runtimes compare it (containerd accepts any case and an optional CAP_)."""
+    upper = str(name).upper()
+    return upper.removeprefix("CAP_")
+
+
+def _check_sealed(built: dict[str, Any], merged: dict[str, Any]) -> None:
+    """Raise ChainConfigError when `pod_template`, merged over the `built` pod, reopens the runner to its
+    stages: a privileged chain container or one that gets back a capability of
+    `UNREADABLE_RUNNER_CAPABILITIES`, the init container changed, or the chain's own volumes (the runner's
+    files, each slot's state and run spec, the scratch) replaced or mounted otherwise than as built (a
+    writable runner volume would let a stage rewrite the next stage's runner)."""
+    spec, built_spec = merged["spec"], built["spec"]
+    owned = {SCRATCH_VOLUME, RUNNER_VOLUME, *map(state_volume, SLOTS), *map(meta_volume, SLOTS)}
+    owned_volumes = {v["name"]: v for v in built_spec["volumes"] if v["name"] in owned}
+    for volume in spec.get("volumes") or ():
+        name = volume.get("name")
+        if name == SCRATCH_VOLUME and set(volume) == {"name", "emptyDir"}:
+            continue  # the scratch may be any emptyDir (medium: Memory, a sizeLimit)
+        if name in owned_volumes and volume != owned_volumes[name]:
+            raise ChainConfigError(
+                f"pod_template.spec.volumes[{name}]",
+                "is the chain's own volume and cannot be replaced (the scratch may only stay an emptyDir)",
+            )
+    built_containers = {c["name"]: c for c in (*built_spec["initContainers"], *built_spec["containers"])}
+    sections = (
+        ("initContainers", spec.get("initContainers") or ()),
+        ("containers", spec.get("containers") or ()),
+    )
+    for section, containers in sections:
+        for container in containers:
+            _check_sealed_container(
+                section, container, built_containers.get(container.get("name")), owned_volumes
+            )
+
+
+def _check_sealed_container(
+    section: str, container: dict[str, Any], built: dict[str, Any] | None, owned_volumes: Mapping[str, Any]
+) -> None:
+    where = f"pod_template.spec.{section}[{container.get('name')}]"
+    if built is not None and built["name"] == INIT_CONTAINER and container != built:
+        raise ChainConfigError(
+            where, "is the runner's installer and cannot be changed; leave it out of pod_template"
+        )
+    built_mounts = [m for m in (built or {}).get("volumeMounts", ()) if m["name"] in owned_volumes]
+    mounts_now = [m for m in container.get("volumeMounts") or () if m.get("name") in owned_volumes]
+    if mounts_now != built_mounts:
+        raise ChainConfigError(
+            f"{where}.volumeMounts",
+            "cannot mount the chain's own volumes otherwise than the chain does (the runner's files "
+            "read-only, each slot only its own state and run spec): a stage could change "
+            "what the next one runs",
+        )
+    if built is None:
+        return
+    context = container.get("securityContext") or {}
+    capabilities = context.get("capabilities") or {}
+    added = {_capability(c) for c in capabilities.get("add") or ()} & _RUNNER_REOPENERS
+    dropped = {_capability(c) for c in capabilities.get("drop") or ()}
+    if context.get("privileged") or added or not ("ALL" in dropped or _RUNNER_REOPENERS - {"ALL"} <= dropped):
+        raise ChainConfigError(
+            f"{where}.securityContext",
+            "cannot be privileged, add or stop dropping "
+            f"{', '.join(UNREADABLE_RUNNER_CAPABILITIES)}: with any of them a stage can read and write its "
+            "runner's memory (docs/security.md); leave them to the chain",
+        )

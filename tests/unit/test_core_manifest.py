@@ -229,6 +229,94 @@ def test_pod_template_is_merged_last() -> None:
     assert as_v1_pod_and_back(pod) == pod
 
 
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ({"spec": {"containers": [{"name": "slot-a", "securityContext": None}]}}, "[slot-a].securityContext"),
+        (
+            {"spec": {"containers": [{"name": "slot-b", "securityContext": {"capabilities": None}}]}},
+            "[slot-b].securityContext",
+        ),
+        (
+            {"spec": {"containers": [{"name": "slot-a", "securityContext": {"capabilities": {"drop": []}}}]}},
+            "[slot-a].securityContext",
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [
+                        {"name": "slot-a", "securityContext": {"capabilities": {"add": ["cap_sys_ptrace"]}}}
+                    ]
+                }
+            },
+            "[slot-a].securityContext",
+        ),
+        (
+            {"spec": {"containers": [{"name": "slot-b", "securityContext": {"privileged": True}}]}},
+            "[slot-b].securityContext",
+        ),
+        (
+            {
+                "spec": {
+                    "initContainers": [
+                        {"name": "kruise-chain-runner", "securityContext": {"privileged": True}}
+                    ]
+                }
+            },
+            "initContainers[kruise-chain-runner]",
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [
+                        {"name": "slot-a", "volumeMounts": [{"name": "kruise-chain", "readOnly": False}]}
+                    ]
+                }
+            },
+            "[slot-a].volumeMounts",
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "slot-a",
+                            "volumeMounts": [{"name": "kruise-chain-state-slot-b", "mountPath": "/x"}],
+                        }
+                    ]
+                }
+            },
+            "[slot-a].volumeMounts",
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "side",
+                            "image": "i:1",
+                            "volumeMounts": [{"name": "kruise-chain", "mountPath": "/k"}],
+                        }
+                    ]
+                }
+            },
+            "[side].volumeMounts",
+        ),
+        (
+            {"spec": {"volumes": [{"name": "kruise-chain", "hostPath": {"path": "/"}}]}},
+            "volumes[kruise-chain]",
+        ),
+        ({"spec": {"volumes": [{"name": "scratch", "hostPath": {"path": "/"}}]}}, "volumes[scratch]"),
+    ],
+)
+def test_pod_template_cannot_reopen_the_runner(template: dict, field: str) -> None:
+    """A template that would let a stage reach its runner (its memory, its files, the other slot's state) is
+    refused naming the field, before any pod exists."""
+    with pytest.raises(ChainConfigError) as caught:
+        make_pod(make_chain(pod_template=template))
+    assert caught.value.field.startswith("pod_template.spec.") and caught.value.field.endswith(field)
+
+
 def test_deep_merge_rules() -> None:
     base = {"a": {"b": 1, "c": 2}, "l": [1, 2], "n": [{"name": "x", "v": 1}], "keep": True}
     merged = deep_merge(
