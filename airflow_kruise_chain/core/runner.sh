@@ -45,8 +45,8 @@
 # as reason `stopped` and parked (no container restart).
 #
 # The stage gets exactly its argv (exec -a: argv[0] as given, resolved on the stage's PATH as a runtime
-# does) and exactly the container's env as the runtime gave it (read from /proc/self/environ, without the
-# runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION. Results
+# does) and exactly the container's env as the runtime gave it (as the runner's shell inherited it, without
+# the runner's KC_* variables) plus the stage's env and CHAIN_SCRATCH, CHAIN_OUTPUT, CHAIN_GENERATION. Results
 # are announced as a line starting with the marker, carrying the generation and its token (and in the
 # termination message). Each stream's begin and end is marked once (a runtime copies the two streams into the
 # log apart: only both ends say that all of the stage's output is in): the start and result lines on stdout,
@@ -99,7 +99,7 @@ kc_quote() {
 
 # The container's env exactly as the runtime gave it, as sh: first unset every name the shell exports (the
 # runtime's and those sh adds itself), then export the runtime's values again, KC_* left out. xargs splits
-# /proc/self/environ on its NULs and hands the entries to `runner.sh --capture-env`.
+# `env -0` on its NULs and hands the entries to `runner.sh --capture-env`.
 if [ "$1" = --capture-env ]; then
 	shift
 	kc_names=
@@ -508,7 +508,9 @@ kc_run() {
 }
 
 # Start-up: the captured env (in memory only), the private wait FIFO (made in the state, opened, unlinked).
-kc_envsh=$("$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env <"/proc/$$/environ") || kc_envsh=
+# Not /proc/$$/environ: the runner is not dumpable (its busybox is execute-only), so the kernel makes its
+# /proc files root's and unreadable to it; busybox env, run by it, prints the env it inherited, NUL-ended.
+kc_envsh=$("$kc_bb" env -0 | "$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env) || kc_envsh=
 kc_envsh="unset SHLVL PWD OLDPWD PATH
 $kc_envsh"
 kc_fifo=$kc_state/.wait.$$

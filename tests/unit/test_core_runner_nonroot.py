@@ -118,7 +118,11 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     term.chmod(0o666)
     # the stage, of the runner's user, cannot reach the runner (not dumpable: its busybox is execute-only)
     reach = "$(cat /proc/1/environ >/dev/null 2>&1 || ls /proc/1/root/ >/dev/null 2>&1 && echo 1 || echo 0)"
-    stage = f'printf \'{{"uid": %s, "reached": %s}}\' "$(id -u)" "{reach}" >"$CHAIN_OUTPUT"'
+    # and gets the container's env (the image's PATH and ENV) without the runner's KC_* (its run spec, token)
+    stage = (
+        f'printf \'{{"uid": %s, "reached": %s, "env": "%s|%s|%s"}}\' "$(id -u)" "{reach}" '
+        '"$PATH" "$IMAGE_VAR" "${KC_RUN:+leaked}" >"$CHAIN_OUTPUT"'
+    )
     spec = run_spec(
         generation=1, token="t1", stage="s", argv=["/bin/sh", "-c", stage], env={}, outputs_max=4096
     )
@@ -142,6 +146,7 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     ]
     env = {
         "PATH": "/usr/bin:/bin",
+        "IMAGE_VAR": "from the image",
         "KC_SLOT": "slot-a",
         "KC_GENERATION": "1",
         "KC_RUN": spec,
@@ -159,7 +164,11 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
                 marker = parsed
                 break
         assert marker is not None and marker.exit_code == 0, marker
-        assert marker.outputs == {"uid": RESTRICTED_RUN_AS_USER, "reached": 0}
+        assert marker.outputs == {
+            "uid": RESTRICTED_RUN_AS_USER,
+            "reached": 0,
+            "env": "/usr/bin:/bin|from the image|",
+        }
         # the slot's startup probe passes as that user too (the kubelet execs it in the container)
         check = container(binds, list(STARTUP_COMMAND), {"KC_SLOT": "slot-a", "PATH": "/usr/bin"})
         assert subprocess.run(check, timeout=30).returncode == 0
