@@ -19,7 +19,7 @@
 # - Nothing a stage writes changes what the runner does. The runner's own files are read-only; the slot's
 #   state ($KC_STATE, an emptyDir of this slot only) holds records only: gen-N/started, gen-N/result,
 #   gen-N/exit_code (written last: the generation is done), <slot>.started (the newest generation this slot
-#   started) and <slot>.serving (the runner serves the slot: the startup probe's). Once the stage's
+#   started) and <slot>.parked (the generation it parked on: the readiness probe's). Once the stage's
 #   processes are gone, the runner empties the state and writes the generation's records afresh, so
 #   whatever a stage left there (a FIFO, a bumped counter, a planted record) is gone before the slot's next
 #   generation; records are read only through checks that refuse anything but a regular file. The captured
@@ -60,7 +60,7 @@ kc_meta=${KC_META:-/kruise-chain-meta}/$kc_slot
 kc_stopfile=$kc_meta.stop
 kc_scratch=${KC_SCRATCH:-/scratch}
 kc_term=${KC_TERMINATION_LOG:-/dev/termination-log}
-kc_serving=$kc_state/$kc_slot.serving
+kc_parked=$kc_state/$kc_slot.parked
 kc_hwmfile=$kc_state/$kc_slot.started
 
 # One handler for the stop signals, set before anything else (as PID 1 the runner would otherwise ignore
@@ -358,12 +358,10 @@ kc_end_all() {
 	echo "$kc_marker error: processes of generation $kc_g are still there after $kc_i kills" >&2
 }
 
-# kc_wipe: empty the slot's state (made writable first: a stage may have taken its own permissions away), but
-# for the startup probe's record, made again.
+# kc_wipe: empty the slot's state (made writable first: a stage may have taken its own permissions away).
 kc_wipe() {
 	"$kc_bb" chmod -R u+rwx "$kc_state" 2>/dev/null
 	"$kc_bb" rm -rf "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?* 2>/dev/null
-	: >"$kc_serving"
 }
 
 # kc_finish EXIT_CODE REASON: the stage's processes are ended, then the state is emptied and the generation's
@@ -413,6 +411,14 @@ kc_announce() {
 	{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null
 	printf '\n%s\n' "$kc_res"
 	printf '\n%s stderr-end gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
+	kc_put "$kc_parked" "$kc_g"
+}
+
+# kc_put PATH VALUE: write VALUE as PATH's one line, replacing whatever PATH is if not a regular file (an
+# open for writing of a FIFO a stage left there would block).
+kc_put() {
+	if [ -e "$1" ] || [ -h "$1" ]; then kc_file "$1" || "$kc_bb" rm -rf "$1" 2>/dev/null; fi
+	{ printf '%s\n' "$2" >"$1"; } 2>/dev/null
 }
 
 # kc_stop_requested: the stop annotation names this generation; kc_grace is its grace period.
@@ -482,6 +488,7 @@ kc_run() {
 		exit 70
 	fi
 	printf '%s\n' "$kc_g" >"$kc_hwmfile"
+	: >"$kc_parked"
 	kc_now
 	kc_started=$kc_stamp
 	printf '%s\n' "$kc_started" >"$kc_dir/started"
@@ -505,6 +512,8 @@ kc_run() {
 	[ "$kc_stopped" = 1 ] && kc_reason=stopped
 	[ "$kc_signals" -gt 0 ] && kc_reason=terminated
 	kc_finish "$kc_code" "$kc_reason"
+	kc_phase=idle
+	[ "$kc_signals" -gt 0 ] && exit 0 # stopped meanwhile: leave now rather than park until the kill
 }
 
 # Start-up: the captured env (in memory only), the private wait FIFO (made in the state, opened, unlinked).
@@ -521,23 +530,17 @@ if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! e
 fi
 "$kc_bb" rm -f "$kc_fifo"
 "$kc_bb" rm -rf "$kc_go" "$kc_taken" 2>/dev/null # a stage's of an earlier container, or one too late: the annotation decides
-# The startup probe's record, made afresh (whatever a stage left there, a FIFO included): the runner serves the
-# slot. The kubelet counts the slot Ready from then on, parked or running a stage (there is no readiness probe).
-"$kc_bb" rm -rf "$kc_serving" 2>/dev/null
-: >"$kc_serving"
 
 # Fast polls left (KC_HOT_POLLS, 250 by default, sets how many follow a start or a generation's end).
 kc_number "${KC_HOT_POLLS:-250}" 250
 kc_hot_polls=$kc_n
 kc_hot=$kc_hot_polls
 kc_done=0
+kc_file "$kc_parked" || kc_put "$kc_parked" 0
 while :; do
 	kc_poll
 	if [ "$kc_g" -gt "$kc_done" ] && [ "$kc_g" != "$kc_skip" ]; then
 		kc_run
-		kc_phase=idle
-		# stopped while it recorded (an interrupted or lost generation's too): leave now, not at the kill
-		[ "$kc_signals" -gt 0 ] && exit 0
 		kc_done=$kc_g
 		kc_hot=$kc_hot_polls
 		continue

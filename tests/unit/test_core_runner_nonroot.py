@@ -18,6 +18,7 @@ import pytest
 
 from airflow_kruise_chain.core import ResultMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import (
+    READINESS_COMMAND,
     RESTRICTED_RUN_AS_USER,
     STARTUP_COMMAND,
 )
@@ -169,9 +170,12 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
             "reached": 0,
             "env": "/usr/bin:/bin|from the image|",
         }
-        # the slot's startup probe passes as that user too (the kubelet execs it in the container)
-        check = container(binds, list(STARTUP_COMMAND), {"KC_SLOT": "slot-a", "PATH": "/usr/bin"})
-        assert subprocess.run(check, timeout=30).returncode == 0
+        # the slot's probes pass as that user too (the kubelet execs them in the container)
+        for probe in (STARTUP_COMMAND, READINESS_COMMAND):
+            check = container(
+                binds, list(probe), {"KC_SLOT": "slot-a", "KC_GENERATION": "1", "PATH": "/usr/bin"}
+            )
+            assert subprocess.run(check, timeout=30).returncode == 0, probe
     finally:
         slot.terminate()
         slot.wait(timeout=10)
