@@ -22,7 +22,9 @@
 #   started) and <slot>.parked (the generation it parked on: the readiness probe's). Once the stage's
 #   processes are gone, the runner empties the state and writes the generation's records afresh, so
 #   whatever a stage left there (a FIFO, a bumped counter, a planted record) is gone before the slot's next
-#   generation; records are read only through checks that refuse anything but a regular file. The captured
+#   generation; records are read only through checks that refuse anything but a regular file. A stage that
+#   gave the state or the termination log to another user or took their modes off (as root) cannot lock the
+#   runner out: it has the stage's rights and undoes it (kc_reclaim, kc_terminate). The captured
 #   env stays in the runner's memory; nothing is sourced or executed from a path a stage can write, but for
 #   the fast go's file below, which is read only while no stage process is left.
 # - A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
@@ -358,10 +360,35 @@ kc_end_all() {
 	echo "$kc_marker error: processes of generation $kc_g are still there after $kc_i kills" >&2
 }
 
-# kc_wipe: empty the slot's state (made writable first: a stage may have taken its own permissions away).
+# kc_reclaim: give the slot's state back to the runner. A stage has the runner's user and capabilities: as
+# root (an image's default user) without DAC_OVERRIDE but with CHOWN and FOWNER, it can give the state folder
+# and whatever is in it to another user and take every mode off, which locks the runner out of them too. The
+# runner undoes it with the same rights: each file back to its user (CHOWN), then readable, writable and
+# searchable (a+rwX: whoever owns it, with FOWNER or as its owner). A non-root runner does what its user may:
+# its stages could change nothing else.
+kc_reclaim() {
+	"$kc_bb" chown -R "$kc_ids" "$kc_state" 2>/dev/null
+	"$kc_bb" chmod -R a+rwX "$kc_state" 2>/dev/null
+}
+
+# kc_wipe: empty the slot's state, reclaimed first. Without FOWNER (CHOWN kept) each round reclaims one more
+# level of folders a stage gave away; whatever is still left is reported and never obeyed.
 kc_wipe() {
-	"$kc_bb" chmod -R u+rwx "$kc_state" 2>/dev/null
-	"$kc_bb" rm -rf "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?* 2>/dev/null
+	kc_i=0
+	while :; do
+		kc_reclaim
+		"$kc_bb" rm -rf "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?* 2>/dev/null
+		kc_left=
+		for kc_p in "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?*; do
+			if [ -e "$kc_p" ] || [ -h "$kc_p" ]; then kc_left="$kc_left ${kc_p##*/}"; fi
+		done
+		[ -n "$kc_left" ] || return 0
+		kc_i=$((kc_i + 1))
+		if [ "$kc_i" -ge 64 ]; then
+			echo "$kc_marker error: cannot remove what generation $kc_g left in $kc_state:$kc_left" >&2
+			return 1
+		fi
+	done
 }
 
 # kc_finish EXIT_CODE REASON: the stage's processes are ended, then the state is emptied and the generation's
@@ -370,6 +397,7 @@ kc_finish() {
 	kc_phase=recording
 	kc_now
 	kc_end_all
+	kc_reclaim
 	kc_out=$kc_dir/outputs.json
 	kc_enc=-
 	kc_number "$kc_m" 16384
@@ -408,10 +436,24 @@ kc_announce() {
 	kc_res=$kc_line
 	kc_msg=$kc_res
 	if [ "${#kc_res}" -gt 4000 ]; then kc_msg="${kc_res%% outputs=*} outputs=- outputs_status=truncated"; fi
-	{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null
+	kc_terminate
 	printf '\n%s\n' "$kc_res"
 	printf '\n%s stderr-end gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
 	kc_put "$kc_parked" "$kc_g"
+}
+
+# kc_terminate: $kc_msg becomes the termination message. The kubelet's file (kuberuntime_container.go
+# makeMounts: created mode 0666, the container's user may write it) can be given away or made mode 000 by a
+# root stage, as the state (kc_reclaim): its owner and mode are restored. A termination log that is neither a
+# regular file nor absent (a FIFO would block) or stays unwritable is left, and the loss said.
+kc_terminate() {
+	if [ ! -e "$kc_term" ] || kc_file "$kc_term"; then
+		{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null && return
+		"$kc_bb" chown "$kc_ids" "$kc_term" 2>/dev/null
+		"$kc_bb" chmod 0666 "$kc_term" 2>/dev/null
+		{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null && return
+	fi
+	echo "$kc_marker error: cannot write the termination message $kc_term: generation $kc_g's result is in this log and the slot's records only" >&2
 }
 
 # kc_put PATH VALUE: write VALUE as PATH's one line, replacing whatever PATH is if not a regular file (an
@@ -522,7 +564,10 @@ kc_run() {
 kc_envsh=$("$kc_bb" env -0 | "$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env) || kc_envsh=
 kc_envsh="unset SHLVL PWD OLDPWD PATH
 $kc_envsh"
+kc_ids=$("$kc_bb" id -u):$("$kc_bb" id -g)
 kc_fifo=$kc_state/.wait.$$
+"$kc_bb" mkdir -p "$kc_state" 2>/dev/null
+kc_reclaim # a stage may have locked the state before this container restarted
 "$kc_bb" rm -rf "$kc_fifo" 2>/dev/null
 if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! exec 3<>"$kc_fifo"; then
 	echo "$kc_marker error: cannot write the runner's state under $kc_state" >&2

@@ -3,7 +3,8 @@ container's script and a slot's runner run under uid 65532 (gid 0, no capabiliti
 mounts, as runc switches to the OCI process user after setting up the container's root) in the pod's layout
 (`/kruise-chain` written by the init container then mounted read-only, the slot's state and scratch as
 emptyDirs, which the kubelet makes mode 0777, the downwardAPI folder with 0444 files, the termination log
-mode 0666), with the static busybox of the runner image."""
+mode 0666), with the static busybox of the runner image; and as root with containerd's default capabilities
+less the chain's drops, against a root stage that locks the state and termination log away."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kruise_local.capabilities import DEFAULT_CAPABILITIES
 
 from airflow_kruise_chain.core import ResultMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import (
     READINESS_COMMAND,
     RESTRICTED_RUN_AS_USER,
     STARTUP_COMMAND,
+    UNREADABLE_RUNNER_CAPABILITIES,
 )
 from airflow_kruise_chain.core.runnerimage import STALE_EXIT_CODE, installer_path, runner_sha256
 from airflow_kruise_chain.core.wire import META_MOUNT, RUNNER_COMMAND, RUNNER_MOUNT, RUNNER_STATE, run_spec
@@ -34,10 +37,13 @@ pytestmark = pytest.mark.skipif(
 USER = ["--reuid", str(RESTRICTED_RUN_AS_USER), "--regid", "0", "--clear-groups", "--inh-caps=-all"]
 
 
-def container(binds: list[tuple[Path, str, bool]], argv: list[str], env: dict[str, str]) -> list[str]:
+def container(
+    binds: list[tuple[Path, str, bool]], argv: list[str], env: dict[str, str], root: bool = False
+) -> list[str]:
     """`argv` as a runtime runs a container's command: its own root (the host's /usr read-only as the
     image's userland, the runner image's busybox at /bin/busybox) and pid namespace, the volumes bound, then
-    the process user switched to the non-root one."""
+    the process user switched to the non-root one; `root`: run as root with containerd's default
+    capabilities less the chain's drops (a chain pod of an image whose user is root)."""
     cmd = [BWRAP, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"]
     cmd += [
         "--symlink",
@@ -54,13 +60,20 @@ def container(binds: list[tuple[Path, str, bool]], argv: list[str], env: dict[st
     cmd += ["--tmpfs", "/tmp"]
     for host, path, read_only in binds:
         cmd += ["--ro-bind" if read_only else "--bind", str(host), path]
-    # a restricted chain's containers drop ALL capabilities: the user switch needs SETUID and SETGID only,
-    # and they go with it (an exec must not hold DAC_OVERRIDE: the runner's busybox would count as readable)
-    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--cap-drop", "ALL"]
+    if root:
+        kept = set(DEFAULT_CAPABILITIES) - {f"CAP_{c}" for c in UNREADABLE_RUNNER_CAPABILITIES}
+        for cap in sorted(kept):
+            cmd += ["--cap-add", cap]
+    else:
+        # a restricted chain's containers drop ALL capabilities: the user switch needs SETUID and SETGID
+        # only, and they go with it (an exec must not hold DAC_OVERRIDE: the runner's busybox would count
+        # as readable)
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     cmd += ["--unshare-pid", "--as-pid-1", "--die-with-parent", "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
-    return [*cmd, "--", SETPRIV, *USER, "--", *argv]
+    return [*cmd, "--", *argv] if root else [*cmd, "--", SETPRIV, *USER, "--", *argv]
 
 
 def init_container(runner: Path, script: str) -> list[str]:
@@ -176,6 +189,92 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
                 binds, list(probe), {"KC_SLOT": "slot-a", "KC_GENERATION": "1", "PATH": "/usr/bin"}
             )
             assert subprocess.run(check, timeout=30).returncode == 0, probe
+    finally:
+        slot.terminate()
+        slot.wait(timeout=10)
+
+
+# A root stage (the image's user is root: it keeps CHOWN and FOWNER, not DAC_OVERRIDE) takes every record
+# path, the slot's state folder and the termination log away from the runner: given to another user, mode
+# 000, nested folders included, and a future generation's folder planted.
+ROOT_ATTACK = r"""
+printf '{"left": true}' > "$CHAIN_OUTPUT"
+cd /kruise-chain-state || exit 9
+mkdir -p gen-2/deep/deeper && : > gen-2/deep/deeper/f && chown -R 1234:1234 gen-2
+chmod 000 gen-2/deep/deeper gen-2/deep gen-2
+for f in slot-a.started slot-a.parked gen-1/outputs.json gen-1/started gen-1; do
+  chown 1234:1234 "$f" && chmod 000 "$f"
+done
+chown 1234:1234 /dev/termination-log . && chmod 000 /dev/termination-log . && echo ATTACKED
+exit 3
+"""
+
+
+def test_a_root_stage_taking_the_state_and_termination_log_away_breaks_nothing(tmp_path: Path) -> None:
+    runner, state, meta, scratch = (tmp_path / d for d in ("runner", "state", "meta", "scratch"))
+    for folder in (runner, state, scratch):  # emptyDirs (kubelet: 0777)
+        folder.mkdir()
+        folder.chmod(0o777)
+    meta.mkdir()
+    term = tmp_path / "termination-log"
+    term.write_text("")
+    term.chmod(0o666)  # kuberuntime_container.go makeMounts: the kubelet's termination log file, 0666
+    done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+    def assign(generation: int, script: str) -> str:
+        spec = run_spec(
+            generation=generation,
+            token=f"t{generation}",
+            stage=f"s{generation}",
+            argv=["/bin/sh", "-c", script],
+            env={},
+            outputs_max=4096,
+        )
+        (meta / ".new").write_text(spec)
+        (meta / ".new").rename(meta / "slot-a")
+        return spec
+
+    spec = assign(1, ROOT_ATTACK)
+    binds = [
+        (runner, RUNNER_MOUNT, True),
+        (state, RUNNER_STATE, False),
+        (meta, META_MOUNT, True),
+        (scratch, "/scratch", False),
+        (term, "/dev/termination-log", False),
+    ]
+    env = {"PATH": "/usr/bin:/bin", "KC_SLOT": "slot-a", "KC_RUN": spec, "KC_STATE": RUNNER_STATE}
+    env |= {"KC_META": META_MOUNT, "KC_SCRATCH": "/scratch"}
+    slot = subprocess.Popen(
+        container(binds, list(RUNNER_COMMAND), env, root=True),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+
+    def result() -> ResultMarker:
+        assert slot.stdout is not None
+        for line in slot.stdout:
+            lines.append(line)
+            parsed = parse_marker(line.rstrip("\n"))
+            if isinstance(parsed, ResultMarker):
+                return parsed
+        raise AssertionError(f"the runner ended without a result: {lines}")
+
+    try:
+        first = result()
+        assert "ATTACKED\n" in lines
+        assert (first.generation, first.exit_code, first.outputs) == (1, 3, {"left": True}), lines
+        assert (state / "gen-1" / "exit_code").read_text() == "3\n"
+        assert parse_marker(term.read_text()) == first  # the termination message is this generation's
+        # the next stage runs normally and its result is recorded
+        assign(2, 'id -u >/dev/null && printf \'{"next": true}\' > "$CHAIN_OUTPUT"')
+        second = result()
+        assert (second.generation, second.exit_code, second.outputs) == (2, 0, {"next": True}), lines
+        assert (state / "gen-2" / "exit_code").read_text() == "0\n"
+        assert parse_marker(term.read_text()) == second
+        assert not any("error" in line for line in lines), lines
     finally:
         slot.terminate()
         slot.wait(timeout=10)
