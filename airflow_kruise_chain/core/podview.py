@@ -62,13 +62,24 @@ class StageRecord:
     """the generation's token: the runner's markers for it carry it (see wire.py)"""
 
     def to_annotation(self) -> str:
-        """Compact JSON; ``try_number`` is stored as ``try``."""
-        data = asdict(self)
-        data["try"] = data.pop("try_number")
-        for optional in ("previous_reason", "token"):
-            if not data[optional]:
-                del data[optional]
-        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+        """Compact JSON; ``try_number`` is stored as ``try``. What a user reads first comes first:
+        ``kubectl describe`` shows an annotation's first 138 characters (which generation ran in which slot,
+        for which try, how, on which image), the rest is for the provider."""
+        data: dict[str, Any] = {
+            "generation": self.generation,
+            "slot": self.slot,
+            "try": self.try_number,
+            "action": self.action,
+            "image": self.image,
+            "swapped_at": self.swapped_at,
+            "token": self.token,
+            "previous_container_id": self.previous_container_id,
+            "previous_reason": self.previous_reason,
+        }
+        return json.dumps(
+            {k: v for k, v in data.items() if v or k not in ("previous_reason", "token")},
+            separators=(",", ":"),
+        )
 
     @classmethod
     def from_annotation(cls, text: str) -> StageRecord | None:

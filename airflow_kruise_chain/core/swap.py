@@ -347,10 +347,10 @@ def _swap_patch(
     pod: ChainPod, stage: StageSpec, record: StageRecord, statuses: dict[str, StageStatus]
 ) -> dict[str, Any]:
     """The swap's one patch, guarded by the snapshot's resourceVersion: the generation's annotations and
-    record, the slot's image for a ``patch``; it also retires the other slot's run spec when that slot's
-    generation has ended, so that no restart of it can run that generation again."""
+    record, the slot's image for a ``patch``; it also retires (deletes) the other slot's run spec when that
+    slot's generation has ended, so that no restart of it can run that generation again."""
     slot, generation = record.slot, record.generation
-    annotations = {
+    annotations: dict[str, str | None] = {
         GENERATION_ANNOTATION: str(generation),
         **slot_annotations(slot, stage, generation, record.token, restart=record.action == "patch"),
         stage_annotation(stage.name): record.to_annotation(),
@@ -359,7 +359,7 @@ def _swap_patch(
     if statuses[other].state not in _ON and pod.annotations.get(slot_annotation(other, RUN_FIELD)):
         # retired with the same patch: a restarted runner of the other slot finds nothing to run, whatever
         # its stage deleted or signalled (its generation has ended: its result is in its log and records)
-        annotations[slot_annotation(other, RUN_FIELD)] = ""
+        annotations[slot_annotation(other, RUN_FIELD)] = None
     metadata: dict[str, Any] = {"annotations": annotations}
     if pod.resource_version:
         metadata["resourceVersion"] = pod.resource_version
@@ -367,6 +367,20 @@ def _swap_patch(
     if record.action == "patch":
         patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
     return patch
+
+
+def retire_run_specs(pod: ChainPod) -> dict[str, Any] | None:
+    """The patch that deletes both slots' run specs once the chain's run is over (its teardown keeps the pod:
+    every stage task has ended), None when there is none; guarded by the snapshot's resourceVersion. A
+    restarted runner of the kept pod then finds nothing to run, and no stage's command or env stays in the
+    pod's annotations (``kubectl describe``); the stage records stay, for retries and the UI."""
+    retired = {key: None for slot in SLOTS if pod.annotations.get(key := slot_annotation(slot, RUN_FIELD))}
+    if pod.lost is not None or not retired:
+        return None
+    metadata: dict[str, Any] = {"annotations": retired}
+    if pod.resource_version:
+        metadata["resourceVersion"] = pod.resource_version
+    return {"metadata": metadata}
 
 
 @dataclass(frozen=True)
@@ -472,7 +486,7 @@ def plan_prepare(
     )
     metadata: dict[str, Any] = {
         "annotations": {
-            **{slot_annotation(idle, key): "" for key in SLOT_FIELDS},
+            **{slot_annotation(idle, key): None for key in SLOT_FIELDS},  # deleted: no stage, no run spec
             slot_annotation(idle, GENERATION_FIELD): "0",
             slot_annotation(idle, PREPARED_FIELD): record.to_annotation(),
         }

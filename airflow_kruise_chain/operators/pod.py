@@ -220,9 +220,28 @@ class ChainTeardownOperator(ChainBaseOperator):
         name = self.pod_name(context)
         if self.keep_pod:
             self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
+            self.retire_run_specs(name)
         else:
             self.delete(name)
         self.verdict(context)
+
+    def retire_run_specs(self, name: str) -> None:
+        """Delete the kept pod's run specs (`core.swap.retire_run_specs`: every stage task has ended), so
+        that no restart of a slot runs anything and no stage's command or env stays in the pod. Cleanup
+        only: a failure (the pod gone, or changed since it was read) is logged, never raised."""
+        from airflow_kruise_chain.core.swap import retire_run_specs
+        from airflow_kruise_chain.hooks.retry import KruiseApiError
+
+        try:
+            pod = self.hook.read_pod(name, self.namespace)
+            patch = retire_run_specs(pod) if pod is not None else None
+            if patch is not None:
+                self.hook.patch_pod(name, self.namespace, patch)
+                self.log.info("retired the run specs of chain pod %s/%s", self.namespace, name)
+        except (ChainError, KruiseApiError) as err:
+            self.log.warning(
+                "could not retire the run specs of chain pod %s/%s: %s", self.namespace, name, err
+            )
 
     def verdict(self, context: Context) -> None:
         """Fail (no retry) when a task upstream of this teardown failed in this DAG run."""

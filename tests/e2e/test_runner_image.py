@@ -22,6 +22,14 @@ pytestmark = pytest.mark.slow
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 DESCRIBE_LIMIT = 6 * 1024
+ANNOTATIONS_LIMIT = 1536
+"""a 4-stage run's annotations in `kubectl describe` (1.25 KB: the chain's own and 4 stage records)"""
+RUNS = [
+    ("extract", "slot-a", "busybox:1.36"),
+    ("transform", "slot-b", "alpine:3.20"),
+    ("load", "slot-a", "busybox:1.36"),
+    ("check", "slot-b", "alpine:3.20"),
+]
 
 
 def chain_dag(dag_id: str, **options: Any) -> Any:
@@ -37,11 +45,44 @@ def chain_dag(dag_id: str, **options: Any) -> Any:
     return dag
 
 
+def realistic_dag(dag_id: str) -> Any:
+    """4 stages: two images, one stage with a few env vars, the last one failing (exit 3)."""
+    from airflow.sdk import DAG
+
+    from airflow_kruise_chain.chain import KruiseChain
+
+    env = {"MODE": "strict", "TARGET_TABLE": "analytics.daily_orders", "BATCH_SIZE": "5000", "DRY_RUN": "0"}
+    with DAG(dag_id, schedule=None, start_date=START) as dag:
+        with KruiseChain("c", namespace="default", prewarm=False, keep_pod=True, **FAST_POD) as chain:
+            extract = chain.stage("extract", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo extract"])
+            transform = chain.stage(
+                "transform",
+                image="alpine:3.20",
+                cmds=["/bin/sh", "-c", 'echo "$MODE $TARGET_TABLE"'],
+                env=env,
+            )
+            load = chain.stage("load", image="busybox:1.36", cmds=["/bin/sh", "-c", "echo load"])
+            check = chain.stage(
+                "check",
+                image="alpine:3.20",
+                cmds=["/bin/sh", "-c", "echo bad >&2; exit 3"],
+                env={"STRICT": "yes"},
+            )
+            extract >> transform >> load >> check
+    return dag
+
+
 def test_describe_of_a_chain_pod_is_small_and_holds_no_script(e2e_cluster, capfd, tmp_path: Path):
     history = pod_events(e2e_cluster)
-    run = run_inline(chain_dag("runner_image_describe", keep_pod=True))
+    run = run_inline(realistic_dag("runner_image_describe"))
     out = capfd.readouterr().out
-    assert str(run.state) == "success", out[-3000:]
+    assert str(run.state) == "failed", out[-3000:]  # check's own exit code 3
+    assert [task_states(run)[f"c.{s}"][0] for s in ("extract", "transform", "load", "check")] == [
+        "success",
+        "success",
+        "success",
+        "failed",
+    ]
     pod = next(o for k, r, o in history if r is R.PODS and k == "ADDED")
     assert pod["spec"]["initContainers"][0]["image"] == DEFAULT_RUNNER_IMAGE
     kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "describe-kubeconfig")
@@ -62,14 +103,22 @@ def test_describe_of_a_chain_pod_is_small_and_holds_no_script(e2e_cluster, capfd
         check=True,
     ).stdout
     assert "kruise-chain-runner" in described and DEFAULT_RUNNER_IMAGE in described  # the init container
-    # the pod as built: all but its annotations (each stage's record and run spec) and its events, which grow
-    # with the run (2 stages: 1.4 and 1.3 KB)
-    built = re.sub(r"\nAnnotations:.*?\n(?=Status:)|\nEvents:.*", "\n", described, flags=re.S)
-    assert len(built.encode()) < DESCRIBE_LIMIT, built
-    assert len(described.encode()) < 2 * DESCRIBE_LIMIT, described
     for line in runner_script().splitlines()[:40]:  # nothing of the script, plain or encoded
         assert len(line) < 30 or line not in described
     assert "KC_RUNNER_SCRIPT" not in described
+    # the pod as built: all but its annotations and its events (the kubelet's: 13 here, 1.3 KB)
+    built = re.sub(r"\nAnnotations:.*?\n(?=Status:)|\nEvents:.*", "\n", described, flags=re.S)
+    assert len(built.encode()) < DESCRIBE_LIMIT, built
+    # what the run added: each stage's record, read first where describe cuts it (which generation ran in
+    # which slot, its try, how and on which image); no run spec (the swaps and the kept pod's teardown
+    # retire them), so no stage's command or env is left
+    notes = described[described.index("\nAnnotations:") : described.index("\nStatus:")]
+    for generation, (stage, slot, image) in enumerate(RUNS, start=1):
+        record = f'{{"generation":{generation},"slot":"{slot}","try":1,"action":"go","image":"{image}"'
+        assert re.search(rf"stage\.{stage}:\n\s+{re.escape(record)}", notes), notes
+    assert ".run:" not in notes and "kc_" not in notes, notes
+    assert not [value for value in ("strict", "analytics.daily_orders", "exit 3") if value in described]
+    assert len(notes.encode()) < ANNOTATIONS_LIMIT, notes
 
 
 def test_a_stale_runner_image_fails_the_setup_naming_the_image_and_the_fix(

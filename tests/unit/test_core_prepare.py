@@ -44,8 +44,8 @@ def test_a_prepare_is_one_guarded_image_patch_that_leaves_the_slot_without_a_gen
     ann = prepare.patch["metadata"]["annotations"]
     # no generation, no stage, no run spec: the restarted runner parks until a swap says go
     assert ann["airflow-kruise-chain/slot-a.generation"] == "0"
-    assert ann["airflow-kruise-chain/slot-a.run"] == ""
-    assert ann["airflow-kruise-chain/slot-a.stage"] == ""
+    assert ann["airflow-kruise-chain/slot-a.run"] is None  # deleted
+    assert ann["airflow-kruise-chain/slot-a.stage"] is None
     assert "airflow-kruise-chain/generation" not in ann
     assert not any(key.startswith("airflow-kruise-chain/slot-b") for key in ann)
     assert json.loads(ann["airflow-kruise-chain/slot-a.prepared"]) == {

@@ -31,7 +31,7 @@ from airflow_kruise_chain.core import (
 )
 from airflow_kruise_chain.core.errors import ResultUnavailableError
 from airflow_kruise_chain.core.podview import ChainPod, StageRecord
-from airflow_kruise_chain.core.swap import earlier_generation
+from airflow_kruise_chain.core.swap import earlier_generation, retire_run_specs
 
 CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
@@ -122,7 +122,11 @@ class FakePod:
             != self.pod["metadata"]["resourceVersion"]
         ):
             raise AssertionError("409 Conflict")
-        self.pod["metadata"]["annotations"].update(metadata["annotations"])
+        for key, value in metadata["annotations"].items():  # null deletes (strategic merge)
+            if value is None:
+                self.pod["metadata"]["annotations"].pop(key, None)
+            else:
+                self.pod["metadata"]["annotations"][key] = value
         for change in patch.get("spec", {}).get("containers", []):
             container = next(c for c in self.pod["spec"]["containers"] if c["name"] == change["name"])
             container.update(change)
@@ -188,12 +192,43 @@ def test_a_new_image_is_one_guarded_image_patch() -> None:
     assert third.patch["spec"] == {"containers": [{"name": "slot-a", "image": "acme/load:1.1"}]}
     # the swap retires the run spec of the generation that ended in the other slot, in the same patch
     assert "airflow-kruise-chain/slot-b.run" not in first.patch["metadata"]["annotations"]  # none to retire
-    assert second.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"] == ""
-    assert third.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-b.run"] == ""
+    # deleted, not emptied: nothing of it is left in the pod (kubectl describe shows no empty run spec)
+    assert second.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"] is None
+    assert third.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-b.run"] is None
+    assert "airflow-kruise-chain/slot-b.run" not in annotations(pod)
     assert "\nkc_r=1\n" in third.patch["metadata"]["annotations"]["airflow-kruise-chain/slot-a.run"]
     assert third.patch["metadata"]["resourceVersion"]
     assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
     assert "kc_m=1024\n" in annotations(pod)["airflow-kruise-chain/slot-a.run"]
+
+
+def test_the_teardown_of_a_kept_pod_retires_every_run_spec_in_one_guarded_patch() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT), pod.run(TRANSFORM)  # the second swap retired slot-a's
+    patch = retire_run_specs(pod.view)
+    assert patch == {
+        "metadata": {
+            "annotations": {"airflow-kruise-chain/slot-b.run": None},
+            "resourceVersion": pod.pod["metadata"]["resourceVersion"],
+        }
+    }
+    pod.apply(patch)
+    assert not [key for key in annotations(pod) if key.endswith(".run")]
+    assert retire_run_specs(pod.view) is None  # nothing left: no request
+    # the stage records stay (retries, the UI), and the slots' generations and stages
+    assert ChainPod.of(pod.pod).record("transform").slot == "slot-b"
+    assert annotations(pod)["airflow-kruise-chain/slot-b.stage"] == "transform"
+
+
+def test_a_stage_record_shows_its_generation_slot_try_action_and_image_first() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    text = annotations(pod)["airflow-kruise-chain/stage.extract"]
+    # kubectl describe shows an annotation's first 138 characters
+    assert text[:138].startswith(
+        '{"generation":1,"slot":"slot-a","try":1,"action":"go","image":"acme/extract:1.4",'
+    )
+    assert StageRecord.from_annotation(text) == ChainPod.of(pod.pod).record("extract")
 
 
 def same_image_chain(image: str, stages: int = 5) -> ChainSpec:
