@@ -2,9 +2,10 @@
 pod annotation) and what the runner prints back (marker lines). `runner.sh` implements the other side.
 
 **Run spec** (annotation ``airflow-kruise-chain/<slot>.run``; the runner reads it as env ``KC_RUN`` at
-container start and as the file ``/kruise-chain-meta/<slot>`` of a downwardAPI volume while it runs): sh text
-the runner sources, every value single-quoted (any bytes but NUL arrive unchanged: quotes, ``$``,
-backslashes, newlines, trailing ones too, non-ASCII)::
+container start and as the file ``/kruise-chain-meta/<slot>`` of a downwardAPI volume while it runs; deleted
+once its generation has ended, by the next swap or a kept pod's teardown, and an absent annotation reads as
+empty in both): sh text the runner sources, every value single-quoted (any bytes but NUL arrive unchanged:
+quotes, ``$``, backslashes, newlines, trailing ones too, non-ASCII)::
 
     kc_g=7                     # generation (always the first line: the runner polls it)
     kc_t='3f2a...'             # the generation's token: never in the stage's env
