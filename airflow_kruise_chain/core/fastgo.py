@@ -7,9 +7,10 @@ the runner's own read-only busybox and script) with the same spec on stdin. `--g
 own state (`<slot>.go`, renamed into place: never read half-written) and wakes the runner. The runner takes
 the newer generation of the two places and runs each generation once (its records: `gen-N/...`,
 `<slot>.started`): the deliveries may come in any order, twice or not at all, and one older than the
-runner's newest generation is ignored. The exec goes API server -> kubelet -> runtime: it does not wait for
-the pod's sync and the kubelet's downwardAPI refresh (0.1-1.3 s on an idle node, seconds behind a busy sync,
-`DESIGN.md`).
+runner's newest generation is ignored (an exec of a generation the annotation already started says so and
+exits 0: the runner ends the stage's processes, not what the kubelet exec'd into its container). The exec
+goes API server -> kubelet -> runtime: it does not wait for the pod's sync and the kubelet's downwardAPI
+refresh (0.1-1.3 s on an idle node, seconds behind a busy sync, `DESIGN.md`).
 
 Out of the stages' reach: the file lies in the slot's own state volume (the other slot does not mount it),
 the runner reads it only while no stage process is left in its slot, and empties its state after each
@@ -67,8 +68,14 @@ def deliver_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> bool
             "annotation"
         )
         return False
+    if code == 0 and output.rstrip().endswith(": not taken"):
+        log(
+            f"::kruise-chain:: go via pods/exec not needed in {plan.slot}: generation {plan.generation} "
+            "already started by its annotation"
+        )
+        return False
     if code != 0:
-        # e.g. killed (137) by the runner ending its slot's processes: the annotation won the race
+        # e.g. killed (137) after the runner's grace for exec'd processes at the end of a stage
         detail = output.strip().splitlines()[-1:] or [f"exit code {code}"]
         log(
             f"::kruise-chain:: go via pods/exec not taken in {plan.slot} ({detail[0]}); generation "

@@ -14,7 +14,8 @@
 # Sealed like a container (a stage runs as the runner's user, in its container):
 # - Nothing a stage starts outlives it. The runner is pid 1 of the container's pid namespace (a runtime
 #   execs the container's command as pid 1): when the stage's process ends (or is stopped), it ends every
-#   other process of the container (`kill -KILL -1`, which spares pid 1 only) BEFORE it records the result.
+#   other process of the container BEFORE it records the result: the stage's at once, what the kubelet exec'd
+#   into it (kc_scan) after about 2 s (`kill -KILL -1`, which spares pid 1 only).
 #   Not pid 1 (shareProcessNamespace, tests), it ends its descendants by their parent pids: best effort.
 # - Nothing a stage writes changes what the runner does. The runner's own files are read-only; the slot's
 #   state ($KC_STATE, an emptyDir of this slot only) holds records only: gen-N/started, gen-N/result,
@@ -240,6 +241,13 @@ if [ "$1" = --go ]; then
 		echo "$kc_marker error: not a run spec of $2 bytes" >&2
 		exit 65
 	fi
+	kc_gen=$kc_n
+	kc_read "$kc_hwmfile"
+	kc_number "$kc_line" 0
+	if [ "$kc_gen" -le "$kc_n" ]; then # the annotation was first: nothing to deliver
+		echo "$kc_marker generation $kc_gen already started in $kc_slot: not taken"
+		exit 0
+	fi
 	kc_i=0
 	until "$kc_bb" cat "$kc_spec" >"$kc_tmp" 2>/dev/null && "$kc_bb" mv -f "$kc_tmp" "$kc_go" 2>/dev/null; do
 		kc_i=$((kc_i + 1))
@@ -340,19 +348,57 @@ kc_descendants() {
 	done
 }
 
+# kc_scan (as pid 1): kc_pids is every live process of the slot but the runner and those the kubelet exec'd
+# into the container (a fast go, a probe, `kubectl exec`) with theirs, which kc_execd lists. An exec'd
+# process has its parent outside the container's pid namespace (the runtime's: /proc shows ppid 0); no
+# stage process can: its parents are all in the namespace, and its orphans go to pid 1.
+kc_scan() {
+	kc_all=
+	for kc_p in /proc/[0-9]*; do
+		kc_st=
+		{ read -r kc_st <"$kc_p/stat"; } 2>/dev/null || continue
+		set -- ${kc_st##*) }
+		kc_p=${kc_p#/proc/}
+		[ "$1" = Z ] || [ "$kc_p" = "$$" ] || kc_all="$kc_all $kc_p:$2"
+	done
+	kc_execd=" "
+	kc_more=1
+	while [ "$kc_more" = 1 ]; do
+		kc_more=0
+		for kc_e in $kc_all; do
+			case $kc_execd in *" ${kc_e%%:*} "*) continue ;; esac
+			case " 0$kc_execd" in *" ${kc_e#*:} "*)
+				kc_execd="$kc_execd${kc_e%%:*} "
+				kc_more=1
+				;;
+			esac
+		done
+	done
+	kc_pids=
+	for kc_e in $kc_all; do
+		case $kc_execd in *" ${kc_e%%:*} "*) ;; *) kc_pids="$kc_pids ${kc_e%%:*}" ;; esac
+	done
+}
+
 # kc_end_all: end every process of the slot but the runner, and wait until they are gone. As pid 1 of the
-# container's pid namespace, `kill -KILL -1` reaches them all (kill(2): every process but the caller's
-# namespace's init), forks racing the kill included (tried again while any is left).
+# container's pid namespace it reaches them all (forks racing the kill included: tried again while any is
+# left). What the kubelet exec'd into the container is not the stage's: it gets about 2 s to end on its own
+# (a late fast go ends in milliseconds, saying its generation was not taken), then `kill -KILL -1` (kill(2):
+# every process but the caller's namespace's init) ends it too.
 kc_end_all() {
 	kc_i=0
 	while [ "$kc_i" -lt 500 ]; do
-		if [ "$$" = 1 ]; then
-			kill -KILL -1 2>/dev/null
-			kc_others || return 0
-		else
+		if [ "$$" != 1 ]; then
 			kc_descendants
 			[ -n "$kc_pids" ] || return 0
 			kill -KILL $kc_pids 2>/dev/null
+		elif [ "$kc_i" -ge 200 ]; then
+			kill -KILL -1 2>/dev/null
+			kc_others || return 0
+		else
+			kc_scan
+			[ -n "$kc_pids" ] || [ "$kc_execd" != " " ] || return 0
+			[ -z "$kc_pids" ] || kill -KILL $kc_pids 2>/dev/null
 		fi
 		kc_i=$((kc_i + 1))
 		read -t 0.01 kc_x <&3 # the kernel tears them down; SIGCHLD wakes the runner, which reaps them

@@ -66,6 +66,16 @@ def test_a_refusal_or_failure_leaves_the_go_to_the_annotation_and_says_so_once()
         assert len(lines) == 1 and said in lines[0] and "generation 7 goes by its annotation" in lines[0]
 
 
+def test_a_late_go_says_the_annotation_was_first_not_an_error():
+    answer = (0, "::kruise-chain:: generation 7 already started in slot-b: not taken\n")
+    lines: list[str] = []
+    assert deliver_go(FakeExec(answer), plan(), lines.append) is False
+    assert lines == [
+        "::kruise-chain:: go via pods/exec not needed in slot-b: generation 7 already started by its "
+        "annotation"
+    ]
+
+
 def test_start_go_delivers_on_a_thread_and_waits_for_it():
     import threading
 

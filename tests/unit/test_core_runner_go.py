@@ -5,6 +5,8 @@ restart; a stale one never starts; a spec a stage plants in the slot's state is 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -229,3 +231,54 @@ def test_go_refuses_what_is_not_a_run_spec(slot, runners) -> None:
         done = go(slot, runner, spec, length)
         assert done.returncode != 0 and b"::kruise-chain:: error" in done.stderr
     assert not list(slot.state.glob(f"{slot.name}.go*"))
+
+
+NSENTER = shutil.which("nsenter")
+
+
+@pytest.mark.skipif(base.BWRAP is None or NSENTER is None, reason="needs bwrap and nsenter (a pid namespace)")
+def test_a_late_exec_in_the_container_when_the_stage_ends_is_not_killed_but_not_taken(slot, runners) -> None:
+    """The task's exec of a generation the annotation already started runs in the slot's pid namespace (as
+    runc exec joins the container's), and may still run when the stage ends and the runner ends the stage's
+    processes: it is not one of them. It ends on its own, saying the generation was not taken, exit 0."""
+    stage = sh_stage('echo running; until [ -e "$CHAIN_SCRATCH/end" ]; do sleep 0.02; done')
+    runner = runners(slot, stage, 1)  # the annotation's delivery started generation 1
+    runner.wait_line(lambda line: line == "running")
+    data = slot.spec(stage, 1).encode()
+    command = [NSENTER, "-t", str(base.pid_1(runner.process)), "-m", "-p", "--", *go_command(slot, len(data))]
+    late = subprocess.Popen(
+        command, env=runner.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        assert late.stdin is not None
+        late.stdin.write(data[:4])  # a slow exec: still reading its spec when the stage ends
+        late.stdin.flush()
+        deadline = time.monotonic() + base.TIMEOUT
+        while not any(" head -c " in " ".join(stat.split()) for stat in head_commands(runner)):
+            assert time.monotonic() < deadline, "the exec never read its stdin"
+            time.sleep(0.01)
+        (slot.scratch / "end").touch()
+        time.sleep(0.3)  # the stage has ended and the runner is ending its processes
+        out, _ = late.communicate(data[4:], timeout=base.TIMEOUT)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            late.kill()
+    assert (late.returncode, out.decode().strip()) == (
+        0,
+        "::kruise-chain:: generation 1 already started in slot-a: not taken",
+    )
+    assert runner.result(1).exit_code == 0
+    assert starts(runner, 1) == 1
+    assert not (slot.state / f"{slot.name}.go").exists()
+
+
+def head_commands(runner: Runner) -> list[str]:
+    """The command lines of the processes in the runner's pid namespace."""
+    commands = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{path.parent.name}/ns/pid") == os.readlink(
+                f"/proc/{base.pid_1(runner.process)}/ns/pid"
+            ):
+                commands.append(path.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+    return commands
