@@ -10,7 +10,7 @@ times (`container_stopped_at`, `container_started_at`) have one-second resolutio
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import UTC, datetime
@@ -21,7 +21,7 @@ from .errors import MalformedTrack
 from .image import same_image
 from .metrics import MemorySampler, ReadMetrics, container_memory
 from .podview import ChainPod, Slot, lost_reason
-from .status import StageResult, StartMarker, slot_status
+from .status import StageResult, StageState, StartMarker, confirm_from_log, needs_log, slot_status
 from .wire import MARKER
 
 XCOM_KEY = "chain_state"
@@ -287,8 +287,12 @@ def stage_phases(track: StageTrack, parked_until: str | None) -> list[dict[str, 
     return phases
 
 
-def slot_views(pod: ChainPod, metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """What each slot of the live chain pod holds: image, stage, generation, state and memory now."""
+def slot_views(
+    pod: ChainPod, metrics: Mapping[str, Any] | None, ended: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """What each slot of the live chain pod holds: image, stage, generation, state and memory now. A slot
+    holding a generation is parked only when it is in `ended` (its runner's result line for that generation
+    was read): Ready says only that its runner serves it, running a stage too (`StageStatus.confirmed`)."""
     memory = container_memory(metrics)
     view = pod
     views = []
@@ -296,8 +300,8 @@ def slot_views(pod: ChainPod, metrics: Mapping[str, Any] | None) -> list[dict[st
         status = slot_status(view, slot)
         hosted = view.slot(slot)
         state = status.state.value
-        if status.state.value == "finished":
-            state = "parked"
+        if status.state is StageState.FINISHED:
+            state = "parked" if status.confirmed or slot in ended else "running"
         stage = hosted.stage
         image = hosted.image
         record = view.record(stage) if stage else None
@@ -316,6 +320,18 @@ def slot_views(pod: ChainPod, metrics: Mapping[str, Any] | None) -> list[dict[st
             }
         )
     return views
+
+
+def reported_slots(pod: ChainPod, read_log: Callable[[str], str]) -> set[str]:
+    """The slots whose current generation's result line (generation, token) is in their log (`read_log`:
+    the last lines of a slot's log), read only for the slots whose pod status cannot tell (a Ready slot
+    holding a generation: see `StageStatus.confirmed`)."""
+    reported = set()
+    for slot in SLOTS:
+        status = slot_status(pod, slot)
+        if needs_log(status) and confirm_from_log(pod, status, read_log(slot).splitlines()).confirmed:
+            reported.add(slot)
+    return reported
 
 
 def failure_reason(track: StageTrack) -> str:
@@ -369,13 +385,15 @@ def chain_view(
     metrics: Mapping[str, Any] | None = None,
     ended_at: str | None = None,
     live_view: bool = False,
+    reported: Collection[str] = (),
 ) -> dict[str, Any]:
     """One chain of a DAG run for the UI: its pod, the two slots, and every stage run with its timeline.
 
     `tracks` are the stage tasks' ``chain_state`` XComs (raises `MalformedTrack` for one that is not);
     `pod` and `metrics` the live chain pod and its PodMetrics while it exists (then the slots are read from
     it, else reconstructed from the tracks); `ended_at` closes the last park phases (the DAG run's end; None
-    while it runs); `live_view`: the pod was looked for (so its absence means it is gone).
+    while it runs); `live_view`: the pod was looked for (so its absence means it is gone); `reported`: the
+    slots whose log holds their generation's result line (`reported_slots`).
     """
     runs = sorted((StageTrack.from_xcom(t) for t in tracks), key=lambda t: (t.generation, t.stage))
     stages = []
@@ -393,13 +411,12 @@ def chain_view(
     live = pod is not None and lost_reason(pod) is None
     if live:
         assert pod is not None
-        slots = slot_views(pod, metrics)
-        # after an annotations-only swap the slot keeps its container, whose readiness lags its runner by a
-        # probe period: the stage task's own record of the generation (running) decides
-        running = {(t.slot, t.generation) for t in runs if t.state == "running"}
+        # a generation has ended once its runner's result line was read: by the page (`reported`) or by the
+        # stage's task (its track has the exit code)
+        results = {(t.slot, t.generation) for t in runs if t.exit_code is not None}
+        ended = set(reported) | {s for s in SLOTS if (s, pod.slot(s).generation) in results}
+        slots = slot_views(pod, metrics, ended)
         for view in slots:
-            if view["state"] == "parked" and (view["slot"], view["generation"]) in running:
-                view["state"] = "running"
             recorded = recorded_slot(view["slot"], runs, ended=False)
             same = (recorded["stage"], recorded["generation"]) == (view["stage"], view["generation"])
             view["since"] = recorded["since"] if same and recorded["state"] == view["state"] else None

@@ -10,14 +10,17 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from .api import ChainApi
 from .constants import SLOTS
 from .errors import ChainError, PodLostError
-from .output import TAIL_LINES
-from .podview import ChainPod, lost_reason
+from .follow import REOPEN_DELAY, since_seconds
+from .logpump import END, TIMEOUT, LogPump
+from .output import TAIL_LINES, GenerationOutput
+from .podview import ChainPod, StageRecord, lost_reason
 from .status import (
     ResultMarker,
     StageResult,
@@ -94,8 +97,8 @@ class PodSession:
     def finished_slots(self, pod: ChainPod, only: Collection[str] = SLOTS) -> set[str]:
         """The slots of `only` whose current generation's result line (generation, token) is in their log.
 
-        Read only for slots whose pod status cannot tell: still not Ready (the readiness probe runs every
-        second), or Ready from before an annotations-only swap (see `StageStatus.confirmed`)."""
+        Read only for slots whose pod status cannot tell: a slot holding a generation is Ready while its
+        runner serves it, running the stage too, or its runner is starting (see `StageStatus.confirmed`)."""
         out, unknown = self._known_finished(pod)
         out &= set(only)
         for slot in sorted(unknown & set(only)):
@@ -184,13 +187,15 @@ class PodSession:
 
     # -- stopping ------------------------------------------------------------------------------------
     def stop(self, stage: str, timeout: float | None = None) -> StageResult | None:
-        """Stop `stage`'s latest generation if it is running; return its recorded result (None: nothing ran,
-        or its end was not recorded within `timeout`, by default the pod's grace period + 20 s).
+        """Stop `stage`'s latest generation if it has not ended; return its recorded result (None: nothing
+        ran, or its end was not recorded within `timeout`, by default the pod's grace period + 20 s).
 
         The slot's stop annotation (`wire.STOP_FIELD`: the generation and the pod's grace period) asks
         its runner, which reads it while the stage runs: SIGTERM to the stage, SIGKILL to all of it after
         the grace period, result reason ``stopped``; the runner parks (no container restart, no
-        ContainerRecreateRequest: the chain's identity needs nothing but its own pod).
+        ContainerRecreateRequest: the chain's identity needs nothing but its own pod). Whether the generation
+        ended is the runner's result line only (`await_result`): a slot is Ready while its runner serves it,
+        running the stage too, and the pod does not change when the stage ends.
         """
         pod = self.snapshot()
         record = pod.record(stage) if pod is not None else None
@@ -209,25 +214,96 @@ class PodSession:
                 )
                 return None
             status = current_status(pod, stage)
-        if status.state is not StageState.RUNNING or status.generation != record.generation:
+        if (
+            status.state not in (StageState.RUNNING, StageState.FINISHED)
+            or status.generation != record.generation
+        ):
             return None
-        grace, key = max(0, math.ceil(pod.grace_period)), slot_annotation(record.slot, STOP_FIELD)
-        self.api.patch_pod(
-            pod.name, self.namespace, {"metadata": {"annotations": {key: f"{record.generation} {grace}"}}}
-        )
-        self.log(
-            f"::kruise-chain:: stopping stage {stage!r} generation {record.generation} in {record.slot} "
-            f"(annotation {key}: SIGTERM, SIGKILL after {grace}s)"
-        )
-        while True:
-            result = self.recorded_result(
-                pod, record.slot, record.generation, record.image, token=record.token
+        slot, generation = record.slot, record.generation
+        result = self.recorded_result(pod, slot, generation, record.image, token=record.token)
+        if result is None:  # not ended yet (as far as its log tells): ask its runner to stop it
+            grace, key = max(0, math.ceil(pod.grace_period)), slot_annotation(slot, STOP_FIELD)
+            self.api.patch_pod(
+                pod.name, self.namespace, {"metadata": {"annotations": {key: f"{generation} {grace}"}}}
             )
-            if result is not None:
-                self.log_end(result)
-                return result
-            new = self.wait_pod_change(pod, deadline)
-            pod = new if new is not None else self.snapshot()
-            if pod is None or time.monotonic() > deadline:
-                self.log(f"::kruise-chain:: stage {stage!r} was told to stop; its end is not recorded yet")
+            self.log(
+                f"::kruise-chain:: stopping stage {stage!r} generation {generation} in {slot} "
+                f"(annotation {key}: SIGTERM, SIGKILL after {grace}s)"
+            )
+            result = self.await_result(record, deadline)
+        if result is None:
+            self.log(
+                f"::kruise-chain:: stage {stage!r} was told to stop; its end is not recorded yet: the runner "
+                f"of {slot} printed no result line for generation {generation} within {timeout:g}s (the "
+                "stop request stays on the pod; the slot's log says what the runner did)"
+            )
+            return None
+        self.log_end(result)
+        return result
+
+    def settle_stops(self, timeout: float) -> list[StageResult]:
+        """Wait (at most `timeout` seconds in all) for the result of each generation a stop was asked for
+        (its slot's stop annotation names it) whose runner has not recorded it yet: before the pod is
+        deleted, whose deletion would end it as ``terminated`` instead (the stage task's own wait may have
+        been shorter, e.g. `on_kill`'s). Returns the results read; a result that does not come is logged."""
+        pod = self.snapshot()
+        if pod is None or pod.lost is not None:
+            return []
+        deadline = time.monotonic() + timeout
+        results = []
+        for slot in SLOTS:
+            hosted = pod.slot(slot)
+            asked = (pod.annotations.get(slot_annotation(slot, STOP_FIELD)) or "").split()
+            record = hosted.record
+            if record is None or not hosted.generation or asked[:1] != [str(hosted.generation)]:
+                continue
+            found = self.recorded_result(pod, slot, record.generation, record.image, token=record.token)
+            result = found or self.await_result(record, deadline)
+            if result is None:
+                self.log(
+                    f"::kruise-chain:: {slot} was told to stop generation {record.generation} (stage "
+                    f"{hosted.stage!r}); its runner printed no result line for it within {timeout:g}s"
+                )
+                continue
+            if found is None:
+                self.log(
+                    f"::kruise-chain:: stage {hosted.stage!r} generation {record.generation} in {slot} "
+                    f"ended as asked: exit code {result.exit_code} ({result.reason})"
+                )
+            results.append(result)
+        return results
+
+    def await_result(self, record: StageRecord, deadline: float) -> StageResult | None:
+        """`record`'s generation's result as its runner records it: its result line (generation, token) in
+        its slot's log, followed live until `deadline` (monotonic). A stream that ends without it (a
+        restarted container, a cut connection) is followed by the slot's history (a restarted runner prints
+        it again; previous log, termination message), then opened again. None when it did not come in time
+        or the pod is gone."""
+        slot, generation = record.slot, record.generation
+        output = GenerationOutput(generation, record.token)
+        while time.monotonic() < deadline:
+            since = since_seconds(record.swapped_at, datetime.now(UTC)) if record.action == "go" else None
+
+            def stream(since: int | None = since) -> Iterable[str]:
+                return self.api.follow_log(self.pod_name, self.namespace, slot, since_seconds=since)
+
+            pump = LogPump(stream, f"kruise-chain-stop-{slot}")
+            output.reopen()
+            try:
+                while output.result is None:
+                    item = pump.next(deadline)
+                    if item is TIMEOUT or item is END or isinstance(item, Exception):
+                        break
+                    output.feed(str(item))
+            finally:
+                pump.close()
+            if output.result is not None:
+                return StageResult.from_marker(output.result, image=record.image, log_tail=list(output.tail))
+            pod = self.snapshot()
+            if pod is None or pod.lost is not None:
                 return None
+            found = self.recorded_result(pod, slot, generation, record.image, output.tail, record.token)
+            if found is not None:
+                return found
+            time.sleep(max(0.0, min(REOPEN_DELAY, deadline - time.monotonic())))
+        return None

@@ -268,10 +268,18 @@ class ChainTeardownOperator(ChainBaseOperator):
             )
 
     def delete(self, name: str) -> None:
-        """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed)."""
+        """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed).
+
+        A stage a stop was asked for (its task's `on_kill` waits only a few seconds) is left the grace period
+        and the margin to record its end first (`PodSession.settle_stops`: its runner's result line): the
+        deletion would otherwise end it as ``terminated``, not ``stopped``."""
+        from airflow_kruise_chain.core.podsession import PodSession
         from airflow_kruise_chain.core.watch import wait_pod_gone
 
         pod = self.hook.read_pod(name, self.namespace)
+        if pod is not None:
+            session = PodSession(self.hook, name, self.namespace, log=self.log.info)
+            session.settle_stops(pod.grace_period + self.delete_margin)
         found = self.hook.delete_pod(name, self.namespace)
         if not found:
             self.log.info("chain pod %s/%s was already gone", self.namespace, name)

@@ -31,13 +31,21 @@ from sqlalchemy import select
 
 from airflow_kruise_chain.config import ui_kubernetes_conn_id
 from airflow_kruise_chain.connection import KubeConnection
-from airflow_kruise_chain.core.chainstate import XCOM_KEY, MalformedTrack, StageTrack, chain_view
+from airflow_kruise_chain.core.chainstate import (
+    XCOM_KEY,
+    MalformedTrack,
+    StageTrack,
+    chain_view,
+    reported_slots,
+)
 from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
 from airflow_kruise_chain.core.podview import ChainPod
 
 URL_PREFIX = "/kruise-chain"
 STAGE_OPERATOR = "KruiseChainOperator"
 ACTIVE_STATES = ("queued", "running")
+LOG_TAIL = 25
+"""the last lines of a slot's log read for its generation's result line (the runner's last lines)"""
 PAGE = (Path(__file__).parent / "page.html").read_text()
 
 log = logging.getLogger(__name__)
@@ -48,25 +56,28 @@ authenticated = Depends(requires_authenticated())
 
 def _live_pod(
     track: dict[str, Any], dag_id: str, run_id: str
-) -> tuple[ChainPod | None, dict[str, Any] | None]:
-    """The chain pod and its PodMetrics through the operator-configured ``ui_kubernetes_conn_id`` (never a
-    connection an XCom names), and only if the pod is this DAG run's; (None, None) otherwise."""
+) -> tuple[ChainPod | None, dict[str, Any] | None, set[str]]:
+    """The chain pod, its PodMetrics and its slots whose log holds their generation's result line
+    (`reported_slots`) through the operator-configured ``ui_kubernetes_conn_id`` (never a connection an
+    XCom names), and only if the pod is this DAG run's; (None, None, empty) otherwise."""
     conn_id = ui_kubernetes_conn_id()
     if not conn_id:
-        return None, None
+        return None, None, set()
+    name, namespace = str(track["pod"]), str(track["namespace"])
     try:
         hook = KubeConnection(conn_id).hook()
-        pod = hook.read_pod(str(track["pod"]), str(track["namespace"]))
+        pod = hook.read_pod(name, namespace)
         if pod is None:
-            return None, None
+            return None, None, set()
         notes = pod.annotations
         if notes.get(DAG_ID_ANNOTATION) != dag_id or notes.get(RUN_ID_ANNOTATION) != run_id:
-            log.warning("%s/%s is not a chain pod of %s %s", track["namespace"], track["pod"], dag_id, run_id)
-            return None, None
-        return pod, hook.pod_metrics(str(track["pod"]), str(track["namespace"]))
+            log.warning("%s/%s is not a chain pod of %s %s", namespace, name, dag_id, run_id)
+            return None, None, set()
+        reported = reported_slots(pod, lambda slot: hook.read_log(name, namespace, slot, tail_lines=LOG_TAIL))
+        return pod, hook.pod_metrics(name, namespace), reported
     except Exception:
-        log.warning("cannot read chain pod %s/%s", track.get("namespace"), track.get("pod"), exc_info=True)
-        return None, None
+        log.warning("cannot read chain pod %s/%s", namespace, name, exc_info=True)
+        return None, None, set()
 
 
 def _page(api: str, index: str) -> str:
@@ -122,8 +133,12 @@ def run_state(dag_id: str, run_id: str, session: Any, ui_root: str = "/") -> dic
     live_view = bool(ui_kubernetes_conn_id())
     chains = []
     for name, chain_tracks in sorted(tracks.items()):
-        pod, metrics = _live_pod(chain_tracks[-1], dag_id, run_id) if running else (None, None)
-        view = chain_view(chain_tracks, pod=pod, metrics=metrics, ended_at=ended, live_view=live_view)
+        pod, metrics, reported = (
+            _live_pod(chain_tracks[-1], dag_id, run_id) if running else (None, None, set())
+        )
+        view = chain_view(
+            chain_tracks, pod=pod, metrics=metrics, ended_at=ended, live_view=live_view, reported=reported
+        )
         for stage in view["stages"]:
             task_id = task_of[(name, stage["stage"])]
             stage["task_id"] = task_id

@@ -93,7 +93,9 @@ def test_stage_timeout_stops_a_silent_stage(e2e_cluster):
     assert task_states(run)["c.teardown"][0] == "failed"  # it ran (the pod is deleted), then failed the run
     error = str(failures.errors["c.slow"])
     assert error.startswith("stage timeout (stage_timeout 2s): stage 'slow' (generation 1 in slot-a)"), error
-    assert "stopped it" in error
+    assert error.endswith("stopped it; it ended with exit code 143 (stopped)"), (
+        error
+    )  # read before the teardown
     assert_stopped(cluster, history)
 
 

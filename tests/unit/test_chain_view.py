@@ -86,3 +86,67 @@ def test_a_track_that_is_no_object_or_lacks_a_field_is_malformed() -> None:
     del data["pod"]
     with pytest.raises(MalformedTrack, match="pod is missing"):
         StageTrack.from_xcom(data)
+
+
+def test_a_ready_slot_is_parked_only_once_its_runner_recorded_the_generation_s_end() -> None:
+    """A slot is Ready while its runner serves it, running a stage too (no readiness probe): the live view
+    shows it parked only when the runner's result line for its generation was read, by the page (`reported`:
+    in the slot's log) or by the stage's task (its track has the exit code); else running."""
+    from airflow_kruise_chain.core.podview import StageRecord
+    from tests.unit.podfactory import chain_pod
+    from tests.unit.podfactory import running as container_running
+
+    record = StageRecord(2, "slot-b", "img/y:1", 1, "containerd://3", "2026-01-01T00:00:02Z", "go")
+    pod = chain_pod(
+        records={"y": record},
+        slots={
+            "slot-a": container_running(
+                "containerd://2", ready=True, generation=1, stage="x", image="img/x:1"
+            ),
+            "slot-b": container_running(
+                "containerd://3", ready=True, generation=2, stage="y", image="img/y:1"
+            ),
+        },
+    )
+    swapping = running("y", "slot-b", 2, 2)
+    swapping.update(state="swapping", started_at=None)  # its task has not read the start yet
+
+    def states(tracks: list[dict[str, Any]], **options: Any) -> list[str]:
+        return [s["state"] for s in chain_view(tracks, pod=pod, **options)["slots"]]
+
+    assert states([track("x", "slot-a", 1, 1), swapping]) == ["parked", "running"]
+    assert states([track("x", "slot-a", 1, 1), swapping], reported={"slot-b"}) == ["parked", "parked"]
+    assert states([track("x", "slot-a", 1, 1), track("y", "slot-b", 2, 2)]) == ["parked", "parked"]
+
+
+def test_the_page_reads_the_log_only_of_a_slot_whose_pod_status_cannot_tell() -> None:
+    from airflow_kruise_chain.core.chainstate import reported_slots
+    from airflow_kruise_chain.core.podview import StageRecord
+    from tests.unit.podfactory import chain_pod
+    from tests.unit.podfactory import running as container_running
+
+    record = StageRecord(
+        2, "slot-b", "img/y:1", 1, "containerd://3", "2026-01-01T00:00:02Z", "go", token="t2"
+    )
+    pod = chain_pod(
+        records={"y": record},
+        slots={
+            "slot-a": container_running("containerd://2", ready=True, image="img/x:1"),  # idle: no generation
+            "slot-b": container_running(
+                "containerd://3", ready=True, generation=2, stage="y", image="img/y:1"
+            ),
+        },
+    )
+    result = (
+        "::kruise-chain:: result gen=2 token={} stage=y slot=slot-b exit=0 reason=completed "
+        "started=2026-01-01T00:00:02Z finished=2026-01-01T00:00:03Z outputs=- outputs_status=absent"
+    )
+    for token, expected in [("t2", {"slot-b"}), ("forged", set())]:
+        read: list[str] = []
+
+        def log(slot: str, read: list[str] = read, token: str = token) -> str:
+            read.append(slot)
+            return result.format(token)
+
+        assert reported_slots(pod, log) == expected
+        assert read == ["slot-b"]
