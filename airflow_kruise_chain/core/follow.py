@@ -14,8 +14,8 @@ triggers/output.py). The constants and give-up rules below are the only ones eit
   still runs (a cut connection); a reader that can hand over (the triggerer) gives up after
   `HAND_OVER_AFTER` such reopens of one container (`GAVE_UP`);
 - a stream is due to end `RESULT_COPY_WAIT` after the generation's result line (its copy from the other
-  stream) or after the pod says the generation ended while it is open: then it ends with the result
-  (`ENDED`) or, without it, is stuck and opened again;
+  stream): then it ends with the result (`ENDED`). The pod never says that a generation ended (a slot is
+  Ready while its runner serves it, running a stage too: see `StageStatus.confirmed`), only the log does;
 - a stream that ended without the result, whose container no longer runs, leaves the result to the slot's
   history or to the restarted runner (`STOPPED`: a reader that can read the history does; then it waits).
 """
@@ -34,9 +34,8 @@ from .status import StageState, StageStatus, current_status
 from .wire import StartMarker
 
 RESULT_COPY_WAIT = 5.0
-"""seconds an open log stream may lag once it is due to end: after the generation's result line (for its
-copy from the container's other stream, printed right after it), or after the pod says the generation ended
-(Ready, confirmed) while the stream is open. Only a stalled stream keeps it longer."""
+"""seconds an open log stream may lag after the generation's result line, for its copy from the container's
+other stream (printed right after it)."""
 REOPEN_DELAY = 0.5
 """seconds before the log stream of a container that still runs is opened again after it ended without
 the result (the connection was cut, or the kubelet has not reported the container's exit yet)"""
@@ -191,9 +190,7 @@ class GenerationFollow:
     def tick(self, pod: ChainPod | None, now: float) -> Step:
         """Time passed (a `Step.at`, or the reader's own wait) with `pod` as last seen."""
         if self.streaming and self._due is not None and now >= self._due:
-            if self.output.result is not None:
-                return Step(Next.ENDED, self.status)
-            self.streaming, self.followed, self._due = "", "", None  # stuck: open it again
+            return Step(Next.ENDED, self.status)  # the result line's copy did not come in time
         if self.status is None:
             return self.see(pod, now)
         return self._decide(pod, now)
@@ -212,8 +209,6 @@ class GenerationFollow:
         status = self.status
         assert status is not None
         if self.streaming:
-            if status.state is StageState.FINISHED and status.confirmed and self._due is None:
-                self._due = now + RESULT_COPY_WAIT  # the pod says it ended: the stream may lag that long
             return Step(Next.WAIT, status, at=self._due)
         hosted = pod.slots.get(self.slot) if pod is not None else None
         container = status.container_id

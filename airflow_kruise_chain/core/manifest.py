@@ -46,22 +46,21 @@ from .wire import (
 )
 
 INIT_CONTAINER = "kruise-chain-runner"
-READINESS_COMMAND: tuple[str, ...] = (
-    f"{RUNNER_BIN}/busybox",
-    "sh",
-    "-c",
-    f'read g <"{RUNNER_STATE}/$KC_SLOT.parked" && [ "$g" -ge "${{KC_GENERATION:-0}}" ]',
-)
-"""Slot readiness: its runner parked on the generation the container started with, or a later one."""
 STARTUP_COMMAND: tuple[str, ...] = (
     f"{RUNNER_BIN}/busybox",
     "sh",
     "-c",
-    f'until [ -e "{RUNNER_STATE}/$KC_SLOT.parked" ]; do {RUNNER_BIN}/busybox sleep 0.05; done',
+    f'until [ -e "{RUNNER_STATE}/$KC_SLOT.serving" ]; do {RUNNER_BIN}/busybox sleep 0.05; done',
 )
-"""Slot startup: wait (within the probe's timeout) until its runner has made its parked record, so that the
-readiness probe, which the kubelet runs only once this passes, never races the runner at a start (a failed
-probe is an `Unhealthy` warning event)."""
+"""Slot startup: wait (within the probe's timeout, rather than fail: a failed probe is an `Unhealthy`
+warning event) until its runner serves the slot (its state is set up: `runner.sh` keeps `<slot>.serving`).
+
+A slot has no readiness probe: the kubelet counts a started container without one Ready while it runs
+(`prober_manager.go` `UpdatePodStatus`: "no readinessProbe -> always ready"), and the runner is the
+container's main process, so Ready means its runner serves the slot, parked or running a stage. A probe that
+failed while a stage ran (a slot "not ready" when busy) raised an `Unhealthy` warning each second of every
+stage; whether a slot's generation has ended is read from its log (the runner's result line), never from
+the pod (`status.StageStatus.confirmed`)."""
 _PULL_POLICY_RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
 RESTRICTED_RUN_AS_USER = 65532
 """The user the containers of a `pod_security="restricted"` chain run as when its `security_context` names
@@ -183,13 +182,6 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             "timeoutSeconds": 30,
             "successThreshold": 1,
             "failureThreshold": 10,
-        },
-        "readinessProbe": {
-            "exec": {"command": list(READINESS_COMMAND)},
-            "periodSeconds": 1,
-            "timeoutSeconds": 1,
-            "successThreshold": 1,
-            "failureThreshold": 1,
         },
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",

@@ -20,7 +20,7 @@
 # - Nothing a stage writes changes what the runner does. The runner's own files are read-only; the slot's
 #   state ($KC_STATE, an emptyDir of this slot only) holds records only: gen-N/started, gen-N/result,
 #   gen-N/exit_code (written last: the generation is done), <slot>.started (the newest generation this slot
-#   started) and <slot>.parked (the generation it parked on: the readiness probe's). Once the stage's
+#   started) and <slot>.serving (the runner serves the slot: the startup probe's). Once the stage's
 #   processes are gone, the runner empties the state and writes the generation's records afresh, so
 #   whatever a stage left there (a FIFO, a bumped counter, a planted record) is gone before the slot's next
 #   generation; records are read only through checks that refuse anything but a regular file. A stage that
@@ -63,7 +63,7 @@ kc_meta=${KC_META:-/kruise-chain-meta}/$kc_slot
 kc_stopfile=$kc_meta.stop
 kc_scratch=${KC_SCRATCH:-/scratch}
 kc_term=${KC_TERMINATION_LOG:-/dev/termination-log}
-kc_parked=$kc_state/$kc_slot.parked
+kc_serving=$kc_state/$kc_slot.serving
 kc_hwmfile=$kc_state/$kc_slot.started
 
 # One handler for the stop signals, set before anything else (as PID 1 the runner would otherwise ignore
@@ -417,8 +417,9 @@ kc_reclaim() {
 	"$kc_bb" chmod -R a+rwX "$kc_state" 2>/dev/null
 }
 
-# kc_wipe: empty the slot's state, reclaimed first. Without FOWNER (CHOWN kept) each round reclaims one more
-# level of folders a stage gave away; whatever is still left is reported and never obeyed.
+# kc_wipe: empty the slot's state, reclaimed first, but for the startup probe's record, made again (kc_serve).
+# Without FOWNER (CHOWN kept) each round reclaims one more level of folders a stage gave away; whatever is still
+# left is reported and never obeyed.
 kc_wipe() {
 	kc_i=0
 	while :; do
@@ -428,13 +429,21 @@ kc_wipe() {
 		for kc_p in "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?*; do
 			if [ -e "$kc_p" ] || [ -h "$kc_p" ]; then kc_left="$kc_left ${kc_p##*/}"; fi
 		done
-		[ -n "$kc_left" ] || return 0
+		[ -n "$kc_left" ] || break
 		kc_i=$((kc_i + 1))
 		if [ "$kc_i" -ge 64 ]; then
 			echo "$kc_marker error: cannot remove what generation $kc_g left in $kc_state:$kc_left" >&2
+			kc_serve
 			return 1
 		fi
 	done
+	kc_serve
+}
+
+# kc_serve: the startup probe's record that the runner serves the slot, made unless something is there (a
+# stage's leftover the wipe could not remove: never opened, a FIFO would block).
+kc_serve() {
+	[ -e "$kc_serving" ] || [ -h "$kc_serving" ] || { : >"$kc_serving"; } 2>/dev/null
 }
 
 # kc_finish EXIT_CODE REASON: the stage's processes are ended, then the state is emptied and the generation's
@@ -485,7 +494,6 @@ kc_announce() {
 	kc_terminate
 	printf '\n%s\n' "$kc_res"
 	printf '\n%s stderr-end gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
-	kc_put "$kc_parked" "$kc_g"
 }
 
 # kc_terminate: $kc_msg becomes the termination message. The kubelet's file (kuberuntime_container.go
@@ -500,13 +508,6 @@ kc_terminate() {
 		{ printf '%s' "$kc_msg" >"$kc_term"; } 2>/dev/null && return
 	fi
 	echo "$kc_marker error: cannot write the termination message $kc_term: generation $kc_g's result is in this log and the slot's records only" >&2
-}
-
-# kc_put PATH VALUE: write VALUE as PATH's one line, replacing whatever PATH is if not a regular file (an
-# open for writing of a FIFO a stage left there would block).
-kc_put() {
-	if [ -e "$1" ] || [ -h "$1" ]; then kc_file "$1" || "$kc_bb" rm -rf "$1" 2>/dev/null; fi
-	{ printf '%s\n' "$2" >"$1"; } 2>/dev/null
 }
 
 # kc_stop_requested: the stop annotation names this generation; kc_grace is its grace period.
@@ -576,7 +577,6 @@ kc_run() {
 		exit 70
 	fi
 	printf '%s\n' "$kc_g" >"$kc_hwmfile"
-	: >"$kc_parked"
 	kc_now
 	kc_started=$kc_stamp
 	printf '%s\n' "$kc_started" >"$kc_dir/started"
@@ -600,8 +600,6 @@ kc_run() {
 	[ "$kc_stopped" = 1 ] && kc_reason=stopped
 	[ "$kc_signals" -gt 0 ] && kc_reason=terminated
 	kc_finish "$kc_code" "$kc_reason"
-	kc_phase=idle
-	[ "$kc_signals" -gt 0 ] && exit 0 # stopped meanwhile: leave now rather than park until the kill
 }
 
 # Start-up: the captured env (in memory only), the private wait FIFO (made in the state, opened, unlinked).
@@ -621,17 +619,23 @@ if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! e
 fi
 "$kc_bb" rm -f "$kc_fifo"
 "$kc_bb" rm -rf "$kc_go" "$kc_taken" 2>/dev/null # a stage's of an earlier container, or one too late: the annotation decides
+# The startup probe's record, made afresh (whatever a stage left there, a FIFO included): the runner serves the
+# slot. The kubelet counts the slot Ready from then on, parked or running a stage (there is no readiness probe).
+"$kc_bb" rm -rf "$kc_serving" 2>/dev/null
+kc_serve
 
 # Fast polls left (KC_HOT_POLLS, 250 by default, sets how many follow a start or a generation's end).
 kc_number "${KC_HOT_POLLS:-250}" 250
 kc_hot_polls=$kc_n
 kc_hot=$kc_hot_polls
 kc_done=0
-kc_file "$kc_parked" || kc_put "$kc_parked" 0
 while :; do
 	kc_poll
 	if [ "$kc_g" -gt "$kc_done" ] && [ "$kc_g" != "$kc_skip" ]; then
 		kc_run
+		kc_phase=idle
+		# stopped while it recorded (an interrupted or lost generation's too): leave now, not at the kill
+		[ "$kc_signals" -gt 0 ] && exit 0
 		kc_done=$kc_g
 		kc_hot=$kc_hot_polls
 		continue

@@ -52,10 +52,10 @@ class StageStatus:
     reason: str = ""
     message: str = ""
     confirmed: bool = True
-    """False for a FINISHED read from a readiness that may predate the generation: after an
-    annotations-only (``go``) swap the slot keeps its container, which stays Ready from its previous
-    generation until its runner reads the new one from the downwardAPI volume (the kubelet's propagation
-    delay) and its probe runs. Only the runner's result line for the generation (and its token) settles it."""
+    """False for a FINISHED the pod cannot vouch for: a slot is Ready while its runner serves it, parked or
+    running a stage (so that a healthy chain raises no probe failure: each is an `Unhealthy` warning event),
+    so Ready says nothing of the slot's generation. Only the runner's result line for the generation (and
+    its token) settles it. True for a slot with no generation (idle, or prepared ahead): nothing runs."""
 
 
 @dataclass(frozen=True)
@@ -184,9 +184,9 @@ def _container_state(
             f"{slot} still shows the container it had before the swap",
         )
     if view.running:
-        if view.ready:
-            return StageStatus(StageState.FINISHED, *context, confirmed=not same_container)
-        return StageStatus(StageState.RUNNING, *context)
+        if view.ready:  # its runner serves the slot: parked, or running the generation (only its log tells)
+            return StageStatus(StageState.FINISHED, *context, confirmed=not generation)
+        return StageStatus(StageState.RUNNING, *context)  # its runner is starting
     terminated = view.terminated
     return StageStatus(
         StageState.RUNNING,

@@ -44,8 +44,9 @@ read its own slot's run spec, so a stage CAN forge its own generation's result (
 cannot reach the other slot's run spec, state or runner (each slot mounts only its own), nor a later
 generation's. Put stages of different trust in different chains. The result line is also the slot's
 termination message (outputs left out above 4000 bytes). Records (in the slot's own state volume):
-``/kruise-chain-state/gen-G/{started,result,exit_code,outputs.json}``, and ``<slot>.parked`` (the
-generation the slot parked on: its readiness).
+``/kruise-chain-state/gen-G/{started,result,exit_code,outputs.json}``, and ``<slot>.serving`` (the runner
+serves the slot: the startup probe's). The pod never says that a generation ended (a slot is Ready while its
+runner serves it, running a stage too): its result line does.
 
 **Stop** (annotation ``airflow-kruise-chain/<slot>.stop``, file ``/kruise-chain-meta/<slot>.stop``):
 ``"G GRACE"`` stops generation G if it runs: SIGTERM to the stage, SIGKILL to all of it after GRACE

@@ -117,6 +117,7 @@ def test_a_ready_slot_is_parked_only_once_its_runner_recorded_the_generation_s_e
     assert states([track("x", "slot-a", 1, 1), swapping]) == ["parked", "running"]
     assert states([track("x", "slot-a", 1, 1), swapping], reported={"slot-b"}) == ["parked", "parked"]
     assert states([track("x", "slot-a", 1, 1), track("y", "slot-b", 2, 2)]) == ["parked", "parked"]
+    assert states([running("x", "slot-a", 1, 1), swapping]) == ["running", "running"]
 
 
 def test_the_page_reads_the_log_only_of_a_slot_whose_pod_status_cannot_tell() -> None:

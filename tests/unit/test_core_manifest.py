@@ -109,9 +109,11 @@ def test_pod_layout() -> None:
         for name, key in [("KC_GENERATION", "generation"), ("KC_RUN", "run")]:
             field_ref = env[name]["valueFrom"]["fieldRef"]
             assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.{key}']"
-        probe = container["readinessProbe"]
-        assert probe["periodSeconds"] == 1
+        # Ready while its runner serves it, running a stage too: no readiness probe to fail while one runs
+        assert "readinessProbe" not in container
+        probe = container["startupProbe"]
         assert probe["exec"]["command"][:2] == ["/kruise-chain/bin/busybox", "sh"]
+        assert probe["timeoutSeconds"] > 1  # it waits for the runner rather than fail
         assert container["terminationMessagePath"] == "/dev/termination-log"
 
 

@@ -1,4 +1,4 @@
-"""The slots' startup probe waits for the runner's parked record instead of failing (a failed probe is an
+"""The slots' startup probe waits for the runner's serving record instead of failing (a failed probe is an
 `Unhealthy` warning event): it blocks while the record is missing and passes once the runner made it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
 
 
-def test_startup_probe_waits_for_the_parked_record(tmp_path: Path) -> None:
+def test_startup_probe_waits_for_the_serving_record(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "busybox").symlink_to(str(BUSYBOX))
     state = tmp_path / "state"
@@ -27,5 +27,5 @@ def test_startup_probe_waits_for_the_parked_record(tmp_path: Path) -> None:
     probe = subprocess.Popen(command, env={"KC_SLOT": "slot-a"})
     time.sleep(0.3)
     assert probe.poll() is None  # still waiting: no failure
-    (state / "slot-a.parked").write_text("0\n")
+    (state / "slot-a.serving").touch()
     assert probe.wait(timeout=10) == 0

@@ -21,8 +21,8 @@ import pytest
 from inotify_simple import INotify, flags
 
 from airflow_kruise_chain.core import ResultMarker, StageSpec, StartMarker, parse_marker, runner_script
-from airflow_kruise_chain.core.manifest import READINESS_COMMAND
-from airflow_kruise_chain.core.wire import RUNNER_STATE, StreamMarker, run_spec
+from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
+from airflow_kruise_chain.core.wire import RUNNER_BIN, RUNNER_STATE, StreamMarker, run_spec
 
 TIMEOUT = 10.0
 BUSYBOX = shutil.which("busybox")
@@ -117,21 +117,16 @@ class Slot:
     def gen_dir(self, generation: int) -> Path:
         return self.state / f"gen-{generation}"
 
-    def ready(self, generation: int, wait: float = 2.0) -> bool:
-        """Whether the slot's readiness probe (its state path pointed at the test's) passes within `wait`
-        seconds (the runner marks itself parked right after printing its result)."""
-        deadline = time.monotonic() + wait
-        while not self.probe(generation):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def probe(self, generation: int) -> bool:
-        command = [str(self.bin / "busybox"), *READINESS_COMMAND[1:3]]
-        command.append(READINESS_COMMAND[3].replace(RUNNER_STATE, str(self.state)))
-        env = {"KC_SLOT": self.name, "KC_GENERATION": str(generation)}
-        return subprocess.run(command, env=env).returncode == 0
+    def serving(self, wait: float = 5.0) -> bool:
+        """Whether the slot's startup probe (its paths pointed at the test's) passes within `wait` seconds:
+        the runner serves the slot, parked or running a stage (the kubelet counts the slot Ready from then
+        on)."""
+        script = STARTUP_COMMAND[3].replace(RUNNER_STATE, str(self.state)).replace(RUNNER_BIN, str(self.bin))
+        command = [str(self.bin / "busybox"), *STARTUP_COMMAND[1:3], script]
+        try:
+            return subprocess.run(command, env={"KC_SLOT": self.name}, timeout=wait).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
 
 
 class Runner:
@@ -268,7 +263,7 @@ def test_runs_once_records_outside_scratch_and_parks(slot, runners) -> None:
     assert first.termination_log.read_text() == line
     assert (slot.gen_dir(4) / "exit_code").read_text().strip() == "3"
     assert sorted(p.name for p in slot.scratch.iterdir()) == ["count"]  # no records in the stage's scratch
-    assert slot.ready(4)
+    assert slot.serving()
     time.sleep(0.3)
     assert first.process.poll() is None, "a finished runner must park, not exit"
     assert first.stop() == 0
@@ -284,11 +279,11 @@ def test_runs_once_records_outside_scratch_and_parks(slot, runners) -> None:
 def test_a_long_lived_runner_takes_new_generations_from_the_volume(slot, runners) -> None:
     runner = runners(slot, None, 0)
     time.sleep(0.3)
-    assert slot.ready(0)
+    assert slot.serving()
     for generation in (1, 2, 3):
         slot.assign(sh_stage(f'echo "gen {generation} ran"'), generation)
         assert runner.result(generation).exit_code == 0
-        assert slot.ready(0) and slot.ready(generation)
+        assert slot.serving()
     assert runner.process.poll() is None  # one process for all three: no restart
     lines = runner.drain()
     assert [line for line in lines if line.endswith(" ran")] == ["gen 1 ran", "gen 2 ran", "gen 3 ran"]
@@ -304,16 +299,18 @@ def test_env_at_start_and_a_newer_volume_file(slot, runners) -> None:
     assert "from the volume" in runner.seen and "from env" not in runner.seen
 
 
-def test_output_streams_and_readiness_follows_the_stage(slot, runners) -> None:
+def test_output_streams_and_the_slot_serves_while_its_stage_runs(slot, runners) -> None:
+    """The startup probe passes while a stage runs (no probe fails on a healthy slot: each failure is an
+    `Unhealthy` event); only the result line says that a generation ended."""
     stage = sh_stage('echo "first"; while [ ! -f "$CHAIN_SCRATCH/go" ]; do sleep 0.05; done; echo "second"')
     runner = runners(slot, stage, 1)
     runner.wait_line(lambda line: line == "first")
     assert not (slot.gen_dir(1) / "exit_code").exists()
-    assert not slot.probe(1)
+    assert slot.serving()
     (slot.scratch / "go").touch()
     runner.wait_line(lambda line: line == "second")
     assert runner.result(1).exit_code == 0
-    assert slot.ready(1) and not slot.probe(2)
+    assert slot.serving()
 
 
 def test_interrupted_generation_is_recorded_not_rerun(slot, runners) -> None:
@@ -325,7 +322,7 @@ def test_interrupted_generation_is_recorded_not_rerun(slot, runners) -> None:
     restarted = runners(slot, stage, 2)
     result = restarted.result(2)
     assert (result.exit_code, result.reason) == (137, "interrupted")
-    assert slot.ready(2)
+    assert slot.serving()
     assert restarted.stop() == 0
     assert (slot.scratch / "runs").read_text() == "x\n"
 
@@ -614,7 +611,7 @@ def test_nothing_a_stage_started_outlives_it(slot, runners) -> None:
     )
     runner = runners(slot, stage, 1)
     assert runner.result(1).outputs == {"first": True}
-    assert slot.ready(1)  # parked
+    assert slot.serving()  # parked
     assert namespace_processes(runner.process) == []
     second = sh_stage(
         'ln -s "$CHAIN_OUTPUT" "$CHAIN_SCRATCH/out-2"; '
@@ -626,25 +623,25 @@ def test_nothing_a_stage_started_outlives_it(slot, runners) -> None:
 
 
 def test_what_a_stage_leaves_in_the_state_is_never_obeyed(slot, runners) -> None:
-    """A FIFO where the next generation's record goes, a bumped counter, a FIFO for the readiness file, a
-    planted result: gone before the slot's next generation, which runs normally."""
+    """A FIFO where the next generation's record goes, a bumped counter, a FIFO for the startup probe's file,
+    a planted result: gone before the slot's next generation, which runs normally."""
     plant = sh_stage(
         f'cd "{slot.state}"; mkdir -p gen-3 gen-2; mkfifo gen-3/started gen-3/exit_code; echo 999999 > '
-        f"{slot.name}.started; rm -f {slot.name}.parked; mkfifo {slot.name}.parked; "
+        f"{slot.name}.started; rm -f {slot.name}.serving; mkfifo {slot.name}.serving; "
         "echo 0 > gen-2/exit_code; "
         "mkdir -p locked/deep; chmod 000 locked; ln -s /dev/zero gen-3/result"
     )
     runner = runners(slot, plant, 1)
     assert runner.result(1).exit_code == 0
-    assert slot.ready(1)
+    assert slot.serving()
     slot.assign(sh_stage('echo "gen 3 ran"; exit 4'), 3)
     result = runner.result(3)
     assert (result.exit_code, result.reason) == (4, "completed")
     assert "gen 3 ran" in runner.seen
-    assert slot.ready(3)
+    assert slot.serving()
     assert sorted(p.name for p in slot.state.iterdir()) == [
         "gen-3",
-        f"{slot.name}.parked",
+        f"{slot.name}.serving",
         f"{slot.name}.started",
     ]
 
@@ -676,7 +673,7 @@ def test_a_stop_request_stops_the_stage_and_the_runner_parks(slot, runners) -> N
     (data / f"{slot.name}.stop").write_text("5 1")
     result = runner.result(5)
     assert (result.exit_code, result.reason) == (137, "stopped")  # it ignored SIGTERM: SIGKILL after 1 s
-    assert slot.ready(5)  # parked
+    assert slot.serving()  # parked
     assert namespace_processes(runner.process) == []
     assert runner.process.poll() is None
     slot.assign(sh_stage("echo next"), 6)

@@ -20,7 +20,6 @@ from kruise_local.capabilities import DEFAULT_CAPABILITIES
 
 from airflow_kruise_chain.core import ResultMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import (
-    READINESS_COMMAND,
     RESTRICTED_RUN_AS_USER,
     STARTUP_COMMAND,
     UNREADABLE_RUNNER_CAPABILITIES,
@@ -183,12 +182,9 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
             "reached": 0,
             "env": "/usr/bin:/bin|from the image|",
         }
-        # the slot's probes pass as that user too (the kubelet execs them in the container)
-        for probe in (STARTUP_COMMAND, READINESS_COMMAND):
-            check = container(
-                binds, list(probe), {"KC_SLOT": "slot-a", "KC_GENERATION": "1", "PATH": "/usr/bin"}
-            )
-            assert subprocess.run(check, timeout=30).returncode == 0, probe
+        # the slot's startup probe passes as that user too (the kubelet execs it in the container)
+        check = container(binds, list(STARTUP_COMMAND), {"KC_SLOT": "slot-a", "PATH": "/usr/bin"})
+        assert subprocess.run(check, timeout=30).returncode == 0
     finally:
         slot.terminate()
         slot.wait(timeout=10)
@@ -202,7 +198,7 @@ printf '{"left": true}' > "$CHAIN_OUTPUT"
 cd /kruise-chain-state || exit 9
 mkdir -p gen-2/deep/deeper && : > gen-2/deep/deeper/f && chown -R 1234:1234 gen-2
 chmod 000 gen-2/deep/deeper gen-2/deep gen-2
-for f in slot-a.started slot-a.parked gen-1/outputs.json gen-1/started gen-1; do
+for f in slot-a.started slot-a.serving gen-1/outputs.json gen-1/started gen-1; do
   chown 1234:1234 "$f" && chmod 000 "$f"
 done
 chown 1234:1234 /dev/termination-log . && chmod 000 /dev/termination-log . && echo ATTACKED
@@ -267,6 +263,7 @@ def test_a_root_stage_taking_the_state_and_termination_log_away_breaks_nothing(t
         assert "ATTACKED\n" in lines
         assert (first.generation, first.exit_code, first.outputs) == (1, 3, {"left": True}), lines
         assert (state / "gen-1" / "exit_code").read_text() == "3\n"
+        assert (state / "slot-a.serving").is_file()  # the startup probe's record, made again after the wipe
         assert parse_marker(term.read_text()) == first  # the termination message is this generation's
         # the next stage runs normally and its result is recorded
         assign(2, 'id -u >/dev/null && printf \'{"next": true}\' > "$CHAIN_OUTPUT"')

@@ -96,7 +96,7 @@ def running_pod(kind: str) -> tuple[FakePod, SwapPlan]:
     return pod, plan
 
 
-@pytest.mark.parametrize("kind", ["go"])
+@pytest.mark.parametrize("kind", ["go", "patch"])
 def test_a_stop_asks_the_runner_and_waits_for_its_result_line_not_for_readiness(kind: str) -> None:
     pod, plan = running_pod(kind)
     api = StoppingApi(pod, plan, delay=0.5)

@@ -400,12 +400,17 @@ def test_an_ended_generation_whose_result_is_unreadable_is_not_rerun() -> None:
     pod = FakePod()
     pod.run(EXTRACT)
     pod.run(TRANSFORM)
-    pod.run(LOAD)  # an image patch: its restarted container's readiness is its own
-    for unreadable in (None, result(7)):  # no result line found, or only another generation's
+    pod.run(LOAD)  # an image patch: slot-a restarted on generation 3
+    for unreadable in (None, result(7)):  # no result found in its history, or only another generation's
         with pytest.raises(
             ResultUnavailableError, match=r"generation 3 in slot-a.*not running the stage again"
-        ):
-            plan_swap(pod.view, LOAD, try_number=2, earlier_result=unreadable)
+        ):  # its log had its result line: it ended
+            plan_swap(pod.view, LOAD, try_number=2, earlier_result=unreadable, finished={"slot-a"})
+        with pytest.raises(ResultUnavailableError, match=r"generation 1 in slot-a"):  # slot-a moved on
+            plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=unreadable, finished=set())
+    # Ready says only that slot-a's runner serves it: without its result line, generation 3 is followed
+    kept = plan_swap(pod.view, LOAD, try_number=2, earlier_result=None, finished=set())
+    assert (kept.action, kept.generation, kept.patch) == ("reattach", 3, None)
     assert annotations(pod)["airflow-kruise-chain/generation"] == "3"
 
 
