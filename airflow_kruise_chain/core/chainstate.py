@@ -157,8 +157,9 @@ class StageMonitor:
         self.max_interval = max_interval
         self._swapped = time.monotonic()
         self._sampler: MemorySampler | None = None
-        self.on_end: Callable[[], None] | None = None
-        """called first when the stage ends (the operator parks its slot: as soon as the result is read)"""
+        self.on_end: Callable[[StageResult], None] | None = None
+        """called first when the stage ends, with its result (the operator parks its slot and sizes the next
+        stage's: as soon as the result is read)"""
 
     def swapped(self, at: datetime | None = None) -> None:
         """The swap request was made `at` (or found, on a reattach: now): publish the swapping state. The
@@ -229,7 +230,7 @@ class StageMonitor:
     def ended(self, result: StageResult) -> None:
         """The stage's result is in: `on_end`, stop sampling, publish it."""
         if self.on_end is not None:
-            self.on_end()
+            self.on_end(result)
         self._stop_sampling(until=result.finished_at)
         track = self.track
         track.state = "succeeded" if result.succeeded else "failed"

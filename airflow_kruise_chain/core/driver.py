@@ -16,10 +16,11 @@ from .api import ChainApi
 from .constants import SLOTS, other_slot
 from .errors import ConflictError, SlotBusyError, StageStartError, StageTimeoutError
 from .followloop import PULLING, Detached, FollowLoop, Timeouts
+from .podsession import PodSession
 from .podview import ChainPod
 from .sizing import BackgroundPark, SlotSizer
 from .spec import StageSpec
-from .status import StageResult, current_status
+from .status import StageResult, StageState, current_status, slot_status
 from .swap import (
     PreparePlan,
     SwapPlan,
@@ -210,10 +211,27 @@ class StageDriver(FollowLoop):
         """`SlotSizer.park_generation`; a failure is logged: the next swap parks the slot once it is idle."""
         self.start_park(stage, slot, generation).settle()
 
-    def start_park(self, stage: str, slot: str, generation: int) -> BackgroundPark:
-        """`park` on a thread: `settle` the returned park before the task returns."""
+    def start_park(
+        self, stage: str, slot: str, generation: int, ahead: tuple[str, str] | None = None
+    ) -> BackgroundPark:
+        """`park` on a thread: `settle` the returned park before the task returns. `ahead`: (stage, image)
+        predicted to run next; once `slot` is parked, the other slot is sized for it
+        (`SlotSizer.size_ahead`), when it holds that image and runs nothing."""
         api, name, ns, seen = self.api, self.pod_name, self.namespace, self.last_read
-        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen)
+        size = None
+        if ahead is not None:
+            session = PodSession(api, name, ns)  # its own: the thread shares nothing with this driver
+
+            def idle(pod: ChainPod, other: str) -> bool:
+                if pod.slot(other).generation == 0:
+                    return True  # prepared, or never said go: nothing runs there until a swap says go
+                status = slot_status(pod, other)
+                if status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed:
+                    return True
+                return other in session.finished_slots(pod, {other})  # its result line in its log
+
+            size = lambda sizer: sizer.size_ahead(*ahead, slot, idle)  # noqa: E731
+        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size)
 
     def plan(
         self, pod: ChainPod, stage: StageSpec, try_number: int, result: StageResult | None

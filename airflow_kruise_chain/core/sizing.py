@@ -78,6 +78,17 @@ def _requests_applied(pod: ChainPod, slot: str, target: Resources) -> bool:
     )
 
 
+def _in_force(pod: ChainPod, slot: str, target: Resources, admitted: bool) -> bool:
+    """Whether `pod` shows no resize of `slot` to `target` left to wait for (`SlotSizer._await`): none
+    pending, its allocation (when the kubelet reports one) at `target`, and (unless `admitted` is enough) no
+    resize of the pod in progress."""
+    if _condition(pod, "PodResizePending") is not None:
+        return False
+    if pod.slot(slot).allocated and not _requests_applied(pod, slot, target):
+        return False
+    return admitted or _condition(pod, "PodResizeInProgress") is None
+
+
 def _condition(pod: ChainPod, ctype: str) -> Mapping[str, Any] | None:
     for cond in (pod.raw.get("status") or {}).get("conditions") or []:
         if cond.get("type") == ctype and cond.get("status") == "True":
@@ -198,6 +209,12 @@ class SlotSizer:
             current = dict(pod.slot(which).resources or {})
             admitted = restarting and not shrinking
             self._apply(stage, which, current, resources, sizing, shrinking, deadline, admitted=admitted)
+        seen = self.last or pod
+        if slot not in (which for which, _ in steps) and not _in_force(seen, slot, target, restarting):
+            # sized ahead (`size_ahead`, at the end of the stage before) and not applied by the kubelet yet
+            self.log(f"waiting: the kubelet has not applied the resize of {slot} for stage {stage!r} yet")
+            current = dict(pod.slot(slot).resources or {})
+            self._await(stage, slot, seen, current, target, sizing, False, deadline, restarting)
         # a resize the API server or the kubelet would not make as asked (a limit kept) leaves the pod as it
         # was: nothing changed, so the caller goes on instead of planning again
         return self.last is not None and self.last.resource_version != version
@@ -240,6 +257,44 @@ class SlotSizer:
                 return
             except ConflictError:
                 continue
+
+    def size_ahead(self, stage: str, image: str, ended: str, idle: Callable[[ChainPod, str], bool]) -> bool:
+        """Size the slot other than `ended` for `stage`, predicted to run next on `image`, once the stage
+        that ran in `ended` has ended and `ended` is parked (`park_generation`): the next stage's swap then
+        finds its slot sized, and the kubelet applies the resize while Airflow starts that stage's task
+        instead of after its swap asked for it (a sync of the pod: up to a PLEG relist, ~1 s). True if it
+        asked for the resize.
+
+        Only when that slot holds `image` (the swap will say go there) and `idle` says no generation runs
+        there, and only while `ended` reserves no more than the parked minimum: the pod then reserves at
+        most the next stage plus the parked minimum, the bound every swap keeps. One request, guarded by the
+        resourceVersion of the pod as the park left it (read again after a conflict, 3 tries); it does not
+        wait for the kubelet. A wrong prediction is sized by the swap that runs instead, as without it."""
+        slot = other_slot(ended)
+        pod = self.last
+        for _ in range(3):
+            pod = pod or self.api.read_pod(self.pod_name, self.namespace)
+            sizing = ChainSizing.from_pod(pod) if pod is not None else None
+            if pod is None or sizing is None or pod.slot(slot).image != image:
+                return False
+            reserved = {"requests": dict((pod.slot(ended).resources or {}).get("requests") or {})}
+            if not same_resources(reserved, {"requests": sizing.parked.get("requests") or {}}):
+                return False  # `ended` is not parked (yet): sizing now would reserve two stages at once
+            target = sizing.for_stage(stage)
+            current = dict(pod.slot(slot).resources or {})
+            if same_resources(current, target) or not idle(pod, slot):
+                return False
+            try:
+                self._request(stage, slot, current, target, sizing, pod.resource_version)
+            except ConflictError:
+                pod = None
+                continue
+            self.log(
+                f"::kruise-chain:: resize {slot} to {_describe(target)} (ahead, for the next stage "
+                f"{stage!r}: {ended} is parked)"
+            )
+            return True
+        return False
 
     def park(self, pod: ChainPod, sizing: ChainSizing, stage: str, slot: str) -> None:
         """Shrink `slot`, whose stage `stage` has ended, to the parked minimum. The resize is guarded by
@@ -290,6 +345,22 @@ class SlotSizer:
         """Resize `slot` from `current` to `target` (only if the pod is still at `version`, when given) and
         wait until the kubelet applied it (`admitted`: until it allocated it)."""
         pod, target = self._request(stage, slot, current, target, sizing, version)
+        self._await(stage, slot, pod, current, target, sizing, shrinking, deadline, admitted)
+
+    def _await(
+        self,
+        stage: str,
+        slot: str,
+        pod: ChainPod,
+        current: Mapping[str, Mapping[str, str]],
+        target: Resources,
+        sizing: ChainSizing,
+        shrinking: bool,
+        deadline: float,
+        admitted: bool,
+    ) -> None:
+        """Wait, from `pod` on, until the kubelet applied `slot`'s resize to `target` (`admitted`: until it
+        allocated it; `_apply`)."""
         said: set[str] = set()
         for seen in self._versions(pod, deadline):
             self.last = seen
@@ -388,9 +459,10 @@ def sized_alike_idle_or_not(pod: ChainPod, other: str) -> bool:
 
 class BackgroundPark:
     """`SlotSizer.park_generation` on a thread: the stage task's other work at the stage's end (publishing its
-    state) does not wait for the park's requests. `settle` waits for it, then logs what it said on the
-    caller's thread; a ChainError is logged (the next swap parks the slot once it is idle), anything else
-    raised."""
+    state) does not wait for the park's requests. Then `ahead` (given the sizer, e.g. its `size_ahead` for
+    the next stage), whose failures are only logged. `settle` waits for it, then logs what it said on the
+    caller's thread; a park's ChainError is logged (the next swap parks the slot once it is idle), anything
+    else raised."""
 
     def __init__(
         self,
@@ -402,6 +474,7 @@ class BackgroundPark:
         slot: str,
         generation: int,
         seen: ChainPod | None,
+        ahead: Callable[[SlotSizer], object] | None = None,
     ) -> None:
         self.log = log
         self._lines: list[str] = []
@@ -413,8 +486,16 @@ class BackgroundPark:
                 sizer.park_generation(stage, slot, generation, seen)
             except ChainError as err:
                 self._lines.append(f"could not park {slot} after stage {stage!r}: {err}")
+                return
             except BaseException as err:  # raised by settle, on the caller's thread
                 self._error = err
+                return
+            if ahead is None:
+                return
+            try:
+                ahead(sizer)
+            except Exception as err:  # ahead-of-time work: the next swap sizes its slot itself
+                self._lines.append(f"::kruise-chain:: not sizing {other_slot(slot)} ahead: {err}")
 
         self._thread = threading.Thread(target=park, name=f"park-{slot}", daemon=True)
         self._thread.start()

@@ -184,7 +184,8 @@ class KruiseChainOperator(ChainBaseOperator):
     `prepare_next` (default True): once its stage runs, the task gives the idle slot the image of the stage
     predicted to run next (`next_stage`), so that stage's swap is annotations only. Only an image patch: the
     prepared slot holds no generation, so a wrong prediction runs nothing; that stage's swap is then a
-    normal one.
+    normal one. Under in-place sizing, a stage that succeeded also sizes that stage's slot once its own is
+    parked (`SlotSizer.size_ahead`), so that swap only says go.
 
     `go_via_exec` (default True): a swap that is annotations only (a go) also hands its run spec to the
     slot's runner through `pods/exec` (`core/fastgo.py`), so the stage starts without waiting for the
@@ -325,7 +326,12 @@ class KruiseChainOperator(ChainBaseOperator):
 
             # a stage that ends within `defer_after` is followed here: deferring it would cost more
             followed = self.follow(
-                context, driver, plan, sample_memory=False, detach_at=time.monotonic() + self.defer_after
+                context,
+                driver,
+                plan,
+                sample_memory=False,
+                detach_at=time.monotonic() + self.defer_after,
+                ahead=following,
             )
             settle_go()
             if isinstance(followed, Detached):
@@ -345,7 +351,7 @@ class KruiseChainOperator(ChainBaseOperator):
                     kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
                 )
             return self.finish(context, followed, pod_uid)
-        result = self.follow(context, driver, plan)
+        result = self.follow(context, driver, plan, ahead=following)
         settle_go()
         return self.finish(context, result, pod_uid)
 
@@ -418,6 +424,10 @@ class KruiseChainOperator(ChainBaseOperator):
         )
         for line in lines:
             self.log.info("%s", line)
+
+    def ahead(self) -> tuple[str, str] | None:
+        """The next stage (`next_stage`), whose slot this stage's end sizes; None: prepare_next off."""
+        return self.next_stage() if self.prepare_next else None
 
     def next_stage(self) -> tuple[str, str] | None:
         """(name, image) of the stage predicted to run after this one: of the chain's stages that follow
@@ -510,7 +520,8 @@ class KruiseChainOperator(ChainBaseOperator):
             return self.finish(context, reported, pod_uid)
         plan = driver.swap(self.stage_spec(), context["ti"].try_number, self.timeouts())  # reattach
         # the stage ran while the task was deferred: no memory to sample now
-        result = self.follow(context, driver, plan, sample_memory=False, skip=int(event.get("logged") or 0))
+        skip = int(event.get("logged") or 0)
+        result = self.follow(context, driver, plan, sample_memory=False, skip=skip, ahead=self.ahead())
         return self.finish(context, result, pod_uid)
 
     def reported_result(
@@ -535,7 +546,8 @@ class KruiseChainOperator(ChainBaseOperator):
         result = StageResult.from_marker(marker, image=record.image, log_tail=event.get("tail") or ())
         # the slot is parked on a thread while the end is published (the swap's state was published by
         # the try that swapped); settled before the task returns
-        park = driver.start_park(self.stage_name, record.slot, record.generation)
+        ahead = self.ahead() if result.succeeded else None
+        park = driver.start_park(self.stage_name, record.slot, record.generation, ahead=ahead)
         try:
             driver.log_end(result)
             self.monitor(context, driver, record, sample_memory=False).ended(result)
@@ -589,9 +601,11 @@ class KruiseChainOperator(ChainBaseOperator):
         sample_memory: bool = True,
         skip: int = 0,
         detach_at: float | None = None,
+        ahead: tuple[str, str] | None = None,
     ) -> Any:
         """`driver.follow` with monitoring (see `monitor`); `skip` and `detach_at` as there: returns the
-        `StageResult`, or `Detached` with the stage still running."""
+        `StageResult`, or `Detached` with the stage still running. At the stage's end its slot is parked
+        and, when it succeeded, the slot of `ahead` (the next stage's (name, image)) sized for it."""
         monitor = self.monitor(
             context,
             driver,
@@ -601,7 +615,11 @@ class KruiseChainOperator(ChainBaseOperator):
         )
         parks: list[BackgroundPark] = []
         # park as soon as the result is read, while the monitor publishes the end; parked before returning
-        monitor.on_end = lambda: parks.append(driver.start_park(plan.stage, plan.slot, plan.generation))
+        monitor.on_end = lambda result: parks.append(
+            driver.start_park(
+                plan.stage, plan.slot, plan.generation, ahead=ahead if result.succeeded else None
+            )
+        )
         try:
             with monitor.sampling():
                 result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)

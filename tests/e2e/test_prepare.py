@@ -102,8 +102,17 @@ def test_the_next_stage_only_says_go(e2e_cluster, capfd):
     assert image_changes(history) == [("slot-a", IMAGES[2]), ("slot-b", IMAGES[3]), ("slot-a", IMAGES[4])]
     assert_no_back_off(history)
 
-    # a prepared slot holds no generation, and stays parked while the stage before it holds its size
+    # nor did it resize: the ends of s1 to s4 each parked their slot, then sized the next stage's slot ahead;
+    # only s1 (no stage before it) sized its own slot at its swap
+    assert out.count("(ahead, for the next stage") == 4, out[-3000:]
+    for name in names[1:]:
+        assert f"(ahead, for the next stage '{name}'" in out
+    assert out.count("(for stage '") == 1 and "(for stage 's1')" in out
+    # and the pod never reserved two stages at once: in every version one slot at least is parked
     parked = memory_bytes(PARKED_REQUESTS["memory"])
+    assert all(parked in (requests(pod, "slot-a"), requests(pod, "slot-b")) for pod in versions(history))
+
+    # a prepared slot holds no generation, and stays parked while the stage before it holds its size
     prepared = [
         (pod, slot)
         for pod in versions(history)
@@ -194,7 +203,7 @@ def test_a_retried_stage_runs_again_and_the_prepared_stage_once(e2e_cluster, cap
         with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
             s1 = chain.stage("s1", image=IMAGES[0], cmds=["/bin/sh", "-c", STEP])
             s2 = chain.stage("s2", image=IMAGES[1], cmds=["/bin/sh", "-c", FLAKY], retries=1, retry_delay=0)
-            s3 = chain.stage("s3", image=IMAGES[2], cmds=["/bin/sh", "-c", STEP])
+            s3 = chain.stage("s3", image=IMAGES[2], cmds=["/bin/sh", "-c", STEP], resources=SIZE)
             s1 >> s2 >> s3
     run = run_inline(dag)
     out = capfd.readouterr().out
@@ -211,6 +220,8 @@ def test_a_retried_stage_runs_again_and_the_prepared_stage_once(e2e_cluster, cap
     ]
     # try 1 prepared slot-a for s3; try 2 found it prepared already; s3 said go
     assert out.count("prepare slot=slot-a") == 1
+    # only a stage that succeeded sizes the next one's slot: s2's second try, not its first
+    assert out.count("(ahead, for the next stage 's3'") == 1, out[-3000:]
     assert "not preparing: a slot already holds debian:bookworm-slim (stage 's3')" in out
     assert out.count("via annotations only") == 4 and "via image patch" not in out
     assert image_changes(history) == [("slot-a", IMAGES[2])]

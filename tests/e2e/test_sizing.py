@@ -104,6 +104,7 @@ def chain_dag(
     hog_bits: int = 0,
     failures: Failures | None = None,
     swap_timeout: float = 60,
+    prepare_next: bool = True,
 ) -> Any:
     from airflow.sdk import DAG
 
@@ -111,7 +112,12 @@ def chain_dag(
 
     with DAG(dag_id, schedule=None, start_date=START) as dag:
         with KruiseChain(
-            "c", namespace="default", prewarm=False, swap_timeout=swap_timeout, **FAST_POD
+            "c",
+            namespace="default",
+            prewarm=False,
+            swap_timeout=swap_timeout,
+            prepare_next=prepare_next,
+            **FAST_POD,
         ) as chain:
             tasks = []
             for name, mib in SIZES.items():
@@ -238,9 +244,12 @@ def deferred(pod: dict[str, Any]) -> bool:
     )
 
 
-def test_a_deferred_resize_waits_until_the_node_has_room(node_1gi, capfd):
+@pytest.mark.parametrize("prepare_next", [False, True], ids=["own-resize", "sized-ahead"])
+def test_a_deferred_resize_waits_until_the_node_has_room(node_1gi, capfd, prepare_next):
     """The 512Mi stage does not fit next to a 520Mi pod (512Mi + 4Mi parked + 520Mi > 1Gi): its resize is
-    Deferred, the task waits (and says why) until that pod is deleted, then runs the stage."""
+    Deferred, the task waits (and says why) until that pod is deleted, then runs the stage. With
+    prepare_next (the default) the stage before asked for that resize at its end (sized ahead): the deferral
+    may be over before the stage's own task looks, which then waits only if it is not."""
     core = blocker(node_1gi, "520Mi")
     with PodSampler(node_1gi) as sampler:
         freed = threading.Event()
@@ -255,13 +264,17 @@ def test_a_deferred_resize_waits_until_the_node_has_room(node_1gi, capfd):
 
         helper = threading.Thread(target=free_when_deferred, daemon=True)
         helper.start()
-        run = run_inline(chain_dag("sizing_deferred"))
+        run = run_inline(chain_dag("sizing_deferred", prepare_next=prepare_next))
         freed.set()
         helper.join()
     out = capfd.readouterr().out
     assert str(run.state) == "success", out
-    assert "waiting: the kubelet deferred resizing slot-" in out
-    assert "Node didn't have enough resource: memory" in out
+    assert any(deferred(pod) for _, pod in sampler.samples)
+    if prepare_next:
+        assert "(ahead, for the next stage 'large'" in out
+    else:
+        assert "waiting: the kubelet deferred resizing slot-" in out
+        assert "Node didn't have enough resource: memory" in out
 
 
 def test_a_resize_deferred_past_the_swap_timeout_fails_the_stage(node_1gi, capfd):

@@ -415,3 +415,116 @@ def test_a_swap_shrinking_the_idle_slot_keeps_the_limit_the_kubelet_refuses_to_l
     ]
     assert api.pod["status"]["conditions"] == []
     assert any("the kubelet refused to lower slot-a's memory limit (attempting" in line for line in lines)
+
+
+def _ended_in_a(image_b: str = "acme/small:1") -> tuple[dict, ChainSizing]:
+    """big has ended in slot-a (generation 3, its size); slot-b parked on `image_b`, no generation."""
+    pod, sizing = _sized_pod(generation_a=3)
+    pod["spec"]["containers"][1]["image"] = image_b
+    return pod, sizing
+
+
+def _one_slot_parked(pod: dict, sizing: ChainSizing) -> None:
+    """At every step, one slot at most holds more than the parked requests."""
+    parked = sizing.parked["requests"]
+    sizes = [c["resources"]["requests"] for c in pod["spec"]["containers"]]
+    assert parked in sizes, sizes
+
+
+def test_the_next_stage_s_slot_is_sized_ahead_once_the_ended_slot_is_parked():
+    """At a stage's end its task parks the slot and then sizes the idle slot the next stage will go into,
+    guarded by the version the park's answer carried (no read): the next swap finds its slot sized, and
+    the pod never reserves two stages at once."""
+    pod, sizing = _ended_in_a()
+    api = _ParkApi(pod)
+    lines: list[str] = []
+    sizer = SlotSizer(api, "p", "ns", lines.append)
+    sizer.park_generation("big", "slot-a", 3)
+    _one_slot_parked(api.pod, sizing)
+    assert sizer.size_ahead("small", "acme/small:1", "slot-a", lambda _pod, _slot: True)
+    assert [b["spec"]["containers"][0] for b in api.resizes] == [
+        {"name": "slot-a", "resources": sizing.parked},
+        {"name": "slot-b", "resources": sizing.for_stage("small")},
+    ]
+    assert api.resizes[1]["metadata"]["resourceVersion"] == "8"  # the park's answer
+    assert api.reads == 1  # the park's read only
+    _one_slot_parked(api.pod, sizing)
+    assert lines[-1] == (
+        "::kruise-chain:: resize slot-b to requests memory=64Mi (ahead, for the next stage 'small': "
+        "slot-a is parked)"
+    )
+    # sized already: nothing more
+    assert not sizer.size_ahead("small", "acme/small:1", "slot-a", lambda _pod, _slot: True)
+    assert len(api.resizes) == 2
+
+
+@pytest.mark.parametrize("case", ["other image", "slot-b runs a stage", "slot-a not parked", "static sizing"])
+def test_no_slot_is_sized_ahead_unless_it_is_idle_holds_the_image_and_the_ended_slot_is_parked(case: str):
+    pod, sizing = _ended_in_a(image_b="acme/other:1" if case == "other image" else "acme/small:1")
+    if case == "static sizing":
+        pod = size_pod(pod, None)
+    api = _ParkApi(pod)
+    sizer = SlotSizer(api, "p", "ns", lambda _line: None)
+    if case != "slot-a not parked":  # e.g. the park was refused, or another stage was swapped into slot-a
+        sizer.park_generation("big", "slot-a", 3)
+    before = len(api.resizes)
+    asked: list[str] = []
+
+    def idle(_pod: ChainPod, slot: str) -> bool:
+        asked.append(slot)
+        return case != "slot-b runs a stage"
+
+    assert not sizer.size_ahead("small", "acme/small:1", "slot-a", idle)
+    assert len(api.resizes) == before
+    assert asked == (["slot-b"] if case == "slot-b runs a stage" else [])
+    assert api.pod["spec"]["containers"][1]["resources"] == (
+        sizing.parked if case != "static sizing" else pod["spec"]["containers"][1]["resources"]
+    )
+
+
+def test_a_size_ahead_that_conflicts_plans_again_from_a_read():
+    pod, sizing = _ended_in_a()
+    api = _ParkApi(pod, conflict=True)
+    sizer = SlotSizer(api, "p", "ns", lambda _line: None)
+    assert (
+        sizer.size_ahead("small", "acme/small:1", "slot-a", lambda _pod, _slot: True) is False
+    )  # not parked
+    api.pod["spec"]["containers"][0]["resources"] = sizing.parked
+    api.conflict = True
+    assert sizer.size_ahead("small", "acme/small:1", "slot-a", lambda _pod, _slot: True)
+    assert api.reads == 3 and len(api.resizes) == 2  # read, 409, read, resized
+    assert api.pod["spec"]["containers"][1]["resources"] == sizing.for_stage("small")
+
+
+def test_the_swap_into_a_slot_sized_ahead_asks_for_nothing_and_waits_only_for_the_kubelet():
+    """The next stage's swap finds its slot sized: no resize request. While the kubelet has not applied it
+    (allocation behind, or the pod's resize in progress) the swap waits for it as for its own resize."""
+    pod, sizing = _ended_in_a()
+    pod["spec"]["containers"][0]["resources"] = sizing.parked
+    pod["spec"]["containers"][1]["resources"] = sizing.for_stage("small")
+    statuses = pod["status"]["containerStatuses"]
+    statuses[0]["allocatedResources"] = dict(sizing.parked["requests"])
+    statuses[1]["allocatedResources"] = dict(sizing.for_stage("small")["requests"])
+    api = _SlowKubeletApi(pod)
+    lines: list[str] = []
+    sizer = SlotSizer(api, "p", "ns", lines.append)
+    deadline = time.monotonic() + 0.3
+    assert not sizer.size_for_swap(api.snapshot(), "small", "slot-b", False, {"slot-a"}, deadline)
+    assert api.resizes == [] and api.watches == 0 and lines == []  # applied: nothing to ask or wait for
+
+    from airflow_kruise_chain.core.errors import ResizeTimeoutError
+
+    statuses[1]["allocatedResources"] = dict(sizing.parked["requests"])  # not allocated yet
+    with pytest.raises(ResizeTimeoutError):
+        sizer.size_for_swap(api.snapshot(), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 0.3)
+    assert api.resizes == [] and api.watches >= 1
+    assert lines[0] == "waiting: the kubelet has not applied the resize of slot-b for stage 'small' yet"
+    statuses[1]["allocatedResources"] = dict(sizing.for_stage("small")["requests"])
+    pod["status"]["conditions"] = [{"type": "PodResizeInProgress", "status": "True"}]  # not in force yet
+    with pytest.raises(ResizeTimeoutError):
+        sizer.size_for_swap(api.snapshot(), "small", "slot-b", False, {"slot-a"}, time.monotonic() + 0.3)
+    # a restart (image patch) needs the allocation only
+    assert not sizer.size_for_swap(
+        api.snapshot(), "small", "slot-b", True, {"slot-a"}, time.monotonic() + 0.3
+    )
+    assert api.resizes == []
