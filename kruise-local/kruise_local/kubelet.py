@@ -267,8 +267,9 @@ class Kubelet:
 
     async def start_exec(self, pod: Obj, container: str, argv: list[str], tty: bool) -> StreamingExec:
         """Start an exec in the pod's running `container` (`kubelet_pods.go` `GetExec`, then the CRI's
-        streaming `Exec`), outside the pod's worker: it never waits for a sync. `ExecRefused` when the
-        container has no running instance (`findContainer` lists running containers only)."""
+        streaming `Exec`), outside the pod's worker: it never waits for a sync, only the profile's
+        `exec_start` (an estimate, not a measurement: `profiles.py`). `ExecRefused` when the container has no
+        running instance (`findContainer` lists running containers only)."""
         worker = self.worker_for(pod)
         st = (worker.containers.get(container) or worker.init_containers.get(container)) if worker else None
         inst = st.current if st is not None else None
