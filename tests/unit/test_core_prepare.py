@@ -408,3 +408,70 @@ def test_the_swap_remembers_when_its_patch_was_sent() -> None:
     driver, _, _ = swapped(api, TRANSFORM)
     assert driver.swap_requested_at is not None and before <= driver.swap_requested_at <= datetime.now(UTC)
     assert StageDriver(api, "etl-abc", "data").swap_requested_at is None  # no swap: a found generation's
+
+
+class SizingApi(Api):
+    """An `Api` that also takes guarded `pods/resize` requests (counted as "resize")."""
+
+    def resize_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
+        self.calls.append("resize")
+        if body["metadata"]["resourceVersion"] != self.pod.pod["metadata"]["resourceVersion"]:
+            raise ConflictError("409")
+        for change in body["spec"]["containers"]:
+            spec = next(c for c in self.pod.pod["spec"]["containers"] if c["name"] == change["name"])
+            spec["resources"] = copy.deepcopy(change["resources"])
+        self.pod.bump()
+        return ChainPod.of(copy.deepcopy(self.pod.pod))
+
+
+STAGE_SIZE = {"requests": {"memory": "64Mi"}, "limits": {"memory": "96Mi"}}
+
+
+def sized_for(pod: FakePod, stages: list[str]) -> dict:
+    """In-place sizing: `stages` at STAGE_SIZE, slot-b holding that size (its stage ran), slot-a parked."""
+    parked = {"requests": dict(PARKED_REQUESTS), "limits": dict(PARKED_LIMITS)}
+    sizing = ChainSizing(qos="Burstable", parked=parked, stages=dict.fromkeys(stages, STAGE_SIZE))
+    pod.pod["metadata"]["annotations"][SIZING_ANNOTATION] = sizing.annotation()
+    for container in pod.pod["spec"]["containers"]:
+        container["resources"] = copy.deepcopy(STAGE_SIZE if container["name"] == "slot-b" else parked)
+    return parked
+
+
+def resources(pod: FakePod, slot: str) -> dict:
+    return next(c["resources"] for c in pod.pod["spec"]["containers"] if c["name"] == slot)
+
+
+def test_a_stage_s_end_sizes_the_prepared_slot_ahead_without_reading_a_log() -> None:
+    """transform ended in slot-b; slot-a is prepared for load (no generation: nothing can run there): the
+    end parks slot-b, then sizes slot-a for load, with no log read."""
+    pod = go_ready_pod()
+    parked = sized_for(pod, ["transform", "load"])
+    api = SizingApi(pod)
+    logged: list[str] = []
+    driver = StageDriver(api, "etl-abc", "data", log=logged.append)
+    driver.start_park("transform", "slot-b", 2, ahead=named(LOAD)).settle()
+    assert api.calls == ["get", "resize", "resize"]
+    assert resources(pod, "slot-b") == parked and resources(pod, "slot-a") == STAGE_SIZE
+    assert "(ahead, for the next stage 'load': slot-b is parked)" in logged[-1]
+    # without a prediction (prepare_next off, a failed stage): the park only
+    pod = go_ready_pod()
+    sized_for(pod, ["transform", "load"])
+    api = SizingApi(pod)
+    StageDriver(api, "etl-abc", "data").start_park("transform", "slot-b", 2).settle()
+    assert api.calls == ["get", "resize"] and resources(pod, "slot-a") == parked
+
+
+@pytest.mark.parametrize("ended", [True, False], ids=["its-log-shows-the-end", "no-result-line"])
+def test_a_slot_sized_ahead_after_a_go_there_must_show_its_stage_s_end_in_its_log(ended: bool) -> None:
+    """extract ran in slot-a by a go (Ready from before it: the pod cannot vouch for its end); the next stage
+    goes there again: only extract's result line in slot-a's log lets transform's end size it ahead."""
+    pod = FakePod()
+    pod.run(EXTRACT)
+    pod.run(TRANSFORM, finish=False)
+    parked = sized_for(pod, ["transform", "again"])
+    api = SizingApi(pod)
+    api.log = result_line(pod, "extract", 1, "slot-a") if ended else ""
+    driver = StageDriver(api, "etl-abc", "data")
+    driver.start_park("transform", "slot-b", 2, ahead=("again", EXTRACT.image)).settle()
+    assert api.calls == ["get", "resize", "log", *(["resize"] if ended else [])]
+    assert resources(pod, "slot-a") == (STAGE_SIZE if ended else parked)
