@@ -18,9 +18,9 @@ from .errors import ConflictError, SlotBusyError, StageStartError, StageTimeoutE
 from .followloop import PULLING, Detached, FollowLoop, Timeouts
 from .podsession import PodSession
 from .podview import ChainPod
-from .sizing import BackgroundPark, SlotSizer
+from .sizing import BackgroundPark, SlotSizer, idle_by_pod
 from .spec import StageSpec
-from .status import StageResult, StageState, current_status, slot_status
+from .status import StageResult, current_status
 from .swap import (
     PreparePlan,
     SwapPlan,
@@ -223,12 +223,8 @@ class StageDriver(FollowLoop):
             session = PodSession(api, name, ns)  # its own: the thread shares nothing with this driver
 
             def idle(pod: ChainPod, other: str) -> bool:
-                if pod.slot(other).generation == 0:
-                    return True  # prepared, or never said go: nothing runs there until a swap says go
-                status = slot_status(pod, other)
-                if status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed:
-                    return True
-                return other in session.finished_slots(pod, {other})  # its result line in its log
+                # or its result line in its log
+                return idle_by_pod(pod, other) or other in session.finished_slots(pod, {other})
 
             size = lambda sizer: sizer.size_ahead(*ahead, slot, idle)  # noqa: E731
         return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size)

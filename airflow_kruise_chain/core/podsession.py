@@ -139,11 +139,7 @@ class PodSession:
         if (result.stage, result.generation) in self._ends_logged:
             return
         self._ends_logged.add((result.stage, result.generation))
-        self.log(
-            f"::kruise-chain:: end stage={result.stage} generation={result.generation} "
-            f"exit={result.exit_code} reason={result.reason} duration={result.duration_seconds:.3f}s "
-            f"outputs={result.outputs_status}"
-        )
+        self.log(result.end_line())
 
     # -- results -------------------------------------------------------------------------------------
     def recorded_result(

@@ -20,6 +20,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -164,6 +165,182 @@ def resize_body(slot: str, resources: Resources, version: str | None = None) -> 
     return body
 
 
+PARK_CONFLICTS = 10
+"""conflicting updates in a row after which a park gives up (the next swap parks the idle slot)"""
+
+
+@dataclass(frozen=True)
+class SlotResize:
+    """One slot's resize from `current` to `target`, guarded by the pod's `version`: a park (`park_request`)
+    or a size ahead (`ahead_request`)."""
+
+    slot: str
+    current: Resources
+    target: Resources
+    sizing: ChainSizing
+    version: str | None
+
+    def says_ahead(self, stage: str, ended: str) -> str:
+        return (
+            f"::kruise-chain:: resize {self.slot} to {_describe(self.target)} (ahead, for the next stage "
+            f"{stage!r}: {ended} is parked)"
+        )
+
+    def says(self, stage: str) -> str:
+        return (
+            f"::kruise-chain:: resize {self.slot} to {_describe(self.target)} (parked: stage {stage!r} ended)"
+        )
+
+
+def park_request(pod: ChainPod | None, slot: str, generation: int) -> SlotResize | None:
+    """What parking `slot` after its generation `generation` asks of the API server; None when nothing: the
+    pod is gone or sized statically, the slot holds another generation since (another task's stage, which
+    must not be shrunk), or it is parked already."""
+    sizing = ChainSizing.from_pod(pod) if pod is not None else None
+    if pod is None or sizing is None or pod.slot(slot).generation != generation:
+        return None
+    current = dict(pod.slot(slot).resources or {})
+    if same_resources(current, sizing.parked):
+        return None
+    return SlotResize(slot, current, sizing.parked, sizing, pod.resource_version)
+
+
+def idle_by_pod(pod: ChainPod, slot: str) -> bool:
+    """Whether the pod alone says no generation runs in `slot`: it holds none (prepared, or never said go:
+    nothing runs there until a swap says go), or its generation's end is confirmed."""
+    if pod.slot(slot).generation == 0:
+        return True
+    status = slot_status(pod, slot)
+    return status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed
+
+
+AHEAD_CONFLICTS = 3
+"""conflicting updates in a row after which sizing ahead gives up (the next swap sizes its slot)"""
+
+
+def ahead_request(
+    pod: ChainPod | None, image: str, ended: str, stage: str, idle: Callable[[ChainPod, str], bool]
+) -> SlotResize | None:
+    """The resize that sizes the slot other than `ended` for `stage`, predicted to run next on `image`
+    (`SlotSizer.size_ahead`); None unless the pod is sized in place, that slot holds `image`, is not sized
+    for `stage` yet and `idle` says nothing runs there, and `ended` reserves no more than the parked minimum
+    (the pod then reserves at most the next stage plus the parked minimum, the bound every swap keeps)."""
+    slot = other_slot(ended)
+    sizing = ChainSizing.from_pod(pod) if pod is not None else None
+    if pod is None or sizing is None or pod.slot(slot).image != image:
+        return None
+    reserved = {"requests": dict((pod.slot(ended).resources or {}).get("requests") or {})}
+    if not same_resources(reserved, {"requests": sizing.parked.get("requests") or {}}):
+        return None  # `ended` is not parked (yet): sizing now would reserve two stages at once
+    target = sizing.for_stage(stage)
+    current = dict(pod.slot(slot).resources or {})
+    if same_resources(current, target) or not idle(pod, slot):
+        return None
+    return SlotResize(slot, current, target, sizing, pod.resource_version)
+
+
+def limit_kept(
+    refused: ResizeRefusedError,
+    stage: str,
+    slot: str,
+    current: Mapping[str, Mapping[str, str]],
+    target: Resources,
+    sizing: ChainSizing,
+    log: Callable[[str], None],
+) -> Resources:
+    """`target` with `slot`'s memory limit kept when the API server `refused` to lower it (before 1.34 it
+    refuses any in-place memory limit decrease); any other refusal raises the stage's error."""
+    if "memory limits cannot be decreased" not in str(refused):
+        raise refused_message(stage, slot, target, sizing, refused) from refused
+    log(
+        f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
+        f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
+    )
+    return _keep_memory_limit(target, current)
+
+
+class AsyncResizeApi(Protocol):
+    """What a park from the triggerer needs from an async Kubernetes client (`AsyncKruiseHook`)."""
+
+    async def read_pod(self, name: str, namespace: str) -> ChainPod | None: ...
+
+    async def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod: ...
+
+
+async def apark_generation(
+    api: AsyncResizeApi,
+    pod_name: str,
+    namespace: str,
+    stage: str,
+    slot: str,
+    generation: int,
+    log: Callable[[str], None],
+    seen: ChainPod | None = None,
+) -> ChainPod | None:
+    """`SlotSizer.park_generation` over an async client (a deferred stage's trigger parks its slot); the pod
+    as its resize left it (None: nothing to park)."""
+    if seen is not None and ChainSizing.from_pod(seen) is None:
+        return None
+    for _ in range(PARK_CONFLICTS):
+        request = park_request(await api.read_pod(pod_name, namespace), slot, generation)
+        if request is None:
+            return None
+        log(request.says(stage))
+        try:
+            return await _apark(api, pod_name, namespace, stage, request, log)
+        except ConflictError:
+            continue
+    return None
+
+
+async def asize_ahead(
+    api: AsyncResizeApi,
+    pod_name: str,
+    namespace: str,
+    stage: str,
+    image: str,
+    ended: str,
+    log: Callable[[str], None],
+    pod: ChainPod | None = None,
+) -> bool:
+    """`SlotSizer.size_ahead` over an async client, from `pod` (the park's answer; None: read it), with the
+    slot idle only when the pod alone says so (`idle_by_pod`; no log read: else the next swap sizes it)."""
+    for _ in range(AHEAD_CONFLICTS):
+        pod = pod or await api.read_pod(pod_name, namespace)
+        request = ahead_request(pod, image, ended, stage, idle_by_pod)
+        if request is None:
+            return False
+        try:
+            await _apark(api, pod_name, namespace, stage, request, log)
+        except ConflictError:
+            pod = None
+            continue
+        log(request.says_ahead(stage, ended))
+        return True
+    return False
+
+
+async def _apark(
+    api: AsyncResizeApi,
+    pod_name: str,
+    namespace: str,
+    stage: str,
+    request: SlotResize,
+    log: Callable[[str], None],
+) -> ChainPod:
+    """Make `request`'s resize (its memory limit kept if the API server refuses to lower it); the pod as it
+    left it."""
+    slot, sizing = request.slot, request.sizing
+    try:
+        return await api.resize_pod(pod_name, namespace, resize_body(slot, request.target, request.version))
+    except ResizeRefusedError as refused:
+        kept = limit_kept(refused, stage, slot, request.current, request.target, sizing, log)
+    try:
+        return await api.resize_pod(pod_name, namespace, resize_body(slot, kept, request.version))
+    except ResizeRefusedError as refused:  # refused again: the pod did not change
+        raise refused_message(stage, slot, kept, sizing, refused) from refused
+
+
 class SlotSizer:
     """Resizes the chain pod's slots and waits for the kubelet to apply each resize."""
 
@@ -247,13 +424,12 @@ class SlotSizer:
         annotation is fixed when setup creates the pod). Does not wait for the kubelet (see `park`)."""
         if seen is not None and ChainSizing.from_pod(seen) is None:
             return
-        for _ in range(10):
-            pod = self.api.read_pod(self.pod_name, self.namespace)
-            sizing = ChainSizing.from_pod(pod) if pod is not None else None
-            if pod is None or sizing is None or pod.slot(slot).generation != generation:
+        for _ in range(PARK_CONFLICTS):
+            request = park_request(self.api.read_pod(self.pod_name, self.namespace), slot, generation)
+            if request is None:
                 return
             try:
-                self.park(pod, sizing, stage, slot)
+                self.park(request, stage)
                 return
             except ConflictError:
                 continue
@@ -266,51 +442,37 @@ class SlotSizer:
         asked for the resize.
 
         Only when that slot holds `image` (the swap will say go there) and `idle` says no generation runs
-        there, and only while `ended` reserves no more than the parked minimum: the pod then reserves at
-        most the next stage plus the parked minimum, the bound every swap keeps. One request, guarded by the
-        resourceVersion of the pod as the park left it (read again after a conflict, 3 tries); it does not
-        wait for the kubelet. A wrong prediction is sized by the swap that runs instead, as without it."""
-        slot = other_slot(ended)
+        there, and only while `ended` reserves no more than the parked minimum (`ahead_request`). One
+        request, guarded by the resourceVersion of the pod as the park left it (read again after a conflict,
+        3 tries); it does not wait for the kubelet. A wrong prediction is sized by the swap that runs
+        instead, as without it."""
         pod = self.last
-        for _ in range(3):
+        for _ in range(AHEAD_CONFLICTS):
             pod = pod or self.api.read_pod(self.pod_name, self.namespace)
-            sizing = ChainSizing.from_pod(pod) if pod is not None else None
-            if pod is None or sizing is None or pod.slot(slot).image != image:
-                return False
-            reserved = {"requests": dict((pod.slot(ended).resources or {}).get("requests") or {})}
-            if not same_resources(reserved, {"requests": sizing.parked.get("requests") or {}}):
-                return False  # `ended` is not parked (yet): sizing now would reserve two stages at once
-            target = sizing.for_stage(stage)
-            current = dict(pod.slot(slot).resources or {})
-            if same_resources(current, target) or not idle(pod, slot):
+            request = ahead_request(pod, image, ended, stage, idle)
+            if request is None:
                 return False
             try:
-                self._request(stage, slot, current, target, sizing, pod.resource_version)
+                self._request(
+                    stage, request.slot, request.current, request.target, request.sizing, request.version
+                )
             except ConflictError:
                 pod = None
                 continue
-            self.log(
-                f"::kruise-chain:: resize {slot} to {_describe(target)} (ahead, for the next stage "
-                f"{stage!r}: {ended} is parked)"
-            )
+            self.log(request.says_ahead(stage, ended))
             return True
         return False
 
-    def park(self, pod: ChainPod, sizing: ChainSizing, stage: str, slot: str) -> None:
-        """Shrink `slot`, whose stage `stage` has ended, to the parked minimum. The resize is guarded by
-        `pod`'s resourceVersion: the client's ConflictError (409) when the pod changed since `pod`.
+    def park(self, request: SlotResize, stage: str) -> None:
+        """Shrink the slot of `request`, whose stage `stage` has ended, to the parked minimum. The resize is
+        guarded by the request's resourceVersion: the client's ConflictError (409) when the pod changed.
 
         Returns once the API server took the resize, without waiting for the kubelet to apply it: nothing
         waits on a parked slot. The next swap's sizing copes with a resize still in progress (a resize of its
         own slot is done only once the pod's is) and with a limit the kubelet refused to lower (the usage
         is above it: `_keep_refused_limit`)."""
-        current = dict(pod.slot(slot).resources or {})
-        if same_resources(current, sizing.parked):
-            return
-        self.log(
-            f"::kruise-chain:: resize {slot} to {_describe(sizing.parked)} (parked: stage {stage!r} ended)"
-        )
-        self._request(stage, slot, current, sizing.parked, sizing, pod.resource_version)
+        self.log(request.says(stage))
+        self._request(stage, request.slot, request.current, request.target, request.sizing, request.version)
 
     def _keep_refused_limit(self, pod: ChainPod, other: str, sizing: ChainSizing) -> bool:
         """When the kubelet refused to lower idle slot `other`'s memory limit to the parked one (its usage is
@@ -411,14 +573,7 @@ class SlotSizer:
         try:
             pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
         except ResizeRefusedError as refused:
-            if "memory limits cannot be decreased" not in str(refused):
-                raise refused_message(stage, slot, target, sizing, refused) from refused
-            # before 1.34 the API server refuses any in-place memory limit decrease: keep the limit
-            target = _keep_memory_limit(target, current)
-            self.log(
-                f"the API server refused to lower {slot}'s memory limit ({refused}): keeping it at "
-                f"{(current.get('limits') or {}).get('memory')}, resizing the rest"
-            )
+            target = limit_kept(refused, stage, slot, current, target, sizing, self.log)
             pod = self._resize(stage, slot, target, sizing, version)  # refused: the pod did not change
         self.last = pod
         return pod, target

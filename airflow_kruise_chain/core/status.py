@@ -81,6 +81,13 @@ class StageResult:
     def succeeded(self) -> bool:
         return self.exit_code == 0
 
+    def end_line(self) -> str:
+        """The task log's line for the generation's end."""
+        return (
+            f"::kruise-chain:: end stage={self.stage} generation={self.generation} exit={self.exit_code} "
+            f"reason={self.reason} duration={self.duration_seconds:.3f}s outputs={self.outputs_status}"
+        )
+
     @classmethod
     def from_marker(cls, marker: ResultMarker, *, image: str, log_tail: Iterable[str] = ()) -> StageResult:
         return cls(

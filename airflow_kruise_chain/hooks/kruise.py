@@ -499,7 +499,8 @@ class KruiseHook(KubernetesHook):
 
 
 class AsyncKruiseHook(AsyncKubernetesHook):
-    """The async calls a trigger needs: read and watch the chain pod, with transient failures retried."""
+    """The async calls a trigger needs: read, watch and resize the chain pod, read and follow its logs, with
+    transient failures retried."""
 
     def __init__(self, *args: Any, retry_policy: RetryPolicy | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -592,6 +593,39 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 ) from e
             except CONNECTION_ERRORS as e:
                 raise unreachable(e, "get", "pods", namespace, name) from e
+
+    async def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+        """`KruiseHook.resize_pod` from the triggerer: the same errors (ResizeUnsupportedError on 404,
+        ResizeRefusedError on 422, ConflictError on 409); transient failures retried (the resize carries
+        the pod's resourceVersion: a replay that went through gets 409)."""
+        from kubernetes_asyncio import client as async_client
+
+        async with self.get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+
+            async def resize() -> dict[str, Any]:
+                resp = await v1.patch_namespaced_pod_resize(
+                    name, namespace, body, _content_type=SMP, _preload_content=False
+                )
+                answer = await resp.read()
+                _raise_for_status(resp.status, answer)
+                return json.loads(answer)
+
+            try:
+                return ChainPod.of(await self._retrying(f"patch pods/resize {name}", resize))
+            except AsyncApiException as e:
+                what = (
+                    f'patch pods/resize "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}'
+                )
+                if e.status in (404, 405):
+                    raise ResizeUnsupportedError(f"the cluster serves no pods/resize: {what}") from e
+                if e.status == 422:
+                    raise ResizeRefusedError(what) from e
+                if e.status == 409:
+                    raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
+                raise KruiseApiError(what, e.status) from e
+            except CONNECTION_ERRORS as e:
+                raise unreachable(e, "patch", "pods/resize", namespace, name) from e
 
     async def read_log(self, name: str, namespace: str, container: str, *, tail_lines: int) -> str:
         """The last `tail_lines` lines of the container's log ('' when it has none yet); bounded on purpose:

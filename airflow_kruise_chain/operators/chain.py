@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.core.sizing import BackgroundPark
     from airflow_kruise_chain.core.status import Outcome, StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
+    from airflow_kruise_chain.triggers.event import StageEnd
 
 __all__ = [
     "ChainPrewarmOperator",
@@ -346,6 +347,7 @@ class KruiseChainOperator(ChainBaseOperator):
                         logged=followed.logged,
                         connection=self.connection,
                         fire_after=time.time() + defer_exit_hold(),
+                        ahead=following,
                     ),
                     method_name="execute_complete",
                     kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
@@ -504,61 +506,65 @@ class KruiseChainOperator(ChainBaseOperator):
         generation: int = 0,
         pod_uid: str = "",
     ) -> dict[str, Any]:
-        """Resume after the trigger, which logged the stage's output as it came: report the result it read,
-        or (no result in the event) re-attach and read it, logging only the lines the trigger did not."""
-        from airflow_kruise_chain.core.driver import StageTimeoutError
+        """Resume after the trigger, which logged the stage's output as it came and parked its slot: report
+        the result it read, with no Kubernetes client and no API call; or (no result in the event, or one
+        that does not check) re-attach and read it, logging only the lines the trigger did not."""
+        from airflow_kruise_chain.triggers.event import MalformedEvent, logged, stage_end
 
         status = event.get("status")
-        driver = self.driver(context)
         if status == "timeout":
-            driver.stop(self.stage_name)
+            from airflow_kruise_chain.core.errors import StageTimeoutError
+
+            self.driver(context).stop(self.stage_name)
             raise StageTimeoutError(f"stage {self.stage_name!r}: {event.get('message')}; stopped it")
         if status != "finished":
             raise ChainError(f"stage {self.stage_name!r}: {event.get('message') or status}")
-        reported = self.reported_result(context, driver, event, generation)
-        if reported is not None:
-            return self.finish(context, reported, pod_uid)
+        end = None
+        if not (slot and generation):  # dag.test() resumes a task with the event alone, not its kwargs
+            self.log.info(
+                "::kruise-chain:: resumed without the deferral's slot and generation: reading the pod"
+            )
+        else:
+            try:
+                end = stage_end(event, stage=self.stage_name, slot=slot, generation=generation)
+            except MalformedEvent as why:
+                self.log.warning(
+                    "::kruise-chain:: the trigger's event does not check (%s): reading the pod",
+                    why,
+                )
+        if end is not None:
+            return self.finish(context, self.report_end(context, end), pod_uid)
+        driver = self.driver(context)
         plan = driver.swap(self.stage_spec(), context["ti"].try_number, self.timeouts())  # reattach
         # the stage ran while the task was deferred: no memory to sample now
-        skip = int(event.get("logged") or 0)
-        result = self.follow(context, driver, plan, sample_memory=False, skip=skip, ahead=self.ahead())
+        result = self.follow(
+            context, driver, plan, sample_memory=False, skip=logged(event), ahead=self.ahead()
+        )
         return self.finish(context, result, pod_uid)
 
-    def reported_result(
-        self, context: Context, driver: StageDriver, event: dict[str, Any], generation: int
-    ) -> StageResult | None:
-        """The result the trigger read (the runner's result line for `generation` and its token), if the
-        stage ended by itself; None to read it from the pod instead (e.g. it was stopped: the pod may have
-        gone with it, or the kubelet killed it)."""
-        from airflow_kruise_chain.core.podview import StageRecord
-        from airflow_kruise_chain.core.status import ResultMarker, StageResult, matches, parse_marker
-
-        record = StageRecord.from_annotation(event.get("record") or "")
-        marker = parse_marker(event.get("result") or "")
-        if (
-            record is None
-            or record.generation != generation
-            or not isinstance(marker, ResultMarker)
-            or not matches(marker, generation, record.token)
-            or marker.reason != "completed"
-        ):
-            return None
-        result = StageResult.from_marker(marker, image=record.image, log_tail=event.get("tail") or ())
-        # the slot is parked on a thread while the end is published (the swap's state was published by
-        # the try that swapped); settled before the task returns
-        ahead = self.ahead() if result.succeeded else None
-        park = driver.start_park(self.stage_name, record.slot, record.generation, ahead=ahead)
+    def report_end(self, context: Context, end: StageEnd) -> StageResult:
+        """Log and publish the end the trigger read (the swap's state was published by the try that swapped).
+        The trigger parked the slot and sized the next stage's ahead; when it could not (or an older trigger
+        did not), that is done here, on a thread while the end is published, settled before the task
+        returns."""
+        park = None
+        if not end.parked:
+            record, ahead = end.record, self.ahead() if end.result.succeeded else None
+            park = self.driver(context).start_park(
+                self.stage_name, record.slot, record.generation, ahead=ahead
+            )
         try:
-            driver.log_end(result)
-            self.monitor(context, driver, record, sample_memory=False).ended(result)
+            self.log.info("%s", end.result.end_line())
+            self.monitor(context, self.pod_name(context), end.record, sample_memory=False).ended(end.result)
         finally:
-            park.settle()
-        return result
+            if park is not None:
+                park.settle()
+        return end.result
 
     def monitor(
         self,
         context: Context,
-        driver: StageDriver,
+        pod_name: str,
         record: StageRecord,
         *,
         swapped_now: bool = False,
@@ -574,7 +580,7 @@ class KruiseChainOperator(ChainBaseOperator):
             StageTrack(
                 chain=self.chain_id,
                 namespace=self.namespace,
-                pod=driver.pod_name,
+                pod=pod_name,
                 stage=self.stage_name,
                 slot=record.slot,
                 generation=record.generation,
@@ -585,7 +591,7 @@ class KruiseChainOperator(ChainBaseOperator):
                 swapped_at=None if swapped_now else record.swapped_at,
             ),
             publish=lambda state: ti.xcom_push(key=XCOM_CHAIN_STATE, value=state),
-            read_metrics=lambda: self.hook.pod_metrics(driver.pod_name, self.namespace),
+            read_metrics=lambda: self.hook.pod_metrics(pod_name, self.namespace),
             log=self.log.info,
             interval=memory_sample_interval() if sample_memory else 0,
             max_interval=memory_sample_max_interval(),
@@ -608,7 +614,7 @@ class KruiseChainOperator(ChainBaseOperator):
         and, when it succeeded, the slot of `ahead` (the next stage's (name, image)) sized for it."""
         monitor = self.monitor(
             context,
-            driver,
+            driver.pod_name,
             plan.record,
             swapped_now=plan.action in ("patch", "go"),
             sample_memory=sample_memory,

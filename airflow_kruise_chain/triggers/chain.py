@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -45,8 +45,9 @@ class StageTrigger(BaseTrigger):
     With `generation` (a deferred stage task's own generation), it also logs that generation's output as it
     comes (after the first `logged` lines, which the task logged before deferring) and the event carries how
     far it logged (`logged`), the last lines (`tail`) and the runner's result line (`result`), see
-    `StageOutputFollower`. No event fires before `fire_after` (a Unix time; see
-    `airflow_kruise_chain.config.defer_exit_hold`).
+    `StageOutputFollower`, which also parks the stage's slot at its end and, when the stage succeeded, sizes
+    the slot of `ahead` (the (name, image) of the stage predicted to run next). No event fires before
+    `fire_after` (a Unix time; see `airflow_kruise_chain.config.defer_exit_hold`).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class StageTrigger(BaseTrigger):
         generation: int = 0,
         logged: int = 0,
         fire_after: float = 0.0,
+        ahead: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         if target not in TARGETS:
@@ -76,6 +78,7 @@ class StageTrigger(BaseTrigger):
         self.generation = generation
         self.logged = logged
         self.fire_after = fire_after
+        self.ahead = (str(ahead[0]), str(ahead[1])) if ahead else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -90,6 +93,7 @@ class StageTrigger(BaseTrigger):
                 "generation": self.generation,
                 "logged": self.logged,
                 "fire_after": self.fire_after,
+                "ahead": list(self.ahead) if self.ahead else None,
             },
         )
 
@@ -118,6 +122,7 @@ class StageTrigger(BaseTrigger):
                 skip=self.logged,
                 deadline=deadline,
                 emit=self.emit,
+                ahead=self.ahead,
             )
             payload = await follower.run()
             if payload["status"] == "timeout":

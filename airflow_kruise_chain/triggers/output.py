@@ -14,9 +14,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_kruise_chain.core.constants import other_slot
+from airflow_kruise_chain.core.errors import ChainError
 from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
 from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.core.resources import ChainSizing
+from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
 from airflow_kruise_chain.core.watch import awatch_versions
 
@@ -43,6 +45,7 @@ class StageOutputFollower:
         skip: int,
         deadline: float,
         emit: Callable[[list[str]], Awaitable[None]],
+        ahead: tuple[str, str] | None = None,
     ) -> None:
         self.hook = hook
         self.pod_name = pod_name
@@ -52,6 +55,8 @@ class StageOutputFollower:
         self.deadline = deadline
         self.emit = emit
         self.skip = skip
+        self.ahead = ahead
+        """(name, image) of the stage predicted to run next: its slot is sized once this one succeeded"""
         self.follow = GenerationFollow(stage, "", generation, "", skip=skip)
         """what the log and the pod mean (made again once the stage's record is read)"""
         self._changes: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue(maxsize=16)
@@ -88,7 +93,7 @@ class StageOutputFollower:
                     stream = asyncio.create_task(self._stream(streams, follow.slot, follow.since(_now())))
                     step = Step(Next.WAIT, step.status)
                 elif step.next is Next.ENDED:
-                    return self.finished(pod)
+                    return await self.finished(pod)
                 elif step.next is not Next.WAIT and step.next is not Next.STOPPED:
                     return self.ended(pod, step.status if step.next is not Next.GAVE_UP else None)
                 now = loop.time()
@@ -168,16 +173,43 @@ class StageOutputFollower:
             **fields,
         }
 
-    def finished(self, pod: ChainPod | None) -> dict[str, Any]:
-        """The result is in: everything the resumed task needs to report it without reading the log."""
+    async def finished(self, pod: ChainPod | None) -> dict[str, Any]:
+        """The result is in: parks the stage's slot, then everything the resumed task needs to report it
+        with no Kubernetes client and no API call (`triggers/event.py` reads it)."""
         record = pod.record(self.stage) if pod is not None else None
         return self.payload(
             "finished",
             state=str(StageState.FINISHED),
             result=self.follow.output.result_line,
             record=record.to_annotation() if record is not None else None,
-            sized=pod is not None and ChainSizing.from_pod(pod) is not None,
+            parked=await self.park(pod),
         )
+
+    async def park(self, pod: ChainPod | None) -> bool:
+        """Park the ended generation's slot (`apark_generation`) and, when the stage succeeded, size the next
+        stage's slot ahead (`asize_ahead`), as a stage task does at its stage's end; their lines go to the
+        task log. False when the park failed otherwise than with a ChainError (which the next swap mends,
+        as the stage task's park): the resumed task parks it then."""
+        lines: list[str] = []
+        slot, result = self.follow.slot, self.follow.output.result
+        args = (self.hook, self.pod_name, self.namespace)
+        try:
+            parked = await apark_generation(*args, self.stage, slot, self.generation, lines.append, pod)
+        except ChainError as err:
+            lines.append(f"could not park {slot} after stage {self.stage!r}: {err}")
+        except Exception as err:  # e.g. the API out of reach after the retries
+            lines.append(f"could not park {slot} after stage {self.stage!r} ({err}): the resumed task will")
+            await self.emit(lines)
+            return False
+        else:
+            if self.ahead is not None and result is not None and result.exit_code == 0:
+                try:
+                    await asize_ahead(*args, *self.ahead, slot, lines.append, parked)
+                except Exception as err:  # ahead-of-time work: the next swap sizes its slot itself
+                    lines.append(f"::kruise-chain:: not sizing {other_slot(slot)} ahead: {err}")
+        if lines:
+            await self.emit(lines)
+        return True
 
     def ended(self, pod: ChainPod | None, status: StageStatus | None) -> dict[str, Any]:
         """The stage ended without a result in its stream: lost pod, failed start, moved on, or its log does

@@ -29,6 +29,7 @@ CONSUME = r"""
 echo "consume: read $(wc -l < "$CHAIN_SCRATCH/produced.txt") lines"
 printf '{"lines": %s}' "$(wc -l < "$CHAIN_SCRATCH/produced.txt")" > "$CHAIN_OUTPUT"
 """
+SIZE = {"requests": {"memory": "96Mi"}, "limits": {"memory": "128Mi"}}
 
 
 def output(capfd, caplog) -> tuple[str, str]:
@@ -55,7 +56,10 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
         with KruiseChain(
             "c", namespace="default", prewarm=False, deferrable=True, defer_after=0, **FAST_POD
         ) as chain:
-            produce = chain.stage("produce", image="busybox:1.36", cmds=["/bin/sh", "-c", PRODUCE])
+            # sized in place (the stages request memory): each stage's slot is parked at its end
+            produce = chain.stage(
+                "produce", image="busybox:1.36", cmds=["/bin/sh", "-c", PRODUCE], resources=SIZE
+            )
             wait = HotSwapSensor(
                 task_id="wait",
                 chain_name="c",
@@ -72,7 +76,9 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
                 return result["outputs"]["lines"]
 
             checked = check(produce.output)
-            consume = chain.stage("consume", image="alpine:3.20", cmds=["/bin/sh", "-c", CONSUME])
+            consume = chain.stage(
+                "consume", image="alpine:3.20", cmds=["/bin/sh", "-c", CONSUME], resources=SIZE
+            )
             produce >> wait >> checked >> consume
     run = run_inline(dag)
     out, everything = output(capfd, caplog)
@@ -95,6 +101,14 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
     assert after(out, "::kruise-chain:: swap stage=produce", "produce: wrote line-3")
     assert after(out, "produce: wrote line-3", "::kruise-chain:: end stage=produce")
     assert results["c.produce"]["log_tail"][-1] == "produce: wrote line-3"
+    # the trigger parked each stage's slot at its end, once, before the task resumed (dag.test() resumes it
+    # with the event alone, without the deferral's kwargs: that task reads the pod, finding the slot parked)
+    for stage in ("produce", "consume"):
+        assert out.count(f"(parked: stage {stage!r} ended)") == 1, stage
+        assert after(out, f"(parked: stage {stage!r} ended)", f"::kruise-chain:: end stage={stage}")
+    # and, produce having succeeded, sized the slot prepared for consume (the task's prediction) ahead
+    assert out.count("(ahead, for the next stage 'consume'") == 1
+    assert after(out, "(parked: stage 'produce' ended)", "(ahead, for the next stage 'consume'")
 
 
 def test_deferrable_sensor_waits_for_a_stage_run_elsewhere(e2e_cluster, capfd, caplog):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 import time
 import tracemalloc
@@ -257,3 +258,146 @@ def test_the_async_log_stream_of_a_pod_that_is_gone_just_ends(kube_env):
         return [batch async for batch in hook.follow_log("no-such-pod", NS, "slot-a")]
 
     assert asyncio.run(lines()) == []
+
+
+# -- the stage's end handed over in the event: the trigger parks, the resumed task needs no cluster --------
+SIZED = {
+    "sized": "echo sized-1; sleep 1; echo sized-2",
+    "fails": "echo a; sleep 1; echo b; exit 3",
+}
+SIZED_RESOURCES = {"requests": {"memory": "96Mi"}, "limits": {"memory": "128Mi"}}
+
+
+class SizedChain(Chain):
+    """A chain pod sized in place (its stages request memory): an ended stage's slot is parked."""
+
+    def stage(self, name: str, **kwargs: Any) -> KruiseChainOperator:
+        return KruiseChainOperator(
+            task_id=name,
+            chain_name="sized",
+            namespace=NS,
+            stage_name=name,
+            image="busybox:1.36",
+            cmds=["/bin/sh", "-c", SIZED[name]],
+            container_resources=SIZED_RESOURCES,
+            swap_timeout=20,
+            deferrable=True,
+            defer_after=0,
+            **kwargs,
+        )
+
+    def teardown(self) -> ChainTeardownOperator:
+        return ChainTeardownOperator(task_id="teardown", chain_name="sized", namespace=NS)
+
+    def slot_sized(self, slot: str, stage: str | None = None) -> bool:
+        """Whether `slot` is sized for `stage` (None: parked)."""
+        from airflow_kruise_chain.core.resources import ChainSizing
+        from airflow_kruise_chain.core.sizing import same_resources
+
+        teardown = self.teardown()
+        pod = teardown.hook.read_pod(teardown.pod_name(self.context()), NS)
+        sizing = ChainSizing.from_pod(pod)
+        assert sizing is not None, "the chain pod is sized in place"
+        target = sizing.parked if stage is None else sizing.for_stage(stage)
+        return same_resources(dict(pod.slot(slot).resources or {}), target)
+
+    def slot_parked(self, slot: str) -> bool:
+        return self.slot_sized(slot)
+
+
+@pytest.fixture
+def sized_chain(kube_env) -> Iterator[SizedChain]:
+    run = SizedChain()
+    stages = [
+        {"name": n, "image": "busybox:1.36", "cmds": ["/bin/sh", "-c", c], "resources": SIZED_RESOURCES}
+        for n, c in SIZED.items()
+    ]
+    ChainSetupOperator(
+        task_id="setup",
+        chain={"name": "sized", "namespace": NS, "stages": stages, "sizing": "in-place", **FAST_POD},
+        startup_timeout=30,
+    ).execute(run.context())
+    yield run
+    run.teardown().execute(run.context())
+
+
+def test_the_trigger_parks_the_slot_and_the_resumed_task_makes_no_api_call(
+    sized_chain, kube_env, monkeypatch
+):
+    """The trigger follows the stage to its end in the triggerer: it parks the slot there and hands the
+    resumed task all it needs, so the task's second start loads no Kubernetes client and calls no API."""
+    from airflow_kruise_chain.connection import KubeConnection
+    from airflow_kruise_chain.core.chainstate import XCOM_KEY
+
+    op, context = sized_chain.stage("sized"), sized_chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    slot = deferred.value.kwargs["slot"]
+    other = "slot-b" if slot == "slot-a" else "slot-a"
+    assert not sized_chain.slot_sized(other, "fails")
+    # as in a DAG where `fails` follows (no DAG here: the task predicts nothing), on the same image
+    _, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["ahead"] is None
+    with structlog.testing.capture_logs() as logs:
+        event = run_trigger(StageTrigger(**{**kwargs, "ahead": ["fails", "busybox:1.36"]}))
+    assert event["status"] == "finished" and event["parked"] is True, event
+    assert any(line.startswith(f"::kruise-chain:: resize {slot} to") for line in events(logs))
+    assert sized_chain.slot_parked(slot)  # parked by the trigger, before the task resumes
+    assert sized_chain.slot_sized(other, "fails")  # and the next stage's slot sized ahead
+
+    def no_client(self: KubeConnection) -> None:
+        raise AssertionError("the resumed task made a Kubernetes client")
+
+    requests: list[str] = []
+    kube_env.fault = lambda request: requests.append(f"{request.method} {request.path}")
+    try:
+        with monkeypatch.context() as patched, structlog.testing.capture_logs() as logs:
+            patched.setattr(KubeConnection, "hook", no_client)
+            result = op.execute_complete(context, event, **deferred.value.kwargs)
+    finally:
+        kube_env.fault = None
+    assert requests == []
+    assert result["exit_code"] == 0 and result["log_tail"] == ["sized-1", "sized-2"]
+    assert any(
+        line.startswith("::kruise-chain:: end stage=sized generation=1 exit=0") for line in events(logs)
+    )
+    assert context["ti"].xcom[XCOM_KEY]["state"] == "succeeded"
+
+
+def test_the_resumed_task_parks_the_slot_itself_after_an_older_trigger(sized_chain, monkeypatch):
+    """An event without `parked` (a trigger of an earlier version, or one that could not park): the resumed
+    task parks the slot itself, as before."""
+    import airflow_kruise_chain.triggers.output as output
+
+    async def not_parking(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(output, "apark_generation", not_parking)
+    op, context = sized_chain.stage("sized"), sized_chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    slot = deferred.value.kwargs["slot"]
+    event = run_trigger(deferred.value.trigger)
+    del event["parked"]
+    assert not sized_chain.slot_parked(slot)
+    result = op.execute_complete(context, event, **deferred.value.kwargs)
+    assert result["exit_code"] == 0 and sized_chain.slot_parked(slot)
+
+
+def test_a_result_in_the_event_that_does_not_check_is_not_believed(sized_chain):
+    """The event comes back through Airflow's database: a result line with another token (here claiming exit
+    0 for a stage that exited 3) is refused, and the task reads the stage's real result from the pod."""
+    op, context = sized_chain.stage("fails"), sized_chain.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    event = run_trigger(deferred.value.trigger)
+    assert " exit=3 " in event["result"]
+    forged = {
+        **event,
+        "result": re.sub(r"token=\S+", "token=forged", event["result"]).replace(" exit=3 ", " exit=0 "),
+    }
+    with structlog.testing.capture_logs() as logs:
+        with pytest.raises(ChainError, match="exit code 3"):
+            op.execute_complete(context, forged, **deferred.value.kwargs)
+    assert any("the trigger's event does not check" in line for line in events(logs))
+    assert context["ti"].xcom["return_value"]["exit_code"] == 3

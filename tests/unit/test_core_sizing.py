@@ -528,3 +528,100 @@ def test_the_swap_into_a_slot_sized_ahead_asks_for_nothing_and_waits_only_for_th
         api.snapshot(), "small", "slot-b", True, {"slot-a"}, time.monotonic() + 0.3
     )
     assert api.resizes == []
+
+
+class _AsyncParkApi:
+    """`_ParkApi` as the triggerer's async hook answers (`AsyncResizeApi`); `refuse`: the API server's 422
+    message for the first resize (as before 1.34 for a lower memory limit)."""
+
+    def __init__(self, api: _ParkApi, refuse: str = "") -> None:
+        self.api, self.refuse = api, refuse
+
+    async def read_pod(self, name: str, namespace: str) -> ChainPod:
+        return self.api.read_pod(name, namespace)
+
+    async def resize_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
+        from airflow_kruise_chain.core.errors import ResizeRefusedError
+
+        if self.refuse:
+            refused, self.refuse = self.refuse, ""
+            self.api.resizes.append(body)
+            raise ResizeRefusedError(refused)
+        return self.api.resize_pod(name, namespace, body)
+
+
+def _apark(api: _AsyncParkApi, generation: int = 3, seen: ChainPod | None = None) -> list[str]:
+    import asyncio
+
+    from airflow_kruise_chain.core.sizing import apark_generation
+
+    lines: list[str] = []
+    asyncio.run(apark_generation(api, "p", "ns", "big", "slot-a", generation, lines.append, seen))
+    return lines
+
+
+def test_the_triggerer_parks_a_slot_as_a_stage_task_does():
+    """A deferred stage's trigger parks its slot (`apark_generation`): one resourceVersion-guarded resize,
+    the pod read again after a 409, only while the slot holds the ended generation, no read for a static
+    chain."""
+    pod, sizing = _sized_pod(generation_a=3)
+    api = _ParkApi(pod, conflict=True)
+    lines = _apark(_AsyncParkApi(api))
+    assert len(api.resizes) == 2 and api.reads == 2
+    assert api.resizes[-1]["metadata"]["resourceVersion"] == "8"  # guarded by the version read after the 409
+    assert api.pod["spec"]["containers"][0]["resources"] == sizing.parked
+    assert lines and all("resize slot-a to" in line and "parked: stage 'big' ended" in line for line in lines)
+    assert _apark(_AsyncParkApi(api)) == [] and len(api.resizes) == 2  # parked already: nothing to ask
+    pod, sizing = _sized_pod(generation_a=4)  # another task's stage runs in slot-a since
+    api = _ParkApi(pod)
+    assert _apark(_AsyncParkApi(api)) == [] and api.resizes == []
+    static = size_pod(json.loads(json.dumps(_sized_pod(generation_a=3)[0])), None)
+    api = _ParkApi(static)
+    assert _apark(_AsyncParkApi(api), seen=api.snapshot()) == [] and api.reads == 0
+
+
+def test_the_triggerers_park_keeps_a_memory_limit_the_api_server_will_not_lower():
+    """Before 1.34 the API server refuses any in-place memory limit decrease: the park keeps the limit and
+    parks the rest, as the stage task's does; any other refusal is the stage's ResizeRefusedError."""
+    from airflow_kruise_chain.core.errors import ResizeRefusedError
+
+    pod, sizing = _sized_pod(generation_a=3)
+    pod["spec"]["containers"][0]["resources"] = mem("1Gi", "1536Mi")
+    api = _ParkApi(pod)
+    lines = _apark(_AsyncParkApi(api, refuse="spec: Forbidden: memory limits cannot be decreased"))
+    kept = api.resizes[-1]["spec"]["containers"][0]["resources"]
+    assert len(api.resizes) == 2 and kept["limits"]["memory"] == "1536Mi"
+    assert kept["requests"] == sizing.parked["requests"]
+    assert any("refused to lower slot-a's memory limit" in line for line in lines)
+    pod, sizing = _sized_pod(generation_a=3)
+    with pytest.raises(ResizeRefusedError, match="could not be sized in slot-a"):
+        _apark(_AsyncParkApi(_ParkApi(pod), refuse="spec: Invalid value: qos"))
+
+
+def test_the_triggerer_sizes_the_next_stage_s_slot_ahead_from_the_park_s_answer():
+    """A deferred stage's trigger sizes ahead as its task would (`asize_ahead`), from the pod its park left
+    (no read), and only when the pod alone says the slot is idle (no log read in the triggerer)."""
+    import asyncio
+
+    from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead
+    from airflow_kruise_chain.core.wire import slot_annotation
+
+    async def park_and_size(api: _AsyncParkApi, lines: list[str]) -> bool:
+        parked = await apark_generation(api, "p", "ns", "big", "slot-a", 3, lines.append)
+        return await asize_ahead(api, "p", "ns", "small", "acme/small:1", "slot-a", lines.append, parked)
+
+    pod, sizing = _ended_in_a()
+    api, lines = _ParkApi(pod), []
+    assert asyncio.run(park_and_size(_AsyncParkApi(api), lines))
+    assert [b["spec"]["containers"][0] for b in api.resizes] == [
+        {"name": "slot-a", "resources": sizing.parked},
+        {"name": "slot-b", "resources": sizing.for_stage("small")},
+    ]
+    assert api.resizes[1]["metadata"]["resourceVersion"] == "8" and api.reads == 1  # the park's answer
+    assert lines[-1].endswith("(ahead, for the next stage 'small': slot-a is parked)")
+    # slot-b holds a generation whose end the pod does not confirm: the triggerer leaves it to the swap
+    pod, sizing = _ended_in_a()
+    pod["metadata"]["annotations"][slot_annotation("slot-b", "generation")] = "2"
+    api = _ParkApi(pod)
+    assert not asyncio.run(park_and_size(_AsyncParkApi(api), []))
+    assert [b["spec"]["containers"][0]["name"] for b in api.resizes] == ["slot-a"]
