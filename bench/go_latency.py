@@ -54,6 +54,7 @@ def main() -> None:
     latencies: dict[str, list[float]] = {"annotation": [], "exec": []}
     notes: list[str] = []
     exec_calls: list[float] = []  # the exec request alone, from its start to the command's end
+    annotation_first = 0  # exec gos the annotation started first (the runner said the exec was not needed)
     with work, LocalCluster(ClusterConfig(profile=args.profile, root=str(root / "cluster"))) as cluster:
         hook = KruiseHook(conn_id=None, config_file=str(cluster.write_kubeconfig(root / "kubeconfig")))
         chain = ChainSpec(name="go", namespace="default", stages=[StageSpec("s", IMAGE, ["true"])])
@@ -77,7 +78,9 @@ def main() -> None:
             if path == "exec":
                 t1 = time.time()
                 if not deliver_go(hook, plan, notes.append):
-                    sys.exit(f"the fast go was not taken: {notes}")
+                    if "not needed" not in notes[-1]:  # the exec failed: this path was not measured
+                        sys.exit(f"the fast go was not taken: {notes}")
+                    annotation_first += 1  # both were sent, as the provider does; the annotation won the race
                 exec_calls.append(time.time() - t1)
             result = driver.follow(plan, Timeouts())
             latencies[path].append(result.started_at.timestamp() - t0)
@@ -92,7 +95,8 @@ def main() -> None:
         )
     print(
         f"  (the exec request itself: median {statistics.median(exec_calls):.3f} s, "
-        f"p95 {p95(exec_calls):.3f} s)"
+        f"p95 {p95(exec_calls):.3f} s; the annotation was first in {annotation_first} of "
+        f"{len(exec_calls)} exec gos)"
     )
 
 

@@ -4,6 +4,7 @@ Nothing run or timed here (the smoke run is `python bench/v4_all.py --smoke`).""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -176,6 +177,8 @@ def test_the_go_latency_step_runs_against_the_current_provider() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "annotation n=  2" in done.stdout and "exec       n=  2" in done.stdout
+    # the annotation may win an exec go's race (the runner says the exec was not needed): counted, not fatal
+    assert re.search(r"the annotation was first in [0-2] of 2 exec gos", done.stdout), done.stdout
 
 
 def test_a_stale_install_is_found_before_anything_runs(tmp_path: Any) -> None:
