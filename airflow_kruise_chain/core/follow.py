@@ -17,7 +17,12 @@ triggers/output.py). The constants and give-up rules below are the only ones eit
   stream): then it ends with the result (`ENDED`). The pod never says that a generation ended (a slot is
   Ready while its runner serves it, running a stage too: see `StageStatus.confirmed`), only the log does;
 - a stream that ended without the result, whose container no longer runs, leaves the result to the slot's
-  history or to the restarted runner (`STOPPED`: a reader that can read the history does; then it waits).
+  history or to the restarted runner (`STOPPED`: a reader that can read the history does; then it waits);
+- a stream silent for `SILENT_REPLAY_AFTER` without the result asks the slot's runner, once per container, to
+  print the generation's result again from its records (`REPLAY`): a stage that ended while no one read its
+  stream may have had its result line rotated out of the log since (the kubelet's `containerLogMaxSize`), and
+  the pod cannot say it ended. The runner answers only once parked on that generation, whose end it would
+  print anyway: a stage still running is not disturbed.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from .wire import StartMarker
 RESULT_COPY_WAIT = 5.0
 """seconds an open log stream may lag after the generation's result line, for its copy from the container's
 other stream (printed right after it)."""
+SILENT_REPLAY_AFTER = 120.0
+"""seconds an open log stream may stay silent without the generation's result before its runner is asked to
+print the result again from its records (once per container)"""
 REOPEN_DELAY = 0.5
 """seconds before the log stream of a container that still runs is opened again after it ended without
 the result (the connection was cut, or the kubelet has not reported the container's exit yet)"""
@@ -51,6 +59,9 @@ class Next(StrEnum):
     """wait for the next pod snapshot, log lines or stream end, or until `Step.at` (then `tick`)"""
     OPEN = "open"
     """(close the open stream, if any, and) open the slot's log stream, of container `Step.status`'s"""
+    REPLAY = "replay"
+    """ask the slot's runner to print the generation's result again from its records (`PodSession.replay`),
+    keep reading the open stream, then wait (`Step.at`)"""
     ENDED = "ended"
     """the generation's result is in (`GenerationFollow.output.result`)"""
     STOPPED = "stopped"
@@ -136,6 +147,9 @@ class GenerationFollow:
         """the container whose stream was opened last (its reopens are counted)"""
         self.reopened = 0
         self._due: float | None = None  # the open stream is due to end then
+        self._heard: float | None = None  # the open stream's last line (or its opening)
+        self.replayed = ""
+        """the container whose runner was asked to print the result again"""
         self._reopen_at: float | None = None  # the followed container still ran: open it again then
         self._reported = ""
 
@@ -167,7 +181,8 @@ class GenerationFollow:
             return Step(Next.ENDED, self.status, lines=tuple(fresh), started=started)
         if self.output.result is not None and self._due is None:
             self._due = now + RESULT_COPY_WAIT
-        return Step(Next.WAIT, self.status, at=self._due, lines=tuple(fresh), started=started)
+        self._heard = now
+        return Step(Next.WAIT, self.status, at=self._wake(), lines=tuple(fresh), started=started)
 
     def stream_ended(self, pod: ChainPod | None, now: float) -> Step:
         """The open stream ended (or broke); `pod`: the chain pod read after it (None: gone)."""
@@ -191,11 +206,24 @@ class GenerationFollow:
         """Time passed (a `Step.at`, or the reader's own wait) with `pod` as last seen."""
         if self.streaming and self._due is not None and now >= self._due:
             return Step(Next.ENDED, self.status)  # the result line's copy did not come in time
+        if (at := self.replay_at) is not None and now >= at:
+            self.replayed = self.streaming
+            return Step(Next.REPLAY, self.status, at=self._wake())
         if self.status is None:
             return self.see(pod, now)
         return self._decide(pod, now)
 
+    @property
+    def replay_at(self) -> float | None:
+        """When the open stream, silent without the result, asks its runner for it (None: not to ask)."""
+        if not self.streaming or self.output.result is not None or self.replayed == self.streaming:
+            return None
+        return None if self._heard is None else self._heard + SILENT_REPLAY_AFTER
+
     # -- decisions -----------------------------------------------------------------------------------
+    def _wake(self) -> float | None:
+        return min((t for t in (self._due, self.replay_at) if t is not None), default=None)
+
     def _end(self, status: StageStatus) -> Step | None:
         if status.state is StageState.POD_LOST:
             return Step(Next.LOST, status)
@@ -209,15 +237,15 @@ class GenerationFollow:
         status = self.status
         assert status is not None
         if self.streaming:
-            return Step(Next.WAIT, status, at=self._due)
+            return Step(Next.WAIT, status, at=self._wake())
         hosted = pod.slots.get(self.slot) if pod is not None else None
         container = status.container_id
         if status.state in (StageState.RUNNING, StageState.FINISHED) and container:
             if container != self.followed:
-                return self._open(container)
+                return self._open(container, now)
             if self._reopen_at is not None and hosted is not None and hosted.running:
                 if now >= self._reopen_at:
-                    return self._open(container)
+                    return self._open(container, now)
                 return Step(Next.WAIT, status, at=self._reopen_at)
         reason = status.reason if status.state is StageState.SWAPPING else ""
         report = bool(reason) and reason != self._reported
@@ -225,11 +253,12 @@ class GenerationFollow:
             self._reported = status.reason
         return Step(Next.WAIT, status, report=report)
 
-    def _open(self, container: str) -> Step:
+    def _open(self, container: str, now: float) -> Step:
         if container != self.opened:
             self.reopened = 0
         self.streaming = self.opened = container
         self._reopen_at = self._due = None
+        self._heard = now
         self._reported = ""
         self.output.reopen()
         return Step(Next.OPEN, self.status)

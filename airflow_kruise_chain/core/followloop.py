@@ -192,18 +192,24 @@ class FollowLoop(PodSession):
         events: StageEvents,
     ) -> StageResult | Detached | Exception | None:
         """Read one log stream of the slot into `follow`: the result once in, `Detached`, the exception that
-        broke the stream, or None when it ended without the result."""
+        broke the stream, or None when it ended without the result. A stream silent for long without it asks
+        the slot's runner for the result again (`Next.REPLAY`) and reads on."""
         pump = self._open_stream(plan.slot, follow.since(datetime.now(UTC)))
         copy_until: float | None = None  # the result line is in: its other stream's copy is awaited
         while True:
             if copy_until is not None:  # the stage has ended: no watchdog
                 item = pump.next(copy_until)
             else:
-                until = min((t for t in (deadline, detach_at) if t is not None), default=None)
+                replay_at = follow.replay_at
+                until = min((t for t in (deadline, detach_at, replay_at) if t is not None), default=None)
                 item = pump.next(until)
                 if item is TIMEOUT and until == detach_at:
                     pump.close()
                     return Detached(follow.output.counted)
+                if item is TIMEOUT and until == replay_at:
+                    if follow.tick(self.last_read, time.monotonic()).next is Next.REPLAY:
+                        self.replay(plan.slot, plan.generation)
+                    continue
                 if item is TIMEOUT:
                     self.expire(plan, timeouts)
             if item is END or item is TIMEOUT:
@@ -218,7 +224,7 @@ class FollowLoop(PodSession):
                 events.started(step.started, last.slot(plan.slot) if last is not None else None)
             if step.next is Next.ENDED:
                 return self.ended(plan, follow.output)
-            copy_until = step.at
+            copy_until = step.at if follow.output.result is not None else None  # not the replay time
 
     def _settle(
         self, plan: SwapPlan, follow: GenerationFollow, pod: ChainPod | None, step: Step

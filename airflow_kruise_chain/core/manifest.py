@@ -33,6 +33,7 @@ from .wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
     META_MOUNT,
+    REPLAY_FIELD,
     RUN_FIELD,
     RUNNER_BIN,
     RUNNER_COMMAND,
@@ -207,7 +208,7 @@ def _meta_volume(slot: str) -> dict[str, Any]:
         fieldpath = f"metadata.annotations['{slot_annotation(slot, field)}']"
         return {"path": path, "fieldRef": {"fieldPath": fieldpath}}
 
-    items = [item(slot, RUN_FIELD), item(f"{slot}.{STOP_FIELD}", STOP_FIELD)]
+    items = [item(slot, RUN_FIELD), *(item(f"{slot}.{field}", field) for field in (STOP_FIELD, REPLAY_FIELD))]
     return {"name": meta_volume(slot), "downwardAPI": {"items": items, "defaultMode": 0o444}}
 
 

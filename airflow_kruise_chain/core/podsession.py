@@ -32,7 +32,7 @@ from .status import (
 )
 from .swap import SwapPlan
 from .watch import pod_watch, resource_version, watch_until
-from .wire import STOP_FIELD, slot_annotation
+from .wire import STOP_FIELD, replay_note, replay_request, slot_annotation
 
 LOST_POLICY = (
     "a chain cannot go on without its pod (the scratch data of the earlier stages is gone with it): clear "
@@ -180,6 +180,13 @@ class PodSession:
                 f"readable: {plan.slot} has been reused"
             )
         return result
+
+    def replay(self, slot: str, generation: int) -> None:
+        """Ask `slot`'s runner to print `generation`'s result again from its records once parked on it (the
+        slot's replay annotation, `wire.REPLAY_FIELD`): its line may have been rotated out of the log."""
+        key, value = replay_request(slot, generation)
+        self.api.patch_pod(self.pod_name, self.namespace, {"metadata": {"annotations": {key: value}}})
+        self.log(replay_note(slot, generation, key))
 
     # -- stopping ------------------------------------------------------------------------------------
     def stop(self, stage: str, timeout: float | None = None) -> StageResult | None:

@@ -42,6 +42,10 @@
 # this slot's only, and the runner removes the file at its start and empties the state when a generation
 # starts and when it ends (once the stage's processes are gone); it reads the file only while parked.
 #
+# Replay: the annotation airflow-kruise-chain/<slot>.replay ("GENERATION NONCE", the file
+# $KC_META/<slot>.replay), read while parked, has the generation it parked on announced again from its
+# records when its result line was rotated out of the slot's log (kc_replay).
+#
 # Stop: the kubelet's SIGTERM while a stage runs is passed to it; so is a stop request, the annotation
 # airflow-kruise-chain/<slot>.stop ("GENERATION GRACE_SECONDS", the file $KC_META/<slot>.stop), which the
 # runner reads while the stage runs: SIGTERM to the stage, SIGKILL to all of it after the grace, recorded
@@ -61,6 +65,7 @@ kc_slot=${KC_SLOT:-slot}
 kc_state=${KC_STATE:-/kruise-chain-state}
 kc_meta=${KC_META:-/kruise-chain-meta}/$kc_slot
 kc_stopfile=$kc_meta.stop
+kc_replayfile=$kc_meta.replay
 kc_scratch=${KC_SCRATCH:-/scratch}
 kc_term=${KC_TERMINATION_LOG:-/dev/termination-log}
 kc_serving=$kc_state/$kc_slot.serving
@@ -494,6 +499,21 @@ kc_announce() {
 	kc_terminate
 	printf '\n%s\n' "$kc_res"
 	printf '\n%s stderr-end gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
+	{ read -r kc_replayed <"$kc_replayfile"; } 2>/dev/null # a request made meanwhile is answered
+}
+
+# kc_replay (parked): a replay request ("GENERATION NONCE", the replay annotation) for the generation the
+# runner parked on, made since it last announced that result: the result is announced again from its records
+# (its line was rotated out of the slot's log). Any other request is dropped; the stage never runs again.
+kc_replayed=
+kc_replay() {
+	kc_line=
+	{ read -r kc_line <"$kc_replayfile"; } 2>/dev/null # the kubelet's file (a symlink into ..data), read-only
+	[ -n "$kc_line" ] && [ "$kc_line" != "$kc_replayed" ] || return 0
+	kc_replayed=$kc_line
+	[ "${kc_line%% *}" = "$kc_g" ] && [ "$kc_g" = "$kc_done" ] || return 0
+	kc_dir=$kc_state/gen-$kc_g
+	if kc_file "$kc_dir/exit_code"; then kc_announce; fi
 }
 
 # kc_terminate: $kc_msg becomes the termination message. The kubelet's file (kuberuntime_container.go
@@ -640,6 +660,7 @@ while :; do
 		kc_hot=$kc_hot_polls
 		continue
 	fi
+	kc_replay
 	kc_phase=parked
 	kc_wait=0.1
 	if [ "$kc_hot" -gt 0 ]; then

@@ -62,6 +62,7 @@ import math
 import re
 import secrets
 import shlex
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -102,6 +103,26 @@ def stage_annotation(stage: str) -> str:
 STOP_FIELD = "stop"
 """Per-slot annotation ``airflow-kruise-chain/<slot>.stop``: ``"GENERATION GRACE_SECONDS"`` asks the slot's
 runner to stop that generation (SIGTERM, SIGKILL to all of it after the grace); not one of `SLOT_FIELDS`."""
+
+REPLAY_FIELD = "replay"
+"""Per-slot annotation ``airflow-kruise-chain/<slot>.replay``: ``"GENERATION NONCE"`` asks the slot's runner,
+once parked on that generation, to print its result again from its records (the line may have been rotated
+out of the slot's log); each new value is one request; not one of `SLOT_FIELDS`."""
+
+
+def replay_request(slot: str, generation: int) -> tuple[str, str]:
+    """The annotation (key, value) of a new replay request for `generation` in `slot`."""
+    return slot_annotation(slot, REPLAY_FIELD), f"{generation} {time.time_ns():x}"
+
+
+def replay_note(slot: str, generation: int, key: str) -> str:
+    """The task log's line for a replay request."""
+    return (
+        f"::kruise-chain:: generation {generation} has printed nothing for a while: asked {slot}'s runner to "
+        f"print its result again from its records once it has ended, should its line have been rotated out "
+        f"of the log (annotation {key})"
+    )
+
 
 RUNNER_MOUNT = "/kruise-chain"
 """emptyDir of the runner: ``bin/`` (busybox, runner.sh), written by the init container, read-only in the

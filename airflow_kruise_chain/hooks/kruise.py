@@ -594,6 +594,20 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             except CONNECTION_ERRORS as e:
                 raise unreachable(e, "get", "pods", namespace, name) from e
 
+    async def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+        """Strategic-merge patch of the pod (not retried: only an idempotent body should be sent)."""
+        from kubernetes_asyncio import client as async_client
+
+        async with self.get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+            try:
+                await v1.patch_namespaced_pod(name, namespace, body, _content_type=SMP)
+            except AsyncApiException as e:
+                why = f'patch pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}'
+                raise KruiseApiError(why, e.status) from e
+            except CONNECTION_ERRORS as e:
+                raise unreachable(e, "patch", "pods", namespace, name) from e
+
     async def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
         """`KruiseHook.resize_pod` from the triggerer: the same errors (ResizeUnsupportedError on 404,
         ResizeRefusedError on 422, ConflictError on 409); transient failures retried (the resize carries

@@ -21,6 +21,7 @@ from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
 from airflow_kruise_chain.core.watch import awatch_versions
+from airflow_kruise_chain.core.wire import replay_note, replay_request
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook
@@ -94,6 +95,11 @@ class StageOutputFollower:
                     step = Step(Next.WAIT, step.status)
                 elif step.next is Next.ENDED:
                     return await self.finished(pod)
+                elif step.next is Next.REPLAY:
+                    key, value = replay_request(follow.slot, self.generation)
+                    body = {"metadata": {"annotations": {key: value}}}
+                    await self.hook.patch_pod(self.pod_name, self.namespace, body)
+                    await self.emit([replay_note(follow.slot, self.generation, key)])
                 elif step.next is not Next.WAIT and step.next is not Next.STOPPED:
                     return self.ended(pod, step.status if step.next is not Next.GAVE_UP else None)
                 now = loop.time()

@@ -147,6 +147,7 @@ def test_an_attacker_stage_changes_nothing_of_the_stages_after_it(e2e_cluster, c
     slot = starts[0][2]
     assert sorted({line for line in found if line.startswith("meta ")}) == [
         f"meta {slot}",
+        f"meta {slot}.replay",
         f"meta {slot}.stop",
     ]
 

@@ -12,6 +12,7 @@ from airflow_kruise_chain.core.follow import (
     HAND_OVER_AFTER,
     REOPEN_DELAY,
     RESULT_COPY_WAIT,
+    SILENT_REPLAY_AFTER,
     GenerationFollow,
     Next,
     since_seconds,
@@ -133,10 +134,32 @@ def test_a_ready_slot_says_nothing_of_its_generation_only_the_result_line_ends_i
     f.see(pod(running("containerd://new")), 0.0)
     f.read([START], 1.0)
     ready = f.see(pod(running("containerd://new", ready=True)), 2.0)
-    assert (ready.next, ready.at) == (Next.WAIT, None)
+    assert (ready.next, ready.at) == (Next.WAIT, 1.0 + SILENT_REPLAY_AFTER)  # only the silence's limit
     assert f.tick(pod(running("containerd://new", ready=True)), 60.0).next is Next.WAIT  # still streaming
     f.read([RESULT, RESULT], 61.0)
     assert f.output.complete
+
+
+def test_a_silent_stream_asks_the_runner_for_a_result_rotated_out_of_the_log_once() -> None:
+    """A stage that ended while no one read its stream (the worker died, the task was deferred) may have had
+    its result line rotated out of the slot's log since: the stream opened now shows none, and the pod cannot
+    say the generation ended. Its runner is asked to print the result again from its records."""
+    f = follow()
+    assert f.see(pod(running("containerd://new", ready=True)), 0.0).next is Next.OPEN
+    step = f.read(["later output of another generation"], 1.0)  # the log as rotated: no line of generation 3
+    assert step.at == 1.0 + SILENT_REPLAY_AFTER
+    assert f.tick(pod(running("containerd://new", ready=True)), 60.0).next is Next.WAIT  # not silent enough
+    replay = f.tick(pod(running("containerd://new", ready=True)), step.at)
+    assert (replay.next, f.replayed, f.streaming) == (Next.REPLAY, "containerd://new", "containerd://new")
+    later = 2 * step.at + SILENT_REPLAY_AFTER
+    assert f.tick(None, later).next is Next.WAIT and f.replay_at is None  # once per container
+    assert f.read([RESULT, RESULT], later).next is Next.ENDED  # the runner printed it again
+    # a new container (the slot restarted) is asked again when its stream is silent, a stream with the
+    # result line never
+    g = follow()
+    g.see(pod(running("containerd://new")), 0.0)
+    g.read([START, "working", RESULT], 5.0)
+    assert g.replay_at is None
 
 
 @pytest.mark.parametrize(

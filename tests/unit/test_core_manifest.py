@@ -102,7 +102,10 @@ def test_pod_layout() -> None:
         assert volumes[f"kruise-chain-state-{slot}"] == {"name": f"kruise-chain-state-{slot}", "emptyDir": {}}
         assert volumes[f"kruise-chain-meta-{slot}"]["downwardAPI"]["items"] == [
             {"path": path, "fieldRef": {"fieldPath": f"metadata.annotations['airflow-kruise-chain/{key}']"}}
-            for path, key in ((slot, f"{slot}.run"), (f"{slot}.stop", f"{slot}.stop"))
+            for path, key in (
+                (slot, f"{slot}.run"),
+                *((f"{slot}.{f}", f"{slot}.{f}") for f in ("stop", "replay")),
+            )
         ]
         env = {e["name"]: e for e in container["env"]}
         assert env["KC_SLOT"]["value"] == slot

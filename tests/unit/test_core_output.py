@@ -5,10 +5,11 @@ log apart, so a stage's last stderr line may reach the log after the result line
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-from airflow_kruise_chain.core import StageResult
+from airflow_kruise_chain.core import StageResult, follow
 from airflow_kruise_chain.core.driver import StageDriver, Timeouts
 from airflow_kruise_chain.core.output import GenerationOutput
 from airflow_kruise_chain.core.podview import ChainPod
@@ -138,3 +139,51 @@ def test_the_driver_reports_the_stderr_line_that_came_after_the_result_line() ->
     assert result.log_tail == ["read 100 numbers", "bad record 17"]  # what the task's failure shows
     assert logged[1:3] == ["read 100 numbers", "bad record 17"]  # and the task log
     assert sum(line.startswith("::kruise-chain:: start") for line in logged) == 1
+
+
+class RotatedApi(Api):
+    """The slot's log after a rotation took the generation's result line out: its stream shows the
+    generation's start and output, then nothing more while the runner stays parked; a replay request makes
+    the runner print the result again (into the log: a stream that is open, or opened after, reads it)."""
+
+    def __init__(self, pod: FakePod, log: list[str], result: str) -> None:
+        super().__init__(pod, log)
+        self.result = result
+        self.patches: list[dict[str, Any]] = []
+        self.closed = threading.Event()
+
+    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+        self.patches.append(body)
+        self.pod.apply(body)
+        self.log = [*self.log, "", self.result, "", self.result.replace(" result ", " stderr-end ")]
+        return self.read_pod(name, namespace)
+
+    def follow_log(self, name: str, namespace: str, container: str, **_: Any) -> Iterator[str]:
+        def stream() -> Iterator[str]:  # a running container's stream: what is appended comes, until closed
+            sent = 0
+            while not self.closed.wait(0.02):
+                while sent < len(self.log):
+                    sent += 1
+                    yield self.log[sent - 1]
+
+        return stream()
+
+
+def test_the_driver_asks_the_runner_for_a_result_rotated_out_of_the_log(monkeypatch) -> None:
+    monkeypatch.setattr(follow, "SILENT_REPLAY_AFTER", 0.2)
+    pod = FakePod()
+    plan = pod.run(EXTRACT)  # it ran and its runner parked while no one followed
+    result = RESULT.replace("t0k", plan.token).replace("gen=1", f"gen={plan.generation}")
+    start = START.replace("t0k", plan.token).replace("gen=1", f"gen={plan.generation}")
+    api = RotatedApi(pod, ["later lines only", start, "read 100 numbers"], result)
+    logged: list[str] = []
+    driver = StageDriver(api, "etl-abc", "data", log=logged.append)
+    try:
+        got = driver.follow(plan, Timeouts(swap=5))
+    finally:
+        api.closed.set()
+    assert isinstance(got, StageResult) and got.exit_code == 4
+    (patch,) = api.patches
+    ((key, value),) = patch["metadata"]["annotations"].items()
+    assert key == f"airflow-kruise-chain/{plan.slot}.replay" and value.split()[0] == str(plan.generation)
+    assert any(f"asked {plan.slot}'s runner to print its result again" in line for line in logged)

@@ -276,6 +276,23 @@ def test_runs_once_records_outside_scratch_and_parks(slot, runners) -> None:
     assert (slot.scratch / "count").read_text().strip() == "1"
 
 
+def test_a_replay_request_announces_the_parked_generations_result_again_once(slot, runners) -> None:
+    replay = slot.meta / f"{slot.name}.replay"
+    replay.write_text("2 made-while-it-ran")  # answered by the result the stage's end prints
+    runner = runners(slot, sh_stage('echo "stage output"; exit 4'), 2)
+    first = runner.result(2)
+    for asked in ("1 a", "3 b"):  # another generation: nothing
+        replay.write_text(asked)
+        time.sleep(0.3)
+    replay.write_text("2 c")  # its result line was rotated out of the log: from the records again
+    assert runner.result(2) == first
+    time.sleep(0.5)
+    lines = runner.drain()
+    assert sum(line.startswith("::kruise-chain:: result gen=2 ") for line in lines) == 2  # once per request
+    assert lines.count("stage output") == 1  # announced, not run again
+    assert (slot.gen_dir(2) / "exit_code").read_text() == "4\n"
+
+
 def test_a_long_lived_runner_takes_new_generations_from_the_volume(slot, runners) -> None:
     runner = runners(slot, None, 0)
     time.sleep(0.3)
