@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .users import ProcessUser
+
 if TYPE_CHECKING:
     from .sandbox import PodSandbox
 
@@ -47,3 +49,4 @@ class ContainerLaunch:
     links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) symlinks of the image
     pod_sandbox: PodSandbox | None = None  # the pod's network namespace to join (None: the runtime's own)
     capabilities: tuple[str, ...] | None = None  # the process's capability sets (None: the runtime's default)
+    user: ProcessUser = field(default_factory=ProcessUser)  # the OCI process user (`users.py`)

@@ -10,6 +10,7 @@ models of the real kubelet, part by part: `pod_workers.py`, `volumes.py`, `kubel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +76,10 @@ class Kubelet:
         self.profile = profile
         self.catalogue = catalogue
         self.root = root
+        # searchable by every user (not listable): a container of a non-root user is built by bwrap running
+        # as that user (runtime.py `_user_switch`), which must reach its volumes' folders under it
+        with contextlib.suppress(OSError):
+            root.chmod(root.stat().st_mode | 0o111)
         self.sandbox = sandbox
         self.features = features or Features(NEWEST_MINOR)
         """the Kubernetes version the kubelets run and their feature gates (the crash-loop back-off's)"""

@@ -27,6 +27,7 @@ from .pod_sync import PodSyncs
 from .prober import PodProber
 from .sandbox import PodSandbox
 from .store import Obj, deep_copy
+from .users import container_user
 from .validation import parse_quantity
 from .volumes import PodVolumes, VolumeError
 
@@ -466,6 +467,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             links=list(image.links),
             pod_sandbox=self.pod_sandbox,
             capabilities=container_capabilities(spec),
+            user=container_user(pod["spec"], spec, Path("/etc/passwd") if image.host_base else None),
         )
         try:
             inst.proc = await self.kubelet.runtime.start(launch)

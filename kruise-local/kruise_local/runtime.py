@@ -66,6 +66,7 @@ from typing import Any
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .processes import RunningContainer, descendants, exit_status
 from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox
+from .users import ProcessUser
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -286,6 +287,36 @@ def _default_signals_prefix(env: str | None) -> list[str]:
     return [env, "--default-signal", "--"] if _probe_cache["default_signals"] is None else []
 
 
+# A non-root container's binds, staged by root for bwrap run as that user (`ContainerRuntime._stage_binds`):
+# in a mount namespace of its own, a tmpfs (mode 0711) on a host dir any user can reach, each source
+# bind-mounted on an entry of it ("$base/<n>"), then the rest of the command line exec'd. Args: base, mount,
+# mkdir, the sources, "--", the command.
+_STAGE_SCRIPT = r"""
+set -e
+base=$1; mount_bin=$2; mkdir_bin=$3; shift 3
+"$mount_bin" -t tmpfs -o mode=0711 none "$base"
+i=0
+while [ "$1" != -- ]; do
+  if [ -d "$1" ]; then "$mkdir_bin" "$base/$i"; else : > "$base/$i"; fi
+  "$mount_bin" --bind "$1" "$base/$i"
+  i=$((i + 1)); shift
+done
+shift
+exec "$@"
+"""
+_stage_dir: list[str] = []
+
+
+def _stage_base_dir() -> str:
+    """An empty host dir, reachable by every user, that non-root containers' binds are staged on (one per
+    process; each container mounts its own tmpfs on it in a mount namespace of its own)."""
+    if not _stage_dir:
+        _stage_dir.append(tempfile.mkdtemp(prefix="kruise-local-binds-"))
+        os.chmod(_stage_dir[0], 0o711)
+        atexit.register(lambda: shutil.rmtree(_stage_dir[0], ignore_errors=True))
+    return _stage_dir[0]
+
+
 def _unshare_base_dir() -> str:
     """An empty host dir the unshare sandbox mounts its private root tmpfs on (one per process)."""
     if not _base_dir:
@@ -376,9 +407,10 @@ class ContainerRuntime:
         argv: list[str],
         links: list[tuple[str, str]] = (),  # type: ignore[assignment]
         capabilities: tuple[str, ...] | None = None,
+        unprivileged: bool = False,
     ) -> list[str]:
         cmd = [*self._default_signals, self._bwrap or "bwrap"]
-        if capabilities is not None and self._root:
+        if capabilities is not None and self._root and not unprivileged:
             # the container's capability set, as runc sets it (`capabilities.py`); without root, bwrap's
             # sandbox is an unprivileged user namespace whose process has no capability at all
             cmd += ["--cap-drop", "ALL"]
@@ -489,6 +521,9 @@ class ContainerRuntime:
             raise ValueError("empty argv")
         launch.termination_host_path.parent.mkdir(parents=True, exist_ok=True)
         launch.termination_host_path.write_bytes(b"")
+        # kuberuntime_container.go makeMounts: the termination message file is made mode 0666 (whatever the
+        # umask), so that a container of any user can write it
+        launch.termination_host_path.chmod(0o666)
         env = dict(launch.env)
         env.setdefault("PATH", DEFAULT_PATH)
         env.setdefault("HOME", "/root")
@@ -504,9 +539,14 @@ class ContainerRuntime:
         else:
             _check_executable(launch.argv[0], env["PATH"], [(s, d) for s, d, _ in binds], dict(links))
             self._ensure_workdir(wd, launch)
+            switch = self._user_switch(launch.user)
             if self.sandbox == "bwrap":
-                cmd = self._bwrap_cmd(binds, wd, launch.argv, links, launch.capabilities)
+                unprivileged = launch.user.uid != 0 and bool(switch)
+                staged = self._stage_binds(binds) if unprivileged else ([], binds)
+                cmd = self._bwrap_cmd(staged[1], wd, launch.argv, links, launch.capabilities, unprivileged)
                 wrappers = (tuple(cmd[len(self._default_signals) :]),)  # bwrap's child until its exec
+                n = len(self._default_signals)
+                cmd = [*cmd[:n], *staged[0], *switch, *cmd[n:]]
             else:
                 cmd = self._unshare_cmd(binds, wd, launch.argv, links)
                 wrappers = self._unshare_wrappers(launch.argv, wd)
@@ -514,6 +554,41 @@ class ContainerRuntime:
         container = RunningContainer(self, launch, env, cwd, wrappers)
         await container._spawn(cmd)
         return container
+
+    def _stage_binds(
+        self, binds: list[tuple[str, str, bool]]
+    ) -> tuple[list[str], list[tuple[str, str, bool]]]:
+        """For bwrap run as a non-root user, which must reach each bind's source itself (the kubelet's
+        folders need not be searchable by it): the command prefix that stages them as root (`_STAGE_SCRIPT`,
+        as runc mounts a container's volumes before it switches users) and the binds from the staged
+        copies."""
+        unshare, mount, mkdir = (shutil.which(b) for b in ("unshare", "mount", "mkdir"))
+        if not (unshare and mount and mkdir):
+            raise RuntimeUnavailable("util-linux `unshare` and `mount` are needed for a non-root container")
+        base = _stage_base_dir()
+        prefix = [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _STAGE_SCRIPT, "sh"]
+        prefix += [base, mount, mkdir, *(src for src, _, _ in binds), "--"]
+        return prefix, [(f"{base}/{i}", dst, ro) for i, (_, dst, ro) in enumerate(binds)]
+
+    def _user_switch(self, user: ProcessUser) -> list[str]:
+        """The `setpriv` that makes the container's process run as its OCI process user (`users.py`), before
+        bwrap: runc switches to that user once the container is set up and then execs the command, so a
+        process that is not root holds no capability (bwrap, started as that user, builds the container in
+        a user namespace of its own with none: the user's uid and gid are mapped to themselves, the files of
+        other users show as the overflow uid, `nobody`). Root with other groups keeps root and its
+        capabilities. Empty for root with group 0, and when kruise-local does not run as root (its sandbox is
+        the invoking user's, whatever the pod says)."""
+        if user.is_default or not self._root or self.sandbox != "bwrap":
+            return []
+        if not self._setpriv:
+            raise RuntimeUnavailable(
+                "util-linux `setpriv` is needed to run a container as its securityContext's user"
+            )
+        groups = ["--groups", ",".join(map(str, user.groups))] if user.groups else ["--clear-groups"]
+        switch = [self._setpriv, "--regid", str(user.gid), *groups]
+        if user.uid:
+            switch += ["--reuid", str(user.uid), "--inh-caps=-all"]
+        return [*switch, "--"]
 
     @staticmethod
     def _ensure_workdir(wd: str, launch: ContainerLaunch) -> None:
@@ -571,9 +646,13 @@ class ContainerRuntime:
         if pid is None or target.finished_at is not None:
             return None
         cmd = [self._nsenter, "-t", str(pid)]
+        user = target.launch.user
+        ids = ["-S", str(user.uid), "-G", str(user.gid)]  # runc exec: the container's process user
         with contextlib.suppress(OSError):
             if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
-                cmd += ["-U", "--preserve-credentials"]
+                cmd += ["-U", *(ids if self._user_switch(user) else ["--preserve-credentials"])]
+            elif self._user_switch(user):
+                cmd += ids
         return [*cmd, "-m", "-n", "-p", "-r", "-w", "--", *argv]  # -n: the pod's network namespace
 
     async def spawn_exec(self, target: RunningContainer, argv: list[str], tty: bool) -> StreamingExec:

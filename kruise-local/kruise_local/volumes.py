@@ -105,6 +105,7 @@ class PodVolumes:
             host = self.dir / "volumes" / vol["name"]
             if "emptyDir" in vol:
                 host.mkdir(parents=True, exist_ok=True)
+                host.chmod(0o777)  # pkg/volume/emptydir/empty_dir.go setupDir: 0777, whatever the umask
             elif "configMap" in vol:
                 self.write_configmap(vol, host, pod)
             elif "secret" in vol:
