@@ -68,14 +68,14 @@ exit "$2"
 """
 
 
-def chain_dag(dag_id: str, images: tuple[str, str, str], failures: Failures) -> Any:
+def chain_dag(dag_id: str, images: tuple[str, str, str], failures: Failures, attack: str = ATTACK) -> Any:
     from airflow.sdk import DAG
 
     from airflow_kruise_chain.chain import KruiseChain
 
     with DAG(dag_id, schedule=None, start_date=START) as dag:
         with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
-            attacker = chain.stage("attacker", image=images[0], cmds=["/bin/sh", "-c", ATTACK])
+            attacker = chain.stage("attacker", image=images[0], cmds=["/bin/sh", "-c", attack])
             first = chain.stage(
                 "victim1",
                 image=images[1],
@@ -150,6 +150,33 @@ def test_an_attacker_stage_changes_nothing_of_the_stages_after_it(e2e_cluster, c
         f"meta {slot}.replay",
         f"meta {slot}.stop",
     ]
+
+
+# A root stage (the image's user; it keeps CHOWN and FOWNER, not DAC_OVERRIDE) gives its slot's state folder,
+# every record in it and the termination log to another user, mode 000: the runner must still record this
+# stage's result and run the next stage of the slot normally.
+LOCKOUT = r"""
+printf '{"attacker": true}' > "$CHAIN_OUTPUT"
+cd /kruise-chain-state || exit 9
+mkdir -p gen-9/deep && chown -R 1234:1234 gen-9 && chmod 000 gen-9/deep gen-9
+for f in * */*; do chown 1234:1234 "$f"; chmod 000 "$f"; done
+chown 1234:1234 /dev/termination-log . && chmod 000 /dev/termination-log . && echo "LOCKED OUT"
+"""
+
+
+def test_a_root_stage_cannot_lock_its_runner_out_of_its_records(e2e_cluster, capfd):
+    failures = Failures()
+    images = ("busybox:1.36", "busybox:1.36", "busybox:1.36")
+    run = run_inline(chain_dag("hostile_lockout", images, failures, attack=LOCKOUT))
+    out = capfd.readouterr().out
+    assert "LOCKED OUT" in out
+    assert str(run.state) == "failed", out[-3000:]  # victim2's own exit code 3
+    results = xcoms(run)
+    assert results["c.attacker"]["exit_code"] == 0 and results["c.attacker"]["outputs"] == {"attacker": True}
+    # victim2 ran in the attacker's slot after it
+    assert (results["c.victim1"]["exit_code"], results["c.victim2"]["exit_code"]) == (0, 3)
+    assert results["c.victim2"]["outputs"]["me"] == "victim2"
+    assert "cannot create" not in out and "lost-record" not in out
 
 
 # A benign stage that leaves a job running: an awk holding 64 MiB, sleeping in system().
