@@ -120,15 +120,22 @@ def test_a_stale_runner_image_fails_the_init_container_with_a_message(tmp_path: 
     assert not (runner / "bin" / "runner.sh").exists()  # nothing installed
 
 
-def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
+def slot_files(tmp_path: Path) -> tuple[Path, Path, Path, Path, Path]:
+    """A slot's mounts as the kubelet makes them: the runner, state and scratch emptyDirs (0777), the
+    downwardAPI folder and the termination log file (kuberuntime_container.go makeMounts: 0666)."""
     runner, state, meta, scratch = (tmp_path / d for d in ("runner", "state", "meta", "scratch"))
-    for folder in (runner, state, scratch):  # emptyDirs (kubelet: 0777)
+    for folder in (runner, state, scratch):
         folder.mkdir()
         folder.chmod(0o777)
     meta.mkdir()
     term = tmp_path / "termination-log"
     term.write_text("")
     term.chmod(0o666)
+    return runner, state, meta, scratch, term
+
+
+def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
+    runner, state, meta, scratch, term = slot_files(tmp_path)
     # the stage, of the runner's user, cannot reach the runner (not dumpable: its busybox is execute-only)
     reach = "$(cat /proc/1/environ >/dev/null 2>&1 || ls /proc/1/root/ >/dev/null 2>&1 && echo 1 || echo 0)"
     # and gets the container's env (the image's PATH and ENV) without the runner's KC_* (its run spec, token)
@@ -207,14 +214,7 @@ exit 3
 
 
 def test_a_root_stage_taking_the_state_and_termination_log_away_breaks_nothing(tmp_path: Path) -> None:
-    runner, state, meta, scratch = (tmp_path / d for d in ("runner", "state", "meta", "scratch"))
-    for folder in (runner, state, scratch):  # emptyDirs (kubelet: 0777)
-        folder.mkdir()
-        folder.chmod(0o777)
-    meta.mkdir()
-    term = tmp_path / "termination-log"
-    term.write_text("")
-    term.chmod(0o666)  # kuberuntime_container.go makeMounts: the kubelet's termination log file, 0666
+    runner, state, meta, scratch, term = slot_files(tmp_path)
     done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
 
