@@ -1,7 +1,7 @@
 """A pod's volumes on the local kubelet (`pkg/kubelet/volumemanager`; `pkg/volume/emptydir`, `configmap`,
-`secret`, `downwardapi`): set up before the containers start, configMap, secret and downwardAPI files written
-with the atomic writer and rewritten when the pod, the configMap or the secret changes; downward-API field
-paths (`pkg/fieldpath`)."""
+`secret`, `downwardapi`, `projected`): set up before the containers start, configMap, secret, downwardAPI and
+projected files written with the atomic writer and rewritten when the pod, the configMap or the secret
+changes; downward-API field paths (`pkg/fieldpath`)."""
 
 from __future__ import annotations
 
@@ -42,14 +42,30 @@ def resolve_field(pod: Obj, path: str) -> str:
     return str(simple.get(path) or "")
 
 
+def downward_payload(
+    items: list[dict[str, Any]], pod: Obj, default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    """`pkg/volume/downwardapi` `CollectData`: a file per fieldRef item, mode `items[].mode` else
+    `default_mode` (a downwardAPI volume's own, or the projected volume's)."""
+    payload: dict[str, tuple[bytes, int]] = {}
+    for item in items:
+        ref = item.get("fieldRef")
+        if ref:
+            payload[item["path"]] = (
+                resolve_field(pod, ref["fieldPath"]).encode(),
+                item.get("mode", default_mode),
+            )
+    return payload
+
+
 class VolumeLoops:
     """The volume manager's two loops on a node's kubelet (`pkg/kubelet/volumemanager`): a sync's
     `WaitForAttachAndMount` calls `ReprocessPod`; the desired-state populator, on its next pass
     (`desiredStateOfWorldPopulatorLoopSleepPeriod`, 100 ms), re-processes the pod and marks its remountable
-    volumes (configMap, downwardAPI) `MarkRemountRequired`; the reconciler, on its next pass
-    (`reconcilerLoopSleepPeriod`, 100 ms), sets them up again: their files are rewritten atomically from the
-    pod and the configMaps as the kubelet has them then. With `period` 0 (fast-profile shortcut) the files
-    are rewritten at once."""
+    volumes (configMap, secret, downwardAPI, projected) `MarkRemountRequired`; the reconciler, on its next
+    pass (`reconcilerLoopSleepPeriod`, 100 ms), sets them up again: their files are rewritten atomically from
+    the pod and the configMaps as the kubelet has them then. With `period` 0 (fast-profile shortcut) the
+    files are rewritten at once."""
 
     def __init__(self, period: float) -> None:
         self.period = period
@@ -112,6 +128,8 @@ class PodVolumes:
                 self.write_secret(vol, host)
             elif "downwardAPI" in vol:
                 self.write_downward(vol, host, pod)
+            elif "projected" in vol:
+                self.write_projected(vol, host, pod)
             elif "hostPath" in vol:
                 host = Path(vol["hostPath"]["path"])
             else:
@@ -124,15 +142,23 @@ class PodVolumes:
 
     def write_configmap(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
         src = vol["configMap"]
-        cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, src.get("name", ""))
+        payload = self.configmap_payload(vol, src, src.get("name", ""), src.get("defaultMode", 0o644), False)
+        if payload is None:
+            host.mkdir(parents=True, exist_ok=True)
+            return
+        self.write_payload(vol, host, payload)
+
+    def configmap_payload(
+        self, vol: dict[str, Any], src: dict[str, Any], name: str, default_mode: int, projected: bool
+    ) -> dict[str, tuple[bytes, int]] | None:
+        """`pkg/volume/configmap` `MakePayload`: a file per key (or per `items` entry); None for a missing
+        optional configMap. `projected`: the error is the API's NotFound (`projected.go` `collectData`)."""
+        cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, name)
         if cm is None:
             if src.get("optional"):
-                host.mkdir(parents=True, exist_ok=True)
-                return
-            raise VolumeError(
-                f'MountVolume.SetUp failed for volume "{vol["name"]}" : configmap "{src.get("name")}" '
-                "not found"
-            )
+                return None
+            missing = f'configmaps "{name}" not found' if projected else f'configmap "{name}" not found'
+            raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {missing}')
         data = cm.get("data") or {}
         items = src.get("items") or [{"key": k, "path": k} for k in data]
         payload: dict[str, tuple[bytes, int]] = {}
@@ -142,25 +168,34 @@ class PodVolumes:
                     f'MountVolume.SetUp failed for volume "{vol["name"]}" : configmap references '
                     f"non-existent config key: {item['key']}"
                 )
-            mode = item.get("mode", src.get("defaultMode", 0o644))
+            mode = item.get("mode", default_mode)
             payload[item["path"]] = (data[item["key"]].encode(), mode)
-        self.write_payload(vol, host, payload)
+        return payload
 
     def write_secret(self, vol: dict[str, Any], host: Path) -> None:
         """`pkg/volume/secret` `SetUpAt`: a file per key (or per `items` entry) with the decoded bytes, mode
         `items[].mode`, else `defaultMode`, else 0644; a missing secret or key fails the mount unless
         `optional`."""
         src = vol["secret"]
-        name = src.get("secretName", "")
+        payload = self.secret_payload(
+            vol, src, src.get("secretName", ""), src.get("defaultMode", 0o644), False
+        )
+        if payload is None:
+            host.mkdir(parents=True, exist_ok=True)
+            return
+        self.write_payload(vol, host, payload)
+
+    def secret_payload(
+        self, vol: dict[str, Any], src: dict[str, Any], name: str, default_mode: int, projected: bool
+    ) -> dict[str, tuple[bytes, int]] | None:
+        """`pkg/volume/secret` `MakePayload`; None for a missing optional secret."""
         secret = self.kubelet.store.peek(R.SECRETS, self.ns, name)
         optional = bool(src.get("optional"))
         if secret is None:
             if optional:
-                host.mkdir(parents=True, exist_ok=True)
-                return
-            raise VolumeError(
-                f'MountVolume.SetUp failed for volume "{vol["name"]}" : secret "{name}" not found'
-            )
+                return None
+            missing = f'secrets "{name}" not found' if projected else f'secret "{name}" not found'
+            raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {missing}')
         data = secret.get("data") or {}
         items = src.get("items") or [{"key": k, "path": k} for k in data]
         payload: dict[str, tuple[bytes, int]] = {}
@@ -172,18 +207,39 @@ class PodVolumes:
                     f'MountVolume.SetUp failed for volume "{vol["name"]}" : references non-existent secret '
                     f"key: {item['key']}"
                 )
-            mode = item.get("mode", src.get("defaultMode", 0o644))
+            mode = item.get("mode", default_mode)
             payload[item["path"]] = (base64.b64decode(data[item["key"]]), mode)
-        self.write_payload(vol, host, payload)
+        return payload
 
     def write_downward(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
         src = vol["downwardAPI"]
+        self.write_payload(
+            vol, host, downward_payload(src.get("items") or [], pod, src.get("defaultMode", 0o644))
+        )
+
+    def write_projected(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
+        """`pkg/volume/projected` `collectData`: the files of every source in one payload, written with one
+        atomic write; an item's `mode`, else the projected volume's `defaultMode` (each source's own has
+        none). A missing optional configMap or secret adds nothing; a failing source fails the mount.
+        Service account token sources are not modelled (kruise-local issues no tokens)."""
+        src = vol["projected"]
+        default_mode = src.get("defaultMode", 0o644)
         payload: dict[str, tuple[bytes, int]] = {}
-        for item in src.get("items") or []:
-            ref = item.get("fieldRef")
-            if ref:
-                mode = item.get("mode", src.get("defaultMode", 0o644))
-                payload[item["path"]] = (resolve_field(pod, ref["fieldPath"]).encode(), mode)
+        for source in src.get("sources") or []:
+            if "downwardAPI" in source:
+                payload.update(downward_payload(source["downwardAPI"].get("items") or [], pod, default_mode))
+            elif "configMap" in source:
+                cm = source["configMap"]
+                payload.update(self.configmap_payload(vol, cm, cm.get("name", ""), default_mode, True) or {})
+            elif "secret" in source:
+                sec = source["secret"]
+                payload.update(self.secret_payload(vol, sec, sec.get("name", ""), default_mode, True) or {})
+            else:
+                kind = next(iter(source), "unknown")
+                raise VolumeError(
+                    f'MountVolume.SetUp failed for volume "{vol["name"]}" : projected source {kind} is not '
+                    "supported by the local cluster"
+                )
         self.write_payload(vol, host, payload)
 
     @staticmethod
@@ -193,7 +249,9 @@ class PodVolumes:
         except ValueError as e:
             raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {e}') from None
 
-    def refresh_volumes(self, kinds: tuple[str, ...] = ("configMap", "secret", "downwardAPI")) -> None:
+    def refresh_volumes(
+        self, kinds: tuple[str, ...] = ("configMap", "secret", "downwardAPI", "projected")
+    ) -> None:
         """Rewrite the projected volumes of `kinds` from the API (the periodic sync does all of them)."""
         pod = self.pod()
         if pod is None or not self.sandbox_ready or self.terminating:
@@ -208,6 +266,8 @@ class PodVolumes:
                     self.write_secret(vol, self.volumes[vol["name"]])
                 elif "downwardAPI" in vol:
                     self.write_downward(vol, self.volumes[vol["name"]], pod)
+                elif "projected" in vol:
+                    self.write_projected(vol, self.volumes[vol["name"]], pod)
             except (VolumeError, KeyError, OSError):
                 continue
 

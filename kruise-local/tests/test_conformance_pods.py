@@ -269,6 +269,65 @@ def test_downward_api_volume_files_follow_annotation_patches_atomically(core, na
     assert cs.container_id == first.container_id and cs.restart_count == 0
 
 
+def test_projected_volume_joins_its_sources_and_follows_annotation_patches(core, namespace):
+    """A projected volume (`pkg/volume/projected` `collectData`) holds the files of all its sources in one
+    folder, each with its item's mode, else the volume's defaultMode; its downwardAPI files follow annotation
+    patches while the container runs, as a downwardAPI volume's do; `kubectl describe` names only the source
+    kinds (`printProjectedVolumeSource`)."""
+    key = "example.com/stage"
+    core.create_namespaced_config_map(
+        namespace,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "from-cm"}},
+    )
+    field = {"fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}
+    volume = {
+        "name": "meta",
+        "projected": {
+            "defaultMode": 0o440,
+            "sources": [
+                {"downwardAPI": {"items": [{"path": "stage", **field}]}},
+                {"configMap": {"name": "cm", "items": [{"key": "k", "path": "cm/k", "mode": 0o400}]}},
+            ],
+        },
+    }
+    script = (
+        "stat -L -c '%n %a' /m/stage /m/cm/k; cat /m/cm/k; echo; "
+        'while :; do echo "stage=$(cat /m/stage)"; sleep 0.1; done'
+    )
+    spec = container("c", script, volumeMounts=[{"name": "meta", "mountPath": "/m", "readOnly": True}])
+    body = pod_body("p", spec, volumes=[volume])
+    body["metadata"]["annotations"] = {key: "one"}
+    core.create_namespaced_pod(namespace, body)
+    first = wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    wait_for(lambda: "stage=one" in log_of(core, namespace, "p", "c"), what="first value")
+    lines = log_of(core, namespace, "p", "c").splitlines()
+    assert lines[:3] == ["/m/stage 440", "/m/cm/k 400", "from-cm"]
+    core.patch_namespaced_pod("p", namespace, {"metadata": {"annotations": {key: "two"}}})
+    wait_for(lambda: "stage=two" in log_of(core, namespace, "p", "c"), what="the patched value")
+    cs = running(core, namespace, "p", "c")
+    assert cs.container_id == first.container_id and cs.restart_count == 0
+    projected = core.read_namespaced_pod("p", namespace).spec.volumes[0].projected
+    assert projected.default_mode == 0o440 and len(projected.sources) == 2
+
+
+def test_a_projected_volume_of_a_missing_configmap_fails_its_mount_with_the_api_s_error(core, namespace):
+    """A projected configMap source that does not exist fails the mount with the API's NotFound message
+    (`configmaps "x" not found`: `collectData` passes the client's error on), unless it is optional."""
+    volume = {"name": "v", "projected": {"sources": [{"configMap": {"name": "missing"}}]}}
+    spec = container("c", "sleep 30", volumeMounts=[{"name": "v", "mountPath": "/v"}])
+    core.create_namespaced_pod(namespace, pod_body("p", spec, volumes=[volume]))
+
+    def failed_mount() -> str:
+        events = core.list_namespaced_event(namespace).items
+        return next((e.message for e in events if e.reason == "FailedMount"), "")
+
+    message = wait_for(failed_mount, what="FailedMount")
+    assert message == 'MountVolume.SetUp failed for volume "v" : configmaps "missing" not found'
+    optional = {"name": "v", "projected": {"sources": [{"configMap": {"name": "missing", "optional": True}}]}}
+    core.create_namespaced_pod(namespace, pod_body("q", spec, volumes=[optional]))
+    wait_for(lambda: running(core, namespace, "q", "c"), what="running with an optional missing source")
+
+
 def test_termination_message_and_reason(core, namespace):
     spec = container("c", "echo done-42 > /dev/termination-log; exit 4")
     core.create_namespaced_pod(namespace, pod_body("p", spec, restart="Never"))
