@@ -15,9 +15,6 @@ SCRATCH_MOUNT = "/scratch"
 RUNNER_VOLUME = "kruise-chain"
 TERMINATION_LOG = "/dev/termination-log"
 
-DAG_ID_ANNOTATION = PREFIX + "dag-id"
-RUN_ID_ANNOTATION = PREFIX + "run-id"
-
 DAG_ID_LABEL = PREFIX + "dag-id"
 RUN_ID_LABEL = PREFIX + "run-id"
 CHAIN_LABEL = PREFIX + "chain"

@@ -125,6 +125,14 @@ export $kc_n=$kc_q"
 	exit 0
 fi
 
+# `runner.sh --up`, the slots' startup probe (the kubelet execs it in the container): wait until the runner
+# serves the slot (kc_serve made <slot>.serving) rather than fail while it starts (a failed probe is an
+# `Unhealthy` warning event). The kubelet's timeout ends a wait that lasts.
+if [ "$1" = --up ]; then
+	until [ -e "$kc_serving" ]; do "$kc_bb" sleep 0.05; done
+	exit 0
+fi
+
 # UTC timestamps with a fraction: date's %N where busybox has it, else the kernel clock as adjtimex reads it
 # (no privilege needed to read it), else whole seconds.
 kc_now() {

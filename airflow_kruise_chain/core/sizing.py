@@ -697,12 +697,13 @@ def _describe(resources: Mapping[str, Mapping[str, str]]) -> str:
 
 def size_pod(pod: dict[str, Any], sizing: ChainSizing | None) -> dict[str, Any]:
     """The chain pod `pod` (as `build_chain_pod` made it) set up for `sizing`: both slots parked and the
-    sizing in its annotation; None: sized statically, as built."""
+    sizing in its annotation; None: sized statically, as built (no annotation: `ChainSizing.from_pod` reads
+    a pod without one as static)."""
     out = json.loads(json.dumps(pod))
-    out["metadata"].setdefault("annotations", {})[SIZING_ANNOTATION] = (
-        sizing.annotation() if sizing is not None else "static"
-    )
+    annotations = out["metadata"].setdefault("annotations", {})
+    annotations.pop(SIZING_ANNOTATION, None)
     if sizing is not None:
+        annotations[SIZING_ANNOTATION] = sizing.annotation()
         for container in out["spec"]["containers"]:
             container["resources"] = json.loads(json.dumps(sizing.parked))
         init = init_resources(sizing.parked)

@@ -38,7 +38,7 @@ from airflow_kruise_chain.core.chainstate import (
     chain_view,
     reported_slots,
 )
-from airflow_kruise_chain.core.constants import DAG_ID_ANNOTATION, RUN_ID_ANNOTATION
+from airflow_kruise_chain.core.manifest import of_run
 from airflow_kruise_chain.core.podview import ChainPod
 
 URL_PREFIX = "/kruise-chain"
@@ -69,8 +69,7 @@ def _live_pod(
         pod = hook.read_pod(name, namespace)
         if pod is None:
             return None, None, set()
-        notes = pod.annotations
-        if notes.get(DAG_ID_ANNOTATION) != dag_id or notes.get(RUN_ID_ANNOTATION) != run_id:
+        if not of_run(pod.labels, dag_id, run_id):
             log.warning("%s/%s is not a chain pod of %s %s", namespace, name, dag_id, run_id)
             return None, None, set()
         reported = reported_slots(pod, lambda slot: hook.read_log(name, namespace, slot, tail_lines=LOG_TAIL))

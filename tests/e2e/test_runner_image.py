@@ -22,9 +22,15 @@ pytestmark = pytest.mark.slow
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 DESCRIBE_LIMIT = 6 * 1024
+"""the pod as built in `kubectl describe` (all but its annotations and its events): 4.6 KB (5.4 KB before)"""
+WHOLE_LIMIT = 7 * 1024 + 256
+"""the whole `kubectl describe` of the 4-stage run's pod, its annotations and its own events (the kubelet's
+13: 1.3 KB) included: 7.2 KB (8.2 KB before the startup probe ran `runner.sh --up`, KC_GENERATION, the
+dag-id, run-id and `sizing: static` annotations went and the run spec volumes became projected ones). The
+6 KB the issue asked for is not reached: docs/how-it-works.md says what the rest is"""
 ANNOTATIONS_LIMIT = 1536
-"""a 4-stage run's annotations in `kubectl describe`: the chain's own and 4 stage records, 1.4 KB (1.9 KB
-while the run specs stayed)"""
+"""a 4-stage run's annotations in `kubectl describe`: the chain's own and 4 stage records, 1.2 KB (1.9 KB
+while the run specs stayed, 1.4 KB with the dag-id, run-id and sizing annotations)"""
 RUNS = [
     ("extract", "slot-a", "busybox:1.36"),
     ("transform", "slot-b", "alpine:3.20"),
@@ -110,6 +116,13 @@ def test_describe_of_a_chain_pod_is_small_and_holds_no_script(e2e_cluster, capfd
     # the pod as built: all but its annotations and its events (the kubelet's: 13 here, 1.3 KB)
     built = re.sub(r"\nAnnotations:.*?\n(?=Status:)|\nEvents:.*", "\n", described, flags=re.S)
     assert len(built.encode()) < DESCRIBE_LIMIT, built
+    # the whole of it, as a user reads it: the pod's own events are in (the kubelet's: pulls, starts)
+    events = described[described.index("\nEvents:") :]
+    assert "Scheduled" in events and "Started container slot-b" in events, events
+    assert len(described.encode()) < WHOLE_LIMIT, described
+    # no script inline: the startup probe runs the runner's own file
+    assert "Startup:        exec [/kruise-chain/bin/busybox sh /kruise-chain/bin/runner.sh --up]" in described
+    assert "KC_GENERATION" not in described and "sizing" not in described
     # what the run added: each stage's record, read first where describe cuts it (which generation ran in
     # which slot, its try, how and on which image); no run spec (the swaps and the kept pod's teardown
     # retire them), so no stage's command or env is left

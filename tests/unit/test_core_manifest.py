@@ -21,7 +21,7 @@ from airflow_kruise_chain.core import (
     pod_name_for,
     runner_script,
 )
-from airflow_kruise_chain.core.manifest import deep_merge, slot_pull_policy
+from airflow_kruise_chain.core.manifest import deep_merge, of_run, slot_pull_policy
 from airflow_kruise_chain.core.resources import slot_resources
 from airflow_kruise_chain.core.wire import RUNNER_COMMAND
 from airflow_kruise_chain.version import __version__
@@ -100,7 +100,9 @@ def test_pod_layout() -> None:
             {"name": f"kruise-chain-meta-{slot}", "mountPath": "/kruise-chain-meta", "readOnly": True},
         ]
         assert volumes[f"kruise-chain-state-{slot}"] == {"name": f"kruise-chain-state-{slot}", "emptyDir": {}}
-        assert volumes[f"kruise-chain-meta-{slot}"]["downwardAPI"]["items"] == [
+        meta = volumes[f"kruise-chain-meta-{slot}"]["projected"]
+        assert meta["defaultMode"] == 0o444 and len(meta["sources"]) == 1
+        assert meta["sources"][0]["downwardAPI"]["items"] == [
             {"path": path, "fieldRef": {"fieldPath": f"metadata.annotations['airflow-kruise-chain/{key}']"}}
             for path, key in (
                 (slot, f"{slot}.run"),
@@ -109,13 +111,19 @@ def test_pod_layout() -> None:
         ]
         env = {e["name"]: e for e in container["env"]}
         assert env["KC_SLOT"]["value"] == slot
-        for name, key in [("KC_GENERATION", "generation"), ("KC_RUN", "run")]:
-            field_ref = env[name]["valueFrom"]["fieldRef"]
-            assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.{key}']"
+        field_ref = env["KC_RUN"]["valueFrom"]["fieldRef"]
+        assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.run']"
+        assert set(env) == {"KC_SLOT", "KC_RUN"}  # the runner reads no other (its generation is in KC_RUN)
         # Ready while its runner serves it, running a stage too: no readiness probe to fail while one runs
         assert "readinessProbe" not in container
         probe = container["startupProbe"]
-        assert probe["exec"]["command"][:2] == ["/kruise-chain/bin/busybox", "sh"]
+        # the runner's own file waits for it, no inline script (`kubectl describe` prints the command)
+        assert probe["exec"]["command"] == [
+            "/kruise-chain/bin/busybox",
+            "sh",
+            "/kruise-chain/bin/runner.sh",
+            "--up",
+        ]
         assert probe["timeoutSeconds"] > 1  # it waits for the runner rather than fail
         assert container["terminationMessagePath"] == "/dev/termination-log"
 
@@ -138,8 +146,10 @@ def test_pod_metadata_starts_idle() -> None:
     assert annotations["airflow-kruise-chain/slot-a.generation"] == "0"
     assert annotations["airflow-kruise-chain/slot-b.generation"] == "0"
     assert annotations["airflow-kruise-chain/slot-a.run"] == ""
-    assert annotations["airflow-kruise-chain/run-id"] == RUN_ID
-    assert annotations["airflow-kruise-chain/dag-id"] == "nightly"
+    # the DAG run is in the labels (`of_run`), not again in annotations
+    assert not {"airflow-kruise-chain/run-id", "airflow-kruise-chain/dag-id"} & set(annotations)
+    assert of_run(meta["labels"], "nightly", RUN_ID)
+    assert not of_run(meta["labels"], "nightly", RUN_ID + "x") and not of_run(meta["labels"], "other", RUN_ID)
 
 
 def test_pass_throughs() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
-from airflow_kruise_chain.core.wire import RUNNER_BIN, RUNNER_STATE
+from airflow_kruise_chain.core.runnerimage import runner_script
+from airflow_kruise_chain.core.wire import RUNNER_BIN
 
 BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
@@ -20,11 +21,11 @@ pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
 def test_startup_probe_waits_for_the_serving_record(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "busybox").symlink_to(str(BUSYBOX))
+    (tmp_path / "bin" / "runner.sh").write_text(runner_script())
     state = tmp_path / "state"
     state.mkdir()
-    script = STARTUP_COMMAND[3].replace(RUNNER_STATE, str(state)).replace(RUNNER_BIN, str(tmp_path / "bin"))
-    command = [str(tmp_path / "bin" / "busybox"), *STARTUP_COMMAND[1:3], script]
-    probe = subprocess.Popen(command, env={"KC_SLOT": "slot-a"})
+    command = [part.replace(RUNNER_BIN, str(tmp_path / "bin")) for part in STARTUP_COMMAND]
+    probe = subprocess.Popen(command, env={"KC_SLOT": "slot-a", "KC_STATE": str(state)})
     time.sleep(0.3)
     assert probe.poll() is None  # still waiting: no failure
     (state / "slot-a.serving").touch()

@@ -22,7 +22,7 @@ from inotify_simple import INotify, flags
 
 from airflow_kruise_chain.core import ResultMarker, StageSpec, StartMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
-from airflow_kruise_chain.core.wire import RUNNER_BIN, RUNNER_STATE, StreamMarker, run_spec
+from airflow_kruise_chain.core.wire import RUNNER_BIN, StreamMarker, run_spec
 
 TIMEOUT = 10.0
 BUSYBOX = shutil.which("busybox")
@@ -121,10 +121,10 @@ class Slot:
         """Whether the slot's startup probe (its paths pointed at the test's) passes within `wait` seconds:
         the runner serves the slot, parked or running a stage (the kubelet counts the slot Ready from then
         on)."""
-        script = STARTUP_COMMAND[3].replace(RUNNER_STATE, str(self.state)).replace(RUNNER_BIN, str(self.bin))
-        command = [str(self.bin / "busybox"), *STARTUP_COMMAND[1:3], script]
+        command = [part.replace(RUNNER_BIN, str(self.bin)) for part in STARTUP_COMMAND]
+        env = {"KC_SLOT": self.name, "KC_STATE": str(self.state)}
         try:
-            return subprocess.run(command, env={"KC_SLOT": self.name}, timeout=wait).returncode == 0
+            return subprocess.run(command, env=env, timeout=wait).returncode == 0
         except subprocess.TimeoutExpired:
             return False
 
@@ -142,7 +142,6 @@ class Runner:
             "HOME": "/root",
             "HOSTNAME": "chain-pod",
             "KC_SLOT": slot.name,
-            "KC_GENERATION": str(generation),
             "KC_RUN": slot.spec(stage, generation, restart=restart),
             "KC_SCRATCH": str(slot.scratch),
             "KC_STATE": str(slot.state),

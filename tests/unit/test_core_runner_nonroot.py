@@ -168,7 +168,6 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
         "PATH": "/usr/bin:/bin",
         "IMAGE_VAR": "from the image",
         "KC_SLOT": "slot-a",
-        "KC_GENERATION": "1",
         "KC_RUN": spec,
         "KC_SCRATCH": "/scratch",
         "KC_STATE": RUNNER_STATE,
