@@ -61,7 +61,8 @@ class KruiseChain:
     stage or the setup failed, unless `keep_pod=True`). Any other task declared inside the block (a
     `HotSwapSensor`, a task using the stages' results) also runs after `setup` and before `teardown`.
     `prepare_next` (default True): while a stage runs, its task gives the idle slot the image of the stage
-    predicted to run next (see `KruiseChainOperator`). `go_via_exec` (default True): a stage whose image is
+    predicted to run next, and (with `go_via_exec`) a stage that succeeded gives its own slot the image of
+    the stage after next (see `KruiseChainOperator`). `go_via_exec` (default True): a stage whose image is
     already in its slot is also handed to the slot's runner through `pods/exec`, so it starts without waiting
     for the kubelet's volume refresh (`KruiseChainOperator`). `deferrable`, `defer_after`, `prepare_next`
     and `go_via_exec` are the stages' defaults; `chain.stage(...)` may override each. Definitions are

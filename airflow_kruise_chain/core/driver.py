@@ -22,12 +22,15 @@ from .sizing import BackgroundPark, SlotSizer, idle_by_pod
 from .spec import StageSpec
 from .status import StageResult, current_status
 from .swap import (
+    PREPARE_CONFLICTS,
     PreparePlan,
     SwapPlan,
     earlier_generation,
     plan_prepare,
+    plan_prepare_after,
     plan_swap,
     plan_swap_unread,
+    prepared_two_ahead,
 )
 
 __all__ = [
@@ -49,6 +52,56 @@ def _swap_how(plan: SwapPlan) -> str:
     if plan.backoff_wait > 0:
         return f"image patch; {plan.backoff_why}"
     return "image patch (the kubelet restarts the slot with the stage's image)"
+
+
+def prepare_two_ahead(
+    api: ChainApi,
+    pod_name: str,
+    namespace: str,
+    log: Callable[[str], None],
+    slot: str,
+    generation: int,
+    ahead: tuple[str, str],
+    then: tuple[str, str],
+    idle: Callable[[ChainPod, str], bool],
+    pod: ChainPod | None = None,
+) -> PreparePlan | None:
+    """Prepare two ahead (`plan_prepare_after`): generation `generation` has just succeeded in `slot`, the
+    next stage `ahead` (name, image) is to say go into the other slot: give `slot` the image of `then`, the
+    stage predicted after it, so that the kubelet restarts `slot` while Airflow starts the next task and
+    that stage runs, instead of from that stage's go (a realistic restart, ~1 s, outlasts a short stage).
+
+    For a go by exec only (the caller's rule): a go by annotation waits for the kubelet's sync of the pod,
+    which `slot`'s restart would hold. One resourceVersion-guarded image patch planned from `pod` (the pod
+    as the park or the size ahead left it, read since the stage ended; None: read it), planned again from
+    a fresh read after a conflict (`PREPARE_CONFLICTS` tries): under in-place sizing, a prediction that
+    needs no prepare costs no request.
+    Ahead-of-time work: whatever goes wrong is logged, never raised; a wrong prediction runs nothing (the
+    prepared slot holds no generation) and costs only the restart."""
+    stage, image = then
+    try:
+        for _ in range(PREPARE_CONFLICTS):
+            pod = pod or api.read_pod(pod_name, namespace)
+            if pod is None:
+                log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the chain pod is gone")
+                return None
+            prepare = plan_prepare_after(
+                pod, stage, image, ended=slot, generation=generation, next_image=ahead[1], idle=idle
+            )
+            if prepare.patch is None:
+                log(f"::kruise-chain:: not preparing {slot} two ahead for stage {stage!r}: {prepare.why}")
+                return prepare
+            try:
+                api.patch_pod(pod_name, namespace, prepare.patch)
+            except ConflictError:
+                pod = None
+                continue
+            log(prepared_two_ahead(slot, image, stage, ahead[0]))
+            return prepare
+        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the pod kept changing")
+    except Exception as err:  # ahead-of-time work never fails the stage that ended
+        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: {err}")
+    return None
 
 
 class StageDriver(FollowLoop):
@@ -212,11 +265,17 @@ class StageDriver(FollowLoop):
         self.start_park(stage, slot, generation).settle()
 
     def start_park(
-        self, stage: str, slot: str, generation: int, ahead: tuple[str, str] | None = None
+        self,
+        stage: str,
+        slot: str,
+        generation: int,
+        ahead: tuple[str, str] | None = None,
+        then: tuple[str, str] | None = None,
     ) -> BackgroundPark:
         """`park` on a thread: `settle` the returned park before the task returns. `ahead`: (stage, image)
         predicted to run next; once `slot` is parked, the other slot is sized for it
-        (`SlotSizer.size_ahead`), when it holds that image and runs nothing."""
+        (`SlotSizer.size_ahead`), when it holds that image and runs nothing. `then`: (stage, image)
+        predicted to run after that one; then `slot` itself is prepared for it (`prepare_two_ahead`)."""
         api, name, ns, seen = self.api, self.pod_name, self.namespace, self.last_read
         size = None
         if ahead is not None:
@@ -226,7 +285,14 @@ class StageDriver(FollowLoop):
                 # or its result line in its log
                 return idle_by_pod(pod, other) or other in session.finished_slots(pod, {other})
 
-            size = lambda sizer: sizer.size_ahead(*ahead, slot, idle)  # noqa: E731
+            def size(sizer: SlotSizer) -> None:
+                try:
+                    sizer.size_ahead(*ahead, slot, idle)
+                finally:  # a failed size ahead is logged by the park; the prepare is independent of it
+                    if then is not None:  # from the resizes' answer, made since the stage ended, or a read
+                        last = sizer.last
+                        prepare_two_ahead(api, name, ns, sizer.log, slot, generation, ahead, then, idle, last)
+
         return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size)
 
     def plan(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -497,6 +497,64 @@ def plan_prepare(
     if wait > 0:
         why = f"{why}: preparing now, that wait passes while the running stage runs"
     return PreparePlan(idle, stage, image, patch, why, backoff_wait=wait)
+
+
+PREPARE_CONFLICTS = 3
+"""conflicting updates in a row after which a prepare gives up (the next swap does the work)"""
+
+
+def prepared_two_ahead(slot: str, image: str, stage: str, following: str) -> str:
+    """The log line of a prepare two ahead (`prepare_two_ahead`)."""
+    return (
+        f"::kruise-chain:: prepare slot={slot} image={image} for the stage after next {stage!r} (two ahead: "
+        f"the next stage {following!r} says go into {other_slot(slot)}): image patch (the kubelet restarts "
+        f"{slot}; its runner parks with no generation until that stage's swap says go)"
+    )
+
+
+def plan_prepare_after(
+    pod: ChainPod,
+    stage: str,
+    image: str,
+    *,
+    ended: str,
+    generation: int,
+    next_image: str,
+    idle: Callable[[ChainPod, str], bool],
+    now: datetime | None = None,
+) -> PreparePlan:
+    """Plan preparing two ahead: `ended` (slot X) has just run generation `generation` to its successful end;
+    give it the image of `stage` on `image`, predicted to run after the next stage (on `next_image`), with
+    the image patch `plan_prepare` makes with ``running`` the other slot (Y). The next stage then says go
+    into Y while the kubelet restarts X, and its own prepare finds X holding `image` already.
+
+    Only when X still holds `generation` (no swap took it since), Y holds (or is being prepared for)
+    `next_image` and `idle` (the sizer's check: it holds no generation, or its generation's end is known)
+    says nothing runs in Y, so that the next stage needs only Y; when neither slot holds `image`; and when
+    the kubelet's restart back-off would not hold X's restart on it (`restart_hold`): a held restart
+    would leave the stage after next waiting. The prepared slot holds no generation: a wrong prediction runs
+    nothing and costs only that restart.
+    """
+    following = other_slot(ended)
+    if pod.lost is not None:
+        return PreparePlan(ended, stage, image, None, pod.lost)
+    if (held := pod.slot(ended).generation) != generation:
+        why = f"{ended} holds generation {held} since, not {generation}"
+        return PreparePlan(ended, stage, image, None, why)
+    if pod.slot(following).image != next_image:
+        why = f"{following} does not hold the next stage's {next_image}: that stage may need {ended}"
+        return PreparePlan(ended, stage, image, None, why)
+    for slot in (ended, following):
+        if pod.slot(slot).image == image:
+            return PreparePlan(ended, stage, image, None, f"{slot} already holds {image}")
+    if not idle(pod, following):
+        why = f"{following} may still run a generation: the next stage may need {ended}"
+        return PreparePlan(ended, stage, image, None, why)
+    now = now or datetime.now(UTC)
+    wait, why = restart_hold(pod, ended, image, now)
+    if wait > 0:
+        return PreparePlan(ended, stage, image, None, why, backoff_wait=wait)
+    return plan_prepare(pod, stage, image, running=following, now=now, finished={ended})
 
 
 def image_pull_job_name(prefix: str, image: str, attempt: int = 1) -> str:

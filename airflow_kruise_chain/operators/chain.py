@@ -186,7 +186,11 @@ class KruiseChainOperator(ChainBaseOperator):
     predicted to run next (`next_stage`), so that stage's swap is annotations only. Only an image patch: the
     prepared slot holds no generation, so a wrong prediction runs nothing; that stage's swap is then a
     normal one. Under in-place sizing, a stage that succeeded also sizes that stage's slot once its own is
-    parked (`SlotSizer.size_ahead`), so that swap only says go.
+    parked (`SlotSizer.size_ahead`), so that swap only says go. With `go_via_exec` too, a stage that
+    succeeded also prepares its own slot for the stage after next (`stage_after_next`) when the next stage
+    is to say go into the other slot (`core.driver.prepare_two_ahead`): the kubelet restarts it while the
+    next task starts and runs, so the stage after next finds it ready. Not with a go by annotation only,
+    which waits for the kubelet's sync of the pod, and that restart would hold the sync.
 
     `go_via_exec` (default True): a swap that is annotations only (a go) also hands its run spec to the
     slot's runner through `pods/exec` (`core/fastgo.py`), so the stage starts without waiting for the
@@ -312,6 +316,7 @@ class KruiseChainOperator(ChainBaseOperator):
             if plan.action == "adopt":
                 self.replay(driver, plan)
             following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
+            then = self.two_ahead() if following is not None else None
             if following is not None:
                 if self.deferrable or plan.action == "go":
                     driver.prepare(plan, *following)  # a go restarts nothing the prepare could slow down
@@ -333,6 +338,7 @@ class KruiseChainOperator(ChainBaseOperator):
                 sample_memory=False,
                 detach_at=time.monotonic() + self.defer_after,
                 ahead=following,
+                then=then,
             )
             settle_go()
             if isinstance(followed, Detached):
@@ -348,12 +354,13 @@ class KruiseChainOperator(ChainBaseOperator):
                         connection=self.connection,
                         fire_after=time.time() + defer_exit_hold(),
                         ahead=following,
+                        then=then,
                     ),
                     method_name="execute_complete",
                     kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
                 )
             return self.finish(context, followed, pod_uid)
-        result = self.follow(context, driver, plan, ahead=following)
+        result = self.follow(context, driver, plan, ahead=following, then=then)
         settle_go()
         return self.finish(context, result, pod_uid)
 
@@ -431,10 +438,31 @@ class KruiseChainOperator(ChainBaseOperator):
         """The next stage (`next_stage`), whose slot this stage's end sizes; None: prepare_next off."""
         return self.next_stage() if self.prepare_next else None
 
+    def two_ahead(self) -> tuple[str, str] | None:
+        """The stage after next (`stage_after_next`), for which this stage's successful end prepares its own
+        slot (`core.driver.prepare_two_ahead`); None: prepare_next or go_via_exec off (a go by annotation
+        waits for the kubelet's sync of the pod, which that slot's restart would hold)."""
+        return self.stage_after_next() if self.prepare_next and self.go_via_exec else None
+
     def next_stage(self) -> tuple[str, str] | None:
         """(name, image) of the stage predicted to run after this one: of the chain's stages that follow
         this task (directly, or through tasks that are not stages, e.g. a branch), the first declared; None
         when there is none or its image is templated (only known once that task renders it)."""
+        following = self.following_stage()
+        if following is None or templated(following.image):
+            return None
+        return following.stage_name, following.image
+
+    def stage_after_next(self) -> tuple[str, str] | None:
+        """(name, image) of the stage predicted to run after the next one (`next_stage`'s rule applied to
+        that stage); None when either is unknown (none, or its image templated)."""
+        following = self.following_stage()
+        if following is None or templated(following.image):
+            return None
+        return following.next_stage()
+
+    def following_stage(self) -> KruiseChainOperator | None:
+        """The stage task predicted to run after this one (see `next_stage`), None when there is none."""
         if not self.has_dag():
             return None
         seen: set[str] = set()
@@ -452,9 +480,7 @@ class KruiseChainOperator(ChainBaseOperator):
             if not isinstance(task, ChainTeardownOperator):
                 todo.extend(task.downstream_list)
         following = next((t for t in self.dag.tasks if t.task_id in found), None)
-        if not isinstance(following, KruiseChainOperator) or templated(following.image):
-            return None
-        return following.stage_name, following.image
+        return following if isinstance(following, KruiseChainOperator) else None
 
     def chain_predecessors(self) -> list[str]:
         """The stages of this chain that this stage directly depends on (none outside a DAG)."""
@@ -538,7 +564,13 @@ class KruiseChainOperator(ChainBaseOperator):
         plan = driver.swap(self.stage_spec(), context["ti"].try_number, self.timeouts())  # reattach
         # the stage ran while the task was deferred: no memory to sample now
         result = self.follow(
-            context, driver, plan, sample_memory=False, skip=logged(event), ahead=self.ahead()
+            context,
+            driver,
+            plan,
+            sample_memory=False,
+            skip=logged(event),
+            ahead=self.ahead(),
+            then=self.two_ahead(),
         )
         return self.finish(context, result, pod_uid)
 
@@ -551,7 +583,7 @@ class KruiseChainOperator(ChainBaseOperator):
         if not end.parked:
             record, ahead = end.record, self.ahead() if end.result.succeeded else None
             park = self.driver(context).start_park(
-                self.stage_name, record.slot, record.generation, ahead=ahead
+                self.stage_name, record.slot, record.generation, ahead=ahead, then=self.two_ahead()
             )
         try:
             self.log.info("%s", end.result.end_line())
@@ -608,10 +640,12 @@ class KruiseChainOperator(ChainBaseOperator):
         skip: int = 0,
         detach_at: float | None = None,
         ahead: tuple[str, str] | None = None,
+        then: tuple[str, str] | None = None,
     ) -> Any:
         """`driver.follow` with monitoring (see `monitor`); `skip` and `detach_at` as there: returns the
         `StageResult`, or `Detached` with the stage still running. At the stage's end its slot is parked
-        and, when it succeeded, the slot of `ahead` (the next stage's (name, image)) sized for it."""
+        and, when it succeeded, the slot of `ahead` (the next stage's (name, image)) sized for it and the
+        ended slot prepared for `then` (the stage after next), see `StageDriver.start_park`."""
         monitor = self.monitor(
             context,
             driver.pod_name,
@@ -623,7 +657,11 @@ class KruiseChainOperator(ChainBaseOperator):
         # park as soon as the result is read, while the monitor publishes the end; parked before returning
         monitor.on_end = lambda result: parks.append(
             driver.start_park(
-                plan.stage, plan.slot, plan.generation, ahead=ahead if result.succeeded else None
+                plan.stage,
+                plan.slot,
+                plan.generation,
+                ahead=ahead if result.succeeded else None,
+                then=then if result.succeeded else None,
             )
         )
         try:

@@ -46,7 +46,8 @@ class StageTrigger(BaseTrigger):
     comes (after the first `logged` lines, which the task logged before deferring) and the event carries how
     far it logged (`logged`), the last lines (`tail`) and the runner's result line (`result`), see
     `StageOutputFollower`, which also parks the stage's slot at its end and, when the stage succeeded, sizes
-    the slot of `ahead` (the (name, image) of the stage predicted to run next). No event fires before
+    the slot of `ahead` (the (name, image) of the stage predicted to run next) and prepares its own slot for
+    `then` (the stage predicted after that one: `prepare_two_ahead`). No event fires before
     `fire_after` (a Unix time; see `airflow_kruise_chain.config.defer_exit_hold`).
     """
 
@@ -63,6 +64,7 @@ class StageTrigger(BaseTrigger):
         logged: int = 0,
         fire_after: float = 0.0,
         ahead: Sequence[str] | None = None,
+        then: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         if target not in TARGETS:
@@ -79,6 +81,7 @@ class StageTrigger(BaseTrigger):
         self.logged = logged
         self.fire_after = fire_after
         self.ahead = (str(ahead[0]), str(ahead[1])) if ahead else None
+        self.then = (str(then[0]), str(then[1])) if then else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -94,6 +97,7 @@ class StageTrigger(BaseTrigger):
                 "logged": self.logged,
                 "fire_after": self.fire_after,
                 "ahead": list(self.ahead) if self.ahead else None,
+                "then": list(self.then) if self.then else None,
             },
         )
 
@@ -123,6 +127,7 @@ class StageTrigger(BaseTrigger):
                 deadline=deadline,
                 emit=self.emit,
                 ahead=self.ahead,
+                then=self.then,
             )
             payload = await follower.run()
             if payload["status"] == "timeout":

@@ -18,8 +18,9 @@ from airflow_kruise_chain.core.constants import other_slot
 from airflow_kruise_chain.core.errors import ChainError
 from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
 from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead
+from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead, idle_by_pod
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
+from airflow_kruise_chain.core.swap import PREPARE_CONFLICTS, plan_prepare_after, prepared_two_ahead
 from airflow_kruise_chain.core.watch import awatch_versions
 from airflow_kruise_chain.core.wire import replay_note, replay_request
 
@@ -47,6 +48,7 @@ class StageOutputFollower:
         deadline: float,
         emit: Callable[[list[str]], Awaitable[None]],
         ahead: tuple[str, str] | None = None,
+        then: tuple[str, str] | None = None,
     ) -> None:
         self.hook = hook
         self.pod_name = pod_name
@@ -58,6 +60,8 @@ class StageOutputFollower:
         self.skip = skip
         self.ahead = ahead
         """(name, image) of the stage predicted to run next: its slot is sized once this one succeeded"""
+        self.then = then
+        """(name, image) of the stage predicted after that one: this stage's slot is then prepared for it"""
         self.follow = GenerationFollow(stage, "", generation, "", skip=skip)
         """what the log and the pod mean (made again once the stage's record is read)"""
         self._changes: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue(maxsize=16)
@@ -193,9 +197,10 @@ class StageOutputFollower:
 
     async def park(self, pod: ChainPod | None) -> bool:
         """Park the ended generation's slot (`apark_generation`) and, when the stage succeeded, size the next
-        stage's slot ahead (`asize_ahead`), as a stage task does at its stage's end; their lines go to the
-        task log. False when the park failed otherwise than with a ChainError (which the next swap mends,
-        as the stage task's park): the resumed task parks it then."""
+        stage's slot ahead (`asize_ahead`) and prepare the ended slot two ahead (`aprepare_two_ahead`), as a
+        stage task does at its stage's end; their lines go to the task log. False when the park failed
+        otherwise than with a ChainError (which the next swap mends, as the stage task's park): the resumed
+        task parks it then."""
         lines: list[str] = []
         slot, result = self.follow.slot, self.follow.output.result
         args = (self.hook, self.pod_name, self.namespace)
@@ -213,6 +218,10 @@ class StageOutputFollower:
                     await asize_ahead(*args, *self.ahead, slot, lines.append, parked)
                 except Exception as err:  # ahead-of-time work: the next swap sizes its slot itself
                     lines.append(f"::kruise-chain:: not sizing {other_slot(slot)} ahead: {err}")
+                if self.then is not None:
+                    await aprepare_two_ahead(
+                        *args, lines.append, slot, self.generation, self.ahead, self.then, parked or pod
+                    )
         if lines:
             await self.emit(lines)
         return True
@@ -230,6 +239,50 @@ class StageOutputFollower:
             return self.payload("failed", state=str(status.state), message=message)
         # superseded, or another generation: the resumed task reads the result from the slot's history
         return self.payload("finished", state=str(status.state))
+
+
+async def aprepare_two_ahead(
+    hook: AsyncKruiseHook,
+    pod_name: str,
+    namespace: str,
+    log: Callable[[str], None],
+    slot: str,
+    generation: int,
+    ahead: tuple[str, str],
+    then: tuple[str, str],
+    pod: ChainPod | None = None,
+) -> None:
+    """`core.driver.prepare_two_ahead` over the async client (a deferred stage's trigger), the other slot
+    idle only when the pod alone says so (`idle_by_pod`; no log read). Planned from `pod` (as the park
+    left it, or as last seen; None: read it), again from a fresh read after a 409 (the size ahead may
+    have changed it). Ahead-of-time work: logged, never raised."""
+    from airflow_kruise_chain.hooks.retry import KruiseApiError
+
+    stage, image = then
+    try:
+        for _ in range(PREPARE_CONFLICTS):
+            pod = pod or await hook.read_pod(pod_name, namespace)
+            if pod is None:
+                log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the chain pod is gone")
+                return
+            prepare = plan_prepare_after(
+                pod, stage, image, ended=slot, generation=generation, next_image=ahead[1], idle=idle_by_pod
+            )
+            if prepare.patch is None:
+                log(f"::kruise-chain:: not preparing {slot} two ahead for stage {stage!r}: {prepare.why}")
+                return
+            try:
+                await hook.patch_pod(pod_name, namespace, prepare.patch)
+            except KruiseApiError as err:
+                if err.status == 409:
+                    pod = None
+                    continue
+                raise
+            log(prepared_two_ahead(slot, image, stage, ahead[0]))
+            return
+        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the pod kept changing")
+    except Exception as err:  # ahead-of-time work never fails the stage that ended
+        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: {err}")
 
 
 def _now() -> datetime:

@@ -338,7 +338,7 @@ def test_random_409_and_500_answers_during_a_whole_run_change_nothing(e2e_cluste
     applied = [
         c for m, p, c in cluster.audit if m == "PATCH" and p.endswith("/pods/" + chain_pod_name(history))
     ]
-    # one swap patch per stage applied (none lost, none twice), and third's prepare while second ran
+    # one swap patch per stage applied (none lost, none twice), and each prepare (third's, at first's end)
     assert applied.count(200) == 3 + out.count("::kruise-chain:: prepare slot="), applied
 
 

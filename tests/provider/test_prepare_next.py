@@ -65,3 +65,44 @@ def test_a_templated_image_or_prepare_next_off_prepares_nothing():
     assert (a.prepare_next, c.prepare_next) == (False, True)  # per chain, overridden per stage
     assert a.next_stage() is None  # b's image is only known once b renders it
     assert b.next_stage() == ("c", "alpine:3.20")
+
+
+def test_the_stage_after_next_follows_the_same_rule_from_the_next_stage():
+    """What a stage's end prepares its own slot for (`two_ahead`): the next stage's next stage, only with
+    prepare_next and go_via_exec on (a go by annotation waits for the pod's sync, which that restart
+    holds)."""
+    with DAG("p4", schedule=None, start_date=START):
+        with KruiseChain("c", namespace="d", prewarm=False) as chain:
+            a = stage(chain, "a")
+            b = stage(chain, "b", "alpine:3.20")
+
+            @task.branch
+            def choose() -> str:
+                return "c.d"
+
+            c = stage(chain, "c", "debian:bookworm-slim")
+            d = stage(chain, "d", "python:3.11-slim")
+            e = KruiseChainOperator(  # its image templated
+                task_id="e",
+                chain_name="c",
+                namespace="d",
+                stage_name="e",
+                image="acme/e:{{ params.tag }}",
+                cmds=["true"],
+            )
+            f = stage(chain, "f", "acme/f:1", go_via_exec=False)
+            g = stage(chain, "g", "acme/g:1", prepare_next=False)
+            a >> b >> choose() >> [d, c]  # through the branch: c is declared first
+            c >> e >> f >> g
+            d >> f
+    assert a.stage_after_next() == a.two_ahead() == ("c", "debian:bookworm-slim")
+    assert b.next_stage() == ("c", "debian:bookworm-slim")
+    assert b.stage_after_next() is None  # c's next stage, e, is templated
+    assert c.stage_after_next() is None  # e is templated: only known once e renders it
+    assert d.stage_after_next() == d.two_ahead() == ("g", "acme/g:1")
+    assert e.stage_after_next() == ("g", "acme/g:1")
+    assert (f.next_stage(), f.stage_after_next(), f.two_ahead()) == (("g", "acme/g:1"), None, None)
+    a.go_via_exec = False  # as f: its go by annotation would wait out the restart
+    assert a.stage_after_next() is not None and a.two_ahead() is None
+    a.go_via_exec, a.prepare_next = True, False
+    assert a.two_ahead() is None
