@@ -370,7 +370,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         if present and policy != "Always":
             self.event("Normal", "Pulled", f'Container image "{ref}" already present on machine')
             return stored, 0.0
-        key = f"{self.node}/{normalize(ref)}"
+        # the back-off is the pod's own, per image as the spec names it (image_manager.go EnsureImageExists:
+        # backOffKey := fmt.Sprintf("%s_%s", pod.UID, container.Image)): another pod pulls it itself
+        key = f"{self.uid}_{ref}"
         wait = self.kubelet.image_backoff_wait(key)
         if wait > 0:
             st.waiting_reason = "ImagePullBackOff"

@@ -365,6 +365,30 @@ def test_missing_image_goes_err_image_pull_then_backoff(core, namespace):
     assert any(e.reason == "Failed" and hint in e.message for e in events)
 
 
+def test_a_missing_images_pull_back_off_is_the_pods_own(core, namespace):
+    """The kubelet keys an image pull's back-off by pod and image (image_manager.go EnsureImageExists:
+    `backOffKey := fmt.Sprintf("%s_%s", pod.UID, container.Image)`): a pod that asks for an image another pod
+    of the node backs off from pulls it itself (Pulling, ErrImagePull), not ImagePullBackOff at once."""
+    image = "nope/missing:2"
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "true", image=image)))
+
+    def reason(pod: str) -> str | None:
+        cs = status_of(core, namespace, pod, "c")
+        return cs.state.waiting.reason if cs is not None and cs.state.waiting is not None else None
+
+    wait_for(lambda: reason("p") == "ImagePullBackOff", what="p backing off (10 s)")
+    core.create_namespaced_pod(namespace, pod_body("q", container("c", "true", image=image)))
+    reasons: set[str | None] = set()
+
+    def pulled() -> bool:
+        reasons.add(reason("q"))
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=q").items
+        return any(e.reason == "Pulling" for e in events) and "ErrImagePull" in reasons
+
+    wait_for(pulled, timeout=5, what="q pulling the image itself while p backs off")
+    assert reason("p") == "ImagePullBackOff"
+
+
 def test_never_pull_of_a_missing_image_waits_and_retries(core, namespace):
     """imagePullPolicy Never with the image absent: waiting ErrImageNeverPull, retried by later syncs. The
     local kubelet retried at once, with no await between tries, and the whole cluster stopped answering."""
