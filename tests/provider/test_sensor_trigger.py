@@ -389,7 +389,7 @@ def test_setup_fails_quickly_naming_a_missing_first_image(kube_env):
     finally:
         ChainTeardownOperator(task_id="teardown", chain_name=CHAIN, namespace=NS).execute(run.context())
     message = str(err.value)
-    # ErrImagePull, or ImagePullBackOff when an earlier test's pull of that image on the node failed recently
+    # ErrImagePull, or ImagePullBackOff when the first read comes after the kubelet's next sync (its back-off)
     assert re.search(r"slot-a \(ghcr\.io/nope/missing:1\) (ErrImagePull|ImagePullBackOff)", message), message
     assert "slot-b" not in message  # the other slot is fine
 

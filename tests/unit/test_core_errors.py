@@ -61,3 +61,16 @@ def test_no_other_core_module_defines_an_error() -> None:
             and value.__module__ == module.__name__
         ]
         assert own == [], f"{module.__name__} defines {own}: put them in core/errors.py"
+
+
+@pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff"])
+def test_a_stage_whose_image_cannot_be_pulled_names_the_image_and_the_fix_either_way(reason: str) -> None:
+    """The kubelet shows ErrImagePull for a failed pull, then ImagePullBackOff while it backs off: whichever
+    the driver reads first, the error says why, which image, and what to check."""
+    from airflow_kruise_chain.core.status import StageState, StageStatus
+
+    status = StageStatus(StageState.FAILED_TO_START, "slot-a", 2, "load", "", reason, "not found")
+    message = str(errors.StageStartError(status, "acme/load:9"))
+    assert message.startswith("stage 'load' could not start in slot-a (generation 2, image acme/load:9): ")
+    assert f": {reason}: not found; check that the image reference exists" in message
+    assert "image_pull_secrets" in message

@@ -181,6 +181,14 @@ RUNNING = {"state": {"running": {}}}
             StageState.FAILED_TO_START,
             "ErrImagePull",
         ),
+        (  # the kubelet's next reason for the same failed pull (image back-off)
+            {
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+                "containerID": "containerd://old",
+            },
+            StageState.FAILED_TO_START,
+            "ImagePullBackOff",
+        ),
         (
             {"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "containerID": "containerd://new"},
             StageState.FAILED_TO_START,
