@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -105,13 +106,13 @@ class StageTrigger(BaseTrigger):
         return self.connection.async_hook()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        async for event in self._run():
-            if (hold := self.fire_after - time.time()) > 0:
-                await asyncio.sleep(hold)
-            yield event
+        async with self.hook().one_client() as hook, contextlib.aclosing(self._run(hook)) as events:
+            async for event in events:
+                if (hold := self.fire_after - time.time()) > 0:
+                    await asyncio.sleep(hold)
+                yield event
 
-    async def _run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self.hook()
+    async def _run(self, hook: AsyncKruiseHook) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         if self.generation and self.target == "finished":
