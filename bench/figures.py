@@ -331,11 +331,14 @@ def task_timeline(
 DEFER_MARKS = (
     ("deferred", "Pausing task as DEFERRED"),
     ("trigger start", " starting"),
+    ("stage end", "BENCH end "),
     ("trigger event", "Trigger fired event"),
     ("resumed", "Worker startup parse complete"),
 )
 """A deferred task's time line: (name, text), each the first event holding it after the one before (the
-task's second start is the first parse after its deferral)."""
+task's second start is the first parse after its deferral). The stage's end is its program's end line as the
+trigger logged it (none when the task logged it before deferring: then left out)."""
+DEFER_OPTIONAL = frozenset({"stage end"})
 
 
 def deferral_timeline(
@@ -343,19 +346,29 @@ def deferral_timeline(
     end: float,
     events: Iterable[tuple[float, str]],
     marks: Sequence[tuple[str, str]] = DEFER_MARKS,
+    optional: frozenset[str] = DEFER_OPTIONAL,
 ) -> dict[str, float]:
     """Seconds from a task's start to each of `marks` in order (a mark is looked for after the one before;
-    marks not found are left out, and so is every later one), and to its `end`."""
+    marks not found are left out, and so is every later one, unless the missing mark is `optional`), and to
+    its `end`."""
     events = sorted(events)
     found: dict[str, float] = {}
     after = float("-inf")  # the first mark from the log's start (a resumed task may restart its start_date)
     for name, text in marks:
         at = next((t for t, event in events if t >= after and text in event), None)
         if at is None:
+            if name in optional:
+                continue
             break
         found[name] = at - start
         after = at
     return {**found, "end": end - start}
+
+
+def timeline_gaps(marks: Mapping[str, float]) -> dict[str, float]:
+    """Seconds between each mark of a time line (`deferral_timeline`) and the next, named `a -> b`."""
+    names = list(marks)
+    return {f"{a} -> {b}": marks[b] - marks[a] for a, b in itertools.pairwise(names)}
 
 
 def median(values: Sequence[float]) -> float | None:

@@ -9,10 +9,13 @@ CeleryExecutor over Redis and two Celery workers (tests/production/stack.py). Fi
     python bench/scheduler.py --stages 10 --preimport  # Kubernetes clients imported once, by the scheduler
     python bench/scheduler.py --stages 10 --executor celery --modes noop,chain,kpo1 [--preimport]
     python bench/scheduler.py --stages 5 --workload long --modes chain,chain-deferrable --profile fast
+    python bench/scheduler.py --stages 5 --workload long --pause 12 --modes chain,chain-deferrable --preimport
 
 A deferred stage task (`chain-deferrable`: every stage deferred right after its swap) also gets the time line
-of where its extra time goes: its deferral, the trigger's start in the triggerer, the trigger's event and the
-task's second start (the first parse after the deferral), from the task log's event times.
+of where its extra time goes: its deferral, the trigger's start in the triggerer, the stage's end (its
+program's end line as the trigger logged it), the trigger's event and the task's second start (the first
+parse after the deferral), from the task log's event times; and the medians of each task's own gaps between
+them. `--pause 12` makes each stage run past the trigger's hold (`defer_exit_hold`, 8 s by default).
 
 Each LocalExecutor task process is forked from a worker that the scheduler forked, so it starts with what the
 scheduler had imported; each Celery task process is forked from a pool process of the `airflow celery worker`
@@ -63,7 +66,7 @@ def timeline(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
         )
         for name, seconds in marks.items():
             lines.setdefault(name, []).append(seconds)
-    return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in lines.items())
+    return joined(lines)
 
 
 def log_events(stack: Any, dag_id: str, task_id: str, pattern: str) -> list[dict[str, Any]]:
@@ -73,9 +76,11 @@ def log_events(stack: Any, dag_id: str, task_id: str, pattern: str) -> list[dict
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
-def deferrals(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
-    """The deferred stage tasks' median time line (`figures.deferral_timeline`), '' when none deferred."""
+def deferrals(stack: Any, tis: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """The deferred stage tasks' median time line (`figures.deferral_timeline`) and the medians of each
+    task's own gaps between its marks (`figures.timeline_gaps`), ('', '') when none deferred."""
     lines: dict[str, list[float]] = {}
+    gaps: dict[str, list[float]] = {}
     for task_id, ti in tis.items():
         if not re.search(r"(^|\.)s\d+$", task_id) or not ti.get("end_date"):
             continue
@@ -89,7 +94,13 @@ def deferrals(stack: Any, tis: dict[str, dict[str, Any]]) -> str:
         if "deferred" in marks:
             for name, seconds in marks.items():
                 lines.setdefault(name, []).append(seconds)
-    return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in lines.items())
+            for name, seconds in figures.timeline_gaps(marks).items():
+                gaps.setdefault(name, []).append(seconds)
+    return joined(lines), joined(gaps)
+
+
+def joined(medians: dict[str, list[float]]) -> str:
+    return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in medians.items())
 
 
 def stamp(iso: str) -> float:
@@ -101,6 +112,12 @@ def main() -> int:
     ap.add_argument("--stages", default="3,10", help="comma-separated N")
     ap.add_argument("--profile", default="realistic", choices=("fast", "realistic"))
     ap.add_argument("--workload", default="distinct", choices=sorted(WORKLOADS))
+    ap.add_argument(
+        "--pause",
+        type=float,
+        help="each stage's pause in seconds instead of the workload's (e.g. 12: deferred stages that run "
+        "past the trigger's hold, airflow_kruise_chain.config.defer_exit_hold)",
+    )
     ap.add_argument("--timeout", type=float, default=900, help="seconds allowed per DAG run")
     ap.add_argument(
         "--executor",
@@ -132,6 +149,8 @@ def main() -> int:
     data = work / "data"
     data.mkdir()
     workload = WORKLOADS[args.workload]
+    if args.pause is not None:
+        workload = (*workload[:2], args.pause)
     stages = [int(s) for s in args.stages.split(",")]
     lines = []
     ok = True
@@ -179,8 +198,10 @@ def main() -> int:
                             flush=True,
                         )
                         print(f"  stage task, median s from start_date: {timeline(stack, tis)}", flush=True)
-                        if deferred := deferrals(stack, tis):
+                        deferred, gaps = deferrals(stack, tis)
+                        if deferred:
                             print(f"  deferred stage task, median s from start_date: {deferred}", flush=True)
+                            print(f"  deferred stage task, median gaps s: {gaps}", flush=True)
                     if not {"chain", "noop"} <= set(medians):
                         continue
                     chain, noop = medians["chain"], medians["noop"]

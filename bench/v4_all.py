@@ -1,6 +1,6 @@
 """Benchmarks v4 (issue 23), the whole quiet set in one command, one summary file.
 
-    python bench/v4_all.py            # the quiet set: about 24 min on the quiet 2-core machine
+    python bench/v4_all.py            # the quiet set: about 27 min on the quiet 2-core machine
     python bench/v4_all.py --list     # the commands it runs, each with its expected duration
     python bench/v4_all.py --smoke    # the same commands made small (N = 3, few modes): about 8 min
 
@@ -8,10 +8,12 @@ Runs, one after the other (nothing else should run meanwhile: every figure is a 
 (`bench/pipelines.py` scenarios on the realistic profile: chain with the go by exec and by the annotation
 alone, tuned KPO, all at once and the no-op floor, N = 3/10/50, distinct / one / alternating images, skewed
 requests, 0.2 s and 5 s stages; 10 pipelines at once on the fast profile; the go path alone,
-`bench/go_latency.py`; chain and no-op DAGs under the real scheduler, `bench/scheduler.py`), then writes
+`bench/go_latency.py`; chain and no-op DAGs under the real scheduler, `bench/scheduler.py`, and there 12 s
+stages plain and deferred, what a deferral costs past the trigger's hold), then writes
 `bench/results/v4-summary.md` (and `.json`): per scenario the overhead per stage, median and p95, split into
 the Airflow part, the chain's part up to the go and the kubelet's part from the go to the stage's start, the
-modes side by side; peak RSS (or "not measured") and reserved GiB·s; the go path's latency; the MET / MISSED
+modes side by side; peak RSS (or "not measured") and reserved GiB·s; the go path's latency; the deferred
+stage's start-to-start and where its extra time goes; the MET / MISSED
 lines of issue 23's targets (and issue 16's, reserved memory among them); each command's duration and the load
 average before and after (a quiet machine reads < 0.5 before). Each step's own results stay in
 `bench/results/v4-<step>.{md,json}`."""
@@ -74,6 +76,15 @@ def pipelines(profile: str, workloads: str, stages: str, modes: str, *more: str)
     return ("bench/pipelines.py", *args, *extra)
 
 
+def deferrable(stages: str) -> tuple[str, ...]:
+    """The bench/scheduler.py command of docs/operations.md's deferred stages that run past the hold."""
+    return (
+        "bench/scheduler.py",
+        *f"--stages {stages} --workload long --pause 12 --modes chain,chain-deferrable".split(),
+        *"--profile fast --preimport".split(),
+    )
+
+
 STEPS = (
     Step(
         "distinct",
@@ -123,6 +134,14 @@ STEPS = (
         ("bench/scheduler.py", "--stages", "10", "--profile", "realistic"),
         ("bench/scheduler.py", "--stages", "3", "--profile", "realistic"),
         1.5,
+    ),
+    Step(
+        "deferrable",
+        "under the real scheduler: 12 s stages, plain vs deferred (defer_after=0), N = 3: what a deferral "
+        "costs a stage that runs past the trigger's hold (docs/operations.md)",
+        deferrable("3"),
+        deferrable("2"),
+        2.5,
     ),
 )
 
@@ -268,6 +287,7 @@ def summary(
     for name, title, keep in (
         ("go", "The go path alone (`bench/go_latency.py`)", 4),
         ("scheduler", "Under the real scheduler (`bench/scheduler.py`)", 6),
+        ("deferrable", "Deferred stages that run past the trigger's hold (`bench/scheduler.py`)", 6),
     ):
         if name in runs:
             text = runs[name]["output"].strip().splitlines()

@@ -241,6 +241,29 @@ def test_deferral_timeline_takes_each_mark_after_the_one_before() -> None:
     )
     # a task that did not defer: its end only
     assert figures.deferral_timeline(5.0, 5.5, events[:1]) == pytest.approx({"end": 0.5})
+    # the stage's end as the trigger logged its output (before the deferral: the task's own, not a mark)
+    ended = [*events, (100.3, "BENCH end id=x stage=1"), (103.2, "BENCH end id=x stage=1 t=1")]
+    marks = figures.deferral_timeline(100.0, 104.5, ended)
+    assert marks == pytest.approx(
+        {
+            "deferred": 0.6,
+            "trigger start": 1.0,
+            "stage end": 3.2,
+            "trigger event": 3.5,
+            "resumed": 4.2,
+            "end": 4.5,
+        }
+    )
+    assert list(marks) == ["deferred", "trigger start", "stage end", "trigger event", "resumed", "end"]
+    assert figures.timeline_gaps(marks) == pytest.approx(
+        {
+            "deferred -> trigger start": 0.4,
+            "trigger start -> stage end": 2.2,
+            "stage end -> trigger event": 0.3,
+            "trigger event -> resumed": 0.7,
+            "resumed -> end": 0.3,
+        }
+    )
 
 
 def row(
