@@ -40,6 +40,9 @@ MIN_REQUEST_TIMEOUT = 1800
 MAX_REQUESTS_IN_FLIGHT = 400 + 200  # --max-requests-inflight + --max-mutating-requests-inflight
 WATCH_CHANNEL_SIZE = 1024  # cacher's maxWatchChanSizeWithoutIndex
 IDLE_CONNECTION_TIMEOUT = 90.0
+SHUTDOWN_GRACE = 0.5
+"""seconds a stopping server gives its in-flight requests to end before it cancels them (then as long again
+before aiohttp's own shutdown of the connections)"""
 WATCH_WRITE_CHUNK = 4 * 1024
 WATCH_WRITE_BUFFER = 4 * 1024
 """bytes a watch connection's buffer may hold before its writer waits (Go's server blocks in `Write` past
@@ -116,7 +119,7 @@ async def write_streamed(
         raise WriteStalled from None
 
 
-def _long_running(request: web.Request) -> bool:
+def long_running(request: web.Request) -> bool:
     """Watches and log follows (and only they) outlive the request timeout, as `LongRunningRequestCheck`."""
     query = request.query
     if request.method != "GET":
@@ -137,7 +140,7 @@ def request_limits(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         nonlocal running
-        if _long_running(request):
+        if long_running(request):
             return await handler(request)
         if running >= in_flight:
             raise ApiError(429, "Too many requests, please try again later.", reason="TooManyRequests")

@@ -43,6 +43,7 @@ from aiohttp import WSMsgType, web
 
 from .cri import StartError
 from .errors import ApiError
+from .responses import start_stream
 from .store import Obj
 
 STDIN, STDOUT, STDERR, ERROR, RESIZE = range(5)
@@ -223,7 +224,10 @@ async def serve_exec(
     except StartError as e:
         started = f"error executing command in container: failed to exec in container: {e}"
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
-    await ws.prepare(request)
+    if not await start_stream(ws, request):  # the client went before the upgrade's answer
+        if not isinstance(started, str):
+            await started.kill()
+        return ws
     channels = Channels(ws, ws.ws_protocol or "")
     if isinstance(started, str):
         await channels.write(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")

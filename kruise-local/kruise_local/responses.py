@@ -35,6 +35,17 @@ def version_info(features: Features) -> dict[str, str]:
     }
 
 
+async def start_stream(resp: web.StreamResponse, request: web.Request) -> bool:
+    """Send a streamed response's status and headers (a watch, a log follow, an exec's upgrade); False when
+    the client has gone already. The request then just ends, as kube-apiserver's handler returns once the
+    request's context is done; an exception out of the handler would be aiohttp's "Error handling request"."""
+    try:
+        await resp.prepare(request)
+    except ConnectionResetError:
+        return False
+    return True
+
+
 def json_response(data: Any, status: int = 200) -> web.Response:
     # bytes, so aiohttp adds no `; charset=utf-8`: the real server's Content-Type is plain `application/json`
     return web.Response(status=status, body=json.dumps(data).encode(), content_type="application/json")

@@ -49,6 +49,7 @@ from .responses import (
     partial_metadata,
     resource_list,
     serve_openapi,
+    start_stream,
     version_info,
 )
 from .selectors import FieldSelector, LabelSelector
@@ -115,11 +116,18 @@ class ApiServer:
             handler_args={"max_line_size": MAX_URL, "max_field_size": MAX_URL, "handler_cancellation": True},
         )
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        self.app.on_shutdown.append(self._drain)
         self.requests = 0
+        self._in_flight: dict[asyncio.Task[Any], web.Request] = {}
+        """the requests being served, by the task serving each (until aiohttp has finished the response)"""
 
     # -- routing -------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        task = asyncio.current_task()
+        if task is not None and task not in self._in_flight:
+            self._in_flight[task] = request
+            task.add_done_callback(self._in_flight.pop)
         self.filters.count_request(request)
         code = 500
         warnings: list[str] = []
@@ -136,6 +144,31 @@ class ApiServer:
         finally:
             if request.method in ("POST", "PUT", "PATCH", "DELETE"):
                 self.filters.audit.append((request.method, request.path, code))
+
+    def in_flight_paths(self) -> list[str]:
+        """The requests being served, as `path?query` (on the cluster's loop)."""
+        return [str(r.rel_url) for r in self._in_flight.values()]
+
+    async def _drain(self, _app: web.Application) -> None:
+        """End every request before aiohttp shuts its connections down, as genericapiserver's graceful
+        termination (`preparedGenericAPIServer.RunWithContext`): once no new request is accepted
+        (`NotAcceptingNewRequest`; before `on_shutdown` aiohttp has closed the listener and marked the
+        connections closing), the in-flight requests drain (`NonLongRunningRequestWaitGroup`; watches, log
+        follows and exec streams end: `WatchRequestWaitGroup`), and only then `http.Server.Shutdown` runs.
+        Left to aiohttp, a stream still open waits out its `shutdown_timeout`, and one that ends in the loop
+        iteration in which that timeout fires makes aiohttp set the result of its cancelled waiter
+        (`InvalidStateError`, logged as "Unhandled exception")."""
+        self.store.close_watches()
+        for task, request in list(self._in_flight.items()):
+            if limits.long_running(request):
+                task.cancel()
+        for _ in range(2):  # what does not end within the grace is cancelled, then waited for again
+            pending = list(self._in_flight)
+            if not pending:
+                return
+            _, still = await asyncio.wait(pending, timeout=limits.SHUTDOWN_GRACE)
+            for task in still:
+                task.cancel()
 
     async def route(self, request: web.Request) -> web.StreamResponse:
         await self.filters.authorize(request)
@@ -702,7 +735,8 @@ class ApiServer:
             )
             return web.Response(body=data, content_type="text/plain")
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
-        await resp.prepare(request)
+        if not await start_stream(resp, request):
+            return resp
         sent = 0
         try:
             follow = source.follow(since_time=since_time, timestamps=timestamps, tail_lines=tail)

@@ -28,7 +28,7 @@ from . import limits, printers
 from .decoding import query_bool, query_int, send_initial_events
 from .errors import ApiError
 from .resources import Resource
-from .responses import as_partial, partial_metadata, watch_event
+from .responses import as_partial, partial_metadata, start_stream, watch_event
 from .selectors import FieldSelector, LabelSelector
 from .store import Obj, Shared, Store, Watch
 
@@ -63,7 +63,8 @@ class WatchServer:
         if form is not None and form.startswith("PartialObjectMetadataList"):
             as_partial({}, form, is_list=False)  # the 406 a list form of a watch's objects gets
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
+        if not await start_stream(resp, request):
+            return resp
         if request.transport is not None:
             request.transport.set_write_buffer_limits(high=limits.WATCH_WRITE_BUFFER)
         try:

@@ -1,0 +1,138 @@
+"""Streams (watches, log follows) whose client goes away, and streams still open when the cluster stops: the
+API server ends them quietly, as kube-apiserver ends a request whose client has gone, and keeps serving.
+aiohttp logs a handler's exception at ERROR ("Error handling request") and an exception of its own
+graceful shutdown as "Unhandled exception"; neither may appear."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import Any
+
+import pytest
+from aiohttp import web_protocol
+from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.testing import container, pod_body, running, wait_for
+
+
+def _server_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        f"{r.name}: {r.getMessage()} {r.exc_info[1]!r}" if r.exc_info else f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.levelno >= logging.ERROR
+    ]
+
+
+def _send(url: str, path: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    return s
+
+
+def test_a_client_gone_before_the_stream_starts_is_no_server_error(cluster, core, namespace, caplog):
+    """A watch or a log follow whose client closes the connection right after sending it: the response's
+    headers cannot go out any more. Before, `prepare()` raised ClientConnectionResetError out of the handler
+    and aiohttp logged "Error handling request" for each (10 of 10)."""
+    caplog.set_level(logging.WARNING)
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", "exec sleep 300")))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    paths = [
+        f"/api/v1/namespaces/{namespace}/pods?watch=true",
+        f"/api/v1/namespaces/{namespace}/pods/p/log?follow=true",
+    ]
+    for _ in range(5):
+        for path in paths:
+            _send(cluster.url, path).close()
+    # the server has handled them all (one more request on a new connection is answered after them)
+    # and still serves
+    assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["p"]
+    wait_for(lambda: not any(p.endswith("?follow=true") for p in _in_flight(cluster)), what="follows ended")
+    assert _server_errors(caplog) == []
+
+
+def _in_flight(cluster: LocalCluster) -> list[str]:
+    return cluster.call(lambda: [str(r) for r in cluster.server.in_flight_paths()])
+
+
+def test_streams_open_when_the_cluster_stops_are_ended_before_the_http_server_shuts_down(
+    tmp_path, monkeypatch, caplog
+):
+    """Stopping the cluster while log follows and watches are open (one client reading, one not reading at
+    all). As genericapiserver's graceful termination (`RunWithContext`: no new requests, then the in-flight
+    requests drained, long-running ones ended, and only then `http.Server.Shutdown`), every request has ended
+    before aiohttp's own graceful shutdown of the connections starts.
+
+    Before, that shutdown found the follows still running, waited `shutdown_timeout` for each, and raced its
+    timeout against the handler's end: a follow ending in the loop iteration in which the timeout fired made
+    aiohttp set the result of its cancelled waiter ("Unhandled exception ... InvalidStateError", seen once in
+    `bench/pipelines.py --workloads alternating --modes chain-annotation`, whose ten open follows ended
+    0.49-0.51 s into the 0.5 s wait)."""
+    caplog.set_level(logging.WARNING)
+    busy: list[bool] = []
+    shutdown = web_protocol.RequestHandler.shutdown
+
+    async def spy(self: web_protocol.RequestHandler, timeout: float | None = 15.0) -> None:
+        busy.append(self._request_in_progress)  # what aiohttp's graceful shutdown waits for
+        await shutdown(self, timeout)
+
+    monkeypatch.setattr(web_protocol.RequestHandler, "shutdown", spy)
+    from kubernetes import client, config, watch
+
+    c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path / "c")))
+    c.start()
+    stopped = False
+    try:
+        core = client.CoreV1Api(
+            config.new_client_from_config(config_file=str(c.write_kubeconfig(tmp_path / "k")))
+        )
+        core.create_namespace({"metadata": {"name": "s"}})
+        # one container writes more than the sockets hold and then waits; the other writes a line a second
+        script = "head -c 8000000 /dev/zero | tr '\\0' x; echo; exec sleep 300"
+        core.create_namespaced_pod(
+            "s",
+            pod_body("p", container("big", script), container("slow", "while :; do echo l; sleep 1; done")),
+        )
+        wait_for(lambda: running(core, "s", "p", "big") and running(core, "s", "p", "slow"))
+        stalled = _send(c.url, "/api/v1/namespaces/s/pods/p/log?container=big&follow=true")  # never read
+        ended: dict[str, Any] = {}
+
+        def follow() -> None:
+            resp = core.read_namespaced_pod_log(
+                "p", "s", container="slow", follow=True, _preload_content=False
+            )
+            try:
+                for _ in resp.stream(64):
+                    pass
+                ended["follow"] = "eof"
+            except Exception as e:
+                ended["follow"] = repr(e)
+
+        def watcher() -> None:
+            try:
+                for _ in watch.Watch().stream(core.list_namespaced_pod, "s", timeout_seconds=60):
+                    pass
+                ended["watch"] = "eof"
+            except Exception as e:
+                ended["watch"] = repr(e)
+
+        threads = [
+            threading.Thread(target=follow, daemon=True),
+            threading.Thread(target=watcher, daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(_in_flight(c)) >= 3, what="the follows and the watch in flight")
+        c.stop()
+        stopped = True
+        for t in threads:
+            t.join(timeout=30)
+        stalled.close()
+    finally:
+        if not stopped:
+            c.stop()
+    assert ended.get("follow") == "eof"
+    assert "watch" in ended  # it ended: with the stream's end or its re-watch refused
+    assert busy and not any(busy), busy
+    assert _server_errors(caplog) == []
