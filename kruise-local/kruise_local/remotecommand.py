@@ -224,21 +224,22 @@ async def serve_exec(
     except StartError as e:
         started = f"error executing command in container: failed to exec in container: {e}"
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
-    if not await start_stream(ws, request):  # the client went before the upgrade's answer
+    upgraded = False
+    try:  # the command is killed however the request ends (its client may go at any point)
+        if not await start_stream(ws, request):  # the client went before the upgrade's answer
+            return ws
+        upgraded = True
+        channels = Channels(ws, ws.ws_protocol or "")
+        if isinstance(started, str):
+            await channels.write(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
+            await channels.status(internal_status(started))
+        else:
+            await _stream(channels, opts, started)
+    finally:
         if not isinstance(started, str):
             await started.kill()
-        return ws
-    channels = Channels(ws, ws.ws_protocol or "")
-    if isinstance(started, str):
-        await channels.write(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
-        await channels.status(internal_status(started))
-        await ws.close()
-        return ws
-    try:
-        await _stream(channels, opts, started)
-    finally:
-        await started.kill()
-        await ws.close()
+        if upgraded:
+            await ws.close()
     return ws
 
 

@@ -677,22 +677,35 @@ class ContainerRuntime:
             streams: dict[str, Any] = {"stdin": slave, "stdout": slave, "stderr": slave}
         else:
             streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        nsenter = target._sandbox != "none"
+
+        async def start() -> asyncio.subprocess.Process:
+            try:
+                return await asyncio.create_subprocess_exec(
+                    *cmd,
+                    **streams,
+                    env=target._env,
+                    cwd=target._cwd if target._sandbox == "none" else None,
+                    start_new_session=True,
+                )
+            finally:
+                if master is not None:
+                    os.close(streams["stdin"])  # the terminal's slave side: the command has its own
+
+        starting = asyncio.ensure_future(start())
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                **streams,
-                env=target._env,
-                cwd=target._cwd if target._sandbox == "none" else None,
-                start_new_session=True,
-            )
+            proc = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # the client went while the command starts. Cancelled, asyncio's start kills nsenter alone (its
+            # child, the command, orphaned in the container) and then waits for good on pipes that never
+            # connected (CPython 3.11 `_make_subprocess_transport`): let it start, then kill its tree.
+            starting.add_done_callback(lambda f: _abandon(f, master, nsenter))
+            raise
         except OSError as e:
             if master is not None:
                 os.close(master)
             raise StartError(f"{_RUNC_EXEC_PREFIX}{e}: unknown") from e
-        finally:
-            if master is not None:
-                os.close(streams["stdin"])
-        return StreamingExec(proc, master, nsenter=target._sandbox != "none")
+        return StreamingExec(proc, master, nsenter=nsenter)
 
 
 class StreamingExec:
@@ -712,6 +725,24 @@ class StreamingExec:
         """Kill the command's process tree (its client went away)."""
         if self.proc.returncode is None:
             await _kill_exec(self.proc, self._nsenter)
+
+
+_ABANDONED: set[asyncio.Task[None]] = set()
+"""kills of execs started for clients that had gone (kept referenced until done)"""
+
+
+def _abandon(starting: asyncio.Future[asyncio.subprocess.Process], master: int | None, nsenter: bool) -> None:
+    """Release an exec started for a client that went while it started: its terminal, its process tree."""
+    if master is not None:
+        os.close(master)
+    if starting.cancelled() or starting.exception() is not None:
+        return
+    proc = starting.result()
+    if proc.stdin is not None:
+        proc.stdin.close()
+    task = asyncio.ensure_future(_kill_exec(proc, nsenter))
+    _ABANDONED.add(task)
+    task.add_done_callback(_ABANDONED.discard)
 
 
 async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:

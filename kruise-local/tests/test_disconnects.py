@@ -6,6 +6,7 @@ graceful shutdown as "Unhandled exception"; neither may appear."""
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from typing import Any
@@ -50,6 +51,48 @@ def test_a_client_gone_before_the_stream_starts_is_no_server_error(cluster, core
     assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["p"]
     wait_for(lambda: not any(p.endswith("?follow=true") for p in _in_flight(cluster)), what="follows ended")
     assert _server_errors(caplog) == []
+
+
+def _upgrade(url: str, path: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)))
+    headers = (
+        "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n"
+    )
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n".encode())
+    return s
+
+
+def test_an_exec_whose_client_goes_while_it_starts_is_killed_and_ends(cluster, core, namespace, caplog):
+    """An exec whose client closes the connection right after its upgrade request: the request ends and the
+    command started for it is killed, whenever the client went (while the kubelet started it, before the
+    upgrade's answer, or after). Before, a client gone while the command's process started left the request
+    hanging for good (asyncio's cancelled `create_subprocess_exec` waits for pipes that never connected) and
+    the command running in the container (5 of 5)."""
+    caplog.set_level(logging.WARNING)
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", "exec sleep 300")))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    path = f"/api/v1/namespaces/{namespace}/pods/p/exec?container=main&command=sleep&command=4321&stdout=true"
+    for _ in range(5):
+        _upgrade(cluster.url, path).close()
+    wait_for(lambda: not any("/exec?" in p for p in _in_flight(cluster)), what="the execs ended")
+    wait_for(lambda: not _commands("sleep 4321"), what="the commands killed")
+    assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["p"]
+    assert _server_errors(caplog) == []
+
+
+def _commands(cmdline: str) -> list[int]:
+    """The pids of the processes whose command line is `cmdline`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().replace(b"\0", b" ").strip() == cmdline.encode():
+                    out.append(int(pid))
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _in_flight(cluster: LocalCluster) -> list[str]:
