@@ -8,9 +8,11 @@ Each limit cites where the real server sets it:
   `AccumulatedCopySizeLimit`, a 422), so a small patch cannot grow an object exponentially (CVE-2019-1002100).
 * An object larger than etcd's `--max-request-bytes` (1.5 MiB) is not stored: etcd answers
   `etcdserver: request is too large` and the API server passes it on as a 500.
-* Requests that are not long-running end after `REQUEST_TIMEOUT` seconds with a 504
-  (`server/filters/timeout.go`, `--request-timeout`); at most `MAX_REQUESTS_IN_FLIGHT` of them run at once,
-  others get a 429 (`server/filters/maxinflight.go`, `--max-requests-inflight`).
+* Requests that are not long-running (`long_running`: watches, exec, attach, port-forward, proxy and log
+  sessions are) end after `REQUEST_TIMEOUT` seconds with a 504 (`server/filters/timeout.go`
+  `WithTimeoutForNonLongRunningRequests`, `--request-timeout`); at most `MAX_REQUESTS_IN_FLIGHT` of them run
+  at once, others get a 429 (`server/filters/maxinflight.go` `WithMaxInFlightLimit`,
+  `--max-requests-inflight`).
 * A watch without `timeoutSeconds` ends after a random time in [min, 2 x min) of `MIN_REQUEST_TIMEOUT`
   (`endpoints/handlers/get.go` `ListResource`); a watcher that does not keep up with its events is closed
   (`storage/cacher/cache_watcher.go`, a full result channel terminates the watcher); what waits for a client
@@ -119,14 +121,33 @@ async def write_streamed(
         raise WriteStalled from None
 
 
+LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
+LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
+"""kube-apiserver's `LongRunningFunc` (`pkg/controlplane/apiserver/config.go` `BuildGenericConfig`):
+`BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"), sets.NewString("attach", "exec", "proxy",
+"log", "portforward"))`"""
+
+
 def long_running(request: web.Request) -> bool:
-    """Watches and log follows (and only they) outlive the request timeout, as `LongRunningRequestCheck`."""
-    query = request.query
-    if request.method != "GET":
+    """Whether the request outlives the request timeout and the in-flight limit, as apiserver's
+    `BasicLongRunningRequestCheck` (`server/filters/longrunning.go`) decides from the request's info
+    (`endpoints/request/requestinfo.go` `NewRequestInfo`): a watch (the `/watch/` prefix, or a GET of a
+    collection with `watch=true`), or a resource request for one of the long-running subresources, whatever
+    its method and query: an exec or attach session, a port-forward, a proxy, a log (followed or not)."""
+    parts = [p for p in request.path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    else:
         return False
-    if "/watch/" in request.path or query.get("watch", "").lower() in ("true", "1"):
-        return True
-    return request.path.endswith("/log") and query.get("follow", "").lower() in ("true", "1")
+    if rest[:1] and rest[0] in LONG_RUNNING_VERBS:
+        return True  # the special verbs' path prefix
+    if len(rest) > 2 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]  # a namespaced resource (else the namespace itself, or its subresource)
+    if len(rest) == 1 and request.method in ("GET", "HEAD"):  # a list, or a watch
+        return request.query.get("watch", "").lower() in ("true", "1")
+    return len(rest) >= 3 and rest[2] in LONG_RUNNING_SUBRESOURCES
 
 
 def request_limits(
