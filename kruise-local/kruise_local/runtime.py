@@ -722,9 +722,10 @@ class StreamingExec:
         return exit_status(await self.proc.wait())
 
     async def kill(self) -> None:
-        """Kill the command's process tree (its client went away)."""
+        """Kill the command's process tree (its client went away) and close its pipes."""
         if self.proc.returncode is None:
             await _kill_exec(self.proc, self._nsenter)
+        _close_pipes(self.proc)
 
 
 _ABANDONED: set[asyncio.Task[None]] = set()
@@ -760,3 +761,13 @@ async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, _signal.SIGKILL)
     await proc.wait()
+    _close_pipes(proc)
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close an ended exec's pipes and its transport. A pipe whose reader went with the client is paused
+    once its buffer is full and never reads its end: left open, its transport lingered until the garbage
+    collector closed it ("unclosed transport", or "Event loop is closed" once the loop had stopped)."""
+    transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process keeps it private
+    if transport is not None:
+        transport.close()

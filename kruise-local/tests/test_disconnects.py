@@ -5,6 +5,7 @@ graceful shutdown as "Unhandled exception"; neither may appear."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -79,6 +80,41 @@ def test_an_exec_whose_client_goes_while_it_starts_is_killed_and_ends(cluster, c
     wait_for(lambda: not any("/exec?" in p for p in _in_flight(cluster)), what="the execs ended")
     wait_for(lambda: not _commands("sleep 4321"), what="the commands killed")
     assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["p"]
+    assert _server_errors(caplog) == []
+
+
+def test_an_exec_whose_client_goes_mid_stream_has_its_pipes_closed(cluster, core, namespace, caplog):
+    """An exec writing faster than its client reads, whose client then closes the connection: the command is
+    killed and its pipes closed. Before, its stdout pipe (paused with a full buffer, its reader cancelled)
+    stayed open until the garbage collector found it: "unclosed transport <_UnixReadPipeTransport fd=..
+    idle>", or "Event loop is closed" from `BaseSubprocessTransport.__del__` after the cluster stopped."""
+    import asyncio.base_subprocess
+
+    caplog.set_level(logging.WARNING)
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", "exec sleep 300")))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    marker = "yes closed-mid-stream"
+    path = f"/api/v1/namespaces/{namespace}/pods/p/exec?container=main&command=yes&command=closed-mid-stream"
+    with _upgrade(cluster.url, path + "&stdout=true&stderr=true") as sock:
+        (pid,) = wait_for(lambda: _commands(marker), what="the command running")
+        with open(f"/proc/{pid}/status") as f:
+            ppid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        received = 0
+        while received < 1 << 20:  # more than the pipe and the socket buffers hold
+            received += len(sock.recv(65536))
+    wait_for(lambda: not any("/exec?" in p for p in _in_flight(cluster)), what="the exec ended")
+    wait_for(lambda: not _commands(marker), what="the command killed")
+
+    def open_transports() -> list[str]:
+        return [
+            repr(o)
+            for o in gc.get_objects()
+            if isinstance(o, asyncio.base_subprocess.BaseSubprocessTransport)
+            and o.get_pid() in (pid, ppid)
+            and not o.is_closing()
+        ]
+
+    wait_for(lambda: not cluster.call(open_transports), what="the exec's pipes closed")
     assert _server_errors(caplog) == []
 
 
