@@ -111,3 +111,25 @@ def test_a_request_that_is_not_long_running_still_times_out_with_504(short):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 504")
     assert b'"reason":"Timeout"' in answer.replace(b" ", b"")
+
+
+def test_a_watch_and_a_log_follow_longer_than_the_request_timeout_end_as_they_would(short):
+    from kubernetes import watch
+
+    _, core, _ = short
+    core.create_namespaced_pod(
+        "default", pod_body("follow", container("main", "echo a; sleep 2.5; echo b"), restart="Never")
+    )
+    wait_for(lambda: running(core, "default", "follow", "main"))
+
+    def log(**kw: Any) -> bytes:
+        return core.read_namespaced_pod_log("follow", "default", _preload_content=False, **kw).data
+
+    wait_for(lambda: log() == b"a\n", what="the first line")
+    # the follow ends with the container, after more than twice the request timeout, with all its lines
+    assert log(follow=True, _request_timeout=30) == b"a\nb\n"
+    # a watch ends at its timeoutSeconds (3 x the request timeout), its stream complete
+    w = watch.Watch()
+    stream = w.stream(core.list_namespaced_pod, "default", timeout_seconds=3, _request_timeout=30)
+    names = [e["object"].metadata.name for e in stream if e["type"] == "ADDED"]
+    assert sorted(names) == ["follow", "p"]
