@@ -125,6 +125,13 @@ class FaultyProxy:
             ready.set_result(loop.run_until_complete(setup()))
             loop.run_forever()
             loop.run_until_complete(runner.cleanup())
+            # a request still streaming (a watch, a log follow: the proxy sees its client leave only when it
+            # writes) is cancelled and awaited: destroyed pending with the loop, its `async with` could not
+            # exit ("coroutine ignored GeneratorExit", an unraisable exception in whichever test came next)
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=main, name="faulty-proxy", daemon=True)
