@@ -121,11 +121,16 @@ async def awatch_versions(
     """`watch_versions` for an async watch (a trigger's)."""
     state = WatchWindows(deadline, version, window)
     while (seconds := state.next_window(time.monotonic())) is not None:
-        async for obj in watch(seconds, state.version):
-            state.seen(obj)
-            yield obj
-            if state.expired(time.monotonic()):
-                return
+        objs = watch(seconds, state.version)
+        try:
+            async for obj in objs:
+                state.seen(obj)
+                yield obj
+                if state.expired(time.monotonic()):
+                    return
+        finally:  # a window left early (expired, or this generator closed): its watch closed with it
+            if (aclose := getattr(objs, "aclose", None)) is not None:
+                await aclose()
         if relist is not None and state.relist(time.monotonic()):
             obj = await relist()
             state.relisted(obj)

@@ -106,11 +106,23 @@ class StageTrigger(BaseTrigger):
         return self.connection.async_hook()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # The event is made, and the client with its watches and streams closed, before it is yielded: nothing
+        # is held open across the yield. A triggerer that drops or cancels the trigger after its event (which
+        # leaves the generator suspended there) has nothing left to close; a generator suspended inside the
+        # client's `async with` was closed only by the loop's async generator hooks, at garbage collection
+        # or loop shutdown, concurrently with the generators inside it ("aclose(): asynchronous generator is
+        # already running"), its connections open until then.
+        event = await self._event()
+        if event is None:
+            return
+        if (hold := self.fire_after - time.time()) > 0:
+            await asyncio.sleep(hold)
+        yield event
+
+    async def _event(self) -> TriggerEvent | None:
+        """The trigger's one event, over one client (closed before this returns, as `_run` is)."""
         async with self.hook().one_client() as hook, contextlib.aclosing(self._run(hook)) as events:
-            async for event in events:
-                if (hold := self.fire_after - time.time()) > 0:
-                    await asyncio.sleep(hold)
-                yield event
+            return await anext(events, None)
 
     async def _run(self, hook: AsyncKruiseHook) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
@@ -147,18 +159,22 @@ class StageTrigger(BaseTrigger):
         def watch(seconds: int, version: str | None) -> AsyncIterator[ChainPod | None]:
             return hook.watch_pod(self.pod_name, self.namespace, seconds, resource_version=version)
 
-        async for seen in awatch_versions(
+        seen_pods = awatch_versions(
             watch,
             deadline,
             version=pod.resource_version,
             relist=lambda: hook.read_pod(self.pod_name, self.namespace),
             # a result line changes nothing in the pod: while one is awaited, look at the log again soon
             window=lambda: 2 if awaiting[0] else 60,
-        ):
-            event, awaiting[0] = await self.check(hook, seen)
-            if event is not None:
-                yield event
-                return
+        )
+        async with contextlib.aclosing(seen_pods):  # the watch closed once the event is found
+            async for seen in seen_pods:
+                event, awaiting[0] = await self.check(hook, seen)
+                if event is not None:
+                    break
+        if event is not None:
+            yield event
+            return
         yield TriggerEvent(
             {
                 "status": "timeout",

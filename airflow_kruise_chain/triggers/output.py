@@ -147,15 +147,18 @@ class StageOutputFollower:
             def watch(seconds: int, version: str | None) -> AsyncIterator[ChainPod | None]:
                 return self.hook.watch_pod(self.pod_name, self.namespace, seconds, version)
 
-            async for new in awatch_versions(
+            changes = awatch_versions(
                 watch,
                 math.inf,
                 version=pod.resource_version,
                 relist=lambda: self.hook.read_pod(self.pod_name, self.namespace),  # after a 410, or a window
-            ):
-                await self._changes.put(("pod", 0, new))
-                if new is None:
-                    return
+            )
+            # closed when cancelled too (e.g. waiting for room in the queue), with the watch inside it
+            async with contextlib.aclosing(changes):
+                async for new in changes:
+                    await self._changes.put(("pod", 0, new))
+                    if new is None:
+                        return
         except Exception as e:  # handed to the loop, which raises it
             await self._changes.put(("error", 0, e))
 
