@@ -7,6 +7,9 @@
   1.33: 1 s to 60 s) and `KubeletCrashLoopBackOffMax`, the node setting
   `crashLoopBackOff.maxContainerRestartPeriod` (1-300 s; alpha in 1.32 under KEP-4603, beta and on by default
   in 1.35 under KEP-5593 "Configure the max CrashLoopBackOff delay", which was split off KEP-4603 for it);
+- the image pull back-off (`image_backoff`: `NewMainKubelet`'s `flowcontrol.NewBackOff(imageBackOffPeriod,
+  MaxImageBackOff)`), collected by `Backoff.GC` after each successful pull (image_manager.go
+  `EnsureImageExists`);
 - Go's `time.Duration.String()`, which the kubelet's back-off messages print.
 """
 
@@ -22,8 +25,11 @@ REDUCED_BACKOFF_MAX = 60.0  # kubelet.go reducedMaxCrashLoopBackOff
 BACKOFF_EXPIRY = 600.0  # kubelet.go crashLoopBackOff.HasExpiredFunc (whatever the maximum)
 
 
-IMAGE_BACKOFF_INITIAL = 10.0
+IMAGE_BACKOFF_INITIAL = 10.0  # kubelet.go imageBackOffPeriod
 IMAGE_BACKOFF_MAX = 300.0  # kubelet.go MaxImageBackOff
+IMAGE_BACKOFF_EXPIRY = 2 * IMAGE_BACKOFF_MAX
+"""flowcontrol's own expiry (`hasExpired`; the image back-off has no `HasExpiredFunc`): an entry not updated
+for twice the maximum starts over, and `GC` forgets it"""
 
 
 def go_duration(seconds: float) -> str:
@@ -46,6 +52,9 @@ class Backoff:
     max: float = BACKOFF_MAX
     initial: float = BACKOFF_INITIAL
     entries: dict[str, tuple[float, datetime]] = field(default_factory=dict)
+    expiry: float = BACKOFF_EXPIRY
+    """seconds without an update after which a key starts over and `gc` forgets it: the crash-loop back-off's
+    `HasExpiredFunc` (600 s whatever the maximum), or flowcontrol's `hasExpired` (twice the maximum)"""
 
     def get(self, key: str) -> float:
         """The current back-off of `key` in seconds (0 if none)."""
@@ -56,28 +65,45 @@ class Backoff:
         """`IsInBackOffSince`: seconds left of `key`'s back-off counted from `event` (0 = not in back-off)."""
         self.gc(now)
         entry = self.entries.get(key)
-        if entry is None or _expired(event, entry[1]):
+        if entry is None or self._expired(event, entry[1]):
             return 0.0
         left = entry[0] - (now - event).total_seconds()
+        return left if left > 0 else 0.0
+
+    def in_backoff_since_update(self, key: str, now: datetime) -> float:
+        """`IsInBackOffSinceUpdate(key, now)` (the image pull back-off's test): seconds left of `key`'s
+        back-off counted from its last update (0 = not in back-off)."""
+        entry = self.entries.get(key)
+        if entry is None or self._expired(now, entry[1]):
+            return 0.0
+        left = entry[0] - (now - entry[1]).total_seconds()
         return left if left > 0 else 0.0
 
     def next(self, key: str, event: datetime, now: datetime) -> None:
         """`Next`: a new or expired key starts at the initial back-off, else it doubles up to the maximum."""
         entry = self.entries.get(key)
-        if entry is None or _expired(event, entry[1]):
+        if entry is None or self._expired(event, entry[1]):
             delay = self.initial
         else:
             delay = min(entry[0] * 2, self.max)
         self.entries[key] = (delay, now)
 
     def gc(self, now: datetime) -> None:
-        """`GC` (the kubelet's housekeeping): forget keys not updated for longer than the expiry."""
-        for key in [k for k, (_, last) in self.entries.items() if _expired(now, last)]:
+        """`GC`: forget keys not updated for longer than the expiry. The kubelet calls it on its crash-loop
+        back-off from its housekeeping, and on its image pull back-off after each successful pull
+        (image_manager.go `EnsureImageExists`: `m.backOff.GC()`)."""
+        for key in [k for k, (_, last) in self.entries.items() if self._expired(now, last)]:
             del self.entries[key]
 
+    def _expired(self, event: datetime, last_update: datetime) -> bool:
+        return (event - last_update).total_seconds() > self.expiry
 
-def _expired(event: datetime, last_update: datetime) -> bool:
-    return (event - last_update).total_seconds() > BACKOFF_EXPIRY
+
+def image_backoff() -> Backoff:
+    """A node's image pull back-off: `pkg/kubelet/kubelet.go` `NewMainKubelet`'s
+    `flowcontrol.NewBackOff(imageBackOffPeriod, MaxImageBackOff)` (10 s doubling to 300 s, no jitter), its
+    entries expiring, and collected by `GC`, after twice the maximum."""
+    return Backoff(max=IMAGE_BACKOFF_MAX, initial=IMAGE_BACKOFF_INITIAL, expiry=IMAGE_BACKOFF_EXPIRY)
 
 
 def check_max_container_restart_period(seconds: float) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import resources as R
-from .backoff import IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX, Backoff
+from .backoff import Backoff
 from .catalogue import Catalogue, Image
 from .container import Instance
 from .crilog import follow_log, read_log
@@ -86,7 +86,6 @@ class Kubelet:
         self.kubernetes_version = self.features.version
         self.nodes: dict[str, NodeState] = {}
         self.workers: dict[str, PodWorker] = {}
-        self.image_backoff: dict[str, tuple[float, float]] = {}
         self.volume_retry = 1.0
         self.sync_period = 60.0
         self._runtime = None
@@ -230,17 +229,23 @@ class Kubelet:
             if not fut.done():
                 fut.set_result(None)
 
-    def image_backoff_wait(self, key: str) -> float:
-        entry = self.image_backoff.get(key)
-        if entry is None:
-            return 0.0
-        delay, since = entry
-        return max(0.0, since + delay - asyncio.get_running_loop().time())
+    def image_backoff_wait(self, node: str, key: str) -> float:
+        """Seconds left of `key`'s image pull back-off on `node` (`IsInBackOffSinceUpdate`, node clock)."""
+        state = self.nodes[node]
+        return state.image_backoff.in_backoff_since_update(key, state.now())
 
-    def image_backoff_next(self, key: str) -> None:
-        entry = self.image_backoff.get(key)
-        delay = IMAGE_BACKOFF_INITIAL if entry is None else min(entry[0] * 2, IMAGE_BACKOFF_MAX)
-        self.image_backoff[key] = (delay, asyncio.get_running_loop().time())
+    def image_backoff_next(self, node: str, key: str) -> None:
+        """A pull of `key` failed on `node`: its back-off starts or doubles (`Next`)."""
+        state = self.nodes[node]
+        now = state.now()
+        state.image_backoff.next(key, now, now)
+
+    def image_backoff_gc(self, node: str) -> None:
+        """A pull succeeded on `node`: its image back-off forgets the keys idle for twice the maximum (600 s),
+        those of deleted pods among them (image_manager.go `EnsureImageExists` calls `m.backOff.GC()` after
+        each successful pull; nothing removes a pod's keys when it goes)."""
+        state = self.nodes[node]
+        state.image_backoff.gc(state.now())
 
     # -- for the API server and the Kruise daemon ---------------------------------------------------------
     def worker_for(self, pod: Obj) -> PodWorker | None:

@@ -1,5 +1,5 @@
-"""A node's kubelet-side state: its image store (what `crictl images` lists), its crash-loop back-off and its
-clock."""
+"""A node's kubelet-side state: its image store (what `crictl images` lists), its crash-loop and image pull
+back-offs and its clock."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from .backoff import Backoff
+from .backoff import Backoff, image_backoff
 from .catalogue import Image
 from .imageref import normalize, repository, split_reference
 
 
 @dataclass
 class NodeState:
-    """A node's kubelet-side state: its image store and its crash-loop back-off, which runs on the node's
-    clock: real time plus `clock_offset` (tests move it forward instead of sleeping through a back-off)."""
+    """A node's kubelet-side state: its image store and its crash-loop and image pull back-offs, which run on
+    the node's clock: real time plus `clock_offset` (tests move it forward instead of sleeping through a
+    back-off)."""
 
     name: str
     ip: str
@@ -23,6 +24,8 @@ class NodeState:
     pulled_at: dict[str, datetime] = field(default_factory=dict)
     pulling: dict[str, asyncio.Future[Image | None]] = field(default_factory=dict)
     backoff: Backoff = field(default_factory=Backoff)
+    image_backoff: Backoff = field(default_factory=image_backoff)
+    """the image pull back-off, key pod UID + image (image_manager.go `EnsureImageExists`)"""
     clock_offset: float = 0.0
 
     def now(self) -> datetime:

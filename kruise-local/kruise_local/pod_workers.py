@@ -74,9 +74,11 @@ class WorkerKubelet(Protocol):
 
     async def pull_to_node(self, node: str, ref: str) -> Image | None: ...
 
-    def image_backoff_wait(self, key: str) -> float: ...
+    def image_backoff_wait(self, node: str, key: str) -> float: ...
 
-    def image_backoff_next(self, key: str) -> None: ...
+    def image_backoff_next(self, node: str, key: str) -> None: ...
+
+    def image_backoff_gc(self, node: str) -> None: ...
 
 
 class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, PodSyncs):
@@ -373,7 +375,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         # the back-off is the pod's own, per image as the spec names it (image_manager.go EnsureImageExists:
         # backOffKey := fmt.Sprintf("%s_%s", pod.UID, container.Image)): another pod pulls it itself
         key = f"{self.uid}_{ref}"
-        wait = self.kubelet.image_backoff_wait(key)
+        wait = self.kubelet.image_backoff_wait(self.node, key)
         if wait > 0:
             st.waiting_reason = "ImagePullBackOff"
             st.waiting_message = f'Back-off pulling image "{ref}"'
@@ -389,7 +391,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         t0 = asyncio.get_running_loop().time()
         image = await self.kubelet.pull_to_node(self.node, ref)
         if image is None:
-            self.kubelet.image_backoff_next(key)
+            self.kubelet.image_backoff_next(self.node, key)
             st.waiting_reason = "ErrImagePull"
             st.waiting_message = (
                 f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
@@ -400,6 +402,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             self.mark_dirty()
             return None, 1.0  # shown until the next sync turns it into ImagePullBackOff
         took = asyncio.get_running_loop().time() - t0
+        self.kubelet.image_backoff_gc(self.node)  # EnsureImageExists: m.backOff.GC() after a successful pull
         self.event(
             "Normal",
             "Pulled",

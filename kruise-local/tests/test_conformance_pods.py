@@ -389,6 +389,49 @@ def test_a_missing_images_pull_back_off_is_the_pods_own(core, namespace):
     assert reason("p") == "ImagePullBackOff"
 
 
+def test_a_deleted_pods_image_pull_back_off_is_forgotten_after_600s_idle(cluster, core, namespace):
+    """The kubelet never removes a pod's image pull back-off keys when the pod goes: after each successful
+    pull, image_manager.go `EnsureImageExists` calls `m.backOff.GC()`, which (client-go flowcontrol
+    `Backoff.GC`) forgets the keys not updated for twice the maximum back-off (2 x 300 s). A pod still backing
+    off updates its key at each failed pull, and keeps it. The node's clock is moved forward."""
+    node = next(iter(cluster.kubelet.nodes))
+    image = "nope/missing:3"
+
+    def entries() -> dict[str, float]:
+        return cluster.call(
+            lambda: {k: v[0] for k, v in cluster.kubelet.nodes[node].image_backoff.entries.items()}
+        )
+
+    def reason(pod: str) -> str | None:
+        cs = status_of(core, namespace, pod, "c")
+        return cs.state.waiting.reason if cs is not None and cs.state.waiting is not None else None
+
+    try:
+        for pod in ("gone", "live"):
+            core.create_namespaced_pod(namespace, pod_body(pod, container("c", "true", image=image)))
+            wait_for(lambda pod=pod: reason(pod) == "ImagePullBackOff", what=f"{pod} backing off")
+        gone = f"{core.read_namespaced_pod('gone', namespace).metadata.uid}_{image}"
+        live = f"{core.read_namespaced_pod('live', namespace).metadata.uid}_{image}"
+        core.delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
+        wait_for(lambda: "gone" not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items})
+        assert entries()[gone] == 10.0  # nothing removes it with its pod
+
+        cluster.advance_node_clock(node, 400)  # "live" pulls again, fails: its key updated (20 s)
+        wait_for(lambda: entries()[live] == 20.0, what="live's second failed pull")
+        cluster.advance_node_clock(node, 250)  # gone's key 650 s idle, live's 250 s
+        spec = container("c", "sleep 30", imagePullPolicy="Always")
+        core.create_namespaced_pod(namespace, pod_body("pulls", spec))
+        wait_for(lambda: running(core, namespace, "pulls", "c"), what="a successful pull")
+        left = entries()
+        assert gone not in left
+        assert left[live] >= 20.0  # still backing off, doubled from its last failure
+        wait_for(
+            lambda: reason("live") in ("ImagePullBackOff", "ErrImagePull"), what="live still backing off"
+        )
+    finally:
+        cluster.call(lambda: setattr(cluster.kubelet.nodes[node], "clock_offset", 0.0))
+
+
 def test_never_pull_of_a_missing_image_waits_and_retries(core, namespace):
     """imagePullPolicy Never with the image absent: waiting ErrImageNeverPull, retried by later syncs. The
     local kubelet retried at once, with no await between tries, and the whole cluster stopped answering."""
