@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .godur import duration_string, seconds_to_duration
+
 BACKOFF_INITIAL = 10.0  # kubelet.go initialCrashLoopBackOff
 BACKOFF_MAX = 300.0  # kubelet.go MaxCrashLoopBackOff (v1beta1.MaxContainerBackOff)
 REDUCED_BACKOFF_INITIAL = 1.0  # kubelet.go reducedInitialCrashLoopBackOff
@@ -33,10 +35,9 @@ for twice the maximum starts over, and `GC` forgets it"""
 
 
 def go_duration(seconds: float) -> str:
-    """`seconds` as Go's `time.Duration.String()` writes it: 10s, 1m20s, 5m0s, 1.5s."""
-    minutes, rest = divmod(seconds, 60)
-    text = f"{rest:.9f}".rstrip("0").rstrip(".") + "s"
-    return f"{int(minutes)}m{text}" if minutes else text
+    """`seconds` as Go's `time.Duration.String()` writes it: 10s, 1m20s, 5m0s, 1.5s, 500ms, 1h0m0s
+    (`godur.duration_string` of the whole nanoseconds)."""
+    return duration_string(seconds_to_duration(seconds))
 
 
 @dataclass
