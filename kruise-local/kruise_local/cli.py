@@ -48,7 +48,8 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         metavar="GATES",
         help="feature gates set against the version's defaults, as the kubelet's and kube-apiserver's "
         "--feature-gates: A=true,B=false (InPlacePodVerticalScaling, KubeletCrashLoopBackOffMax, "
-        "ReduceDefaultCrashLoopBackOffDecay, AuthorizePodWebsocketUpgradeCreatePermission)",
+        "ReduceDefaultCrashLoopBackOffDecay, AuthorizePodWebsocketUpgradeCreatePermission, "
+        "KubeletEnsureSecretPulledImages)",
     )
     p.add_argument(
         "--max-container-restart-period",

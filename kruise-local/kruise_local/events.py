@@ -16,9 +16,19 @@ class EventRecorder:
         self._event_seq = 0
 
     def record(
-        self, obj: Obj, etype: str, reason: str, message: str, component: str, host: str | None = None
+        self,
+        obj: Obj,
+        etype: str,
+        reason: str,
+        message: str,
+        component: str,
+        host: str | None = None,
+        field_path: str = "",
     ) -> None:
-        """Write (or bump the count of) an Event about `obj`."""
+        """Write (or bump the count of) an Event about `obj`, or about the part of it `field_path` names (the
+        kubelet's container events: `spec.containers{name}`, `kubecontainer.GenerateContainerRef`). Events
+        that differ only in that part are distinct, as the part is in client-go's aggregation key
+        (`tools/record/events_cache.go` `getEventKey`)."""
         meta = obj["metadata"]
         ns = meta.get("namespace") or "default"
         involved = {
@@ -28,11 +38,13 @@ class EventRecorder:
             "uid": meta.get("uid"),
             "apiVersion": obj.get("apiVersion"),
             "resourceVersion": meta.get("resourceVersion"),
+            **({"fieldPath": field_path} if field_path else {}),
         }
         for ev in self.store.items(R.EVENTS, ns):
             io = ev.get("involvedObject") or {}
             if (
                 io.get("uid") == meta.get("uid")
+                and io.get("fieldPath", "") == field_path
                 and ev.get("reason") == reason
                 and ev.get("message") == message
             ):

@@ -17,9 +17,20 @@ gate set against its default is refused). The gates modelled:
   kubernetes/enhancements#5594).
 - `ReduceDefaultCrashLoopBackOffDecay` (KEP-4603): alpha from 1.33 (off by default): the crash-loop
   back-off starts at 1 s and stops at 60 s (kubernetes/kubernetes#130711).
+- `KubeletEnsureSecretPulledImages` (KEP-2535 "Ensure Secret Pulled Images"): alpha 1.33 (off), beta on by
+  default 1.35: the kubelet checks that a pod may use an image already on the node before it skips the pull;
+  `image_manager.go` `EnsureImageExists` then says so in its Pulled event (`image_present_message`). The local
+  cluster has no registry credentials: every image is pulled anonymously or preloaded, which the default
+  `imagePullCredentialsVerificationPolicy` (NeverVerifyPreloadedImages) lets every pod use, so the check
+  always passes.
 
 Other version rules:
 
+- The kubelet's container Created/Started events (`kuberuntime_container.go` `startContainer`): `Created
+  container: <name>` / `Started container <name>` through 1.34, `Container created` / `Container started`
+  from 1.35 (kubernetes/kubernetes#134043, "Remove container name from messages for container created and
+  started events", in v1.35.0-alpha.1: the container is the event's `involvedObject.fieldPath`, which
+  `kubectl describe` prints before the message from 1.35, #133627).
 - `memory_limit_decrease`: a resize with the memory resize policy NotRequired may lower a container's memory
   limit from 1.34 (kubernetes/kubernetes#133012, milestone v1.34: `validatePodResizeContainerOrdering`'s
   "memory limits cannot be decreased unless resizePolicy is RestartContainer" removed, the kubelet's
@@ -57,6 +68,7 @@ IN_PLACE_RESIZE = "InPlacePodVerticalScaling"
 WEBSOCKET_CREATE = "AuthorizePodWebsocketUpgradeCreatePermission"
 CRASH_LOOP_MAX = "KubeletCrashLoopBackOffMax"
 REDUCED_DECAY = "ReduceDefaultCrashLoopBackOffDecay"
+ENSURE_SECRET_PULLED_IMAGES = "KubeletEnsureSecretPulledImages"
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ GATES: dict[str, tuple[GateStage, ...]] = {
     WEBSOCKET_CREATE: (GateStage(35, True, "Beta"),),
     CRASH_LOOP_MAX: (GateStage(32, False, "Alpha"), GateStage(35, True, "Beta")),
     REDUCED_DECAY: (GateStage(33, False, "Alpha"),),
+    ENSURE_SECRET_PULLED_IMAGES: (GateStage(33, False, "Alpha"), GateStage(35, True, "Beta")),
 }
 """the feature gates the local cluster models, as `kube_features.go` lists them"""
 
@@ -179,6 +192,30 @@ class Features:
     @property
     def websocket_upgrade_create(self) -> bool:
         return self.enabled(WEBSOCKET_CREATE)
+
+    @property
+    def ensure_secret_pulled_images(self) -> bool:
+        return self.enabled(ENSURE_SECRET_PULLED_IMAGES)
+
+    def image_present_message(self, image: str) -> str:
+        """The Pulled event of a container whose image is on the node and not pulled again (`image_manager.go`
+        `EnsureImageExists`: with KubeletEnsureSecretPulledImages off, `"Container image %q already present on
+        machine"`; on, once `imagePullManager.MustAttemptImagePull` says no pull is needed, `"... already
+        present on machine and can be accessed by the pod"`). `%q`: Go's quoting, which an image reference
+        (no quotes, backslashes or control characters) leaves as the text between double quotes."""
+        if self.ensure_secret_pulled_images:
+            return f'Container image "{image}" already present on machine and can be accessed by the pod'
+        return f'Container image "{image}" already present on machine'
+
+    def container_created_message(self, name: str) -> str:
+        """The Created event (`kuberuntime_container.go` `startContainer`): `"Created container: %v"` through
+        1.34, `"Container created"` from 1.35 (kubernetes/kubernetes#134043)."""
+        return "Container created" if self.minor >= 35 else f"Created container: {name}"
+
+    def container_started_message(self, name: str) -> str:
+        """The Started event (`kuberuntime_container.go` `startContainer`): `"Started container %v"` through
+        1.34, `"Container started"` from 1.35 (kubernetes/kubernetes#134043)."""
+        return "Container started" if self.minor >= 35 else f"Started container {name}"
 
     @property
     def hidden_subresources(self) -> frozenset[str]:

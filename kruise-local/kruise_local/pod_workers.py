@@ -20,6 +20,7 @@ from .capabilities import container_capabilities
 from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
+from .godur import MILLISECOND, duration_string, seconds_to_duration, truncate
 from .imageref import normalize
 from .kubelet_env import ContainerEnvironment, expand, verify_run_as_non_root
 from .pod_status import PodStatusWriter
@@ -33,12 +34,23 @@ from .volumes import PodVolumes, VolumeError
 
 if TYPE_CHECKING:
     from .events import EventRecorder
+    from .features import Features
     from .nodestate import NodeState
     from .profiles import Profile
     from .runtime import ContainerRuntime
     from .store import Store
 
 log = logging.getLogger(__name__)
+
+
+def field_path(pod: Obj, name: str) -> str:
+    """`kubecontainer` `fieldPath`: where a container is in the pod spec, as its events' `involvedObject`
+    names it (`spec.containers{c}`, then `spec.initContainers{c}`; a container not in the spec: none)."""
+    spec = pod.get("spec") or {}
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        if any(c.get("name") == name for c in spec.get(key) or []):
+            return f"spec.{key}{{{name}}}"
+    return ""
 
 
 class PodResizes(Protocol):
@@ -61,6 +73,7 @@ class WorkerKubelet(Protocol):
     profile: Profile
     root: Path
     kubernetes_version: str
+    features: Features
     nodes: dict[str, NodeState]
     volume_retry: float
     resizes: PodResizes
@@ -121,10 +134,16 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 return c
         return None
 
-    def event(self, etype: str, reason: str, message: str) -> None:
+    def event(self, etype: str, reason: str, message: str, container: str | None = None) -> None:
+        """Record a kubelet event about the pod, or about one of its containers (`container`: the
+        `recordContainerEvent` / image manager / prober events, whose reference
+        `kubecontainer.GenerateContainerRef` makes with the container's `fieldPath`)."""
         pod = self.pod()
         if pod is not None:
-            self.kubelet.events.record(pod, etype, reason, message, component="kubelet", host=self.node)
+            path = field_path(pod, container) if container is not None else ""
+            self.kubelet.events.record(
+                pod, etype, reason, message, component="kubelet", host=self.node, field_path=path
+            )
 
     def mark_dirty(self) -> None:
         if not self._status_dirty:
@@ -244,7 +263,13 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             st.waiting_reason = "CrashLoopBackOff"
             delay = go_duration(node.backoff.get(key))
             st.waiting_message = f"back-off {delay} restarting failed container={st.name} pod={pod}"
-            self.event("Warning", "BackOff", f"Back-off restarting failed container {st.name} in pod {pod}")
+            # `doBackOff`: an event about the container (`GenerateContainerRef`)
+            self.event(
+                "Warning",
+                "BackOff",
+                f"Back-off restarting failed container {st.name} in pod {pod}",
+                container=st.name,
+            )
             self.mark_dirty()
             return left
         node.backoff.next(key, finished, node.now())
@@ -282,7 +307,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                         if ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always") == "Never":
                             waiter.cancel()
                             async with self.pod_sync():
-                                self.event("Normal", "Killing", why)
+                                self.event("Normal", "Killing", why, container=st.name)
                                 await self.kill(st, self.probe_grace(spec, st.probe_failed), reason="")
                             st.probe_failed = ""
                             continue
@@ -297,7 +322,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                         # instance was still running: its newest exited instance is the one before
                         exited = st.previous
                         async with self.pod_sync():
-                            self.event("Normal", "Killing", why)
+                            self.event("Normal", "Killing", why, container=st.name)
                             await self.kill(st, grace, reason="")
                             delay = await self.start_unless_backing_off(st, spec, exited)
                         await self.retry_after(st, delay)
@@ -366,11 +391,13 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 "ErrImageNeverPull",
                 (f'Container image "{ref}" is not present with pull policy of Never'),
             )
-            self.event("Warning", "ErrImageNeverPull", st.waiting_message)
+            self.event("Warning", "ErrImageNeverPull", st.waiting_message, container=st.name)
             self.mark_dirty()
             return None, 1.0
         if present and policy != "Always":
-            self.event("Normal", "Pulled", f'Container image "{ref}" already present on machine')
+            # image_manager.go EnsureImageExists: worded per KubeletEnsureSecretPulledImages
+            message = self.kubelet.features.image_present_message(ref)
+            self.event("Normal", "Pulled", message, container=st.name)
             return stored, 0.0
         # the back-off is the pod's own, per image as the spec names it (image_manager.go EnsureImageExists:
         # backOffKey := fmt.Sprintf("%s_%s", pod.UID, container.Image)): another pod pulls it itself
@@ -379,7 +406,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         if wait > 0:
             st.waiting_reason = "ImagePullBackOff"
             st.waiting_message = f'Back-off pulling image "{ref}"'
-            self.event("Normal", "BackOff", st.waiting_message)
+            self.event("Normal", "BackOff", st.waiting_message, container=st.name)
             self.mark_dirty()
             return None, wait
         if st.current is None or not st.waiting_reason:
@@ -387,9 +414,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             # `convertToAPIContainerStatuses`) until a start succeeds or fails otherwise
             st.waiting_reason, st.waiting_message = "ContainerCreating", ""
         self.mark_dirty()
-        self.event("Normal", "Pulling", f'Pulling image "{ref}"')
+        self.event("Normal", "Pulling", f'Pulling image "{ref}"', container=st.name)
         t0 = asyncio.get_running_loop().time()
         image = await self.kubelet.pull_to_node(self.node, ref)
+        took = seconds_to_duration(asyncio.get_running_loop().time() - t0)
         if image is None:
             self.kubelet.image_backoff_next(self.node, key)
             st.waiting_reason = "ErrImagePull"
@@ -397,16 +425,25 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
                 f'"{normalize(ref)}": {normalize(ref)}: not found ({NOT_IN_CATALOGUE})'
             )
-            self.event("Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}')
-            self.event("Warning", "Failed", "Error: ErrImagePull")
+            self.event(
+                "Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}', container=st.name
+            )
+            self.event("Warning", "Failed", "Error: ErrImagePull", container=st.name)
             self.mark_dirty()
             return None, 1.0  # shown until the next sync turns it into ImagePullBackOff
-        took = asyncio.get_running_loop().time() - t0
         self.kubelet.image_backoff_gc(self.node)  # EnsureImageExists: m.backOff.GC() after a successful pull
+        # image_manager.go pullImage (since 1.30, the same in 1.32 to 1.35): "Successfully pulled image %q in
+        # %v (%v including waiting). Image size: %v bytes.", the puller's own pullDuration and the time since
+        # before the pull was queued, both Truncate(time.Millisecond), printed by Duration.String(). The
+        # local puller is a parallel one with no maxParallelImagePulls: no token or queue to wait for, so
+        # both are this one measurement (a pull of an image another pod is pulling waits for it in both).
+        pulled = duration_string(truncate(took, MILLISECOND))
         self.event(
             "Normal",
             "Pulled",
-            f'Successfully pulled image "{ref}" in {took * 1000:.0f}ms. Image size: {image.size} bytes.',
+            f'Successfully pulled image "{ref}" in {pulled} ({pulled} including waiting). '
+            f"Image size: {image.size} bytes.",
+            container=st.name,
         )
         return image, 0.0
 
@@ -428,13 +465,13 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             mounts = self.mounts(spec)
         except VolumeError as e:
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
-            self.event("Warning", "Failed", f"Error: {e}")
+            self.event("Warning", "Failed", f"Error: {e}", container=st.name)
             self.mark_dirty()
             return 1.0
         refused = verify_run_as_non_root(pod, spec, f"{self.name}_{self.ns}({self.uid})")
         if refused is not None:
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", refused
-            self.event("Warning", "Failed", f"Error: {refused}")
+            self.event("Warning", "Failed", f"Error: {refused}", container=st.name)
             self.mark_dirty()
             return 1.0
         if not argv:  # neither the image nor the container names a command: containerd refuses it
@@ -443,7 +480,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 f'failed to generate container "{uuid.uuid4().hex}" spec: failed to generate spec: '
                 "no command specified"
             )
-            self.event("Warning", "Failed", f"Error: {st.waiting_message}")
+            self.event("Warning", "Failed", f"Error: {st.waiting_message}", container=st.name)
             self.mark_dirty()
             return 1.0
         await asyncio.sleep(self.kubelet.profile.container_start)
@@ -454,7 +491,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         inst = Instance(
             f"containerd://{cid}", image, spec_hash(spec), cdir / "0.log", cdir / "termination-log"
         )
-        self.event("Normal", "Created", f"Created container: {st.name}")
+        # kuberuntime_container.go startContainer: worded per minor (kubernetes/kubernetes#134043 in 1.35)
+        self.event(
+            "Normal", "Created", self.kubelet.features.container_created_message(st.name), container=st.name
+        )
         resources = self.kubelet.resizes.allocation(self, st.name, spec)
         limit = (resources.get("limits") or {}).get("memory")
         launch = ContainerLaunch(
@@ -488,13 +528,13 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             st.current = inst
             st.ready = False
             st.waiting_reason, st.waiting_message = "RunContainerError", str(e)
-            self.event("Warning", "Failed", f"Error: {e}")
+            self.event("Warning", "Failed", f"Error: {e}", container=st.name)
             self.mark_dirty()
             self.update_phase()
             return 0.0
         except Exception as e:
             st.waiting_reason, st.waiting_message = "CreateContainerError", str(e)
-            self.event("Warning", "Failed", f"Error: {e}")
+            self.event("Warning", "Failed", f"Error: {e}", container=st.name)
             self.mark_dirty()
             return 1.0
         inst.started_at = inst.proc.started_at
@@ -506,7 +546,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         st.ready = False
         st.started = not spec.get("startupProbe")
         st.waiting_reason = st.waiting_message = ""
-        self.event("Normal", "Started", f"Started container {st.name}")
+        self.event(
+            "Normal", "Started", self.kubelet.features.container_started_message(st.name), container=st.name
+        )
         if st.probe_task:
             st.probe_task.cancel()
         st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))

@@ -72,7 +72,7 @@ class PodProber:
                     self.request_sync()  # a readiness result that changed asks for a sync
             else:
                 fails, oks = fails + 1, 0
-                self.event("Warning", "Unhealthy", f"{label} probe failed: {msg}")
+                self.event("Warning", "Unhealthy", f"{label} probe failed: {msg}", container=st.name)
                 if kind == "readinessProbe" and st.ready and fails >= fail_needed:
                     st.ready = False
                     self.mark_dirty()

@@ -7,11 +7,16 @@
   refused by `ValidateKubeletConfiguration` while it is off);
 - the OpenAPI documents in the modelled release's schemas (`kubectl explain` finds a 1.34 field on 1.34, not
   on 1.33), `pods/resize` in discovery and OpenAPI only with in-place resize, and the same group-versions
-  (`kubectl api-versions`) on every modelled minor."""
+  (`kubectl api-versions`) on every modelled minor;
+- the kubelet's image and container events as the minor words them (`image_manager.go` `EnsureImageExists` /
+  `pullImage`, `kuberuntime_container.go` `startContainer`): the pull's two durations, the "already present"
+  message under KubeletEnsureSecretPulledImages (alpha 1.33, beta 1.35), "Container created" / "Container
+  started" from 1.35 (kubernetes/kubernetes#134043), each about its container (`involvedObject.fieldPath`)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +24,7 @@ from pathlib import Path
 import pytest
 from kruise_local import ClusterConfig, LocalCluster
 from kruise_local.cli import main
-from kruise_local.testing import container, pod_body, status_of, wait_for
+from kruise_local.testing import container, pod_body, running, status_of, wait_for
 from kubernetes import client, config
 
 KUBECTL = shutil.which("kubectl")
@@ -119,3 +124,65 @@ def test_openapi_and_discovery_follow_the_version(tmp_path, version, rules, resi
         paths = json.loads((response[0] if isinstance(response, tuple) else response).data)["paths"]
         assert ("pods/resize" in listed) == resize
         assert ("/api/v1/namespaces/{namespace}/pods/{name}/resize" in paths) == resize
+
+
+GO_MS = r"(?:0s|[1-9]\d{0,2}ms|(?:[1-9]\d*h)?(?:(?:[1-9]\d?|0)m)?(?:[1-9]\d?|0)(?:\.\d{0,2}[1-9])?s)"
+"""a Go `time.Duration.String()` of a duration truncated to the millisecond"""
+PULLED = re.compile(
+    rf'Successfully pulled image "busybox:1\.36" in ({GO_MS}) \(({GO_MS}) including waiting\)\. '
+    r"Image size: [1-9]\d* bytes\."
+)
+PRESENT = 'Container image "busybox:1.36" already present on machine'
+ACCESSIBLE = PRESENT + " and can be accessed by the pod"
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "present", "created", "started"),
+    [
+        ("1.32", "", PRESENT, "Created container: {}", "Started container {}"),
+        ("1.33", "", PRESENT, "Created container: {}", "Started container {}"),
+        (
+            "1.33",
+            "KubeletEnsureSecretPulledImages=true",
+            ACCESSIBLE,
+            "Created container: {}",
+            "Started container {}",
+        ),
+        ("1.34", "", PRESENT, "Created container: {}", "Started container {}"),
+        ("1.35", "", ACCESSIBLE, "Container created", "Container started"),
+        ("1.35", "KubeletEnsureSecretPulledImages=false", PRESENT, "Container created", "Container started"),
+    ],
+)
+def test_the_kubelets_image_and_container_events_are_worded_as_the_version(
+    tmp_path, version, gates, present, created, started
+):
+    """An init container pulls busybox:1.36 onto the empty node, the app container finds it present; every
+    event is about its container (`GenerateContainerRef`: `spec.initContainers{i}`, `spec.containers{c}`),
+    which `kubectl describe` from 1.35 prints before the message (kubernetes/kubernetes#133627)."""
+    with _cluster(tmp_path, version, feature_gates=gates) as c:
+        core = _core(c, tmp_path)
+        body = pod_body("p", container("c", "sleep 30"), initContainers=[container("i", "true")])
+        core.create_namespaced_pod("default", body)
+        wait_for(lambda: running(core, "default", "p", "c"), what="c running")
+
+        def messages(path: str) -> dict[str, list[str]]:
+            events = core.list_namespaced_event(
+                "default", field_selector=f"involvedObject.name=p,involvedObject.fieldPath={path}"
+            ).items
+            out: dict[str, list[str]] = {}
+            for e in events:
+                assert e.involved_object.field_path == path
+                out.setdefault(e.reason, []).append(e.message)
+            return out
+
+        init, app = messages("spec.initContainers{i}"), messages("spec.containers{c}")
+        assert init["Pulling"] == ['Pulling image "busybox:1.36"']
+        assert len(init["Pulled"]) == 1 and PULLED.fullmatch(init["Pulled"][0]), init["Pulled"]
+        assert init["Created"] == [created.format("i")] and init["Started"] == [started.format("i")]
+        assert app == {
+            "Pulled": [present],
+            "Created": [created.format("c")],
+            "Started": [started.format("c")],
+        }
+        pod_level = core.list_namespaced_event("default", field_selector="involvedObject.name=p").items
+        assert {e.reason for e in pod_level if not e.involved_object.field_path} == {"Scheduled"}

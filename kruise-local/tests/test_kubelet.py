@@ -123,6 +123,31 @@ def test_gate_defaults_follow_kube_features_per_version() -> None:
     assert defaults("ReduceDefaultCrashLoopBackOffDecay") == [False] * 4  # alpha from 1.33
     assert defaults("InPlacePodVerticalScaling") == [False, True, True, True]  # beta 1.33, GA 1.35
     assert defaults("AuthorizePodWebsocketUpgradeCreatePermission") == [False, False, False, True]
+    assert defaults("KubeletEnsureSecretPulledImages") == [False, False, False, True]  # alpha 1.33, beta 1.35
+
+
+def test_kubelet_ensure_secret_pulled_images_is_a_gate_from_1_33() -> None:
+    """kube_features.go: KubeletEnsureSecretPulledImages (KEP-2535) alpha (off) 1.33, beta (on) 1.35; 1.32
+    does not know it (component-base refuses an unrecognized gate)."""
+    with pytest.raises(ValueError, match="unrecognized feature gate 'KubeletEnsureSecretPulledImages'"):
+        Features.parse("1.32", "KubeletEnsureSecretPulledImages=true")
+    assert Features.parse("1.33", "KubeletEnsureSecretPulledImages=true").ensure_secret_pulled_images
+    assert not Features.parse("1.34").ensure_secret_pulled_images
+    assert Features.parse("1.35").ensure_secret_pulled_images
+    assert not Features.parse("1.35", "KubeletEnsureSecretPulledImages=false").ensure_secret_pulled_images
+
+
+@pytest.mark.parametrize(
+    ("minor", "created", "started"),
+    [
+        (32, "Created container: c", "Started container c"),
+        (34, "Created container: c", "Started container c"),
+        (35, "Container created", "Container started"),  # kubernetes/kubernetes#134043, v1.35.0-alpha.1
+    ],
+)
+def test_container_created_and_started_messages_per_minor(minor, created, started) -> None:
+    assert Features(minor).container_created_message("c") == created
+    assert Features(minor).container_started_message("c") == started
     assert Features.parse("1.32", {"InPlacePodVerticalScaling": True}).in_place_resize
     assert not Features.parse("1.34", "InPlacePodVerticalScaling=false").in_place_resize
 
