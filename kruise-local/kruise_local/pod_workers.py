@@ -392,6 +392,8 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 (f'Container image "{ref}" is not present with pull policy of Never'),
             )
             self.event("Warning", "ErrImageNeverPull", st.waiting_message, container=st.name)
+            # kuberuntime_container.go startContainer: "Error: %v" of every EnsureImageExists error
+            self.event("Warning", "Failed", "Error: ErrImageNeverPull", container=st.name)
             self.mark_dirty()
             return None, 1.0
         if present and policy != "Always":
@@ -407,6 +409,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             st.waiting_reason = "ImagePullBackOff"
             st.waiting_message = f'Back-off pulling image "{ref}"'
             self.event("Normal", "BackOff", st.waiting_message, container=st.name)
+            # kuberuntime_container.go startContainer: "Error: %v" of every EnsureImageExists error, here
+            # images.ErrImagePullBackOff
+            self.event("Warning", "Failed", "Error: ImagePullBackOff", container=st.name)
             self.mark_dirty()
             return None, wait
         if st.current is None or not st.waiting_reason:

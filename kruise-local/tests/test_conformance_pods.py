@@ -367,6 +367,17 @@ def test_missing_image_goes_err_image_pull_then_backoff(core, namespace):
     assert {"Pulling", "Failed", "BackOff"} <= {e.reason for e in events}
     hint = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
     assert any(e.reason == "Failed" and hint in e.message for e in events)
+    # kuberuntime_container.go startContainer records "Error: %v" of every EnsureImageExists error, the
+    # back-off's too (images.ErrImagePullBackOff): a Warning next to the image manager's Normal BackOff
+    failed = {(e.type, e.message, e.involved_object.field_path) for e in events if e.reason == "Failed"}
+    assert ("Warning", "Error: ErrImagePull", "spec.containers{c}") in failed
+    wait_for(
+        lambda: any(
+            e.reason == "Failed" and e.type == "Warning" and e.message == "Error: ImagePullBackOff"
+            for e in core.list_namespaced_event(namespace).items
+        ),
+        what="Failed: Error: ImagePullBackOff",
+    )
 
 
 def test_a_missing_images_pull_back_off_is_the_pods_own(core, namespace):
@@ -451,6 +462,11 @@ def test_never_pull_of_a_missing_image_waits_and_retries(core, namespace):
         ),
         what="ErrImageNeverPull",
     )
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p").items
+    assert {(e.type, e.reason, e.message) for e in events} >= {
+        ("Warning", "ErrImageNeverPull", f'Container image "{ref}" is not present with pull policy of Never'),
+        ("Warning", "Failed", "Error: ErrImageNeverPull"),  # startContainer's "Error: %v" of the error
+    }
     core.create_namespaced_pod(namespace, pod_body("q", container("c", "sleep 30")))
     wait_for(lambda: running(core, namespace, "q", "c"), what="another pod still starts")
 
