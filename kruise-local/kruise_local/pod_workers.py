@@ -630,12 +630,18 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             await sandbox.close()
 
     async def stop_all(self, grace: float) -> None:
+        """Stop every running container (`killPodWithSyncResult` -> `killContainersWithSyncResult`): each is
+        killed by `killContainer` with no message, which records Killing "Stopping container %s" about it
+        before its preStop hook and stop (the same in 1.32 to 1.35)."""
         waits = []
         for st in [*self.init_containers.values(), *self.containers.values()]:
             if st.task and st.task is not asyncio.current_task():
                 st.task.cancel()
             if st.probe_task:
                 st.probe_task.cancel()
+            inst = st.current
+            if inst is not None and inst.proc is not None and inst.exit_code is None:
+                self.event("Normal", "Killing", f"Stopping container {st.name}", container=st.name)
             waits.append(self.kill(st, grace, reason=""))
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)

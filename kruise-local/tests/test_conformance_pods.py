@@ -504,6 +504,14 @@ def test_graceful_deletion_sends_sigterm_then_removes(core, namespace, tmp_path)
         return False
 
     wait_for(gone, what="pod removed")
+    # kuberuntime_container.go killContainer: an event about each container it stops, before the preStop
+    # hook and the stop ("Stopping container %s" when the caller gives no message, as a deletion's kill)
+    events = core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=p,reason=Killing"
+    ).items
+    assert [(e.type, e.message, e.involved_object.field_path) for e in events] == [
+        ("Normal", "Stopping container c", "spec.containers{c}")
+    ]
 
 
 def test_logs_container_previous_tail_timestamps(core, namespace):

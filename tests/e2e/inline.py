@@ -81,6 +81,33 @@ def pod_events(cluster: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     return history
 
 
+TEARDOWN_KILL = re.compile(r"Stopping container \S+")
+"""the kubelet's Killing message when it stops a container of a pod being deleted (`killPodWithSyncResult` ->
+`killContainer` with no message: "Stopping container %s")"""
+
+
+def restarts_and_back_offs(history: list[tuple[str, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The BackOff and Killing events about pods in `history`, but for the kills of a pod's teardown: once a
+    pod is marked for deletion its kubelet stops each running container with Killing "Stopping container
+    <name>", a kill that restarts nothing."""
+    from kruise_local import resources as R
+
+    deleting: set[str] = set()
+    found = []
+    for _, res, obj in history:
+        if res is R.PODS and obj["metadata"].get("deletionTimestamp"):
+            deleting.add(obj["metadata"]["uid"])
+        elif res is R.EVENTS and obj["involvedObject"].get("kind") == "Pod":
+            if obj["reason"] == "BackOff" or (
+                obj["reason"] == "Killing"
+                and not (
+                    obj["involvedObject"].get("uid") in deleting and TEARDOWN_KILL.fullmatch(obj["message"])
+                )
+            ):
+                found.append(obj)
+    return found
+
+
 START_IN_CRI_LOG = re.compile(
     r"^\S+ stdout [FP] ::kruise-chain:: start gen=(\d+) token=\S* stage=(\S+) slot=(\S+) at=", re.M
 )

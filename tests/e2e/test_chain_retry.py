@@ -6,7 +6,14 @@ import pytest
 from kruise_local import resources as R
 
 from tests.e2e.conftest import xcoms
-from tests.e2e.inline import FAST_POD, pod_events, run_inline, start_markers, task_states
+from tests.e2e.inline import (
+    FAST_POD,
+    pod_events,
+    restarts_and_back_offs,
+    run_inline,
+    start_markers,
+    task_states,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +73,7 @@ def test_a_retry_reruns_the_stage_in_place_as_a_new_generation(e2e_cluster, capf
     assert "generation=3 image=busybox:1.36 via annotations only" in out
     images = {c["image"] for k, r, o in history if r is R.PODS for c in o["spec"]["containers"]}
     assert images == {"busybox:1.36"}, images
-    assert not [o for k, r, o in history if r is R.EVENTS and o["reason"] in ("BackOff", "Killing")]
+    assert not restarts_and_back_offs(history)
     assert [(g, s) for g, s, _ in start_markers(cluster, pods[0]["metadata"]["uid"])] == [
         (1, "prepare"),
         (2, "flaky"),

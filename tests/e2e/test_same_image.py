@@ -12,7 +12,7 @@ import pytest
 from kruise_local import resources as R
 
 from tests.e2e.conftest import xcoms
-from tests.e2e.inline import FAST_POD, pod_events, run_inline, start_markers
+from tests.e2e.inline import FAST_POD, pod_events, restarts_and_back_offs, run_inline, start_markers
 
 pytestmark = pytest.mark.slow
 
@@ -69,9 +69,9 @@ def assert_no_restart_and_no_back_off(cluster: Any, history: list, out: str, sta
     }
     assert len(images) == 1, images
 
-    # no start delayed: no BackOff or Killing event, no CrashLoopBackOff in any status, no restart
-    events = [o for k, r, o in history if r is R.EVENTS and o["involvedObject"]["kind"] == "Pod"]
-    assert not [e for e in events if e["reason"] in ("BackOff", "Killing")], [e["message"] for e in events]
+    # no start delayed: no BackOff or Killing event (but the pod's teardown's), no CrashLoopBackOff in any
+    # status, no restart
+    assert not (found := restarts_and_back_offs(history)), [e["message"] for e in found]
     statuses = [
         cs
         for k, r, o in history
