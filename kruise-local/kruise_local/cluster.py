@@ -143,7 +143,6 @@ class LocalCluster:
             self.store,
             self.admission,
             self.kubelet,
-            self.events,
             self.filters,
             features=self.features,
             bookmark_interval=self.config.bookmark_interval,

@@ -33,7 +33,6 @@ from .decoding import (
     read_body,
 )
 from .errors import ApiError, not_served
-from .events import EventRecorder
 from .features import Features
 from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
@@ -85,7 +84,6 @@ class ApiServer:
         store: Store,
         admission: Admission,
         nodes: NodeClient,
-        events: EventRecorder,
         filters: Filters,
         *,
         features: Features,
@@ -94,7 +92,7 @@ class ApiServer:
         max_requests_in_flight: int,
     ) -> None:
         self.store = store
-        self.registry = Registry(store, admission, events)
+        self.registry = Registry(store, admission)
         self.admission = admission
         self.nodes = nodes
         self.filters = filters

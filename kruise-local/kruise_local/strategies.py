@@ -15,7 +15,6 @@ from collections.abc import Callable
 from . import resources as R
 from .admission import Admission
 from .errors import ApiError
-from .events import EventRecorder
 from .resources import Resource
 from .store import Obj, Store, deep_copy
 
@@ -96,9 +95,8 @@ class Strategy:
 class PodStrategy(Strategy):
     """Pods: graceful deletion, `pods/resize` and `pods/eviction`."""
 
-    def __init__(self, store: Store, admission: Admission, events: EventRecorder) -> None:
+    def __init__(self, store: Store, admission: Admission) -> None:
         super().__init__(R.PODS, store, admission)
-        self.events = events
         self.subresources["resize"] = self.resize
 
     def resize(self, old: Obj, new: Obj) -> Obj:
@@ -123,12 +121,8 @@ class PodStrategy(Strategy):
 
     def evict(self, ns: str, name: str, grace: int | None) -> Obj:
         """`pods/eviction` (`EvictionREST.Create`) once admitted: the pod is deleted with the eviction's
-        grace period."""
-        pod = self.store.peek(R.PODS, ns, name)
-        if pod is not None:  # recorded for the kubelet, which stops the pod's containers
-            self.events.record(
-                pod, "Normal", "Killing", "Stopping container on eviction", component="kubelet"
-            )
+        grace period. It records no event; the pod's kubelet records a Killing event for each container it
+        stops (`killContainer`, `pod_workers.PodWorker.stop_all`)."""
         return self.delete(ns, name, grace)
 
 
@@ -161,8 +155,8 @@ class NamespaceStrategy(Strategy):
 class Registry:
     """The strategy of every served resource."""
 
-    def __init__(self, store: Store, admission: Admission, events: EventRecorder) -> None:
-        self.pods = PodStrategy(store, admission, events)
+    def __init__(self, store: Store, admission: Admission) -> None:
+        self.pods = PodStrategy(store, admission)
         special: list[Strategy] = [self.pods, NamespaceStrategy(store, admission)]
         self._strategies = {s.res: s for s in special}
         for res in R.STORED:

@@ -514,6 +514,34 @@ def test_graceful_deletion_sends_sigterm_then_removes(core, namespace, tmp_path)
     ]
 
 
+def test_an_evicted_pods_kubelet_stops_its_containers_with_the_kubelets_events(core, namespace):
+    """`pods/eviction` (EvictionREST.Create) records no event: it deletes the pod, and its kubelet stops each
+    running container with Killing "Stopping container %s" about it (`killContainer`)."""
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "sleep 30")))
+    wait_for(lambda: running(core, namespace, "p", "c"), what="running")
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "p", "namespace": namespace},
+    }
+    core.create_namespaced_pod_eviction("p", namespace, eviction)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod("p", namespace)
+        except ApiException as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, what="pod removed")
+    events = core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=p,reason=Killing"
+    ).items
+    assert [(e.type, e.message, e.involved_object.field_path) for e in events] == [
+        ("Normal", "Stopping container c", "spec.containers{c}")
+    ]
+
+
 def test_logs_container_previous_tail_timestamps(core, namespace):
     script = "for i in 1 2 3 4 5; do echo line-$i; done; sleep 30"
     core.create_namespaced_pod(namespace, pod_body("p", container("a", script), container("b", "sleep 30")))
