@@ -24,6 +24,7 @@ _EXPORTS = {
     "RUN_ID_LABEL": "constants",
     "SCRATCH_MOUNT": "constants",
     "SLOTS": "constants",
+    "STAGES_ANNOTATION": "wire",
     "slot_annotation": "wire",
     "stage_annotation": "wire",
     "ChainConfigError": "errors",

@@ -22,7 +22,7 @@ from .constants import (
     TERMINATION_LOG,
 )
 from .errors import ChainConfigError
-from .podview import StageRecord
+from .podview import StageRecord, records_annotation
 from .resources import slot_resources
 from .runnerimage import INIT_COMMAND, SHA_ENV, runner_sha256
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value
@@ -39,9 +39,9 @@ from .wire import (
     RUNNER_STATE,
     SLOT_FIELDS,
     STAGE_FIELD,
+    STAGES_ANNOTATION,
     STOP_FIELD,
     slot_annotation,
-    stage_annotation,
 )
 
 INIT_CONTAINER = "kruise-chain-runner"
@@ -273,9 +273,9 @@ def _annotations_bytes(annotations: Mapping[str, str]) -> int:
 def check_annotations_size(chain: ChainSpec) -> None:
     """Refuse a chain whose pod could outgrow `MAX_ANNOTATIONS_BYTES` while it runs, naming the stages.
 
-    The worst case: the chain's own and the pod's annotations (longest DAG and run ids), a record for every
-    stage, and the two stages with the largest command and env in the two slots at once. `chain` must have
-    passed `validate()`.
+    The worst case: the chain's own and the pod's annotations (longest DAG and run ids), the records of all
+    its stages (one annotation, `wire.STAGES_ANNOTATION`, each record at its longest), and the two stages
+    with the largest command and env in the two slots at once. `chain` must have passed `validate()`.
     """
     pod = build_chain_pod(
         chain,
@@ -288,8 +288,8 @@ def check_annotations_size(chain: ChainSpec) -> None:
     for slot in SLOTS:  # replaced by the stages' own
         for key in SLOT_FIELDS:
             fixed.pop(slot_annotation(slot, key), None)
-    for stage in chain.stages:
-        record = StageRecord(
+    records = {
+        stage.name: StageRecord(
             generation=10**9,
             slot=SLOTS[0],
             image=stage.image,
@@ -300,26 +300,40 @@ def check_annotations_size(chain: ChainSpec) -> None:
             previous_reason="CreateContainerConfigError",
             token="f" * 16,
         )
-        fixed[stage_annotation(stage.name)] = record.to_annotation()
+        for stage in chain.stages
+    }
+    recorded = _annotations_bytes({STAGES_ANNOTATION: records_annotation(records)})
     sized = sorted(
         ((_annotations_bytes(slot_annotations(SLOTS[0], s, 10**9)), i) for i, s in enumerate(chain.stages)),
         reverse=True,
     )
     largest = sized[:2]
-    total = _annotations_bytes(fixed) + sum(size for size, _ in largest) + RUNTIME_ANNOTATIONS_ROOM
+    running = sum(size for size, _ in largest)
     if len(largest) == 1:
-        total += largest[0][0]  # both slots may hold the stage's generations (the slot it left keeps them)
-    if total > MAX_ANNOTATIONS_BYTES:
-        size, index = largest[0]
-        stage = chain.stages[index]
-        other = f" and stage {chain.stages[largest[1][1]].name!r}" if len(largest) > 1 else " twice"
+        running *= 2  # both slots may hold the stage's generations (the slot it left keeps them)
+    total = _annotations_bytes(fixed) + recorded + running + RUNTIME_ANNOTATIONS_ROOM
+    if total <= MAX_ANNOTATIONS_BYTES:
+        return
+    over = (
+        f"would take the pod's annotations to {total} bytes, over the API server's "
+        f"{MAX_ANNOTATIONS_BYTES}-byte limit"
+    )
+    records_part = f"the records of its {len(records)} stages ({recorded} bytes in {STAGES_ANNOTATION})"
+    if recorded > running:
         raise ChainConfigError(
-            f"stages[{index}].cmds",
-            f"stage {stage.name!r} ({size} bytes of command and env){other} in the two slots, with the "
-            f"chain's annotations and stage records, would take the pod's annotations to {total} bytes, "
-            f"over the API server's {MAX_ANNOTATIONS_BYTES}-byte limit: pass large data through the scratch "
-            "volume or a ConfigMap, or shorten the chain's annotations",
+            "stages",
+            f"{records_part}, with the chain's annotations and the stages' command and env in the two slots "
+            f"({running} bytes), {over}: split the chain into chains of fewer stages",
         )
+    size, index = largest[0]
+    stage = chain.stages[index]
+    other = f" and stage {chain.stages[largest[1][1]].name!r}" if len(largest) > 1 else " twice"
+    raise ChainConfigError(
+        f"stages[{index}].cmds",
+        f"stage {stage.name!r} ({size} bytes of command and env){other} in the two slots, with the "
+        f"chain's annotations and {records_part}, {over}: pass large data through the scratch volume or "
+        "a ConfigMap, or shorten the chain's annotations",
+    )
 
 
 def build_chain_pod(

@@ -14,9 +14,9 @@ from typing import Any
 
 from .constants import SLOTS
 from .errors import ChainError
-from .podview import ChainPod
+from .podview import ChainPod, records_patch
 from .watch import wait_pod_gone
-from .wire import PREFIX, stage_annotation
+from .wire import PREFIX
 
 SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
 
@@ -110,10 +110,14 @@ def retire_patch(pod: ChainPod, stage: str) -> dict[str, Any]:
 
     For a stage that was cleared after it had succeeded (its result delivered): the driver would otherwise
     adopt the result of that generation. The generation's own records in scratch and its slot are untouched.
+    It writes the records' annotation without `stage` (deleted once empty: `podview.records_patch`), guarded
+    by the snapshot's resourceVersion: after a 409 the caller re-reads the pod and retires again, so no
+    record a concurrent swap wrote is lost.
     """
+    kept = {name: record for name, record in pod.records.items() if name != stage}
     return {
         "metadata": {
             "resourceVersion": pod.resource_version,
-            "annotations": {stage_annotation(stage): None},
+            "annotations": records_patch(pod, kept),
         }
     }

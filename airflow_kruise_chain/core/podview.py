@@ -3,7 +3,7 @@
 A pod arrives in API JSON form (camelCase dicts, as the API server sends them; a `kubernetes` client model
 converts with ``ApiClient().sanitize_for_serialization(v1_pod)``). `ChainPod.of` parses what the chain cares
 about once: the pod's identity, why it can no longer run stages, the chain's generation, every stage record
-(the JSON of each ``airflow-kruise-chain/stage.<name>`` annotation), and per slot its annotations, spec and
+(the one ``airflow-kruise-chain/stages`` annotation: `records_of`), and per slot its annotations, spec and
 container status (``state`` and ``lastState.terminated``).
 """
 
@@ -20,6 +20,7 @@ from .wire import (
     GENERATION_FIELD,
     PREPARED_FIELD,
     STAGE_FIELD,
+    STAGES_ANNOTATION,
     slot_annotation,
     stage_annotation,
 )
@@ -48,7 +49,8 @@ FAILED_TO_START_REASONS = frozenset(
 
 @dataclass(frozen=True)
 class StageRecord:
-    """What a swap wrote about a stage (annotation ``airflow-kruise-chain/stage.<name>``)."""
+    """What a swap wrote about a stage: its entry in the ``airflow-kruise-chain/stages`` annotation
+    (`records_annotation`)."""
 
     generation: int
     slot: str
@@ -61,10 +63,11 @@ class StageRecord:
     token: str = ""
     """the generation's token: the runner's markers for it carry it (see wire.py)"""
 
-    def to_annotation(self) -> str:
-        """Compact JSON; ``try_number`` is stored as ``try``. What a user reads first comes first:
-        ``kubectl describe`` shows an annotation's first 138 characters (which generation ran in which slot,
-        for which try, how, on which image), the rest is for the provider."""
+    def to_dict(self) -> dict[str, Any]:
+        """The record's JSON object; ``try_number`` is stored as ``try``. What a user reads first comes first:
+        ``kubectl describe`` shows the first 138 characters of the records' annotation, which starts with
+        the newest stage's record (which generation ran in which slot, for which try, how, on which image);
+        the rest is for the provider."""
         data: dict[str, Any] = {
             "generation": self.generation,
             "slot": self.slot,
@@ -76,16 +79,17 @@ class StageRecord:
             "previous_container_id": self.previous_container_id,
             "previous_reason": self.previous_reason,
         }
-        return json.dumps(
-            {k: v for k, v in data.items() if v or k not in ("previous_reason", "token")},
-            separators=(",", ":"),
-        )
+        return {k: v for k, v in data.items() if v or k not in ("previous_reason", "token")}
+
+    def to_annotation(self) -> str:
+        """`to_dict` as compact JSON (one line)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
-    def from_annotation(cls, text: str) -> StageRecord | None:
-        """Parse a record; None if it is missing or malformed."""
+    def from_dict(cls, data: Any) -> StageRecord | None:
+        """The record of a JSON object as `to_dict` writes it; None if `data` is not one (any JSON value
+        may come in: a malformed record is ignored)."""
         try:
-            data = json.loads(text)
             return cls(
                 generation=int(data["generation"]),
                 slot=str(data["slot"]),
@@ -97,8 +101,66 @@ class StageRecord:
                 previous_reason=str(data.get("previous_reason") or ""),
                 token=str(data.get("token") or ""),
             )
-        except (TypeError, ValueError, KeyError):
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
             return None
+
+    @classmethod
+    def from_annotation(cls, text: str) -> StageRecord | None:
+        """Parse a record (`to_annotation`); None if it is missing or malformed."""
+        return cls.from_dict(_json(text))
+
+
+def _json(text: Any) -> Any:
+    """`text` parsed as JSON, None if it is not a string of JSON (too deeply nested included)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def records_annotation(records: Mapping[str, StageRecord]) -> str:
+    """The value of ``airflow-kruise-chain/stages`` (`wire.STAGES_ANNOTATION`): one line of compact JSON, an
+    object stage name -> record (`StageRecord.to_dict`) in the order of `records`, NEWEST FIRST (the stage
+    swapped in last is the first key). One line, so ``kubectl describe`` prints the key and one shortened
+    line whatever the number of stages: the newest stage's record head."""
+    return json.dumps({stage: record.to_dict() for stage, record in records.items()}, separators=(",", ":"))
+
+
+def records_of(annotations: Mapping[str, str]) -> dict[str, StageRecord]:
+    """Every stage's latest record in the pod's `annotations`, newest first (highest generation first).
+
+    From ``airflow-kruise-chain/stages``; a malformed value (not a JSON object) or a malformed entry is
+    ignored, as a missing record. A pod built before that annotation holds one ``airflow-kruise-chain/
+    stage.<name>`` annotation per stage (`wire.stage_annotation`): those are read too, the map winning for a
+    stage in both, so that a stage recorded there never runs again; the next write of the records
+    (`records_patch`) moves them into the map."""
+    prefix = stage_annotation("")
+    records = {
+        key[len(prefix) :]: record
+        for key, text in annotations.items()
+        if key.startswith(prefix) and (record := StageRecord.from_annotation(text)) is not None
+    }
+    found = _json(annotations.get(STAGES_ANNOTATION))
+    if isinstance(found, dict):
+        for stage, data in found.items():
+            if (record := StageRecord.from_dict(data)) is not None:
+                records[stage] = record
+    return dict(sorted(records.items(), key=lambda item: -item[1].generation))
+
+
+def records_patch(pod: ChainPod, records: Mapping[str, StageRecord]) -> dict[str, str | None]:
+    """The annotations that make `records` (newest first) the pod's stage records, for a patch guarded by
+    `pod`'s resourceVersion: ``airflow-kruise-chain/stages`` (deleted when `records` is empty), and the
+    deletion of the per-stage annotations of the layout before (`records_of` read them into `pod.records`)."""
+    prefix = stage_annotation("")
+    patch: dict[str, str | None] = {key: None for key in pod.annotations if key.startswith(prefix)}
+    if records:
+        patch[STAGES_ANNOTATION] = records_annotation(records)
+    elif STAGES_ANNOTATION in pod.annotations:
+        patch[STAGES_ANNOTATION] = None
+    return patch
 
 
 PREPARE_HISTORY = 8
@@ -255,7 +317,7 @@ class ChainPod:
     generation: int
     """the chain's latest generation"""
     records: Mapping[str, StageRecord]
-    """each stage's latest swap record, by stage name"""
+    """each stage's latest swap record, by stage name, newest first (`records_of`)"""
     slots: Mapping[str, Slot]
     phase: str
     status_message: str
@@ -275,12 +337,7 @@ class ChainPod:
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
         annotations: Mapping[str, str] = metadata.get("annotations") or {}
-        prefix = stage_annotation("")
-        records = {
-            key[len(prefix) :]: record
-            for key, text in annotations.items()
-            if key.startswith(prefix) and text and (record := StageRecord.from_annotation(text)) is not None
-        }
+        records = records_of(annotations)
         containers = {c.get("name"): c for c in spec.get("containers") or ()}
         statuses: dict[str, Mapping[str, Any]] = {}
         for container in status.get("containerStatuses") or ():

@@ -18,7 +18,7 @@ from .constants import (
 )
 from .errors import PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
-from .podview import PREPARE_HISTORY, ChainPod, PrepareRecord, StageRecord
+from .podview import PREPARE_HISTORY, ChainPod, PrepareRecord, StageRecord, records_patch
 from .sizing import sized_alike_idle_or_not
 from .spec import StageSpec
 from .status import StageResult, StageState, StageStatus, current_status, needs_log, slot_status
@@ -30,7 +30,6 @@ from .wire import (
     SLOT_FIELDS,
     new_token,
     slot_annotation,
-    stage_annotation,
 )
 
 KRUISE_GROUP = "apps.kruise.io"
@@ -347,13 +346,17 @@ def _swap_patch(
     pod: ChainPod, stage: StageSpec, record: StageRecord, statuses: dict[str, StageStatus]
 ) -> dict[str, Any]:
     """The swap's one patch, guarded by the snapshot's resourceVersion: the generation's annotations and
-    record, the slot's image for a ``patch``; it also retires (deletes) the other slot's run spec when that
-    slot's generation has ended, so that no restart of it can run that generation again."""
+    the stage records (all of them, in one annotation: the snapshot's, with this stage's new record first,
+    `podview.records_patch`), the slot's image for a ``patch``; it also retires (deletes) the other slot's
+    run spec when that slot's generation has ended, so that no restart of it can run that generation
+    again. A concurrent write of the records makes it fail (409): the caller plans again from a fresh read,
+    so no record is lost."""
     slot, generation = record.slot, record.generation
+    others = {name: kept for name, kept in pod.records.items() if name != stage.name}
     annotations: dict[str, str | None] = {
         GENERATION_ANNOTATION: str(generation),
         **slot_annotations(slot, stage, generation, record.token, restart=record.action == "patch"),
-        stage_annotation(stage.name): record.to_annotation(),
+        **records_patch(pod, {stage.name: record, **others}),
     }
     other = other_slot(slot)
     if statuses[other].state not in _ON and pod.annotations.get(slot_annotation(other, RUN_FIELD)):

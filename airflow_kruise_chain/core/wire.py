@@ -95,8 +95,16 @@ def slot_annotation(slot: str, field: str) -> str:
     return f"{PREFIX}{slot}.{field}"
 
 
+STAGES_ANNOTATION = PREFIX + "stages"
+"""Every stage's latest swap record in one annotation: one line of compact JSON, stage name -> record
+(`podview.StageRecord`), newest first (`podview.records_annotation`), so that ``kubectl describe`` of the pod
+prints one shortened line for them whatever the number of stages, the newest stage's record first."""
+
+
 def stage_annotation(stage: str) -> str:
-    """Key of the per-stage record annotation (`podview.StageRecord`)."""
+    """Key of a stage's record annotation in the layout before `STAGES_ANNOTATION` (one annotation per stage):
+    read from pods built by an earlier version (`podview.records_of`), deleted by the next write of the
+    records."""
     return f"{PREFIX}stage.{stage}"
 
 

@@ -7,8 +7,10 @@ bundle. Import Airflow only inside tests: the `airflow_home` fixture must set AI
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -72,6 +74,12 @@ class Failures:
 
     def __call__(self, context: Any) -> None:
         self.errors[context["ti"].task_id] = context["exception"]
+
+
+def stage_records(annotations: Mapping[str, str] | None) -> dict[str, dict[str, Any]]:
+    """The stage records in a chain pod's `annotations` (its one ``airflow-kruise-chain/stages`` annotation):
+    stage -> record as JSON, newest first; {} before the first swap."""
+    return json.loads((annotations or {}).get("airflow-kruise-chain/stages") or "{}")
 
 
 def pod_events(cluster: Any) -> list[tuple[str, Any, dict[str, Any]]]:

@@ -14,7 +14,7 @@ import pytest
 from kruise_local import resources as R
 
 from tests.e2e.conftest import xcoms
-from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_end_dates, task_states
+from tests.e2e.inline import FAST_POD, pod_events, run_inline, stage_records, task_end_dates, task_states
 
 pytestmark = pytest.mark.slow
 
@@ -156,7 +156,7 @@ def test_deferrable_sensor_waits_for_a_stage_run_elsewhere(e2e_cluster, capfd, c
                 for k, r, o in list(history)
                 if r is R.PODS
                 and k == "MODIFIED"
-                and "airflow-kruise-chain/stage.noop" in (o["metadata"].get("annotations") or {})
+                and "noop" in stage_records(o["metadata"].get("annotations"))
             ]
             if pods:
                 driver = StageDriver(KruiseHook(conn_id=None), pods[0]["metadata"]["name"], "default")

@@ -6,7 +6,6 @@ of it: each runner marker line once per stream in `kubectl logs`, and which stag
 from __future__ import annotations
 
 import itertools
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from tests.e2e.inline import FAST_POD, run_inline
+from tests.e2e.inline import FAST_POD, run_inline, stage_records
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +55,9 @@ def test_a_healthy_four_stage_run_has_no_probe_failure_events(e2e_cluster, capfd
     assert [s.ready for s in pod.status.container_statuses] == [True, True]  # both runners serve their slot
     # which stage ran where: stage -> slot -> generation in the pod's annotations (`kubectl get pod -o yaml`)
     notes = pod.metadata.annotations
-    where = {name: json.loads(notes[f"airflow-kruise-chain/stage.{name}"]) for name, _ in STAGES}
+    records = stage_records(notes)
+    assert list(records) == [name for name, _ in reversed(STAGES)]  # one annotation, newest first
+    where = {name: records[name] for name, _ in STAGES}
     assert [where[name]["generation"] for name, _ in STAGES] == [1, 2, 3, 4]
     for name, image in STAGES:
         slot = where[name]["slot"]

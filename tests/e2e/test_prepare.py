@@ -19,7 +19,15 @@ from kruise_local.validation import memory_bytes
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.resources import PARKED_REQUESTS
 from tests.e2e.conftest import xcoms
-from tests.e2e.inline import FAST_POD, Failures, pod_events, run_inline, start_markers, task_states
+from tests.e2e.inline import (
+    FAST_POD,
+    Failures,
+    pod_events,
+    run_inline,
+    stage_records,
+    start_markers,
+    task_states,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -161,8 +169,9 @@ def test_the_next_stage_only_says_go(e2e_cluster, capfd):
     pods = versions(history)
     for k, slot in ((1, "slot-a"), (2, "slot-b"), (3, "slot-a")):
         prepared = next(i for i, pod in enumerate(pods) if _image(pod, slot) == IMAGES[k + 1])
-        record = f"airflow-kruise-chain/stage.s{k + 1}"
-        swapped = next(i for i, pod in enumerate(pods) if record in pod["metadata"]["annotations"])
+        swapped = next(
+            i for i, pod in enumerate(pods) if f"s{k + 1}" in stage_records(pod["metadata"]["annotations"])
+        )
         assert prepared < swapped, (k, prepared, swapped)
     assert_no_back_off(history)
 

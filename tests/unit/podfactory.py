@@ -11,14 +11,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_kruise_chain.core.constants import SLOTS
-from airflow_kruise_chain.core.podview import ChainPod, PrepareRecord, StageRecord
+from airflow_kruise_chain.core.podview import ChainPod, PrepareRecord, StageRecord, records_annotation
 from airflow_kruise_chain.core.wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
     PREPARED_FIELD,
     STAGE_FIELD,
+    STAGES_ANNOTATION,
     slot_annotation,
-    stage_annotation,
 )
 
 
@@ -94,7 +94,7 @@ def chain_pod(
     and its status `reason` (`Evicted`)."""
     slots = dict(slots or {})
     records = dict(records)
-    notes: dict[str, str] = {stage_annotation(stage): r.to_annotation() for stage, r in records.items()}
+    notes: dict[str, str] = {STAGES_ANNOTATION: records_annotation(records)} if records else {}
     containers, statuses = [], []
     for slot in SLOTS:
         hosted = slots.get(slot) or {}

@@ -55,18 +55,18 @@ def test_one_retry_decision_reads_one_snapshot(monkeypatch: pytest.MonkeyPatch) 
     first = pod.run(EXTRACT)  # try 1's generation ended (exit 1) while its worker was gone
     api = CountingApi(pod, {"slot-a": "out\n" + result_line(1, first.token, 1) + "\n"})
     snapshots, records = [], []
-    parse, from_annotation = ChainPod.of.__func__, StageRecord.from_annotation.__func__  # type: ignore[attr-defined]
+    parse, from_dict = ChainPod.of.__func__, StageRecord.from_dict.__func__  # type: ignore[attr-defined]
 
     def counted_parse(cls: type[ChainPod], raw: Any) -> ChainPod:
         snapshots.append(raw)
         return parse(cls, raw)
 
-    def counted_record(cls: type[StageRecord], text: str) -> StageRecord | None:
-        records.append(text)
-        return from_annotation(cls, text)
+    def counted_record(cls: type[StageRecord], data: Any) -> StageRecord | None:
+        records.append(data)
+        return from_dict(cls, data)
 
     monkeypatch.setattr(ChainPod, "of", classmethod(counted_parse))
-    monkeypatch.setattr(StageRecord, "from_annotation", classmethod(counted_record))
+    monkeypatch.setattr(StageRecord, "from_dict", classmethod(counted_record))
     plan = StageDriver(api, "etl-abc", "data").swap(EXTRACT, 2, Timeouts(swap=5))
     assert (plan.action, plan.generation, plan.from_try) == ("go", 2, 2)
     assert len(api.patches) == 1

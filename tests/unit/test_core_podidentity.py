@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from airflow_kruise_chain.core import (
@@ -89,12 +90,23 @@ def test_inputs_are_missing_for_predecessors_that_never_ran_in_the_pod() -> None
     assert missing_inputs(running(records={"one": record}), ["one", "two"]) == ["two"]
 
 
-def test_retiring_a_record_is_a_conditional_patch_of_that_annotation_only() -> None:
+def test_retiring_a_record_is_a_conditional_patch_of_the_records_without_it() -> None:
     from airflow_kruise_chain.core.podidentity import generation_identity, retire_patch
-    from airflow_kruise_chain.core.wire import stage_annotation
 
-    pod = running(uid="u-1", resource_version="42")
-    assert retire_patch(pod, "one") == {
-        "metadata": {"resourceVersion": "42", "annotations": {stage_annotation("one"): None}}
+    one, two, three = (
+        StageRecord(g, "slot-a", "busybox:1.36", 1, "", "", "go", token="t") for g in (1, 2, 3)
+    )
+    pod = running(uid="u-1", resource_version="42", records={"three": three, "two": two, "one": one})
+    patch = retire_patch(pod, "two")
+    assert patch["metadata"]["resourceVersion"] == "42"
+    ((key, value),) = patch["metadata"]["annotations"].items()  # that annotation only
+    assert key == "airflow-kruise-chain/stages"
+    assert list(json.loads(value)) == ["three", "one"]  # the others kept, newest first
+    retired = ChainPod.of({**pod.raw, "metadata": {**pod.raw["metadata"], "annotations": {key: value}}})
+    assert retired.records == {"three": three, "one": one}
+    # the last one: the annotation goes (nothing empty left in kubectl describe)
+    alone = running(resource_version="7", records={"one": one})
+    assert retire_patch(alone, "one") == {
+        "metadata": {"resourceVersion": "7", "annotations": {"airflow-kruise-chain/stages": None}}
     }
     assert generation_identity(pod, 3) == {"pod_uid": "u-1", "generation": 3}

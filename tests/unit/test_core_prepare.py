@@ -14,7 +14,16 @@ from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
 from airflow_kruise_chain.core.resources import PARKED_LIMITS, PARKED_REQUESTS, SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
-from tests.unit.test_core_swap import EXTRACT, LOAD, NOW, REPORT, TRANSFORM, FakePod, annotations
+from tests.unit.test_core_swap import (
+    EXTRACT,
+    LOAD,
+    NOW,
+    REPORT,
+    TRANSFORM,
+    FakePod,
+    put_record,
+    recorded,
+)
 
 
 def named(stage: StageSpec) -> tuple[str, str]:
@@ -140,8 +149,7 @@ def test_no_prepare_for_a_stage_already_swapped_in() -> None:
     pod.run(EXTRACT)
     pod.run(TRANSFORM, finish=False)
     # the predicted stage was swapped in by someone else meanwhile (it runs in slot-b's place: fake it)
-    record = json.loads(annotations(pod)["airflow-kruise-chain/stage.transform"])
-    annotations(pod)["airflow-kruise-chain/stage.load"] = json.dumps({**record, "image": LOAD.image})
+    put_record(pod, "load", {**recorded(pod)["transform"], "image": LOAD.image})
     prepare = plan_prepare(pod.view, *named(LOAD), running="slot-a", now=NOW)
     assert prepare.patch is None and "already swapped in" in prepare.why
 
@@ -174,7 +182,7 @@ def test_a_prepare_held_no_longer_than_the_other_slot_is_made_and_says_so() -> N
     for k, slot in enumerate(("slot-a", "slot-b")):  # both slots restarted on a seconds ago
         record = {"generation": 0, "slot": slot, "image": a, "try": 1, "action": "patch"}
         record["swapped_at"] = f"2024-05-01T10:00:0{k}Z"
-        annotations(pod)[f"airflow-kruise-chain/stage.old{k}"] = json.dumps(record)
+        put_record(pod, f"old{k}", record)
     pod.run(EXTRACT)
     pod.run(TRANSFORM, finish=False)
     prepare = plan_prepare(pod.view, "v", a, running="slot-b", now=NOW + timedelta(seconds=4))
@@ -230,7 +238,7 @@ class Api:
 
 def swapped(api: Api, stage: StageSpec) -> tuple[StageDriver, object, list[str]]:
     """`stage` swapped in by a driver after extract ran in slot-a (by annotations; its result in the log)."""
-    extract = json.loads(annotations(api.pod)["airflow-kruise-chain/stage.extract"])
+    extract = recorded(api.pod)["extract"]
     api.log = (
         f"::kruise-chain:: result gen=1 token={extract['token']} stage=extract slot=slot-a exit=0 "
         "reason=completed started=2024-05-01T10:00:00Z finished=2024-05-01T10:00:01Z outputs=- "
@@ -279,7 +287,7 @@ def test_a_prepare_that_fails_is_logged_never_raised() -> None:
 
 
 def result_line(pod: FakePod, stage: str, generation: int, slot: str) -> str:
-    token = json.loads(annotations(pod)[f"airflow-kruise-chain/stage.{stage}"])["token"]
+    token = recorded(pod)[stage]["token"]
     return (
         f"::kruise-chain:: result gen={generation} token={token} stage={stage} slot={slot} exit=0 "
         "reason=completed started=2024-05-01T10:00:00Z finished=2024-05-01T10:00:01Z outputs=- "

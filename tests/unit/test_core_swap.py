@@ -32,6 +32,7 @@ from airflow_kruise_chain.core import (
 from airflow_kruise_chain.core.errors import ResultUnavailableError
 from airflow_kruise_chain.core.podview import ChainPod, StageRecord
 from airflow_kruise_chain.core.swap import earlier_generation, retire_run_specs
+from airflow_kruise_chain.core.wire import STAGES_ANNOTATION
 
 CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
@@ -150,6 +151,20 @@ def annotations(pod: FakePod) -> dict[str, str]:
     return pod.pod["metadata"]["annotations"]
 
 
+def recorded(pod: FakePod) -> dict[str, dict[str, Any]]:
+    """The pod's stage records as the JSON object of their one annotation (stage -> record, newest first)."""
+    return json.loads(annotations(pod)[STAGES_ANNOTATION])
+
+
+def put_record(pod: FakePod, stage: str, record: dict[str, Any] | StageRecord) -> None:
+    """Write `stage`'s record into the pod's records annotation, first (as a swap would: newest)."""
+    data = record.to_dict() if isinstance(record, StageRecord) else record
+    others = {
+        k: v for k, v in json.loads(annotations(pod).get(STAGES_ANNOTATION, "{}")).items() if k != stage
+    }
+    annotations(pod)[STAGES_ANNOTATION] = json.dumps({stage: data, **others}, separators=(",", ":"))
+
+
 # --- planning ----------------------------------------------------------------------------------------------
 
 
@@ -165,19 +180,21 @@ def test_first_swap_runs_in_the_slot_that_holds_its_image_without_a_restart() ->
         "airflow-kruise-chain/slot-a.generation": "1",
         "airflow-kruise-chain/slot-a.stage": "extract",
         "airflow-kruise-chain/slot-a.run": EXTRACT.run_spec(1, "t0k"),  # no restart: kc_r=0
-        "airflow-kruise-chain/stage.extract": ann["airflow-kruise-chain/stage.extract"],
+        "airflow-kruise-chain/stages": ann["airflow-kruise-chain/stages"],  # the stage records, all of them
     }
-    assert json.loads(ann["airflow-kruise-chain/stage.extract"]) == {
-        "action": "go",
-        "generation": 1,
-        "image": "acme/extract:1.4",
-        "previous_container_id": "containerd://1",
-        "slot": "slot-a",
-        "swapped_at": "2024-05-01T10:00:00Z",
-        "token": "t0k",
-        "try": 1,
+    assert json.loads(ann["airflow-kruise-chain/stages"]) == {
+        "extract": {
+            "action": "go",
+            "generation": 1,
+            "image": "acme/extract:1.4",
+            "previous_container_id": "containerd://1",
+            "slot": "slot-a",
+            "swapped_at": "2024-05-01T10:00:00Z",
+            "token": "t0k",
+            "try": 1,
+        }
     }
-    assert " " not in ann["airflow-kruise-chain/stage.extract"]
+    assert " " not in ann["airflow-kruise-chain/stages"]
     assert plan_swap(pod.view, EXTRACT, try_number=1, now=NOW).token != plan.token  # fresh per generation
 
 
@@ -222,13 +239,30 @@ def test_the_teardown_of_a_kept_pod_retires_every_run_spec_in_one_guarded_patch(
 
 def test_a_stage_record_shows_its_generation_slot_try_action_and_image_first() -> None:
     pod = FakePod()
-    pod.run(EXTRACT)
-    text = annotations(pod)["airflow-kruise-chain/stage.extract"]
-    # kubectl describe shows an annotation's first 138 characters
+    plans = [pod.run(EXTRACT), pod.run(TRANSFORM), pod.run(LOAD)]
+    text = annotations(pod)["airflow-kruise-chain/stages"]
+    # one line (kubectl describe prints one shortened line for it), its first 138 characters the newest
+    # stage's generation, slot, try, action and image
+    assert "\n" not in text and " " not in text
     assert text[:138].startswith(
-        '{"generation":1,"slot":"slot-a","try":1,"action":"go","image":"acme/extract:1.4",'
+        '{"load":{"generation":3,"slot":"slot-a","try":1,"action":"patch","image":"acme/load:1.1",'
     )
-    assert StageRecord.from_annotation(text) == ChainPod.of(pod.pod).record("extract")
+    assert list(json.loads(text)) == ["load", "transform", "extract"]  # newest first
+    assert ChainPod.of(pod.pod).records == {p.stage: p.record for p in reversed(plans)}
+    assert not [key for key in annotations(pod) if key.startswith("airflow-kruise-chain/stage.")]
+
+
+def test_the_swap_puts_its_record_first_and_keeps_the_others() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT), pod.run(TRANSFORM)
+    first = recorded(pod)
+    retry = plan_swap(pod.view, EXTRACT, try_number=2, earlier_result=result(1, 1, "completed"), now=NOW)
+    written = json.loads(retry.patch["metadata"]["annotations"][STAGES_ANNOTATION])
+    assert list(written) == ["extract", "transform"]  # the stage swapped in again moves to the front
+    assert written["transform"] == first["transform"]  # the others as they were
+    assert (written["extract"]["generation"], written["extract"]["try"]) == (3, 2)
+    pod.apply(retry.patch)
+    assert ChainPod.of(pod.pod).record("extract") == retry.record
 
 
 def same_image_chain(image: str, stages: int = 5) -> ChainSpec:
@@ -281,7 +315,7 @@ def test_an_unavoidable_back_off_is_named() -> None:
     history = [("x1", "slot-a", a, 0), ("x2", "slot-b", a, 1), ("y1", "slot-a", b, 2), ("y2", "slot-b", b, 3)]
     for generation, (stage, slot, image, at) in enumerate(history, start=1):
         record = StageRecord(generation, slot, image, 1, "", f"2024-05-01T10:00:0{at}Z", "patch", token="t")
-        annotations(pod)[f"airflow-kruise-chain/stage.{stage}"] = record.to_annotation()
+        put_record(pod, stage, record)
     assert {pod.image("slot-a"), pod.image("slot-b")} == {b}  # both restarted on a within seconds
     plan = plan_swap(pod.view, StageSpec("v", a, cmds=["x"]), try_number=1, now=NOW + timedelta(seconds=4))
     assert plan.action == "patch" and plan.backoff_wait == 10
@@ -393,7 +427,7 @@ def test_a_retry_reruns_an_earlier_generation_that_failed_or_was_stopped(exit_co
     # in place: the slot that ran it still holds its image, so no restart
     assert (retry.action, retry.slot, retry.generation, retry.from_try) == ("go", "slot-a", 2, 2)
     pod.apply(retry.patch)
-    assert json.loads(annotations(pod)["airflow-kruise-chain/stage.extract"])["try"] == 2
+    assert recorded(pod)["extract"]["try"] == 2
 
 
 def test_an_ended_generation_whose_result_is_unreadable_is_not_rerun() -> None:
