@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 
 from .api import ChainApi
 from .constants import SLOTS, other_slot
-from .errors import ConflictError, SlotBusyError, StageStartError, StageTimeoutError
+from .errors import ChainError, ConflictError, SlotBusyError, StageStartError, StageTimeoutError
 from .followloop import PULLING, Detached, FollowLoop, Timeouts
+from .podidentity import retire_patch
 from .podsession import PodSession
 from .podview import ChainPod
 from .sizing import BackgroundPark, SlotSizer, idle_by_pod
@@ -43,6 +44,10 @@ __all__ = [
     "Timeouts",
     "current_status",
 ]
+
+
+RETIRE_CONFLICTS = 10
+"""conflicting updates in a row after which retiring a stage's record gives up"""
 
 
 def _swap_how(plan: SwapPlan) -> str:
@@ -193,6 +198,7 @@ class StageDriver(FollowLoop):
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
                 self._patched = swapped
             except ConflictError:
+                self._resized = None  # a concurrent write (e.g. another stage's record): plan from a read
                 conflicts += 1
                 if time.monotonic() > deadline:
                     raise StageTimeoutError(
@@ -308,6 +314,24 @@ class StageDriver(FollowLoop):
             slot = min(unread, key=lambda s: s == pod.slot_of(pod.generation))
             known, unread = known | self.finished_slots(pod, {slot}), unread - {slot}
         return plan_swap(pod, stage, try_number=try_number, earlier_result=result, finished=known), known
+
+    def retire(self, stage: str, pod: ChainPod, generation: int) -> ChainPod:
+        """Remove `stage`'s record of `generation` (`podidentity.retire_patch`, guarded by `pod`'s
+        resourceVersion) and return the pod as patched. A 409 Conflict (a concurrent write, e.g. another
+        stage's swap) retires again from a fresh read, so no record that write made is lost; a record of
+        another generation (a swap of the stage since) is left alone."""
+        for _ in range(RETIRE_CONFLICTS):
+            record = pod.record(stage)
+            if record is None or record.generation != generation:
+                return pod
+            try:
+                return self.api.patch_pod(self.pod_name, self.namespace, retire_patch(pod, stage))
+            except ConflictError:
+                pod = self.read_pod()
+        raise ChainError(
+            f"could not retire generation {generation} of stage {stage!r}: the pod kept changing "
+            f"({RETIRE_CONFLICTS} conflicting updates in a row)"
+        )
 
     def run(self, stage: StageSpec, try_number: int, timeouts: Timeouts | None = None) -> StageResult:
         """Swap `stage` in and follow it to its result."""

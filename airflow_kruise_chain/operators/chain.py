@@ -394,23 +394,9 @@ class KruiseChainOperator(ChainBaseOperator):
         return pod
 
     def retire(self, driver: StageDriver, pod: ChainPod, generation: int) -> ChainPod:
-        """Remove the stage's record of `generation` (conditional patch, re-read on a conflict)."""
-        from airflow_kruise_chain.core.errors import ConflictError
-        from airflow_kruise_chain.core.podidentity import retire_patch
-
-        for _ in range(10):
-            record = pod.record(self.stage_name)
-            if record is None or record.generation != generation:
-                return pod
-            try:
-                patch = retire_patch(pod, self.stage_name)
-                return self.hook.patch_pod(driver.pod_name, self.namespace, patch)
-            except ConflictError:
-                pod = driver.read_pod()
-        raise ChainError(
-            f"could not retire generation {generation} of stage {self.stage_name!r}: the pod "
-            "kept changing (10 conflicting updates in a row)"
-        )
+        """Remove the stage's record of `generation` (`StageDriver.retire`: a conditional patch, re-read on
+        a conflict)."""
+        return driver.retire(self.stage_name, pod, generation)
 
     def replay(self, driver: StageDriver, plan: SwapPlan) -> None:
         """Print an adopted generation's whole output: no task log showed it after its worker died."""

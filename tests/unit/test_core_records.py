@@ -5,12 +5,14 @@ read too and moved into it by the next write; the chain's size check counts it f
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 import pytest
 
-from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, plan_swap
+from airflow_kruise_chain.core import ChainConfigError, ChainError, ChainSpec, StageSpec, plan_swap
+from airflow_kruise_chain.core.driver import ConflictError, StageDriver, Timeouts
 from airflow_kruise_chain.core.errors import ResultUnavailableError
 from airflow_kruise_chain.core.manifest import MAX_ANNOTATIONS_BYTES, check_annotations_size
 from airflow_kruise_chain.core.podidentity import retire_patch
@@ -195,6 +197,78 @@ def test_the_next_write_moves_the_records_of_the_layout_before_into_the_map() ->
     pod.apply(retire_patch(pod.view, "extract"))
     assert not [key for key in annotations(pod) if key.startswith(stage_annotation(""))]
     assert list(pod.view.records) == ["transform"]
+
+
+# --- concurrent writers: a 409 re-reads, no record is lost ------------------------------------------------
+
+
+class RacingApi:
+    """A `ChainApi` over a `FakePod` whose next patches lose the race to `rival` (writes that land first);
+    extract's result is in slot-a's log."""
+
+    def __init__(self, pod: FakePod, rival: list[dict[str, Any]]) -> None:
+        self.fake = pod
+        self.rival = rival
+        self.calls: list[str] = []
+        self.log = (
+            f"::kruise-chain:: result gen=1 token={recorded(pod)['extract']['token']} stage=extract "
+            "slot=slot-a exit=0 reason=completed started=2024-05-01T10:00:00Z finished=2024-05-01T10:00:01Z "
+            "outputs=- outputs_status=absent"
+        )
+
+    def read_pod(self, name: str, namespace: str) -> ChainPod:
+        self.calls.append("get")
+        return ChainPod.of(copy.deepcopy(self.fake.pod))
+
+    def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+        self.calls.append("patch")
+        if self.rival:
+            self.fake.apply(self.rival.pop(0))  # the other writer's guarded patch lands first
+        try:
+            self.fake.apply(body)
+        except AssertionError:
+            raise ConflictError("409") from None
+        return ChainPod.of(copy.deepcopy(self.fake.pod))
+
+    def read_log(self, name: str, namespace: str, container: str, **_: Any) -> str:
+        return self.log if container == "slot-a" else ""
+
+    def watch_pod(self, *_: Any, **__: Any) -> Any:
+        return iter(())
+
+
+def test_a_swap_that_loses_the_race_to_another_swap_keeps_that_swap_s_record() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    seen = pod.view  # both tasks read the pod
+    rival = plan_swap(seen, TRANSFORM, try_number=1, now=NOW)  # another task swaps transform in meanwhile
+    api = RacingApi(pod, [rival.patch])
+    plan = StageDriver(api, "etl-abc", "data").swap(LOAD, 1, Timeouts(swap=5), pod=seen)
+    assert api.calls == ["patch", "get", "patch"]  # the 409, a fresh read, the patch planned from it
+    assert list(pod.view.records) == ["load", "transform", "extract"]
+    assert pod.view.record("transform") == rival.record and pod.view.record("load") == plan.record
+
+
+def test_a_retire_that_loses_the_race_to_a_swap_keeps_that_swap_s_record() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    seen = pod.view
+    rival = plan_swap(seen, TRANSFORM, try_number=1, now=NOW)
+    api = RacingApi(pod, [rival.patch])
+    StageDriver(api, "etl-abc", "data").retire(
+        "extract", seen, 1
+    )  # the stage task's retire (its cleared try)
+    assert api.calls == ["patch", "get", "patch"]
+    assert list(pod.view.records) == ["transform"] and pod.view.record("transform") == rival.record
+
+
+def test_a_retire_that_keeps_losing_gives_up_naming_the_stage() -> None:
+    pod = FakePod()
+    pod.run(EXTRACT)
+    api = RacingApi(pod, [{"metadata": {"annotations": {"other": str(k)}}} for k in range(10)])
+    with pytest.raises(ChainError, match="could not retire generation 1 of stage 'extract'"):
+        StageDriver(api, "etl-abc", "data").retire("extract", pod.view, 1)
+    assert pod.view.record("extract") is not None  # nothing half-done
 
 
 # --- the chain's size check -------------------------------------------------------------------------------
