@@ -9,6 +9,13 @@ A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*`
 - `provides`: host paths (globs allowed, expanded on the host) bound read-only at the same path.
 - `links`: `{path: target}` symlinks the image has (a link inside a host folder replaces that folder with
   one holding only the image's links).
+- `files`: `{path: {"from": host file, "mode": "0555"}}` regular files the image has at `path`, with the
+  bytes of the host file and the mode given (an octal string or an int), whatever mode the host file has:
+  an image's files have the modes its layers' tar headers record, which the runtime's snapshotter applies
+  when it unpacks them (containerd `pkg/archive/tar.go` `createTarFile`: `os.Chmod(path, hdrInfo.Mode())`
+  for a regular file), and runc's exec checks them (a file without an execute bit fails the start with
+  "permission denied"). `provides` and `links` serve the host's files with the host's modes. Each file is
+  copied once per content and mode into a folder of this process (`unpacked_files`), bound read-only.
 - `entrypoint` / `cmd`: the OCI config's Entrypoint and Cmd (both default to none). As a runtime does, a
   container's `command` replaces the Entrypoint and drops the Cmd; its `args` replace the Cmd.
 - `env`, `size` (drives the modeled pull time), `digest` (default: derived from the reference).
@@ -24,9 +31,13 @@ catalogue is permissive: then any reference runs as a generic image with the hos
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import glob
 import hashlib
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import metadata, resources
@@ -42,7 +53,9 @@ PLUGIN_GROUP = "kruise_local.images"
 """Entry point group of installed packages' catalogue entries: each entry point is a callable returning a
 list of entries (the keys of `ENTRY_KEYS`)."""
 NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
-ENTRY_KEYS = frozenset({"ref", "size", "digest", "base", "provides", "links", "entrypoint", "cmd", "env"})
+ENTRY_KEYS = frozenset(
+    {"ref", "size", "digest", "base", "provides", "links", "files", "entrypoint", "cmd", "env"}
+)
 BASES = ("host", "scratch")
 
 
@@ -59,6 +72,7 @@ class Image:
     host_base: bool = True
     provides: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, str, int], ...] = ()  # (path in the image, host file, mode)
 
     @property
     def image_id(self) -> str:
@@ -70,6 +84,44 @@ class Image:
         for pattern in self.provides:
             out += sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
         return out
+
+    def unpacked_files(self) -> list[tuple[str, str]]:
+        """The image's `files` as (host copy, path in the image): each host file's bytes with the image's
+        mode, copied once per content and mode (as a snapshotter unpacks a layer once)."""
+        return [(_unpacked(source, mode), path) for path, source, mode in self.files]
+
+
+_UNPACKED: list[str] = []
+
+
+def _unpacked(source: str, mode: int) -> str:
+    """A copy of host file `source` with `mode`, in this process's folder of unpacked image files (mode 0711:
+    any container user reaches a file by its path, the file's own mode decides the rest)."""
+    if not _UNPACKED:
+        _UNPACKED.append(tempfile.mkdtemp(prefix="kruise-local-files-"))
+        os.chmod(_UNPACKED[0], 0o711)
+        atexit.register(lambda: shutil.rmtree(_UNPACKED[0], ignore_errors=True))
+    data = Path(source).read_bytes()
+    name = f"{hashlib.sha256(data).hexdigest()}-{mode:04o}"
+    target = os.path.join(_UNPACKED[0], name)
+    if not os.path.exists(target):
+        fd, tmp = tempfile.mkstemp(dir=_UNPACKED[0])
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    return target
+
+
+def _file_mode(value: Any) -> int | None:
+    """A file mode given as an int or an octal string ("0555"), or None if it is neither."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        mode = value
+    elif isinstance(value, str) and value and all(c in "01234567" for c in value):
+        mode = int(value, 8)
+    else:
+        return None
+    return mode if 0 <= mode <= 0o7777 else None
 
 
 def _size(value: Any) -> int:
@@ -111,6 +163,24 @@ def _check_entry(e: Any, where: str) -> None:
         or not all(isinstance(k, str) and k.startswith("/") and isinstance(v, str) for k, v in links.items())
     ):
         raise ValueError(f"{where}: 'links' must map absolute paths to link targets")
+    files = e.get("files")
+    if files is not None and (
+        not isinstance(files, dict)
+        or not all(
+            isinstance(k, str)
+            and k.startswith("/")
+            and isinstance(v, dict)
+            and set(v) == {"from", "mode"}
+            and isinstance(v["from"], str)
+            and v["from"].startswith("/")
+            and _file_mode(v["mode"]) is not None
+            for k, v in files.items()
+        )
+    ):
+        raise ValueError(
+            f"{where}: 'files' must map absolute paths to {{'from': an absolute host path, 'mode': an octal "
+            "mode such as '0555'}"
+        )
     if e.get("env") is not None and not isinstance(e["env"], dict):
         raise ValueError(f"{where}: 'env' must be a mapping")
 
@@ -207,5 +277,9 @@ class Catalogue:
                 host_base=e.get("base", "host") == "host",
                 provides=tuple(e.get("provides") or ()),
                 links=tuple((e.get("links") or {}).items()),
+                files=tuple(
+                    (path, f["from"], _file_mode(f["mode"]) or 0)
+                    for path, f in (e.get("files") or {}).items()
+                ),
             )
         return None

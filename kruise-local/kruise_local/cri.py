@@ -47,6 +47,7 @@ class ContainerLaunch:
     memory_limit_bytes: int | None = None
     host_base: bool = True  # the root starts from the host's userland; False: empty (scratch)
     links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) symlinks of the image
+    files: list[tuple[str, str]] = field(default_factory=list)  # (host, path) image files, bound read-only
     pod_sandbox: PodSandbox | None = None  # the pod's network namespace to join (None: the runtime's own)
     capabilities: tuple[str, ...] | None = None  # the process's capability sets (None: the runtime's default)
     user: ProcessUser = field(default_factory=ProcessUser)  # the OCI process user (`users.py`)

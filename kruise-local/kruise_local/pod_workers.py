@@ -515,6 +515,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             memory_limit_bytes=int(parse_quantity(str(limit))) if limit else None,
             host_base=image.host_base,
             links=list(image.links),
+            files=image.unpacked_files(),
             pod_sandbox=self.pod_sandbox,
             capabilities=container_capabilities(spec),
             user=container_user(pod["spec"], spec, Path("/etc/passwd") if image.host_base else None),

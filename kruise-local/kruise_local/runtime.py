@@ -338,6 +338,7 @@ def _layout(launch: ContainerLaunch) -> tuple[list[tuple[str, str, bool]], list[
     direct, link_binds = _place_links(launch.links, [d for _, d, _ in binds])
     links += direct
     binds += [(src, dst, True) for src, dst in link_binds]
+    binds += [(host, path, True) for host, path in launch.files]  # after the folders they may lie in
     for m in sorted(launch.mounts, key=lambda m: m.container_path.rstrip("/").count("/")):
         binds.append((str(m.host_path), m.container_path, m.read_only))
     binds.append((str(launch.termination_host_path), launch.termination_message_path, False))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 from kruise_local.catalogue import Catalogue
 from kruise_local.imageref import normalize, repository
@@ -84,6 +88,10 @@ def test_entries_model_the_image_filesystem_and_oci_config() -> None:
         ({"ref": "x:1", "provides": ["usr"]}, "'provides' paths must be absolute"),
         ({"ref": "x:1", "entrypoint": "sh"}, "'entrypoint' must be a list of strings"),
         ({"ref": "x:1", "links": {"bin/sh": "busybox"}}, "'links' must map absolute paths"),
+        ({"ref": "x:1", "files": {"run": {"from": "/bin/true", "mode": "0555"}}}, "'files' must map"),
+        ({"ref": "x:1", "files": {"/run": {"from": "/bin/true"}}}, "'files' must map"),
+        ({"ref": "x:1", "files": {"/run": {"from": "bin/true", "mode": "0555"}}}, "'files' must map"),
+        ({"ref": "x:1", "files": {"/run": {"from": "/bin/true", "mode": "9"}}}, "'files' must map"),
     ],
 )
 def test_bad_entries_are_refused_naming_the_key(entry: dict, message: str) -> None:
@@ -142,3 +150,23 @@ def test_a_broken_image_entry_point_is_refused_naming_it(monkeypatch):
     _entry_points(monkeypatch, f"{__name__}:no_such_function")
     with pytest.raises(ValueError, match=r"entry point tool .* failed"):
         Catalogue.load()
+
+
+def test_image_files_carry_the_mode_the_image_declares(tmp_path: Path) -> None:
+    """`files`: a file of the image at its path with its own mode (a layer's tar header's, as the
+    snapshotter unpacks it), whatever the mode of the host file it is made from; one copy per content and
+    mode."""
+    source = tmp_path / "tool.sh"
+    source.write_text("#!/bin/sh\necho tool\n")
+    source.chmod(0o600)
+    entry = {"ref": "x:1", "base": "scratch", "files": {"/t/run": {"from": str(source), "mode": "0555"}}}
+    entry["files"]["/t/data"] = {"from": str(source), "mode": 0o444}
+    image = Catalogue([entry]).lookup("x:1")
+    assert image is not None
+    files = dict((path, host) for host, path in image.unpacked_files())
+    assert set(files) == {"/t/run", "/t/data"}
+    assert stat.S_IMODE(os.stat(files["/t/run"]).st_mode) == 0o555
+    assert stat.S_IMODE(os.stat(files["/t/data"]).st_mode) == 0o444
+    assert Path(files["/t/run"]).read_text() == source.read_text()
+    assert stat.S_IMODE(source.stat().st_mode) == 0o600  # the host file is left as it is
+    assert dict((p, h) for h, p in image.unpacked_files()) == files  # unpacked once

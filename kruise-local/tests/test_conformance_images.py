@@ -148,3 +148,44 @@ def test_permissive_mode_runs_any_image_with_the_host_tools(tmp_path):
         assert log_of(core, "default", "p", "c") == "generic\n"
     finally:
         c.stop()
+
+
+def test_image_files_run_by_their_mode_as_runc_execs_them(cluster, core, namespace, tmp_path):
+    """An image's files have the modes its layers give them (`files`), not the mode of the host file they are
+    made from: a 0555 script runs through its `#!` line; a 0444 one and a missing path fail the start as runc
+    does (its exec.LookPath: "permission denied", "stat PATH: no such file or directory"; containerd's
+    StartError, exit 128)."""
+    script = tmp_path / "hello"
+    script.write_text('#!/bin/busybox sh\necho "hello from $0 $*"\n')
+    script.chmod(0o644)  # what the host file has does not matter
+    cluster.catalogue.add(
+        {
+            "ref": "registry.example.com/tools:1",
+            "base": "scratch",
+            "provides": ["/bin/busybox"],
+            "files": {
+                "/tools/hello": {"from": str(script), "mode": "0555"},
+                "/tools/readonly": {"from": str(script), "mode": "0444"},
+            },
+        }
+    )
+    image = "registry.example.com/tools:1"
+    body = pod_body("ok", {"name": "c", "image": image, "command": ["/tools/hello", "a"]}, restart="Never")
+    core.create_namespaced_pod(namespace, body)
+    wait_for(lambda: core.read_namespaced_pod("ok", namespace).status.phase == "Succeeded", what="Succeeded")
+    assert log_of(core, namespace, "ok", "c") == "hello from /tools/hello a\n"
+    for name, command, why in [
+        ("ro", "/tools/readonly", 'exec: "/tools/readonly": permission denied'),
+        ("gone", "/tools/missing", 'exec: "/tools/missing": stat /tools/missing: no such file or directory'),
+    ]:
+        spec = {"name": "c", "image": image, "command": [command]}
+        core.create_namespaced_pod(namespace, pod_body(name, spec))
+
+        def failed(n: str = name) -> object:
+            s = status_of(core, namespace, n, "c")
+            return s if s and _terminated_or_last(s) else None
+
+        cs = wait_for(failed, what="a start error")
+        term = _terminated_or_last(cs)
+        assert (term.exit_code, term.reason) == (128, "StartError")
+        assert why in term.message, term.message
