@@ -5,8 +5,9 @@
 
 Creates `--pods` chain pods (generation 0: nothing to run), waits until they run, lets `--settle` seconds pass
 (the runners poll fast for about 5 s after they start), then reads the user + system CPU time of every runner
-process (`busybox sh runner.sh`, a descendant of this process: the local cluster runs its containers as
-local processes) from /proc/<pid>/stat at the start and end of a `--window` of seconds, and their RSS.
+process (`busybox sh .../runner`: the kernel runs the slots' command through its `#!` line; a descendant of
+this process: the local cluster runs its containers as local processes) from /proc/<pid>/stat at the start
+and end of a `--window` of seconds, and their RSS.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def descends_from_me(pid: int) -> bool:
 
 
 def runner_pids() -> list[int]:
-    """The runner processes of this process's cluster: `busybox sh .../runner.sh` with no further argument
-    (its short-lived helpers, such as `runner.sh --capture-env`, have some)."""
+    """The runner processes of this process's cluster: `busybox sh .../runner` (the kernel runs the runner
+    through its `#!` line) with no further argument (its short-lived helpers, such as `runner --capture-env`,
+    have some)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -61,7 +63,7 @@ def runner_pids() -> list[int]:
             len(argv) == 3
             and argv[0].endswith(b"busybox")
             and argv[1] == b"sh"
-            and argv[2].endswith(b"runner.sh")
+            and argv[2].endswith(b"/bin/runner")
             and descends_from_me(int(entry))
         ):
             pids.append(int(entry))

@@ -2,7 +2,7 @@
 
 The run spec annotation stays the durable record (what a restarted runner, a reattaching try and the UI read).
 A go (a swap that changes only annotations: the slot holds the stage's image) is patched as always; then the
-task (`start_go`: on a thread, while it follows the stage) execs the slot's runner (`runner.sh --go LENGTH`,
+task (`start_go`: on a thread, while it follows the stage) execs the slot's runner (`runner --go LENGTH`,
 the runner's own read-only busybox and script) with the same spec on stdin. `--go` writes it into the slot's
 own state (`<slot>.go`, renamed into place: never read half-written) and wakes the runner. The runner takes
 the newer generation of the two places and runs each generation once (its records: `gen-N/...`,
@@ -29,7 +29,7 @@ from typing import Protocol
 from .swap import SwapPlan
 from .wire import RUN_FIELD, RUNNER_BIN, slot_annotation
 
-GO_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh", "--go")
+GO_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/runner", "--go")
 EXEC_TIMEOUT = 10.0
 """seconds an exec may take before the go is left to the annotation"""
 

@@ -33,7 +33,6 @@ from .wire import (
     META_MOUNT,
     REPLAY_FIELD,
     RUN_FIELD,
-    RUNNER_BIN,
     RUNNER_COMMAND,
     RUNNER_MOUNT,
     RUNNER_STATE,
@@ -45,9 +44,9 @@ from .wire import (
 )
 
 INIT_CONTAINER = "kruise-chain-runner"
-STARTUP_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh", "--up")
-"""Slot startup: `runner.sh --up` waits (within the probe's timeout, rather than fail: a failed probe is an
-`Unhealthy` warning event) until its runner serves the slot (its state is set up: `runner.sh` keeps
+STARTUP_COMMAND: tuple[str, ...] = (*RUNNER_COMMAND, "--up")
+"""Slot startup: `runner --up` waits (within the probe's timeout, rather than fail: a failed probe is an
+`Unhealthy` warning event) until its runner serves the slot (its state is set up: the runner keeps
 `<slot>.serving`). The runner's own file, not a script inline: `kubectl describe` shows the probe's command.
 
 A slot has no readiness probe: the kubelet counts a started container without one Ready while it runs
@@ -68,14 +67,18 @@ UNREADABLE_RUNNER_CAPABILITIES: tuple[str, ...] = ("DAC_OVERRIDE", "DAC_READ_SEA
 A stage runs as its runner's user, so the kernel's ptrace access check (`kernel/ptrace.c`
 `__ptrace_may_access`, which also guards `/proc/<pid>/mem`, `environ`, `maps`, `root`, `cwd` and the `fd`
 links) lets it at the runner unless the runner is not dumpable. The runner's busybox is execute-only (mode
-0111): a process that execs a file its user cannot read becomes not dumpable (`fs/exec.c` `would_dump`,
-then `begin_new_exec` sets `suid_dumpable`, 0 unless a node sets `fs.suid_dumpable=1`), and so does every
-process it forks. Only a capability defeats it: DAC_OVERRIDE or DAC_READ_SEARCH (the file would count as
-readable: the kernel decides with the creds the process has at its exec, and runc applies the container's
-capabilities after it switched to the container's user and before the exec, `finalizeNamespace`, so a
-non-root runner holds them then too) and SYS_PTRACE (a stage could trace a non-dumpable process of its
-user). Neither DAC_READ_SEARCH nor SYS_PTRACE is in a runtime's default set; DAC_OVERRIDE is, and a root
-stage loses it (it can no longer write files of other users that their modes do not let it write)."""
+0111): a process that execs a file its user cannot read becomes not dumpable (`fs/exec.c` `would_dump`, then
+`begin_new_exec` sets `suid_dumpable`, 0 unless a node sets `fs.suid_dumpable=1`), and so does every process
+it forks. The slots exec the runner script (mode 0555), whose `#!` line names that busybox: the kernel checks
+the file it loads, the interpreter (`begin_new_exec` calls `would_dump(bprm, bprm->file)` after
+`binfmt_script` made `bprm->file` the interpreter; since the fix "exec: Move would_dump into flush_old_exec",
+Linux 5.7 and stable kernels, while 4.10 to 5.6 checked the script only). Only a capability defeats it:
+DAC_OVERRIDE or DAC_READ_SEARCH (the file would count as readable: the kernel decides with the creds the
+process has at its exec, and runc applies the container's capabilities after it switched to the container's
+user and before the exec, `finalizeNamespace`, so a non-root runner holds them then too) and SYS_PTRACE (a
+stage could trace a non-dumpable process of its user). Neither DAC_READ_SEARCH nor SYS_PTRACE is in a
+runtime's default set; DAC_OVERRIDE is, and a root stage loses it (it can no longer write files of other users
+that their modes do not let it write)."""
 
 
 def container_security_context(chain: ChainSpec) -> dict[str, Any]:

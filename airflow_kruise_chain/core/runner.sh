@@ -1,5 +1,10 @@
+#!/kruise-chain/bin/busybox sh
 # airflow-kruise-chain stage runner (v3, sealed stages): the main process of both slot containers of a chain
-# pod, run by the static busybox the chain's init container copied next to it: `busybox sh runner.sh`. It uses
+# pod, installed by the chain's init container as /kruise-chain/bin/runner (mode 0555) next to the image's
+# static busybox (mode 0111). The slots' command is that one path: the kernel runs the `#!` line above,
+# `/kruise-chain/bin/busybox sh /kruise-chain/bin/runner ARGS` ($0 is the runner's path, so `${0%/*}` is its
+# folder), and checks the busybox it loads: execute-only, it makes the runner not dumpable (fs/exec.c
+# begin_new_exec, would_dump on the interpreter; see core/manifest.py UNREADABLE_RUNNER_CAPABILITIES). It uses
 # only that busybox (its shell builtins and `$kc_bb APPLET`), never the stage image's tools, so stage images
 # need nothing (distroless and scratch images work). Both files sit on a volume the slots mount read-only.
 #
@@ -33,7 +38,7 @@
 #   forge its own generation's result (it shares the runner's user and can read its slot's run spec): put
 #   stages of different trust in different chains.
 #
-# The fast go (core/fastgo.py): `runner.sh --go LENGTH`, run through `pods/exec` in the parked slot by the
+# The fast go (core/fastgo.py): `runner --go LENGTH`, run through `pods/exec` in the parked slot by the
 # task that just patched the run spec annotation, puts the same spec in $KC_STATE/<slot>.go (renamed into
 # place) and wakes the runner (SIGUSR1, if pid 1 is this slot's runner), which then does not wait for the
 # kubelet's volume refresh. The runner takes the newer generation of the two places (a tie: the volume's)
@@ -107,7 +112,7 @@ kc_quote() {
 
 # The container's env exactly as the runtime gave it, as sh: first unset every name the shell exports (the
 # runtime's and those sh adds itself), then export the runtime's values again, KC_* left out. xargs splits
-# `env -0` on its NULs and hands the entries to `runner.sh --capture-env`.
+# `env -0` on its NULs and hands the entries to `runner --capture-env`.
 if [ "$1" = --capture-env ]; then
 	shift
 	kc_names=
@@ -125,7 +130,7 @@ export $kc_n=$kc_q"
 	exit 0
 fi
 
-# `runner.sh --up`, the slots' startup probe (the kubelet execs it in the container): wait until the runner
+# `runner --up`, the slots' startup probe (the kubelet execs it in the container): wait until the runner
 # serves the slot (kc_serve made <slot>.serving) rather than fail while it starts (a failed probe is an
 # `Unhealthy` warning event). The kubelet's timeout ends a wait that lasts.
 if [ "$1" = --up ]; then
@@ -226,7 +231,7 @@ kc_number() {
 
 kc_go=$kc_state/$kc_slot.go
 
-# `runner.sh --go LENGTH`: the LENGTH bytes of run spec on stdin become $kc_go, renamed into place (never
+# `runner --go LENGTH`: the LENGTH bytes of run spec on stdin become $kc_go, renamed into place (never
 # read half-written); then the runner is woken. Only the spec's form is checked: the runner decides. The spec
 # is kept in a file held open under no name: the runner empties its state when it starts or ends a
 # generation, which may be while this runs (a duplicated exec, the annotation first), and would otherwise
@@ -234,7 +239,7 @@ kc_go=$kc_state/$kc_slot.go
 if [ "$1" = --go ]; then
 	kc_number "$2" 0
 	if [ "$kc_n" -lt 8 ] || [ "$kc_n" -gt 1048576 ]; then
-		echo "$kc_marker error: runner.sh --go LENGTH: a run spec of 8 to 1048576 bytes" >&2
+		echo "$kc_marker error: runner --go LENGTH: a run spec of 8 to 1048576 bytes" >&2
 		exit 64
 	fi
 	kc_tmp=$kc_go.$$

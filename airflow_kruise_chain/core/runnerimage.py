@@ -3,17 +3,18 @@
 The provider ships the image's files next to each other in this folder: the runner script (`runner.sh`),
 its installer (`runner-install.sh`) and `runner.Dockerfile`, which builds
 `ghcr.io/airflow-kruise-chain/runner:<provider version>` (`DEFAULT_RUNNER_IMAGE`) from busybox's static
-musl image: ``/bin/busybox``, ``/kruise-chain-runner/runner.sh`` and ``/kruise-chain-runner/install.sh``.
-The init container runs the installer (`INIT_COMMAND`; no script travels in the pod spec) with the sha256 of
-this provider's two files in env ``KC_RUNNER_SHA256``: files that differ (an older or newer provider's
-image) fail it with `STALE_EXIT_CODE` and a termination message, an image without the installer (a plain
-busybox) with sh's exit code; the setup reports either, naming the image and the fix (`install_failure`).
-Otherwise it copies the runner and the busybox, execute-only, into the runner's emptyDir (see
-`manifest.UNREADABLE_RUNNER_CAPABILITIES`).
+musl image: ``/bin/busybox``, ``/kruise-chain-runner/runner`` and ``/kruise-chain-runner/install``, both
+`#!` scripts of mode 0555. The init container's command is the installer's path (`INIT_COMMAND`; no script
+travels in the pod spec), with the sha256 of this provider's two files in env ``KC_RUNNER_SHA256``: files
+that differ (an older or newer provider's image) fail it with `STALE_EXIT_CODE` and a termination message;
+an image without the installer (a plain busybox) cannot even start it (the runtime's StartError, exit code
+128: runc's "no such file or directory"). The setup reports either, naming the image and the fix
+(`install_failure`). Otherwise it copies the runner (0555) and the busybox, execute-only, into the runner's
+emptyDir (see `manifest.UNREADABLE_RUNNER_CAPABILITIES`), where the slots run ``/kruise-chain/bin/runner``.
 
 On the local cluster (kruise-local) the image exists through `kruise_local_images`, declared under the entry
 point group ``kruise_local.images`` in this package's metadata: it serves the installed package's own files,
-so the image is never stale there.
+with the Dockerfile's modes, so the image is never stale there.
 """
 
 from __future__ import annotations
@@ -34,8 +35,16 @@ STALE_EXIT_CODE = 65
 """The init container's exit code when the image's runner script is not this provider's."""
 SHA_ENV = "KC_RUNNER_SHA256"
 
-INIT_COMMAND: tuple[str, ...] = (IMAGE_BUSYBOX, "sh", f"{IMAGE_DIR}/install.sh")
-"""The init container's command: the image's installer (`runner-install.sh`)."""
+IMAGE_RUNNER = f"{IMAGE_DIR}/runner"
+"""The runner script in the image (`runner.sh`)."""
+INSTALLER = f"{IMAGE_DIR}/install"
+"""The installer in the image (`runner-install.sh`)."""
+IMAGE_FILE_MODE = 0o555
+"""Both scripts' mode in the image (the Dockerfile's `COPY --chmod`): read by their shell, exec'd by path."""
+
+INIT_COMMAND: tuple[str, ...] = (INSTALLER,)
+"""The init container's command: the image's installer, run by the kernel through its `#!/bin/busybox sh`."""
+_START_ERRORS = frozenset({"RunContainerError", "CreateContainerError", "StartError"})
 
 
 def runner_path() -> Path:
@@ -49,7 +58,8 @@ def runner_script() -> str:
 
 
 def installer_path() -> Path:
-    """The runner image's installer shipped with the package (``install.sh`` in the image)."""
+    """The runner image's installer shipped with the package (``/kruise-chain-runner/install`` in the
+    image)."""
     return runner_path().with_name("runner-install.sh")
 
 
@@ -75,47 +85,60 @@ def install_failure(pod: Mapping[str, Any], container: str) -> str | None:
         "[kruise_chain] runner_image and of a chain's runner_image), or a copy of it, or build one from "
         f"airflow_kruise_chain/core/{DOCKERFILE}"
     )
-    for state in (status.get("state") or {}, status.get("lastState") or {}):
-        ended = state.get("terminated") or {}
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    waiting = state.get("waiting") or {}
+    for ended in (state.get("terminated") or {}, last.get("terminated") or {}):
         if ended.get("exitCode") == STALE_EXIT_CODE:
             said = ended.get("message") or "stale"
             return f"the runner image {image} is not this provider's ({said}); {fix}"
+        if ended.get("reason") == "StartError":
+            return _cannot_start(image, ended.get("message") or ended.get("reason") or "", fix)
         if ended.get("exitCode"):
             said = ended.get("message") or ended.get("reason") or "no message"
             return (
                 f"the runner image {image} failed to install the runner (exit code {ended['exitCode']}: "
-                f"{said}); an image that is not this provider's runner image does (a plain busybox image "
-                f"has no {IMAGE_DIR}/install.sh); {fix}"
+                f"{said}); an image that is not this provider's runner image does; {fix}"
             )
-    waiting = (status.get("state") or {}).get("waiting") or {}
     if waiting.get("reason") in {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}:
         return (
             f"the runner image {image} cannot be pulled ({waiting['reason']}: {waiting.get('message', '')}); "
             f"{fix}, pullable by the node (mirror it and set [kruise_chain] runner_image)"
         )
-    if waiting.get("reason") in {"RunContainerError", "CreateContainerError", "StartError"}:
-        return f"the runner image {image} cannot run /bin/busybox ({waiting.get('message', '')}); {fix}"
+    if waiting.get("reason") in _START_ERRORS:
+        return _cannot_start(image, waiting.get("message") or waiting["reason"], fix)
     return None
+
+
+def _cannot_start(image: str, said: str, fix: str) -> str:
+    """The runtime could not start the init container's command (containerd's StartError, exit code 128, or
+    the kubelet's RunContainerError / CreateContainerError with the runtime's message): an image without
+    the installer (runc: `exec: "/kruise-chain-runner/install": stat ...: no such file or directory`, a plain
+    busybox image), or one whose installer is not executable."""
+    return (
+        f"the runner image {image} is not this provider's runner image: it has no {INSTALLER} it can run "
+        f"({said}); {fix}"
+    )
 
 
 def kruise_local_images() -> list[dict[str, Any]]:
     """The runner image as a kruise-local catalogue entry (entry point group ``kruise_local.images``):
     busybox's static musl image (the host's static /bin/busybox, Debian package busybox-static) with this
-    installed package's runner script and installer in /kruise-chain-runner."""
-    script, installer = str(runner_path().resolve()), str(installer_path().resolve())
+    installed package's runner script and installer in /kruise-chain-runner, with the Dockerfile's mode
+    (kruise-local's `files`: the image's own modes, whatever mode the package's files were installed with)."""
     applets = ("sh", "true", "cat", "cp", "mv", "chmod", "mkdir", "sha256sum", "ls", "echo", "sleep")
+    mode = f"{IMAGE_FILE_MODE:04o}"
     return [
         {
             "ref": DEFAULT_RUNNER_IMAGE,
             "size": "1500Ki",
             "digest": f"sha256:{runner_sha256()}",  # new files are a new image
             "base": "scratch",
-            "provides": [IMAGE_BUSYBOX, script, installer],
-            "links": {
-                f"{IMAGE_DIR}/runner.sh": script,
-                f"{IMAGE_DIR}/install.sh": installer,
-                **{f"/bin/{a}": "busybox" for a in applets},
+            "provides": [IMAGE_BUSYBOX],
+            "files": {
+                IMAGE_RUNNER: {"from": str(runner_path().resolve()), "mode": mode},
+                INSTALLER: {"from": str(installer_path().resolve()), "mode": mode},
             },
+            "links": {f"/bin/{a}": "busybox" for a in applets},
             "cmd": ["sh"],
         }
     ]

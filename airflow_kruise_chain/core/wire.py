@@ -133,14 +133,15 @@ def replay_note(slot: str, generation: int, key: str) -> str:
 
 
 RUNNER_MOUNT = "/kruise-chain"
-"""emptyDir of the runner: ``bin/`` (busybox, runner.sh), written by the init container, read-only in the
+"""emptyDir of the runner: ``bin/`` (busybox, runner), written by the init container, read-only in the
 slots."""
 RUNNER_BIN = f"{RUNNER_MOUNT}/bin"
 RUNNER_STATE = "/kruise-chain-state"
 """Each slot's own emptyDir (no other container mounts it): its runner's records."""
 META_MOUNT = "/kruise-chain-meta"
 """Each slot's own downwardAPI volume: the files ``<slot>`` (its run spec annotation) and ``<slot>.stop``."""
-RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/busybox", "sh", f"{RUNNER_BIN}/runner.sh")
+RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/runner",)
+"""The slots' command: the runner (`runner.sh`), run by the kernel through its `#!` line (its busybox)."""
 RUNNER_IMAGE_REPOSITORY = "ghcr.io/airflow-kruise-chain/runner"
 DEFAULT_RUNNER_IMAGE = f"{RUNNER_IMAGE_REPOSITORY}:{__version__}"
 """the runner image of this provider's version (`runnerimage.py`): a static /bin/busybox and this version's

@@ -398,7 +398,7 @@ def test_the_chain_identity_may_not_restart_any_container(shipped):
     admin.delete_namespaced_pod("web-0123456789", NS)
 
 
-GO = ["/kruise-chain/bin/busybox", "sh", "/kruise-chain/bin/runner.sh", "--go", "42"]
+GO = ["/kruise-chain/bin/runner", "--go", "42"]
 
 
 def exec_get(api: client.ApiClient, pod_name: str, container: str, command: list[str]) -> None:
@@ -419,8 +419,10 @@ def exec_get(api: client.ApiClient, pod_name: str, container: str, command: list
         ("web-0123456789", "c", GO),  # a chain pod's name shape, not a slot
         ("db", "slot-a", GO),  # a slot's container name, not a chain pod's name
         ("etl-0123456789", "slot-a", ["sh", "-c", "id"]),  # a chain pod, another command
+        ("etl-0123456789", "slot-a", ["/kruise-chain/bin/runner", "--capture-env", "X=1"]),  # another mode
+        ("etl-0123456789", "slot-a", ["/kruise-chain/bin/busybox", "sh", "-c", "id"]),  # the runner's shell
     ],
-    ids=["foreign-container", "foreign-name", "other-command"],
+    ids=["foreign-container", "foreign-name", "other-command", "other-runner-mode", "runner-busybox"],
 )
 def test_the_chain_identity_may_only_exec_the_runners_go_in_a_chain_pod(shipped, target, container, command):
     with pytest.raises(ApiException) as err:  # refused before any upgrade: a plain GET suffices

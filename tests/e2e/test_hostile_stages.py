@@ -25,7 +25,7 @@ START = pendulum.datetime(2026, 1, 1, tz="UTC")
 # loop that keeps writing every outputs file it can find and JSON into the scratch.
 ATTACK = r"""
 found() { echo "FOUND $1"; }
-for f in /kruise-chain/bin/runner.sh /kruise-chain/bin/busybox; do
+for f in /kruise-chain/bin/runner /kruise-chain/bin/runner.sh /kruise-chain/bin/busybox; do
   { printf 'kc_stage_argv() { echo hijacked; }\n' >> "$f"; } 2>/dev/null && found "wrote $f"
   { echo x > "$f.new" && mv -f "$f.new" "$f"; } 2>/dev/null && found "replaced $f"
 done

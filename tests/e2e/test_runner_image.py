@@ -15,7 +15,7 @@ import pendulum
 import pytest
 from kruise_local import resources as R
 
-from airflow_kruise_chain.core.runnerimage import runner_script
+from airflow_kruise_chain.core.runnerimage import installer_path, runner_script
 from airflow_kruise_chain.core.wire import DEFAULT_RUNNER_IMAGE
 from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_states
 
@@ -123,8 +123,14 @@ def test_describe_of_a_chain_pod_is_small_and_holds_no_script(e2e_cluster, capfd
     events = described[described.index("\nEvents:") :]
     assert "Scheduled" in events and "Container started" in events, events
     assert len(described.encode()) < WHOLE_LIMIT, described
-    # no script inline: the startup probe runs the runner's own file
-    assert "Startup:        exec [/kruise-chain/bin/busybox sh /kruise-chain/bin/runner.sh --up]" in described
+    # no script inline, one path each: the init container runs the image's installer, the slots the runner
+    # and the startup probe the runner's `--up` (the kernel runs each through its `#!` line)
+    assert "Startup:        exec [/kruise-chain/bin/runner --up]" in described
+    commands = re.findall(r"\n    Command:\n((?:      \S.*\n)+)", described)
+    assert commands == ["      /kruise-chain-runner/install\n"] + ["      /kruise-chain/bin/runner\n"] * 2, (
+        commands
+    )
+    assert "busybox sh" not in described and "runner.sh" not in described
     assert "KC_GENERATION" not in described and "sizing" not in described
     # what the run added: the stage records, ONE annotation of one line (kubectl prints its key and one line
     # cut at 138 characters, whatever the number of stages), newest first: the last stage's record head
@@ -156,21 +162,30 @@ def test_a_stale_runner_image_fails_the_setup_naming_the_image_and_the_fix(
 ):
     image = tmp_path / "stale-runner.sh"
     image.write_text(runner_script().replace("(v3, sealed stages)", "(v2)"))
-    e2e_cluster.catalogue.add(
+    e2e_cluster.catalogue.add(  # an older provider's runner image: its installer refuses (exit 65)
         {
             "ref": "registry.example.com/kruise-chain/runner:0.0.9",
             "base": "scratch",
-            "provides": ["/bin/busybox", str(image)],
-            "links": {"/kruise-chain-runner/runner.sh": str(image), "/bin/sh": "busybox"},
+            "provides": ["/bin/busybox"],
+            "files": {
+                "/kruise-chain-runner/runner": {"from": str(image), "mode": "0555"},
+                "/kruise-chain-runner/install": {"from": str(installer_path()), "mode": "0555"},
+            },
+            "links": {"/bin/sh": "busybox"},
         }
     )
-    for stale in ("registry.example.com/kruise-chain/runner:0.0.9", "busybox:1.37.0-musl"):
+    # and a plain busybox: no installer, the runtime cannot exec the command (StartError, exit code 128)
+    said = {
+        "registry.example.com/kruise-chain/runner:0.0.9": "not this provider's (its runner files have sha256",
+        "busybox:1.37.0-musl": "is not this provider's runner image: it has no /kruise-chain-runner/install",
+    }
+    for stale in said:
         run = run_inline(chain_dag(f"runner_image_stale_{stale[:7]}", runner_image=stale))
         out = capfd.readouterr().out
         assert str(run.state) == "failed", out[-3000:]
         assert task_states(run)["c.setup"][0] == "failed"
         (error,) = {line for line in out.splitlines() if "cannot start: the runner image" in line}
         assert f"the runner image docker.io/library/{stale}" in error or f"the runner image {stale}" in error
-        assert "is not this provider's" in error and DEFAULT_RUNNER_IMAGE in error, error
+        assert said[stale] in error and DEFAULT_RUNNER_IMAGE in error, error
         assert "runner.Dockerfile" in error, error
         assert task_states(run)["c.setup"][2] < 120  # the failure, not the startup timeout (a bound)

@@ -81,7 +81,10 @@ def test_pod_layout() -> None:
     assert init["image"] == f"ghcr.io/airflow-kruise-chain/runner:{__version__}"  # this provider's
     # no script in the pod: the image carries the runner and its installer, which checks they are this
     # provider's (their sha256)
-    assert init["command"] == ["/bin/busybox", "sh", "/kruise-chain-runner/install.sh"]
+    # one path each, scripts run through their `#!` line (`kubectl describe` prints one short line)
+    assert init["command"] == ["/kruise-chain-runner/install"]
+    assert (CORE / "runner-install.sh").read_text().startswith("#!/bin/busybox sh\n")
+    assert runner_script().startswith("#!/kruise-chain/bin/busybox sh\n")
     files = runner_script().encode() + (CORE / "runner-install.sh").read_bytes()
     assert init["env"] == [{"name": "KC_RUNNER_SHA256", "value": hashlib.sha256(files).hexdigest()}]
     assert init["volumeMounts"] == [{"name": "kruise-chain", "mountPath": "/kruise-chain"}]
@@ -90,7 +93,7 @@ def test_pod_layout() -> None:
     assert volumes["kruise-chain"] == {"name": "kruise-chain", "emptyDir": {}}
     for container in spec["containers"]:
         slot = container["name"]
-        assert container["command"] == ["/kruise-chain/bin/busybox", "sh", "/kruise-chain/bin/runner.sh"]
+        assert container["command"] == ["/kruise-chain/bin/runner"]
         assert "args" not in container
         # sealed: the runner's files read-only, the slot's own state and run spec, nothing of the other slot
         assert container["volumeMounts"] == [
@@ -118,12 +121,7 @@ def test_pod_layout() -> None:
         assert "readinessProbe" not in container
         probe = container["startupProbe"]
         # the runner's own file waits for it, no inline script (`kubectl describe` prints the command)
-        assert probe["exec"]["command"] == [
-            "/kruise-chain/bin/busybox",
-            "sh",
-            "/kruise-chain/bin/runner.sh",
-            "--up",
-        ]
+        assert probe["exec"]["command"] == ["/kruise-chain/bin/runner", "--up"]
         assert probe["timeoutSeconds"] > 1  # it waits for the runner rather than fail
         assert container["terminationMessagePath"] == "/dev/termination-log"
 
@@ -388,3 +386,7 @@ def test_the_runner_is_execute_only_and_no_container_can_read_or_trace_it():
         assert set(UNREADABLE_RUNNER_CAPABILITIES) <= set(c["securityContext"]["capabilities"]["drop"])
     installer = (CORE / "runner-install.sh").read_text()
     assert "dst=/kruise-chain/bin\n" in installer and '"$b" chmod 0111 "$dst/busybox.new"' in installer
+    # the runner, readable (its shell reads it) and executable (the slots exec it through its `#!` line,
+    # which runs the execute-only busybox: the kernel checks the interpreter it loads, fs/exec.c
+    # begin_new_exec would_dump(bprm, bprm->file))
+    assert '"$b" chmod 0555 "$dst/runner.new"' in installer

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
 from airflow_kruise_chain.core.runnerimage import runner_script
-from airflow_kruise_chain.core.wire import RUNNER_BIN
+from tests.unit.test_core_runner import script_argv
 
 BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
@@ -21,10 +21,10 @@ pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
 def test_startup_probe_waits_for_the_serving_record(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "busybox").symlink_to(str(BUSYBOX))
-    (tmp_path / "bin" / "runner.sh").write_text(runner_script())
+    (tmp_path / "bin" / "runner").write_text(runner_script())
     state = tmp_path / "state"
     state.mkdir()
-    command = [part.replace(RUNNER_BIN, str(tmp_path / "bin")) for part in STARTUP_COMMAND]
+    command = script_argv(STARTUP_COMMAND, tmp_path / "bin")
     probe = subprocess.Popen(command, env={"KC_SLOT": "slot-a", "KC_STATE": str(state)})
     time.sleep(0.3)
     assert probe.poll() is None  # still waiting: no failure

@@ -1,4 +1,4 @@
-"""The stage runner script, run for real by a static busybox (as the slot runs it: `busybox sh runner.sh`)
+"""The stage runner script, run for real by a static busybox (as the slot runs it: `busybox sh runner`)
 against temporary state, downwardAPI and scratch folders, as pid 1 of its own pid namespace (bwrap
 `--as-pid-1`), as a container runtime starts a container's command."""
 
@@ -22,7 +22,7 @@ from inotify_simple import INotify, flags
 
 from airflow_kruise_chain.core import ResultMarker, StageSpec, StartMarker, parse_marker, runner_script
 from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
-from airflow_kruise_chain.core.wire import RUNNER_BIN, StreamMarker, run_spec
+from airflow_kruise_chain.core.wire import RUNNER_BIN, RUNNER_COMMAND, StreamMarker, run_spec
 
 TIMEOUT = 10.0
 BUSYBOX = shutil.which("busybox")
@@ -32,10 +32,22 @@ ENV = shutil.which("env") or "/usr/bin/env"
 BWRAP = shutil.which("bwrap")
 
 
+def script_argv(command: list[str] | tuple[str, ...], folder: Path) -> list[str]:
+    """`command` (the runner's, a path under RUNNER_BIN, and its arguments) as the kernel's binfmt_script
+    execs it, with RUNNER_BIN at `folder`: the interpreter and argument of the script's `#!` line, then the
+    script's path (its $0), then the arguments (`tests/unit/test_core_runner_nonroot.py` runs the real
+    paths, in a container)."""
+    script = Path(command[0].replace(RUNNER_BIN, str(folder)))
+    line = script.read_text().split("\n", 1)[0]
+    assert line.startswith("#!"), line
+    interpreter, *argument = line[2:].split(None, 1)
+    return [interpreter.replace(RUNNER_BIN, str(folder)), *argument, str(script), *command[1:]]
+
+
 def container_command(slot: Slot) -> list[str]:
     """The slot's command as a runtime starts it: pid 1 of a new pid namespace (bwrap, where it is installed),
     every signal at its default action."""
-    runner = [ENV, "--default-signal", "--", str(slot.bin / "busybox"), "sh", str(slot.bin / "runner.sh")]
+    runner = [ENV, "--default-signal", "--", *script_argv(RUNNER_COMMAND, slot.bin)]
     if BWRAP is None:
         return runner
     sandbox = [BWRAP, "--bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid", "--as-pid-1"]
@@ -82,7 +94,8 @@ class Slot:
         self.name = name
         self.bin = tmp / "kc" / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
-        (self.bin / "runner.sh").write_text(runner_script())
+        (self.bin / "runner").write_text(runner_script())
+        (self.bin / "runner").chmod(0o555)
         if not (self.bin / "busybox").exists():
             (self.bin / "busybox").symlink_to(BUSYBOX)
         self.state = tmp / f"state-{name}"
@@ -121,7 +134,7 @@ class Slot:
         """Whether the slot's startup probe (its paths pointed at the test's) passes within `wait` seconds:
         the runner serves the slot, parked or running a stage (the kubelet counts the slot Ready from then
         on)."""
-        command = [part.replace(RUNNER_BIN, str(self.bin)) for part in STARTUP_COMMAND]
+        command = script_argv(STARTUP_COMMAND, self.bin)
         env = {"KC_SLOT": self.name, "KC_STATE": str(self.state)}
         try:
             return subprocess.run(command, env=env, timeout=wait).returncode == 0

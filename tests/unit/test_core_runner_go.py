@@ -1,4 +1,4 @@
-"""The fast go at the runner (`runner.sh --go`, `core/fastgo.py`): both deliveries of a generation, the exec's
+"""The fast go at the runner (`runner --go`, `core/fastgo.py`): both deliveries of a generation, the exec's
 and the annotation's, start it exactly once, in any order, lost, duplicated or late, across a runner
 restart; a stale one never starts; a spec a stage plants in the slot's state is never read."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from airflow_kruise_chain.core.fastgo import GO_COMMAND
 from tests.unit import test_core_runner as base
-from tests.unit.test_core_runner import BUSYBOX, Runner, Slot, sh_stage
+from tests.unit.test_core_runner import BUSYBOX, Runner, Slot, script_argv, sh_stage
 
 slot = base.slot  # the runner tests' fixtures: one slot's folders, runners killed at the end
 runners = base.runners
@@ -23,14 +23,9 @@ pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox 
 
 
 def go_command(slot: Slot, length: int) -> list[str]:
-    """What the task's exec runs in the slot: `busybox sh runner.sh --go LENGTH` (the spec goes on stdin)."""
-    return [
-        str(slot.bin / "busybox"),
-        *GO_COMMAND[1:2],
-        str(slot.bin / "runner.sh"),
-        GO_COMMAND[3],
-        str(length),
-    ]
+    """What the task's exec runs in the slot: `runner --go LENGTH` (the spec goes on stdin), as the kernel
+    runs it: `busybox sh runner --go LENGTH`."""
+    return script_argv([*GO_COMMAND, str(length)], slot.bin)
 
 
 def go(

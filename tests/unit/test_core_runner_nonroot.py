@@ -80,10 +80,10 @@ def init_container(runner: Path, script: str) -> list[str]:
     image = runner.parent / "image"
     image.mkdir()
     image.chmod(0o755)
-    (image / "runner.sh").write_text(script)
-    shutil.copy(installer_path(), image / "install.sh")
-    for name in ("runner.sh", "install.sh"):
-        (image / name).chmod(0o444)
+    (image / "runner").write_text(script)
+    shutil.copy(installer_path(), image / "install")
+    for name in ("runner", "install"):
+        (image / name).chmod(0o555)  # the Dockerfile's COPY --chmod
     term = runner.parent / "init-termination-log"
     term.write_text("")
     term.chmod(0o666)
@@ -117,7 +117,7 @@ def test_a_stale_runner_image_fails_the_init_container_with_a_message(tmp_path: 
     message = f"its runner files have sha256 {hashlib.sha256(files).hexdigest()}, this provider's "
     assert done.stderr == message + runner_sha256() + "\n"
     assert (tmp_path / "init-termination-log").read_text() == done.stderr.strip()  # the pod's status says it
-    assert not (runner / "bin" / "runner.sh").exists()  # nothing installed
+    assert not (runner / "bin" / "runner").exists()  # nothing installed
 
 
 def slot_files(tmp_path: Path) -> tuple[Path, Path, Path, Path, Path]:
@@ -136,12 +136,19 @@ def slot_files(tmp_path: Path) -> tuple[Path, Path, Path, Path, Path]:
 
 def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     runner, state, meta, scratch, term = slot_files(tmp_path)
-    # the stage, of the runner's user, cannot reach the runner (not dumpable: its busybox is execute-only)
-    reach = "$(cat /proc/1/environ >/dev/null 2>&1 || ls /proc/1/root/ >/dev/null 2>&1 && echo 1 || echo 0)"
+    # the stage, of the runner's user, cannot reach the runner (not dumpable: the kernel exec'd the runner
+    # script through its `#!` line, whose busybox is execute-only), neither its memory nor its environ nor
+    # its root; it can reach its own (its /bin/sh is readable: the check is not vacuous)
+    reach = (
+        "$(cat /proc/1/environ >/dev/null 2>&1 || ls /proc/1/root/ >/dev/null 2>&1 || "
+        "dd if=/proc/1/mem bs=1 count=1 >/dev/null 2>&1 && echo 1 || echo 0)"
+    )
+    own = "$(cat /proc/self/environ >/dev/null 2>&1 && echo 1 || echo 0)"
+    pid1 = "$(tr '\\0' ' ' </proc/1/cmdline)"
     # and gets the container's env (the image's PATH and ENV) without the runner's KC_* (its run spec, token)
     stage = (
-        f'printf \'{{"uid": %s, "reached": %s, "env": "%s|%s|%s"}}\' "$(id -u)" "{reach}" '
-        '"$PATH" "$IMAGE_VAR" "${KC_RUN:+leaked}" >"$CHAIN_OUTPUT"'
+        f'printf \'{{"uid": %s, "reached": %s, "own": %s, "pid1": "%s", "env": "%s|%s|%s"}}\' "$(id -u)" '
+        f'"{reach}" "{own}" "{pid1}" "$PATH" "$IMAGE_VAR" "${{KC_RUN:+leaked}}" >"$CHAIN_OUTPUT"'
     )
     spec = run_spec(
         generation=1, token="t1", stage="s", argv=["/bin/sh", "-c", stage], env={}, outputs_max=4096
@@ -149,11 +156,14 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     (meta / "slot-a").write_text(spec)
     (meta / "slot-a").chmod(0o444)
 
-    # the init container (the runner image: a static busybox at /bin/busybox, the runner script at
-    # /kruise-chain-runner/runner.sh) checks the script and installs the runner, its busybox execute-only
+    # the init container (the runner image: a static busybox at /bin/busybox, the runner script and the
+    # installer at /kruise-chain-runner/runner and install) checks the script and installs the runner, its
+    # busybox execute-only
+    assert _init_spec()["command"] == ["/kruise-chain-runner/install"]  # exec'd by the kernel: `#!` line
     done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert (runner / "bin" / "runner.sh").stat().st_uid == RESTRICTED_RUN_AS_USER
+    assert (runner / "bin" / "runner").stat().st_uid == RESTRICTED_RUN_AS_USER
+    assert stat.S_IMODE((runner / "bin" / "runner").stat().st_mode) == 0o555
     assert stat.S_IMODE((runner / "bin" / "busybox").stat().st_mode) == 0o111
 
     # a slot runs the runner from the read-only volume, as the same user, and the stage runs as that user
@@ -186,6 +196,9 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
         assert marker.outputs == {
             "uid": RESTRICTED_RUN_AS_USER,
             "reached": 0,
+            "own": 1,
+            # the slot's command is the one path: the kernel ran its `#!` line, the busybox's sh
+            "pid1": "/kruise-chain/bin/busybox sh /kruise-chain/bin/runner ",
             "env": "/usr/bin:/bin|from the image|",
         }
         # the slot's startup probe passes as that user too (the kubelet execs it in the container)
