@@ -523,8 +523,12 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         try:
             inst.proc = await self.kubelet.runtime.start(launch)
         except StartError as e:
-            # runc could not exec the command: the container exists and is terminated at once
-            # (containerd reports exit code 128 and a zero start time)
+            # runc could not exec the command (its exec.LookPath: a missing path "stat PATH: no such file or
+            # directory", no execute bit "permission denied"): the container exists and is terminated at once;
+            # containerd's StartContainer marks it exited with errorStartExitCode 128, errorStartReason
+            # "StartError" and the error as its message (internal/cri/server/container_start.go, helpers.go)
+            # and a zero start time; the kubelet's sync then reports RunContainerError, and restarts it with
+            # back-off (CrashLoopBackOff)
             inst.started_at, inst.finished_at = datetime.fromtimestamp(0, UTC), datetime.now(UTC)
             inst.node_finished_at = self.kubelet.nodes[self.node].stamp(inst.finished_at)
             inst.exit_code, inst.reason, inst.message = 128, "StartError", str(e)
