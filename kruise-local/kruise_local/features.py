@@ -31,6 +31,11 @@ Other version rules:
   from 1.35 (kubernetes/kubernetes#134043, "Remove container name from messages for container created and
   started events", in v1.35.0-alpha.1: the container is the event's `involvedObject.fieldPath`, which
   `kubectl describe` prints before the message from 1.35, #133627).
+- The waiting message of a container whose image pull backs off (`image_manager.go` `pullImage`): `Back-off
+  pulling image "<image>"`, followed from 1.32 by `: ` and the last failed pull's error as the image manager
+  stored it (`prevPullErrMsg`, e.g. `ErrImagePull: <the runtime's error>`): kubernetes/kubernetes#127918 "Use
+  image pull error in `message` during back-off", merged for v1.32 (the v1.32 release announcement lists it
+  among SIG Node's improvements). Every modelled minor has it; the BackOff event keeps the short form.
 - `memory_limit_decrease`: a resize with the memory resize policy NotRequired may lower a container's memory
   limit from 1.34 (kubernetes/kubernetes#133012, milestone v1.34: `validatePodResizeContainerOrdering`'s
   "memory limits cannot be decreased unless resizePolicy is RestartContainer" removed, the kubelet's
@@ -206,6 +211,16 @@ class Features:
         if self.ensure_secret_pulled_images:
             return f'Container image "{image}" already present on machine and can be accessed by the pod'
         return f'Container image "{image}" already present on machine'
+
+    def image_pull_backoff_message(self, image: str, previous_error: str | None) -> str:
+        """The waiting message of a container whose image pull backs off (`image_manager.go` `pullImage`):
+        `"Back-off pulling image %q"`, and from 1.32 (kubernetes/kubernetes#127918) `"%s: %s"` of that and
+        the back-off key's `prevPullErrMsg` when one is stored (`previous_error`: the last failed pull's
+        `"%s: %s"` of its error and message, e.g. `ErrImagePull: ...`)."""
+        message = f'Back-off pulling image "{image}"'
+        if self.minor >= 32 and previous_error:
+            message = f"{message}: {previous_error}"
+        return message
 
     def container_created_message(self, name: str) -> str:
         """The Created event (`kuberuntime_container.go` `startContainer`): `"Created container: %v"` through

@@ -26,6 +26,10 @@ class NodeState:
     backoff: Backoff = field(default_factory=Backoff)
     image_backoff: Backoff = field(default_factory=image_backoff)
     """the image pull back-off, key pod UID + image (image_manager.go `EnsureImageExists`)"""
+    pull_errors: dict[str, str] = field(default_factory=dict)
+    """the last failed pull's error per image pull back-off key (image_manager.go `pullImage`'s
+    `prevPullErrMsg`, since 1.32): stored when a pull fails, deleted when the next pull begins, never
+    collected otherwise"""
     clock_offset: float = 0.0
 
     def now(self) -> datetime:

@@ -406,14 +406,18 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         key = f"{self.uid}_{ref}"
         wait = self.kubelet.image_backoff_wait(self.node, key)
         if wait > 0:
+            # image_manager.go pullImage: the BackOff event says "Back-off pulling image %q"; the waiting
+            # message adds the last failed pull's error from 1.32 (kubernetes/kubernetes#127918)
             st.waiting_reason = "ImagePullBackOff"
-            st.waiting_message = f'Back-off pulling image "{ref}"'
-            self.event("Normal", "BackOff", st.waiting_message, container=st.name)
+            previous = node.pull_errors.get(key)
+            st.waiting_message = self.kubelet.features.image_pull_backoff_message(ref, previous)
+            self.event("Normal", "BackOff", f'Back-off pulling image "{ref}"', container=st.name)
             # kuberuntime_container.go startContainer: "Error: %v" of every EnsureImageExists error, here
             # images.ErrImagePullBackOff
             self.event("Warning", "Failed", "Error: ImagePullBackOff", container=st.name)
             self.mark_dirty()
             return None, wait
+        node.pull_errors.pop(key, None)  # pullImage: "Ensure that the map cannot grow indefinitely."
         if st.current is None or not st.waiting_reason:
             # a container whose last start failed keeps showing that failure (the kubelet's reasonCache,
             # `convertToAPIContainerStatuses`) until a start succeeds or fails otherwise
@@ -430,6 +434,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
                 f'"{normalize(ref)}": {normalize(ref)}: not found ({NOT_IN_CATALOGUE})'
             )
+            # pullImage: prevPullErrMsg.Store(backOffKey, fmt.Sprintf("%s: %s", err, msg)), err being
+            # evalCRIPullErr's ErrImagePull for an error of no specific kind, msg the runtime's error
+            node.pull_errors[key] = f"ErrImagePull: {st.waiting_message}"
             self.event(
                 "Warning", "Failed", f'Failed to pull image "{ref}": {st.waiting_message}', container=st.name
             )

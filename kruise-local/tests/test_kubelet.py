@@ -165,3 +165,13 @@ def test_container_created_and_started_messages_per_minor(minor, created, starte
 def test_bad_feature_gates_are_refused_naming_the_option(version, gates, message) -> None:
     with pytest.raises(ValueError, match=f"feature_gates: .*{message}"):
         Features.parse(version, gates)
+
+
+@pytest.mark.parametrize("version", ["1.32", "1.33", "1.34", "1.35"])
+def test_image_pull_backoff_message_carries_the_previous_error_from_1_32(version) -> None:
+    """kubernetes/kubernetes#127918 (v1.32): `"%s: %s"` of the back-off message and `prevPullErrMsg`."""
+    f = Features.parse(version)
+    assert f.image_pull_backoff_message("x:1", None) == 'Back-off pulling image "x:1"'
+    assert f.image_pull_backoff_message("x:1", "ErrImagePull: boom") == (
+        'Back-off pulling image "x:1": ErrImagePull: boom'
+    )

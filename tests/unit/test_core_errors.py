@@ -63,14 +63,33 @@ def test_no_other_core_module_defines_an_error() -> None:
         assert own == [], f"{module.__name__} defines {own}: put them in core/errors.py"
 
 
-@pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff"])
-def test_a_stage_whose_image_cannot_be_pulled_names_the_image_and_the_fix_either_way(reason: str) -> None:
+PULL_ERROR = (
+    'rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/acme/load:9": failed to '
+    'resolve reference "docker.io/acme/load:9": docker.io/acme/load:9: not found'
+)
+
+
+@pytest.mark.parametrize(
+    ("reason", "waiting"),
+    [
+        ("ErrImagePull", PULL_ERROR),
+        # from 1.32 (kubernetes/kubernetes#127918) the back-off's message carries the last pull's error
+        ("ImagePullBackOff", f'Back-off pulling image "acme/load:9": ErrImagePull: {PULL_ERROR}'),
+        ("ImagePullBackOff", 'Back-off pulling image "acme/load:9"'),  # before 1.32
+    ],
+)
+def test_a_stage_whose_image_cannot_be_pulled_names_the_image_and_the_fix_either_way(
+    reason: str, waiting: str
+) -> None:
     """The kubelet shows ErrImagePull for a failed pull, then ImagePullBackOff while it backs off: whichever
-    the driver reads first, the error says why, which image, and what to check."""
+    the driver reads first, the error says why (the kubelet's message, the registry's answer once), which
+    image, and what to check."""
     from airflow_kruise_chain.core.status import StageState, StageStatus
 
-    status = StageStatus(StageState.FAILED_TO_START, "slot-a", 2, "load", "", reason, "not found")
+    status = StageStatus(StageState.FAILED_TO_START, "slot-a", 2, "load", "", reason, waiting)
     message = str(errors.StageStartError(status, "acme/load:9"))
     assert message.startswith("stage 'load' could not start in slot-a (generation 2, image acme/load:9): ")
-    assert f": {reason}: not found; check that the image reference exists" in message
+    assert f": {reason}: {waiting}; check that the image reference exists" in message
+    said = 1 if PULL_ERROR in waiting else 0  # the pull's error and its kind, each said once at most
+    assert (message.count(PULL_ERROR), message.count("ErrImagePull")) == (said, said)
     assert "image_pull_secrets" in message

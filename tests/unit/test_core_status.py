@@ -183,7 +183,12 @@ RUNNING = {"state": {"running": {}}}
         ),
         (  # the kubelet's next reason for the same failed pull (image back-off)
             {
-                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+                "state": {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": 'Back-off pulling image "acme/load:9": ErrImagePull: not found',
+                    }
+                },
                 "containerID": "containerd://old",
             },
             StageState.FAILED_TO_START,

@@ -38,6 +38,11 @@ CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
 IPJ_CRD = CRDS / "apps.kruise.io_imagepulljobs.yaml"
 NOW = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
+BACKOFF_MESSAGE = (  # the kubelet's waiting message from 1.32 (kubernetes/kubernetes#127918)
+    'Back-off pulling image "acme/missing:9": ErrImagePull: failed to pull and unpack image '
+    '"docker.io/acme/missing:9": failed to resolve reference "docker.io/acme/missing:9": '
+    "docker.io/acme/missing:9: not found"
+)
 
 EXTRACT = StageSpec("extract", "acme/extract:1.4", cmds=["extract", "--all"], env={"MODE": "full"})
 TRANSFORM = StageSpec("transform", "acme/transform:2.0", cmds=["transform"])
@@ -452,7 +457,7 @@ def test_an_earlier_generation_that_never_started_is_replaced() -> None:
     pod = FakePod()
     broken = StageSpec("extract", "acme/missing:9", cmds=["x"])
     pod.apply(plan_swap(pod.view, broken, try_number=1).patch)
-    pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
+    pod.wait("slot-a", "ImagePullBackOff", BACKOFF_MESSAGE)
     assert earlier_generation(pod.view, "extract", 2) is not None
     retry = plan_swap(pod.view, broken, try_number=2)  # no result: the runner never ran
     assert (retry.action, retry.generation) == ("go", 2)  # the kubelet keeps pulling; nothing to restart
@@ -463,7 +468,7 @@ def test_failed_to_start_slot_is_reused() -> None:
     broken = StageSpec("broken", "acme/missing:9", cmds=["x"])
     plan = plan_swap(pod.view, broken, try_number=1)
     pod.apply(plan.patch)
-    pod.wait("slot-a", "ImagePullBackOff", "Back-off pulling image")
+    pod.wait("slot-a", "ImagePullBackOff", BACKOFF_MESSAGE)
     assert stage_state(pod.view, "broken") == StageState.FAILED_TO_START
     pod.run(TRANSFORM)  # slot-b
     reuse = plan_swap(pod.view, EXTRACT, try_number=1)  # back to slot-a, which never started its image
