@@ -120,6 +120,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         self._status_dirty = False
         self.task: asyncio.Task[None] | None = None
         self.volume_error = ""
+        self.start_turn = asyncio.Lock()
+        """one container start at a time (`SyncPod` starts the containers of `ContainersToStart` one after
+        another: `start` -> `startContainer` pulls, creates and starts one before the next); first come,
+        first served, which is spec order for the containers a sync starts together"""
 
     # -- helpers -------------------------------------------------------------------------------------
     def pod(self) -> Obj | None:
@@ -460,7 +464,13 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         return image, 0.0
 
     async def start(self, st: ContainerState, spec: dict[str, Any]) -> float:
-        """Pull and start the container; how long to wait before trying again when it did not start."""
+        """Pull and start the container, once no other container of the pod is being started (`SyncPod` step
+        7: one `startContainer` after another, each pulling, creating and starting its container before the
+        next begins); how long to wait before trying again when it did not start."""
+        async with self.start_turn:
+            return await self._start(st, spec)
+
+    async def _start(self, st: ContainerState, spec: dict[str, Any]) -> float:
         image, retry = await self.pull(st, spec)
         if image is None or self.terminating:
             return retry
