@@ -60,6 +60,31 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         "back-off's maximum, 1-300 s (default unset: 300 s); needs KubeletCrashLoopBackOffMax (on by "
         "default from 1.35)",
     )
+    p.add_argument(
+        "--serialize-image-pulls",
+        type=_bool,
+        default=None,
+        metavar="true|false",
+        help="the nodes' kubelet setting serializeImagePulls: one image pull at a time per node, every pod's "
+        "pulls in one queue (default unset: true, false when --max-parallel-image-pulls is 2 or more)",
+    )
+    p.add_argument(
+        "--max-parallel-image-pulls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the nodes' kubelet setting maxParallelImagePulls: at most N pulls at once per node (default "
+        "unset: no limit once pulls are parallel); above 1 only with --serialize-image-pulls false or unset",
+    )
+
+
+def _bool(text: str) -> bool:
+    """`strconv.ParseBool`, as the kubelet's boolean flags read their value."""
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}: use true or false")
 
 
 def _kubernetes_version(text: str) -> str:
@@ -72,13 +97,15 @@ def _kubernetes_version(text: str) -> str:
 
 
 def _check_cluster_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The version, the gates and the kubelet setting together, as `ClusterConfig` checks them."""
+    """The version, the gates and the kubelet settings together, as `ClusterConfig` checks them."""
     from .features import Features
+    from .image_puller import image_pull_settings
 
     try:
         Features.parse(args.kubernetes_version, args.feature_gates).crash_loop_backoff(
             args.max_container_restart_period
         )
+        image_pull_settings(args.serialize_image_pulls, args.max_parallel_image_pulls)
     except ValueError as e:
         parser.error(str(e))
 
@@ -127,6 +154,8 @@ def serve(args: argparse.Namespace) -> int:
             image_pull_job_gate=not args.no_image_pull_job_gate,
             root=str(home / "data"),
             max_container_restart_period=args.max_container_restart_period,
+            serialize_image_pulls=args.serialize_image_pulls,
+            max_parallel_image_pulls=args.max_parallel_image_pulls,
             permissive_images=args.permissive_images,
             kubernetes_version=args.kubernetes_version,
             feature_gates=args.feature_gates,
@@ -189,6 +218,10 @@ def up(args: argparse.Namespace) -> int:
     ]
     if args.max_container_restart_period is not None:
         cmd += ["--max-container-restart-period", str(args.max_container_restart_period)]
+    if args.serialize_image_pulls is not None:
+        cmd += ["--serialize-image-pulls", str(args.serialize_image_pulls).lower()]
+    if args.max_parallel_image_pulls is not None:
+        cmd += ["--max-parallel-image-pulls", str(args.max_parallel_image_pulls)]
     if args.catalogue:
         cmd += ["--catalogue", args.catalogue]
     if args.no_image_pull_job_gate:

@@ -29,6 +29,7 @@ from .errors import ApiError
 from .events import EventRecorder
 from .features import IN_PLACE_RESIZE, Features, parse_feature_gates
 from .filters import Filters
+from .image_puller import image_pull_settings
 from .kruise import Kruise
 from .kubelet import Kubelet
 from .pod_security import PodSecurityAdmission, PodSecurityConfiguration
@@ -80,11 +81,18 @@ class ClusterConfig:
     max_container_restart_period: float | None = None
     """every node's kubelet setting crashLoopBackOff.maxContainerRestartPeriod, 1-300 s (None: unset, 300 s);
     only with the KubeletCrashLoopBackOffMax gate on (by default from 1.35, KEP-5593)"""
+    serialize_image_pulls: bool | None = None
+    """every node's kubelet setting serializeImagePulls (None: unset: true, unless max_parallel_image_pulls is
+    2 or more): one pull at a time per node, queued (`image_puller.py`)"""
+    max_parallel_image_pulls: int | None = None
+    """every node's kubelet setting maxParallelImagePulls (None: unset: no limit once pulls are parallel);
+    above 1 only with serialize_image_pulls False or unset"""
     pod_security: PodSecurityConfiguration = field(default_factory=PodSecurityConfiguration)
     """the PodSecurity admission plugin's configuration: defaults for unlabelled namespaces, exemptions"""
 
     def __post_init__(self) -> None:
         self.features().crash_loop_backoff(self.max_container_restart_period)
+        image_pull_settings(self.serialize_image_pulls, self.max_parallel_image_pulls)
 
     def features(self) -> Features:
         """The version and the gates this configuration sets (ValueError naming the option otherwise)."""
@@ -215,9 +223,12 @@ class LocalCluster:
         name: str,
         labels: dict[str, str] | None = None,
         max_container_restart_period: float | None = None,
+        serialize_image_pulls: bool | None = None,
+        max_parallel_image_pulls: int | None = None,
     ) -> None:
         """Register a node: its Node object, its kubelet state (`max_container_restart_period`: its kubelet's
-        crashLoopBackOff.maxContainerRestartPeriod, default the cluster's) and its NodeImage."""
+        crashLoopBackOff.maxContainerRestartPeriod; `serialize_image_pulls`, `max_parallel_image_pulls`: its
+        serializeImagePulls and maxParallelImagePulls; each unset: the cluster's) and its NodeImage."""
         node_labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
@@ -225,7 +236,10 @@ class LocalCluster:
             **(labels or {}),
         }
         period = max_container_restart_period or self.config.max_container_restart_period
-        self.kubelet.add_node(name, node_labels, period)
+        pulls = (serialize_image_pulls, max_parallel_image_pulls)
+        if pulls == (None, None):
+            pulls = (self.config.serialize_image_pulls, self.config.max_parallel_image_pulls)
+        self.kubelet.add_node(name, node_labels, period, *pulls)
         allocatable = {**self.config.allocatable, **self.config.node_allocatable.get(name, {})}
         kubelet_version = f"v{self.features.version}"
         self.store.create(
@@ -379,11 +393,22 @@ class LocalCluster:
         self.fault = fault if conflict or error else None
 
     # -- fault injection (tests and demos) ---------------------------------------------------------------
-    def configure_node(self, node: str, max_container_restart_period: float | None) -> None:
+    def configure_node(
+        self,
+        node: str,
+        max_container_restart_period: float | None,
+        serialize_image_pulls: bool | None = None,
+        max_parallel_image_pulls: int | None = None,
+    ) -> None:
         """Set a node's kubelet `crashLoopBackOff.maxContainerRestartPeriod` (1-300 s, None: unset; only with
-        KubeletCrashLoopBackOffMax on), as a kubelet restarted with that configuration: its crash-loop
-        back-off starts empty."""
-        self.call(lambda: self.kubelet.configure_node(node, max_container_restart_period))
+        KubeletCrashLoopBackOffMax on), `serializeImagePulls` and `maxParallelImagePulls` (None: unset;
+        `image_puller.py`), as a kubelet restarted with that configuration: its crash-loop back-off starts
+        empty, its image puller anew. ValueError if the configuration's validation refuses it."""
+        self.call(
+            lambda: self.kubelet.configure_node(
+                node, max_container_restart_period, serialize_image_pulls, max_parallel_image_pulls
+            )
+        )
 
     def advance_node_clock(self, node: str, seconds: float) -> None:
         """Move a node's kubelet clock forward by `seconds` (tests of the back-off's doubling and expiry)."""

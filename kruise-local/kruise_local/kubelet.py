@@ -1,10 +1,11 @@
 """The kubelets of the local cluster, one per node, sharing one container runtime (`runtime.py`).
 
 The kubelet hands each pod bound to one of its nodes to a pod worker (`pod_workers.py`) and follows the pod's
-changes from the store; it pulls images for its nodes (one pull per image per node at a time, the image pull
-back-off) and serves the API server a container's log and a pod's metrics (`server.NodeClient`). What it
-models of the real kubelet, part by part: `pod_workers.py`, `volumes.py`, `kubelet_env.py`, `prober.py`,
-`pod_status.py`, `resize.py`, `backoff.py`.
+changes from the store; it pulls images for its nodes (through each node's image puller, `image_puller.py`:
+serial by default; one runtime pull per image per node at a time; the image pull back-off) and serves the API
+server a container's log and a pod's metrics (`server.NodeClient`). What it models of the real kubelet, part
+by part: `pod_workers.py`, `volumes.py`, `kubelet_env.py`, `prober.py`, `pod_status.py`, `resize.py`,
+`backoff.py`, `image_puller.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .crilog import follow_log, read_log
 from .errors import ApiError
 from .events import EventRecorder
 from .features import NEWEST_MINOR, Features
+from .image_puller import ImagePuller, image_pull_settings
 from .imageref import normalize
 from .metrics_server import MetricsServer, Scrape, points
 from .nodestate import NodeState
@@ -111,19 +113,40 @@ class Kubelet:
         name: str,
         labels: dict[str, str] | None = None,
         max_container_restart_period: float | None = None,
+        serialize_image_pulls: bool | None = None,
+        max_parallel_image_pulls: int | None = None,
     ) -> None:
         """A node whose kubelet configuration sets `crashLoopBackOff.maxContainerRestartPeriod` to
-        `max_container_restart_period` (None: unset); ValueError if its feature gate refuses it."""
+        `max_container_restart_period`, and `serializeImagePulls` / `maxParallelImagePulls`
+        (`image_puller.py`) to the values given (None: unset); ValueError if the feature gate or the
+        configuration's validation refuses them."""
+        backoff = self._backoff(max_container_restart_period)
+        puller = self._puller(serialize_image_pulls, max_parallel_image_pulls)
         ip = f"172.18.{len(self.nodes) // 250}.{len(self.nodes) % 250 + 2}"
-        self.nodes[name] = NodeState(name, ip, backoff=self._backoff(max_container_restart_period))
+        self.nodes[name] = NodeState(name, ip, backoff=backoff, puller=puller)
         self.plegs[name] = Pleg(self.profile.pleg_relist_period)
         if self.started:
             self.plegs[name].start()
 
-    def configure_node(self, name: str, max_container_restart_period: float | None) -> None:
-        """Change a node's kubelet configuration (`crashLoopBackOff.maxContainerRestartPeriod`, None: unset).
-        As a real kubelet restarted with a new configuration, it starts with an empty back-off."""
-        self.nodes[name].backoff = self._backoff(max_container_restart_period)
+    def configure_node(
+        self,
+        name: str,
+        max_container_restart_period: float | None,
+        serialize_image_pulls: bool | None = None,
+        max_parallel_image_pulls: int | None = None,
+    ) -> None:
+        """Change a node's kubelet configuration (`crashLoopBackOff.maxContainerRestartPeriod`,
+        `serializeImagePulls`, `maxParallelImagePulls`; None: unset). As a real kubelet restarted with a new
+        configuration, it starts with an empty back-off and a new image puller (pulls under way end on the
+        old one)."""
+        backoff = self._backoff(max_container_restart_period)
+        puller = self._puller(serialize_image_pulls, max_parallel_image_pulls)
+        self.nodes[name].backoff = backoff
+        self.nodes[name].puller = puller
+
+    @staticmethod
+    def _puller(serialize_image_pulls: bool | None, max_parallel_image_pulls: int | None) -> ImagePuller:
+        return ImagePuller(*image_pull_settings(serialize_image_pulls, max_parallel_image_pulls))
 
     def _backoff(self, max_container_restart_period: float | None) -> Backoff:
         high, initial = self.features.crash_loop_backoff(max_container_restart_period)
@@ -208,8 +231,20 @@ class Kubelet:
         self.resizes.forget(worker.uid)
 
     # -- images ----------------------------------------------------------------------------------------
+    async def kubelet_pull(self, node: str, ref: str) -> tuple[Image | None, float]:
+        """A pod's pull of `ref` on `node` through the node kubelet's image puller (`image_puller.py`): it
+        waits for its turn (the serial queue, or a token), then pulls. The image (None if it does not exist)
+        and the pull's own duration in seconds, its turn not counted (`pullResult.pullDuration`)."""
+        async with self.nodes[node].puller.turn():
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            image = await self.pull_to_node(node, ref)
+            return image, loop.time() - t0
+
     async def pull_to_node(self, node: str, ref: str) -> Image | None:
-        """Pull `ref` onto `node` (one pull per image per node at a time); None if it does not exist."""
+        """The runtime's pull of `ref` onto `node` (CRI `PullImage`; one pull per image per node at a time),
+        None if it does not exist. The kubelet's pods pull through `kubelet_pull`; kruise-daemon calls this
+        directly (`image_puller.py`)."""
         state = self.nodes[node]
         full = normalize(ref)
         if full in state.pulling:

@@ -1,5 +1,5 @@
-"""A node's kubelet-side state: its image store (what `crictl images` lists), its crash-loop and image pull
-back-offs and its clock."""
+"""A node's kubelet-side state: its image store (what `crictl images` lists), its image puller, its crash-loop
+and image pull back-offs and its clock."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 from .backoff import Backoff, image_backoff
 from .catalogue import Image
+from .image_puller import ImagePuller
 from .imageref import normalize, repository, split_reference
 
 
 @dataclass
 class NodeState:
-    """A node's kubelet-side state: its image store and its crash-loop and image pull back-offs, which run on
-    the node's clock: real time plus `clock_offset` (tests move it forward instead of sleeping through a
-    back-off)."""
+    """A node's kubelet-side state: its image store, its kubelet's image puller (`image_puller.py`) and its
+    crash-loop and image pull back-offs, which run on the node's clock: real time plus `clock_offset` (tests
+    move it forward instead of sleeping through a back-off)."""
 
     name: str
     ip: str
@@ -26,6 +27,8 @@ class NodeState:
     backoff: Backoff = field(default_factory=Backoff)
     image_backoff: Backoff = field(default_factory=image_backoff)
     """the image pull back-off, key pod UID + image (image_manager.go `EnsureImageExists`)"""
+    puller: ImagePuller = field(default_factory=ImagePuller)
+    """the kubelet's image puller: serial unless the node's configuration says otherwise"""
     pull_errors: dict[str, str] = field(default_factory=dict)
     """the last failed pull's error per image pull back-off key (image_manager.go `pullImage`'s
     `prevPullErrMsg`, since 1.32): stored when a pull fails, deleted when the next pull begins, never

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -165,6 +167,77 @@ def test_container_created_and_started_messages_per_minor(minor, created, starte
 def test_bad_feature_gates_are_refused_naming_the_option(version, gates, message) -> None:
     with pytest.raises(ValueError, match=f"feature_gates: .*{message}"):
         Features.parse(version, gates)
+
+
+@pytest.mark.parametrize(
+    ("serialize", "max_parallel", "runs"),
+    [
+        (None, None, (True, None)),  # SetDefaults_KubeletConfiguration: serializeImagePulls true
+        (None, 1, (True, 1)),  # "< 2": still serial
+        (None, 3, (False, 3)),  # maxParallelImagePulls >= 2 defaults serializeImagePulls to false
+        (False, None, (False, None)),
+        (True, 1, (True, 1)),  # ValidateKubeletConfiguration allows 1 with serial pulls
+    ],
+)
+def test_image_pull_settings_default_as_the_kubelet_configuration(serialize, max_parallel, runs) -> None:
+    from kruise_local.image_puller import image_pull_settings
+
+    assert image_pull_settings(serialize, max_parallel) == runs
+
+
+@pytest.mark.parametrize(
+    ("serialize", "max_parallel", "message"),
+    [
+        (None, 0, "invalid configuration: maxParallelImagePulls 0 must be a positive number"),
+        (False, -1, "invalid configuration: maxParallelImagePulls -1 must be a positive number"),
+        (True, 2, "maxParallelImagePulls cannot be larger than 1 unless SerializeImagePulls"),
+        ("yes", None, "serializeImagePulls must be true or false"),
+        (None, True, "maxParallelImagePulls must be a whole number"),
+        (None, 2.5, "maxParallelImagePulls must be a whole number"),
+    ],
+)
+def test_image_pull_settings_are_validated_as_the_kubelet_configuration(
+    serialize, max_parallel, message
+) -> None:
+    from kruise_local.image_puller import image_pull_settings
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        image_pull_settings(serialize, max_parallel)
+
+
+@pytest.mark.parametrize(
+    ("serialize", "max_parallel", "at_once"), [(True, None, 1), (False, 2, 2), (False, None, 3)]
+)
+def test_image_puller_lets_as_many_pulls_run_at_once_as_its_kind(serialize, max_parallel, at_once) -> None:
+    """`serialImagePuller`: one at a time, first come first served; `parallelImagePuller`: up to its tokens,
+    or all at once without `maxParallelImagePulls`."""
+    from kruise_local.image_puller import ImagePuller
+
+    async def run() -> tuple[int, list[int]]:
+        puller = ImagePuller(serialize, max_parallel)
+        release = asyncio.Event()
+        running, most, order = 0, 0, []
+
+        async def pull(i: int) -> None:
+            nonlocal running, most
+            async with puller.turn():
+                order.append(i)
+                running += 1
+                most = max(most, running)
+                await release.wait()
+                running -= 1
+
+        tasks = [asyncio.create_task(pull(i)) for i in range(3)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        started = most
+        release.set()
+        await asyncio.gather(*tasks)
+        return started, order
+
+    started, order = asyncio.run(run())
+    assert started == at_once
+    assert order == [0, 1, 2]
 
 
 @pytest.mark.parametrize("version", ["1.32", "1.33", "1.34", "1.35"])
