@@ -437,7 +437,11 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         if image is None:
             self.kubelet.image_backoff_next(self.node, key)
             st.waiting_reason = "ErrImagePull"
+            # the runtime's error as the kubelet's CRI client returns it (cri-client remote_image.go
+            # `PullImage` passes the gRPC status error on; containerd answers a missing reference with
+            # codes.NotFound), which evalCRIPullErr keeps as the message of an ErrImagePull
             st.waiting_message = (
+                "rpc error: code = NotFound desc = "
                 f'failed to pull and unpack image "{normalize(ref)}": failed to resolve reference '
                 f'"{normalize(ref)}": {normalize(ref)}: not found ({NOT_IN_CATALOGUE})'
             )

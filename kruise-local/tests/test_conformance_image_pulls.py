@@ -228,6 +228,12 @@ def test_the_image_pull_back_off_message_carries_the_last_pull_error(tmp_path, v
         wait_for(backing_off, what="ImagePullBackOff")
         failed = [m for _, r, _, m in _events(core, "p") if r == "Failed" and m.startswith("Failed to pull")]
         error = failed[0].removeprefix(f'Failed to pull image "{image}": ')
+        # the runtime's error as the kubelet's CRI client returns it: a gRPC status error (containerd turns
+        # errdefs.ErrNotFound into codes.NotFound)
+        assert error.startswith(
+            'rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/nope/missing:1": '
+            'failed to resolve reference "docker.io/nope/missing:1": docker.io/nope/missing:1: not found'
+        ), error
         assert seen.get("ErrImagePull", error) == error
         assert seen["ImagePullBackOff"] == f'Back-off pulling image "{image}": ErrImagePull: {error}'
         backoff = [m for _, r, _, m in _events(core, "p") if r == "BackOff"]

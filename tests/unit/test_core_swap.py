@@ -39,7 +39,8 @@ CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
 IPJ_CRD = CRDS / "apps.kruise.io_imagepulljobs.yaml"
 NOW = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 BACKOFF_MESSAGE = (  # the kubelet's waiting message from 1.32 (kubernetes/kubernetes#127918)
-    'Back-off pulling image "acme/missing:9": ErrImagePull: failed to pull and unpack image '
+    'Back-off pulling image "acme/missing:9": ErrImagePull: rpc error: code = NotFound desc = failed to '
+    "pull and unpack image "
     '"docker.io/acme/missing:9": failed to resolve reference "docker.io/acme/missing:9": '
     "docker.io/acme/missing:9: not found"
 )
