@@ -57,6 +57,17 @@ def running(core: Any, ns: str, name: str, cname: str) -> Any:
     return cs if cs is not None and cs.state.running is not None else None
 
 
+def gone(core: Any, ns: str, name: str) -> bool:
+    """Whether the pod no longer exists (its read answers 404)."""
+    from kubernetes.client import ApiException
+
+    try:
+        core.read_namespaced_pod(name, ns)
+    except ApiException as e:
+        return e.status == 404
+    return False
+
+
 def log_of(core: Any, ns: str, name: str, cname: str) -> str:
     """The container's current log, or "" while it cannot be read yet (400: not started)."""
     from kubernetes.client import ApiException

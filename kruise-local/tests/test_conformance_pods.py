@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from kruise_local.testing import container, log_of, pod_body, read_log, running, status_of, wait_for
+from kruise_local.testing import container, gone, log_of, pod_body, read_log, running, status_of, wait_for
 from kubernetes.client import ApiException
 
 
@@ -496,14 +496,7 @@ def test_graceful_deletion_sends_sigterm_then_removes(core, namespace, tmp_path)
     assert core.read_namespaced_pod("p", namespace).metadata.deletion_timestamp is not None
     wait_for(lambda: (tmp_path / "term").exists(), what="SIGTERM seen by the container")
 
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod("p", namespace)
-        except ApiException as e:
-            return e.status == 404
-        return False
-
-    wait_for(gone, what="pod removed")
+    wait_for(lambda: gone(core, namespace, "p"), what="pod removed")
     # kuberuntime_container.go killContainer: an event about each container it stops, before the preStop
     # hook and the stop ("Stopping container %s" when the caller gives no message, as a deletion's kill)
     events = core.list_namespaced_event(
@@ -526,14 +519,7 @@ def test_an_evicted_pods_kubelet_stops_its_containers_with_the_kubelets_events(c
     }
     core.create_namespaced_pod_eviction("p", namespace, eviction)
 
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod("p", namespace)
-        except ApiException as e:
-            return e.status == 404
-        return False
-
-    wait_for(gone, what="pod removed")
+    wait_for(lambda: gone(core, namespace, "p"), what="pod removed")
     events = core.list_namespaced_event(
         namespace, field_selector="involvedObject.name=p,reason=Killing"
     ).items

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from kruise_local.backoff import Backoff, check_max_container_restart_period, go_duration
+from kruise_local.backoff import Backoff, check_max_container_restart_period
 from kruise_local.container import spec_hash
 from kruise_local.features import Features
 
@@ -23,18 +23,6 @@ def test_container_hash_covers_only_name_and_image() -> None:
     assert {spec_hash(c) for c in same} == {spec_hash(base)}
     assert spec_hash({**base, "image": "busybox:1.37"}) != spec_hash(base)
     assert spec_hash({**base, "name": "d"}) != spec_hash(base)
-
-
-def test_go_duration() -> None:
-    assert [go_duration(s) for s in (10, 20, 80, 160, 300, 1.5, 2)] == [
-        "10s",
-        "20s",
-        "1m20s",
-        "2m40s",
-        "5m0s",
-        "1.5s",
-        "2s",
-    ]
 
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
