@@ -90,6 +90,7 @@ class Kubelet:
         self.workers: dict[str, PodWorker] = {}
         self.volume_retry = 1.0
         self.sync_period = 60.0
+        """`--sync-frequency`: each pod is synced again 1 to 1.5 of it after its last sync (`pod_sync.py`)"""
         self._runtime = None
         self.tasks = BackgroundTasks()
         self.resizes = ResizeManager(self.store, self.profile, self.workers, self.spawn)
@@ -184,17 +185,8 @@ class Kubelet:
         if self.metrics_server is not None:
             self.metrics_server.start()
         self.store.listen(self.on_change)
-        self.spawn(self.periodic_sync())
         for pod in list(self.store.items(R.PODS)):
             self.on_change("ADDED", R.PODS, pod, None)
-
-    async def periodic_sync(self) -> None:
-        """The periodic resync (`--sync-frequency`, 1 min): every pod worker syncs its pod again (upstream
-        requeues each worker 60-90 s after its last sync; here all at once every `sync_period`)."""
-        while True:
-            await asyncio.sleep(self.sync_period)
-            for w in list(self.workers.values()):
-                w.request_sync()
 
     def on_change(self, kind: str, res: R.Resource, obj: Obj, old: Obj | None) -> None:
         if res is R.CONFIGMAPS:

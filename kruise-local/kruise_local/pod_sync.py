@@ -11,8 +11,10 @@
 - What asks for a sync (`syncLoopIteration`): a pod update from the API server that differs semantically
   (spec, labels, annotations, deletion: `config.go` `podsDifferSemantically`), a PLEG event of the pod
   (ContainerStarted, ContainerDied), a readiness or startup probe result that changed (`results_manager.go`
-  `Set` sends only changes), and the periodic resync (`--sync-frequency`, 1 min, each worker requeued with a
-  jitter of up to half of it).
+  `Set` sends only changes), and the periodic resync: each sync that ends requeues the pod `--sync-frequency`
+  (1 min) later with a jitter of up to half of it (`completeWork`, `wait.Jitter(resyncInterval, 0.5)`), a
+  due time the next sync replaces (`basicWorkQueue.Enqueue`). (Upstream's `syncCh` collects due pods once a
+  second; here the requeue fires at its due time.)
 
 Fast-profile shortcuts (`profiles.py`): with `pod_worker_serial` off syncs may overlap; with
 `pleg_relist_period` 0 nothing waits for the cache; with `volume_loop_period` 0 the files are rewritten at
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +62,7 @@ class PodSyncs:
         self.syncs = 0
         self.seen_fingerprint = semantic_fingerprint(pod)
         self.update_task: asyncio.Task[None] | None = None
+        self._resync: asyncio.TimerHandle | None = None
 
     def _turn(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self._sync_lock if self.kubelet.profile.pod_worker_serial else contextlib.nullcontext()
@@ -98,6 +102,18 @@ class PodSyncs:
                 await rnd.done.wait()
             self.last_sync = asyncio.get_running_loop().time()
             self.syncs += 1
+            self._requeue()
+
+    def _requeue(self) -> None:
+        """`completeWork` after a sync without error: the periodic resync, 1 to 1.5 sync periods from now."""
+        self.cancel_resync()
+        delay = self.kubelet.sync_period * (1 + 0.5 * random.random())
+        self._resync = asyncio.get_running_loop().call_later(delay, self.request_sync)
+
+    def cancel_resync(self) -> None:
+        if self._resync is not None:
+            self._resync.cancel()
+            self._resync = None
 
     def request_sync(self) -> None:
         """`UpdatePod`: sync the pod again (updates that arrive before that sync begins make one)."""

@@ -687,6 +687,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             self.task.cancel()
         if self.update_task:
             self.update_task.cancel()
+        self.cancel_resync()
         await self.close_sandbox()
         if remove:
             self.kubelet.store.remove(R.PODS, self.ns, self.name)

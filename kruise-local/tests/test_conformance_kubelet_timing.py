@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from kruise_local import ClusterConfig, LocalCluster
 from kruise_local.testing import container, pod_body, read_log, running, wait_for
+from kubernetes import client, config
 
 KEY = "example.com/go"
 READER = (
@@ -138,3 +141,31 @@ def test_a_readiness_result_that_changed_asks_for_a_sync_one_that_did_not_does_n
     flipped = worker.syncs
     time.sleep(2.5)  # two more successful probes
     assert flipped > before and worker.syncs == flipped, (before, flipped, worker.syncs)
+
+
+def test_the_periodic_resync_comes_a_sync_period_after_the_pod_s_own_last_sync(tmp_path: Path) -> None:
+    """`completeWork` requeues a pod after each sync at the resync interval with a jitter of up to half of it
+    (`wait.Jitter(resyncInterval, 0.5)`; `basicWorkQueue.Enqueue` replaces the pod's due time), not on a
+    tick shared by every pod: a sync that a patch asked for is followed by the next periodic one
+    `sync_period` to 1.5 `sync_period` later, never sooner. (A cluster of its own with a 2 s period, so that
+    it can be seen.)"""
+    c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path / "c")))
+    c.kubelet.sync_period = period = 2.0
+    with c:
+        core = client.CoreV1Api(
+            config.new_client_from_config(config_file=str(c.write_kubeconfig(tmp_path / "k")))
+        )
+        core.create_namespace({"metadata": {"name": "d"}})
+        core.create_namespaced_pod("d", pod_body("p", container("c", "sleep 3600")))
+        wait_for(lambda: running(core, "d", "p", "c"), what="running")
+        worker = next(iter(c.kubelet.workers.values()))
+        gaps = []
+        for i in range(4):
+            time.sleep(0.7 * i)  # patch at different points of any shared tick
+            before = worker.syncs
+            core.patch_namespaced_pod("p", "d", {"metadata": {"annotations": {"n": str(i)}}})
+            wait_for(lambda b=before: worker.syncs > b, what="the patch's sync")
+            asked, synced = time.monotonic(), worker.syncs
+            wait_for(lambda s=synced: worker.syncs > s, timeout=10, interval=0.02, what="the resync")
+            gaps.append(time.monotonic() - asked)
+    assert all(period - 0.2 < gap < period * 1.5 + 2.0 for gap in gaps), gaps
