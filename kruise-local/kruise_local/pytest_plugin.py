@@ -1,10 +1,16 @@
 """pytest fixtures for tests against a local cluster: one cluster per test session, reached through the
 official `kubernetes` client (`cluster`, `kubeconfig`, `api_client`, `core`, `custom`, and `namespace`, a
 fresh namespace per test). Load it with `-p kruise_local.pytest_plugin` (or `pytest_plugins` in a top-
-level conftest)."""
+level conftest).
+
+Loaded, it also makes `ast.parse` take one lock: see `serialize_ast_parse`."""
 
 from __future__ import annotations
 
+import ast
+import functools
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +19,30 @@ from typing import Any
 import pytest
 
 from kruise_local import ClusterConfig, LocalCluster
+
+
+def serialize_ast_parse() -> None:
+    """Make `ast.parse` parse one source at a time in this process (CPython before 3.13 only).
+
+    Those CPythons count the depth of the tree they build in interpreter-wide state (`Python-ast.c`
+    `ast2obj_*`): when a cluster thread formats a traceback (3.11's traceback.py parses the line to place its
+    carets) while the test thread parses (hypothesis describing a strategy, pytest rewriting asserts), either
+    can fail with "SystemError: AST constructor recursion depth mismatch"."""
+    if sys.version_info >= (3, 13) or getattr(ast.parse, "serialized", False):
+        return
+    lock = threading.RLock()  # re-entrant: a finalizer run mid-parse may format a traceback itself
+    unlocked = ast.parse
+
+    @functools.wraps(unlocked)
+    def parse(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return unlocked(*args, **kwargs)
+
+    parse.serialized = True  # type: ignore[attr-defined]
+    ast.parse = parse  # type: ignore[assignment]
+
+
+serialize_ast_parse()
 
 
 @pytest.fixture(scope="session")
