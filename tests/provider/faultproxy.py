@@ -131,7 +131,8 @@ class FaultyProxy:
             pending = asyncio.all_tasks(loop)
             for task in pending:
                 task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            if pending:  # (gather of nothing asks for the thread's current loop, which this thread has not)
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=main, name="faulty-proxy", daemon=True)
