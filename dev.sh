@@ -73,10 +73,8 @@ test)
 	# TEST_WORKERS pytest processes (default 2), each taking whole test files (module fixtures start once),
 	# the longest first (tests/conftest.py): most of the end-to-end tests' time is waiting on clusters,
 	# Airflow and subprocesses. TEST_WORKERS=0: one process.
-	# --tb=native: CPython 3.11.7's ast.parse can fail with "SystemError: AST constructor recursion depth
-	# mismatch" while other threads run (the local clusters'), and pytest's own traceback format parses the
-	# failing test's source with it: a failure then becomes an INTERNALERROR that kills the worker and loses
-	# the test's name. Python's own traceback format parses nothing.
+	# --tb=native: CPython < 3.13's ast.parse is not thread-safe ("SystemError: AST constructor recursion
+	# depth mismatch"); kruise_local.pytest_plugin serializes it, and the native format parses the least.
 	exec python -m pytest -q -rfE --tb=native -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 	;;
 bench)

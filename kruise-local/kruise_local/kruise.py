@@ -602,4 +602,4 @@ class Kruise:
             self.store.mark_deleted(res, ns, name, None)
 
     async def shutdown(self) -> None:
-        self.tasks.cancel()
+        await self.tasks.cancel()

@@ -359,10 +359,10 @@ class Kubelet:
 
     async def shutdown(self) -> None:
         for w in list(self.workers.values()):
-            await w.terminate(0, remove=False)
+            await w.stop_now()
         for pleg in self.plegs.values():
             pleg.stop()
         self.volume_loops.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
-        self.tasks.cancel()
+        await self.tasks.cancel()

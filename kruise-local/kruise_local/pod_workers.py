@@ -694,6 +694,17 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         self.kubelet.forget(self)
         shutil.rmtree(self.dir / "volumes", ignore_errors=True)
 
+    async def stop_now(self) -> None:
+        """The local cluster stops: kill every container at once, also of a pod whose graceful termination
+        is under way (its grace period is not waited for), and close the sandbox."""
+        if not self.terminating:
+            await self.terminate(0, remove=False)
+            return
+        states = [*self.init_containers.values(), *self.containers.values()]
+        procs = [st.current.proc for st in states if st.current is not None and st.current.proc is not None]
+        await asyncio.gather(*(proc.stop(0) for proc in procs), return_exceptions=True)
+        await self.close_sandbox()
+
     def changed(self, pod: Obj) -> None:
         """The pod object changed: wake containers whose spec changed, start deletion if asked."""
         if pod["metadata"].get("deletionTimestamp") and not self.terminating:

@@ -314,4 +314,4 @@ class Scheduler:
                 self.spawn(self.schedule(pod))
 
     async def shutdown(self) -> None:
-        self.tasks.cancel()
+        await self.tasks.cancel()

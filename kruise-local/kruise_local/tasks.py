@@ -20,6 +20,11 @@ class BackgroundTasks:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def cancel(self) -> None:
-        for task in list(self._tasks):
+    async def cancel(self, wait: float = 5.0) -> None:
+        """Cancel every task and give them up to `wait` seconds to end (a kill they were doing finishes
+        before the loop closes: a process reaped, its pipes closed)."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait)

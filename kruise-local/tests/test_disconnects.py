@@ -5,11 +5,13 @@ graceful shutdown as "Unhandled exception"; neither may appear."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,3 +219,45 @@ def test_streams_open_when_the_cluster_stops_are_ended_before_the_http_server_sh
     assert "watch" in ended  # it ended: with the stream's end or its re-watch refused
     assert busy and not any(busy), busy
     assert _server_errors(caplog) == []
+
+
+def test_a_cluster_stopped_while_a_pod_terminates_leaves_no_process_behind(tmp_path):
+    """`stop` kills every container: also those of a pod being deleted with a long grace period (a container
+    that ignores SIGTERM, 30 s). Before, the kubelet skipped a pod whose termination had begun and cancelled
+    that termination: its container and sandbox holder outlived the cluster (4 processes after a
+    test_hook_retry run, reaped by nobody until the test process ended)."""
+    from kubernetes import client, config
+
+    c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path / "c")))
+    c.start()
+    try:
+        core = client.CoreV1Api(
+            config.new_client_from_config(config_file=str(c.write_kubeconfig(tmp_path / "k")))
+        )
+        core.create_namespace({"metadata": {"name": "s"}})
+        stubborn = container("c", "trap '' TERM; while :; do sleep 0.2; done")
+        core.create_namespaced_pod("s", pod_body("p", stubborn, terminationGracePeriodSeconds=30))
+        wait_for(lambda: running(core, "s", "p", "c"), what="running")
+        assert _children()
+        core.delete_namespaced_pod("p", "s")
+        wait_for(lambda: _killing(core), what="the termination under way")
+    finally:
+        c.stop()
+    assert _children() == []
+
+
+def _killing(core: Any) -> bool:
+    events = core.list_namespaced_event("s", field_selector="involvedObject.name=p").items
+    return any(e.reason == "Killing" for e in events)
+
+
+def _children() -> list[str]:
+    """This process's child processes (a zombie not yet reaped counts)."""
+    me = str(os.getpid())
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if fields[1] == me:
+                found.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes()[:60]!r}")
+    return found
