@@ -225,7 +225,7 @@ def test_the_connection_test_button_fails_with_the_fix(local, monkeypatch: pytes
 
 
 def test_the_connection_type_is_registered_with_this_hook() -> None:
-    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
-    hook = ProvidersManager().hooks["kruise_chain"]
+    hook = ProvidersManagerTaskRuntime().hooks["kruise_chain"]
     assert hook is not None and hook.hook_class_name == "airflow_kruise_chain.hooks.kruise.KruiseHook"
