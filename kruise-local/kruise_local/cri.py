@@ -51,3 +51,6 @@ class ContainerLaunch:
     pod_sandbox: PodSandbox | None = None  # the pod's network namespace to join (None: the runtime's own)
     capabilities: tuple[str, ...] | None = None  # the process's capability sets (None: the runtime's default)
     user: ProcessUser = field(default_factory=ProcessUser)  # the OCI process user (`users.py`)
+    stdin: bool = False  # the container's `stdin`: the runtime keeps a pipe to its stdin (else /dev/null)
+    stdin_once: bool = False  # `stdinOnce`: the first attach's end of input closes that pipe
+    tty: bool = False  # `tty`

@@ -40,6 +40,7 @@ from .tasks import BackgroundTasks
 from .volumes import VolumeLoops
 
 if TYPE_CHECKING:
+    from .processes import Attachment
     from .runtime import ContainerRuntime, StreamingExec
 
 log = logging.getLogger(__name__)
@@ -318,6 +319,28 @@ class Kubelet:
             return await self.runtime.spawn_exec(inst.proc, argv, tty)
         except ProcessLookupError:
             raise ExecRefused(f'container not found ("{container}")') from None
+
+    async def start_attach(
+        self, pod: Obj, container: str, stdin: bool, stdout: bool, stderr: bool
+    ) -> Attachment:
+        """Attach to the pod's running `container` (`kubelet_pods.go` `GetAttach`, then the CRI `Attach`),
+        outside the pod's worker. `ExecRefused` with `GetAttach`'s error when the container has no running
+        instance (`findContainer` lists running containers only; the pod's full name is `name_namespace`);
+        the tty is the container spec's (`containerSpec.TTY`: "whether the process is running in a TTY
+        cannot be changed after it has started"), and the CRI streaming server's `validateAttachRequest`
+        refuses stderr with it (an InvalidArgument status, which the kubelet's `streaming.WriteError` answers
+        500)."""
+        meta = pod["metadata"]
+        worker = self.worker_for(pod)
+        st = (worker.containers.get(container) or worker.init_containers.get(container)) if worker else None
+        inst = st.current if st is not None else None
+        if inst is None or inst.proc is None or not inst.proc.running:
+            raise ExecRefused(
+                f"container {container} not found in pod {meta['name']}_{meta.get('namespace')}"
+            )
+        if inst.proc.launch.tty and stderr:
+            raise ExecRefused("rpc error: code = InvalidArgument desc = tty and stderr cannot both be true")
+        return inst.proc.attach(stdin, stdout, stderr)
 
     def scrape(self) -> Scrape:
         """What metrics-server reads from the nodes' kubelets (`/metrics/resource`): each pod's running

@@ -338,17 +338,17 @@ def _paths(served: list[tuple[Resource, str]], hidden: frozenset[str]) -> dict[s
                 for p in ("container", "follow", "previous", "sinceSeconds", "tailLines", "timestamps"):
                     op["parameters"].append({"name": p, "in": "query", "type": "string", "uniqueItems": True})
                 paths[sub_path] = {"get": op, "parameters": path_params + name_param}
-            elif sub == "exec":  # connect GET (WebSocket) and POST (SPDY), as kube-apiserver documents them
+            elif sub in ("exec", "attach"):  # connect GET (WebSocket) and POST (SPDY), as kube-apiserver
                 ops: dict[str, Any] = {"parameters": path_params + name_param}
+                gvk_kind = "PodExecOptions" if sub == "exec" else "PodAttachOptions"
+                params = ("container", "stderr", "stdin", "stdout", "tty")
                 for method in ("get", "post"):
-                    op = _operation(
-                        res, version, "connect", "connect", "", (), one, gvk_kind="PodExecOptions"
-                    )
+                    op = _operation(res, version, "connect", "connect", "", (), one, gvk_kind=gvk_kind)
                     prefix = _op_prefix(res, version)
-                    op["operationId"] = f"connect{method.title()}{prefix}{scope}{res.kind}Exec"
+                    op["operationId"] = f"connect{method.title()}{prefix}{scope}{res.kind}{title}"
                     op["produces"] = ["*/*"]
                     op["responses"]["200"]["schema"] = {"type": "string"}
-                    for p in ("command", "container", "stderr", "stdin", "stdout", "tty"):
+                    for p in (("command",) if sub == "exec" else ()) + params:
                         kind = "boolean" if p in ("stderr", "stdin", "stdout", "tty") else "string"
                         op["parameters"].append({"name": p, "in": "query", "type": kind, "uniqueItems": True})
                     ops[method] = op

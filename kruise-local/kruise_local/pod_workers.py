@@ -543,6 +543,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             pod_sandbox=self.pod_sandbox,
             capabilities=container_capabilities(spec),
             user=container_user(pod["spec"], spec, Path("/etc/passwd") if image.host_base else None),
+            # kuberuntime_container.go generateContainerConfig: Stdin, StdinOnce and Tty from the spec
+            stdin=bool(spec.get("stdin")),
+            stdin_once=bool(spec.get("stdinOnce")),
+            tty=bool(spec.get("tty")),
         )
         try:
             inst.proc = await self.kubelet.runtime.start(launch)

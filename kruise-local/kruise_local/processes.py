@@ -167,16 +167,37 @@ def exit_status(returncode: int) -> int:
 
 
 class _Protocol(asyncio.SubprocessProtocol):
-    def __init__(self, writer: CriLogWriter, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, writer: CriLogWriter, loop: asyncio.AbstractEventLoop, attachments: set[Attachment]
+    ) -> None:
         self.writer = writer
+        self.attachments = attachments
         self.exited: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
+        self.writable = asyncio.Event()
+        """the stdin pipe takes more (cleared while its transport's buffer is over its high-water mark)"""
+        self.writable.set()
+        self.outputs_closed: set[int] = set()
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         self.writer.feed(fd, data)
+        for attachment in self.attachments:  # containerd's output WriterGroup: the log and each attach
+            attachment.feed(fd, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 0:  # the stdin pipe closed (by us, or the container's side went)
+            self.writable.set()
+            return
         self.writer.flush(fd)
+        self.outputs_closed.add(fd)
+        for attachment in list(self.attachments):  # `ContainerIO.Pipe`: the group closes its writers at EOF
+            attachment.output_closed(fd)
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
 
     def process_exited(self) -> None:
         if not self.exited.done():
@@ -219,15 +240,25 @@ class RunningContainer:
         self._memory_limit = launch.memory_limit_bytes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        self._attachments: set[Attachment] = set()
+        """the attach sessions receiving the container's output (`attach`)"""
+        self._proto: _Protocol | None = None
+        self._holding: set[Attachment] = set()
+        """the attach sessions whose backlog holds the container's output back (`ATTACH_BACKLOG_BYTES`)"""
+        self._stdin: asyncio.WriteTransport | None = None
+        """the write end of the container's stdin pipe, kept by the runtime (`stdin: true` only)"""
 
     async def _spawn(self, cmd: list[str]) -> None:
         loop = asyncio.get_running_loop()
         writer = CriLogWriter(self.launch.log_path)
+        # containerd's CRI plugin makes a stdin FIFO only for a container whose config asks for stdin
+        # (`WithNewFIFOs(..., config.GetTty(), config.GetStdin())`); the others read /dev/null
+        stdin = subprocess.PIPE if self.launch.stdin else subprocess.DEVNULL
         try:
             transport, proto = await loop.subprocess_exec(
-                lambda: _Protocol(writer, loop),
+                lambda: _Protocol(writer, loop, self._attachments),
                 *cmd,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env,
@@ -239,6 +270,9 @@ class RunningContainer:
             raise
         self.started_at = datetime.now(UTC)
         self._transport = transport
+        self._proto = proto
+        if self.launch.stdin:
+            self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
         self.pid = transport.get_pid()
         if self._sandbox == "none":
             self._init = self._main = self.pid
@@ -275,6 +309,9 @@ class RunningContainer:
                 self._monitor.cancel()
             for t in list(self._pending):
                 t.cancel()
+            for attachment in list(self._attachments):
+                attachment.output_closed(1)
+                attachment.output_closed(2)
             writer.close()
             transport.close()
 
@@ -312,6 +349,53 @@ class RunningContainer:
         return [root, *descendants(root)] if root is not None else []
 
     # -- API --
+
+    def attach(self, stdin: bool, stdout: bool, stderr: bool) -> Attachment:
+        """Attach to the container's stdio from now on (`Attachment`)."""
+        attachment = Attachment(self, stdin, stdout, stderr)
+        if self._proto is not None:
+            for fd in self._proto.outputs_closed:
+                attachment.output_closed(fd)
+        if self.finished_at is not None:
+            attachment.output_closed(1)
+            attachment.output_closed(2)
+        return attachment
+
+    @property
+    def has_stdin(self) -> bool:
+        """Whether the container has a stdin pipe (`stdin: true`), closed or not."""
+        return self._stdin is not None
+
+    async def write_stdin(self, data: bytes) -> None:
+        """Write to the container's stdin, waiting while the pipe's buffer is full; dropped once it is closed
+        (containerd's copy into a closed stdin fails and ends)."""
+        pipe, proto = self._stdin, self._proto
+        if pipe is None or proto is None or pipe.is_closing():
+            return
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            pipe.write(data)
+            await proto.writable.wait()
+
+    def _hold_output(self, attachment: Attachment, hold: bool) -> None:
+        """Stop (`hold`) or resume reading the container's output pipes for `attachment`'s backlog."""
+        held = bool(self._holding)
+        if hold:
+            self._holding.add(attachment)
+        else:
+            self._holding.discard(attachment)
+        if held == bool(self._holding) or self._transport is None or self._transport.is_closing():
+            return
+        for fd in (1, 2):
+            pipe = self._transport.get_pipe_transport(fd)
+            if pipe is not None and not pipe.is_closing():
+                with contextlib.suppress(RuntimeError):
+                    pipe.pause_reading() if hold else pipe.resume_reading()  # type: ignore[attr-defined]
+
+    def close_stdin(self) -> None:
+        """Close the container's stdin: its process reads the end of input once the pipe is drained
+        (`stdinOnce`: containerd's `c.stdin.Close()` and the task's `CloseIO`)."""
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
 
     async def wait(self) -> int:
         """Exit code (killed by signal N -> 128+N; 137 after an OOM kill)."""
@@ -426,3 +510,97 @@ class RunningContainer:
                 self.launch.log_path, tail_lines=FALLBACK_LOG_LINES, limit_bytes=FALLBACK_LOG_BYTES
             )
         return msg.decode(errors="replace")
+
+
+ATTACH_BACKLOG_BYTES = 1024 * 1024
+"""An attach session's output not yet sent to its client, past which the container's output pipes are no
+longer read until it is half sent: containerd writes the container's output to its log and to each attach in
+turn (`cioutil.WriterGroup.Write`), so a slow attach client holds the container's writes back, as here. (The
+amount is ours: upstream, the streams' flow-control windows and the pipe's buffer.)"""
+
+
+class Attachment:
+    """One attach to a running container's stdio, as containerd's CRI plugin serves the CRI `Attach`
+    (`internal/cri/server/container_attach.go` `attachContainer`, `internal/cri/io/container_io.go`
+    `ContainerIO.Attach`):
+
+    - output: the session joins the container's stdout/stderr writer groups, so it gets what the container
+      writes from now on, never the log's history; a writer closes when the container's stream ends (or when
+      the session is detached), and the session ends once all of its writers closed and its stdin copy
+      ended (`wg.Wait()`);
+    - stdin: copied into the container's stdin only when the container has one (`c.stdin != nil &&
+      opts.Stdin != nil`: `stdin: true`), else ignored. When the client's stdin ends (the v5 close signal, or
+      the client going away): with `stdinOnce` and no tty the container's stdin is closed and the outputs
+      stay attached until the container ends; otherwise the outputs are detached and the session ends, the
+      container's stdin left open for the next attach. An output closing ends the stdin copy too.
+    """
+
+    def __init__(self, container: RunningContainer, stdin: bool, stdout: bool, stderr: bool) -> None:
+        self._container = container
+        self.tty = container.launch.tty
+        self._stdin_once = container.launch.stdin_once
+        self._stdin = stdin and container.has_stdin
+        self._outputs = {fd for fd, wanted in ((1, stdout), (2, stderr and not self.tty)) if wanted}
+        self._queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue()
+        self._pending = 0
+        """bytes fed and not read yet: over `ATTACH_BACKLOG_BYTES` the container's output waits"""
+        self._ended = False
+        container._attachments.add(self)
+        self._check_end()
+
+    def feed(self, fd: int, data: bytes) -> None:
+        if fd in self._outputs:
+            self._queue.put_nowait((fd, data))
+            self._pending += len(data)
+            if self._pending > ATTACH_BACKLOG_BYTES:
+                self._container._hold_output(self, True)
+
+    async def read(self) -> tuple[int, bytes] | None:
+        """The next output chunk (1 stdout, 2 stderr), or None once the session has ended."""
+        chunk = await self._queue.get()
+        if chunk is not None:
+            self._pending -= len(chunk[1])
+            if self._pending <= ATTACH_BACKLOG_BYTES // 2:
+                self._container._hold_output(self, False)
+        return chunk
+
+    async def write_stdin(self, data: bytes) -> None:
+        if self._stdin:
+            await self._container.write_stdin(data)
+
+    def resize(self, data: bytes) -> None:
+        """A `TerminalSize` message: ignored without a tty (containerd resizes the task's console only)."""
+
+    def stdin_ended(self) -> None:
+        """The client's stdin ended: the copy into the container's stdin returns."""
+        if not self._stdin:
+            return
+        self._stdin = False
+        if self._stdin_once and not self.tty:
+            self._container.close_stdin()
+        else:
+            self._outputs.clear()
+        self._check_end()
+
+    def output_closed(self, fd: int) -> None:
+        """One of the container's output streams ended: its writer closes, which ends the stdin copy."""
+        if fd not in self._outputs:
+            return
+        self._outputs.discard(fd)
+        self.stdin_ended()
+        self._check_end()
+
+    def detach(self) -> None:
+        """The client went: its stdin stream ends (with `stdinOnce`, the container's stdin closes) and its
+        writers are dropped."""
+        self.stdin_ended()
+        self._outputs.clear()
+        self._check_end()
+
+    def _check_end(self) -> None:
+        if not self._outputs:
+            self._container._hold_output(self, False)
+        if not self._ended and not self._stdin and not self._outputs:
+            self._ended = True
+            self._container._attachments.discard(self)
+            self._queue.put_nowait(None)

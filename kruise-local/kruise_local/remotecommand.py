@@ -1,4 +1,8 @@
-"""`pods/exec` over WebSocket, the streaming protocol of `kubectl exec`/`cp` and the official clients.
+"""`pods/exec` and `pods/attach` over WebSocket, the streaming protocol of `kubectl exec`/`cp`/`attach`
+and the official clients. `pods/attach` shares everything below but the command: `AttachREST.Connect` and
+its `AttachLocation` (`streamLocation` again), the kubelet's `GetAttach` (its refusal `container c not
+found in pod p_ns`) and `ServeAttach` (`remotecommand/attach.go`: Success once the runtime's attach
+returns); the runtime's part is `processes.Attachment`.
 
 What it models, part by part:
 - the API server's `ExecREST.Connect` (`pkg/registry/core/pod/rest/subresources.go`) and `streamLocation`
@@ -37,7 +41,7 @@ import struct
 import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import WSMsgType, web
 
@@ -55,10 +59,12 @@ V1 = "channel.k8s.io"
 V1_BASE64 = "base64.channel.k8s.io"
 PROTOCOLS = (V5, V4, V4_BASE64, V1, V1_BASE64)
 _CHUNK = 32 * 1024
+T = TypeVar("T")
 
 
 class ExecRefused(Exception):
-    """The kubelet found no running container to exec in (`GetExec`'s error)."""
+    """The kubelet refused the stream: no running container to exec in or attach to (`GetExec`'s and
+    `GetAttach`'s errors)."""
 
 
 class Exec(Protocol):
@@ -70,6 +76,28 @@ class Exec(Protocol):
     async def wait(self) -> int: ...
 
     async def kill(self) -> None: ...
+
+
+class Attached(Protocol):
+    """A started attach: what the streams need of it (`processes.Attachment`)."""
+
+    async def read(self) -> tuple[int, bytes] | None: ...
+
+    async def write_stdin(self, data: bytes) -> None: ...
+
+    def stdin_ended(self) -> None: ...
+
+    def resize(self, data: bytes) -> None: ...
+
+    def detach(self) -> None: ...
+
+
+class AttachNode(Protocol):
+    """What the API server asks of the pod's kubelet for an attach."""
+
+    async def start_attach(
+        self, pod: Obj, container: str, stdin: bool, stdout: bool, stderr: bool
+    ) -> Attached: ...
 
 
 class ExecNode(Protocol):
@@ -95,7 +123,8 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 def exec_options(request: web.Request, pod: Obj) -> ExecOptions:
-    """The exec's options, with `streamLocation`'s and `NewOptions`' 400s."""
+    """An exec's or attach's options (`PodExecOptions`, `PodAttachOptions`: no command), with
+    `streamLocation`'s and `NewOptions`' 400s."""
     name = pod["metadata"]["name"]
     spec = pod.get("spec") or {}
     containers = [c["name"] for c in spec.get("containers") or []]
@@ -205,18 +234,69 @@ async def serve_exec(
 ) -> web.StreamResponse:
     """Serve one `pods/exec` request (see the module's docstring)."""
     opts = exec_options(request, pod)
+
+    async def start() -> Exec:
+        return await node.start_exec(pod, opts.container, opts.command, opts.tty)
+
+    async def stream(channels: Channels, ex: Exec) -> None:
+        await _stream(channels, opts, ex)
+
+    async def release(ex: Exec) -> None:
+        await ex.kill()
+
+    return await _serve(request, "exec", opts, authorize_create, start, stream, release)
+
+
+async def serve_attach(
+    request: web.Request,
+    pod: Obj,
+    node: AttachNode,
+    authorize_create: Callable[[], Awaitable[None]] | None,
+) -> web.StreamResponse:
+    """Serve one `pods/attach` request: `AttachREST.Connect` (`AttachLocation` is `streamLocation`, as for an
+    exec: the same 400s), then the kubelet's `getAttach` (`NewOptions`, `GetAttach`) and `ServeAttach`
+    (`remotecommand/attach.go`): the session streams until the runtime's attach returns, then writes
+    Success (an attach carries no exit code), or the client goes. `processes.Attachment` is the runtime's
+    part."""
+    opts = exec_options(request, pod)
+
+    async def start() -> Attached:
+        return await node.start_attach(pod, opts.container, opts.stdin, opts.stdout, opts.stderr)
+
+    async def stream(channels: Channels, attached: Attached) -> None:
+        await _stream_attached(channels, opts, attached)
+
+    async def release(attached: Attached) -> None:
+        attached.detach()
+
+    return await _serve(request, "attach", opts, authorize_create, start, stream, release)
+
+
+async def _serve(
+    request: web.Request,
+    subresource: str,
+    opts: ExecOptions,
+    authorize_create: Callable[[], Awaitable[None]] | None,
+    start: Callable[[], Awaitable[T]],
+    stream: Callable[[Channels, T], Awaitable[None]],
+    release: Callable[[T], Awaitable[None]],
+) -> web.StreamResponse:
+    """The upgrade shared by exec and attach: WebSocket only, the compound `create` check, the kubelet's
+    refusal (a 500 answer, or after a v5 client's upgrade an InternalError Status), then `stream` until it
+    ends, and `release` however the request ends (its client may go at any point)."""
     if not is_websocket(request):
         raise ApiError(
             400,
-            "Upgrade request required: the local cluster serves pods/exec over WebSocket only "
+            f"Upgrade request required: the local cluster serves pods/{subresource} over WebSocket only "
             "(channel.k8s.io, v4.channel.k8s.io, v5.channel.k8s.io), not SPDY",
         )
     if authorize_create is not None:
         await authorize_create()
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
     translated = V5 in offered  # the API server's stream translator serves it, upgrading first
+    started: T | str
     try:
-        started: Exec | str = await node.start_exec(pod, opts.container, opts.command, opts.tty)
+        started = await start()
     except ExecRefused as e:
         if not translated:  # the kubelet's answer, proxied as is
             return web.Response(status=500, text=str(e))
@@ -225,7 +305,7 @@ async def serve_exec(
         started = f"error executing command in container: failed to exec in container: {e}"
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)
     upgraded = False
-    try:  # the command is killed however the request ends (its client may go at any point)
+    try:
         if not await start_stream(ws, request):  # the client went before the upgrade's answer
             return ws
         upgraded = True
@@ -234,10 +314,10 @@ async def serve_exec(
             await channels.write(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
             await channels.status(internal_status(started))
         else:
-            await _stream(channels, opts, started)
+            await stream(channels, started)
     finally:
         if not isinstance(started, str):
-            await started.kill()
+            await release(started)
         if upgraded:
             await ws.close()
     return ws
@@ -284,6 +364,40 @@ async def _stream(channels: Channels, opts: ExecOptions, ex: Exec) -> None:
             await asyncio.gather(inputs, done, *outputs, return_exceptions=True)
         if ex.master is not None:
             os.close(ex.master)
+
+
+async def _stream_attached(channels: Channels, opts: ExecOptions, attached: Attached) -> None:
+    """Copy the container's output and the client's input until the attach ends (then Success, as
+    `ServeAttach` writes it once `AttachContainer` returns nil) or the client closes the connection."""
+    await channels.write(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
+
+    async def outputs() -> None:
+        while (chunk := await attached.read()) is not None:
+            fd, data = chunk
+            await channels.write(STDOUT if fd == 1 else STDERR, data)
+
+    async def inputs() -> None:
+        async for msg in channels.ws:
+            frame = channels.decode(msg)
+            if frame is None:
+                continue
+            channel, data = frame
+            if channel == STDIN and opts.stdin:
+                await attached.write_stdin(data)
+            elif channel == RESIZE:
+                attached.resize(data)
+            elif channel == CLOSE and channels.v5 and data[:1] == bytes([STDIN]):
+                attached.stdin_ended()
+
+    out, into = asyncio.ensure_future(outputs()), asyncio.ensure_future(inputs())
+    try:
+        await asyncio.wait([out, into], return_when=asyncio.FIRST_COMPLETED)
+        if out.done() and out.exception() is None:
+            await channels.status(success_status())
+    finally:
+        for task in (out, into):
+            task.cancel()
+        await asyncio.gather(out, into, return_exceptions=True)
 
 
 async def _copy_out(stream: asyncio.StreamReader, channels: Channels, channel: int, wanted: bool) -> None:

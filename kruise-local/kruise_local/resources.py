@@ -58,7 +58,7 @@ PODS = Resource(
     True,
     "pod",
     ("po",),
-    ("status", "log", "resize", "eviction", "exec"),
+    ("status", "log", "resize", "eviction", "exec", "attach"),
     field_selectors=_META | {"spec.nodeName", "status.phase", "spec.restartPolicy", "spec.schedulerName"},
     categories=("all",),  # pkg/registry/core/pod/storage `REST.Categories`
 )

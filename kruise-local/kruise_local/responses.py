@@ -92,9 +92,15 @@ def resource_list(group_version: str, items: list[Resource], hidden: set[str]) -
                 "log": ["get"],
                 "eviction": ["create"],
                 "exec": ["create", "get"],
+                "attach": ["create", "get"],
                 "resize": ["get", "patch", "update"],
             }.get(sub, ["get", "patch", "update"])
-            kind = {"eviction": "Eviction", "log": "Pod", "exec": "PodExecOptions"}.get(sub, res.kind)
+            kind = {
+                "eviction": "Eviction",
+                "log": "Pod",
+                "exec": "PodExecOptions",
+                "attach": "PodAttachOptions",
+            }.get(sub, res.kind)
             out.append(
                 {
                     "name": f"{res.plural}/{sub}",

@@ -37,7 +37,7 @@ from .features import Features
 from .filters import Filters
 from .patch import json_merge_patch, json_patch, strategic_merge_patch
 from .rbac import ADMIN_USER, USER_INFO
-from .remotecommand import Exec, serve_exec
+from .remotecommand import Attached, Exec, serve_attach, serve_exec
 from .resources import Resource
 from .responses import (
     as_partial,
@@ -74,6 +74,10 @@ class NodeClient(Protocol):
     def pod_metrics(self, pod: Obj) -> dict[str, Any] | None: ...
 
     async def start_exec(self, pod: Obj, container: str, argv: list[str], tty: bool) -> Exec: ...
+
+    async def start_attach(
+        self, pod: Obj, container: str, stdin: bool, stdout: bool, stderr: bool
+    ) -> Attached: ...
 
 
 class ApiServer:
@@ -260,10 +264,10 @@ class ApiServer:
             if method != "GET":
                 raise ApiError(405, f"{method} is not allowed on pods/log")
             return await self._log(request, ns, name)
-        if sub == "exec":
+        if sub in ("exec", "attach"):
             if method not in ("GET", "POST"):
-                raise ApiError(405, f"{method} is not allowed on pods/exec")
-            return await self._exec(request, ns, name)
+                raise ApiError(405, f"{method} is not allowed on pods/{sub}")
+            return await self._connect(request, ns, name, sub)
         if sub == "eviction":
             if method != "POST":
                 raise ApiError(405, f"{method} is not allowed on pods/eviction")
@@ -685,27 +689,32 @@ class ApiServer:
         )
 
     # -- exec, logs and metrics ----------------------------------------------------------------------
-    async def _exec(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
+    async def _connect(self, request: web.Request, ns: str, name: str, sub: str) -> web.StreamResponse:
+        """`pods/exec` and `pods/attach` (`ExecREST.Connect`, `AttachREST.Connect`)."""
         # `handlers/rest.go` `ConnectResource`: validating admission of the CONNECT, its object the
-        # PodExecOptions the query decodes to, before the pod is looked up and the stream set up
-        options = {
-            "kind": "PodExecOptions",
+        # PodExecOptions or PodAttachOptions the query decodes to, before the pod is looked up and the stream
+        # set up
+        options: dict[str, Any] = {
+            "kind": "PodExecOptions" if sub == "exec" else "PodAttachOptions",
             "apiVersion": "v1",
             **{
                 key: request.query.get(key, "").lower() in ("true", "1")
                 for key in ("stdin", "stdout", "stderr", "tty")
             },
             "container": request.query.get("container", ""),
-            "command": request.query.getall("command", []),
         }
-        self._admit_policies(request, "CONNECT", R.PODS, "v1", "exec", options, None, False, name, ns)
+        if sub == "exec":
+            options["command"] = request.query.getall("command", [])
+        self._admit_policies(request, "CONNECT", R.PODS, "v1", sub, options, None, False, name, ns)
         pod = self.store.get(R.PODS, ns, name)
 
         async def authorize_create() -> None:  # KEP-4006's compound check of a WebSocket upgrade (a GET)
             await self.filters.authorize(request, verb="create")
 
-        compound = self.websocket_upgrade_create and request.method == "GET"
-        return await serve_exec(request, pod, self.nodes, authorize_create if compound else None)
+        compound = authorize_create if self.websocket_upgrade_create and request.method == "GET" else None
+        if sub == "exec":
+            return await serve_exec(request, pod, self.nodes, compound)
+        return await serve_attach(request, pod, self.nodes, compound)
 
     async def _log(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
         pod = self.store.get(R.PODS, ns, name)
