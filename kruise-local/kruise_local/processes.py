@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal as _signal
+import struct
 import subprocess
+import termios
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
@@ -178,6 +181,8 @@ class _Protocol(asyncio.SubprocessProtocol):
         """the stdin pipe takes more (cleared while its transport's buffer is over its high-water mark)"""
         self.writable.set()
         self.outputs_closed: set[int] = set()
+        self.console: asyncio.Future[None] | None = None
+        """a `tty: true` container's console: done once its output has ended"""
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         self.writer.feed(fd, data)
@@ -206,6 +211,22 @@ class _Protocol(asyncio.SubprocessProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
+
+
+class _Console(asyncio.Protocol):
+    """The reader of a `tty: true` container's console: its output is the container's stdout."""
+
+    def __init__(self, proto: _Protocol, loop: asyncio.AbstractEventLoop) -> None:
+        self.proto = proto
+        proto.console = loop.create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.proto.pipe_data_received(1, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:  # EIO once the last slave side is closed
+        self.proto.pipe_connection_lost(1, None)
+        if self.proto.console is not None and not self.proto.console.done():
+            self.proto.console.set_result(None)
 
 
 class RunningContainer:
@@ -247,31 +268,50 @@ class RunningContainer:
         """the attach sessions whose backlog holds the container's output back (`ATTACH_BACKLOG_BYTES`)"""
         self._stdin: asyncio.WriteTransport | None = None
         """the write end of the container's stdin pipe, kept by the runtime (`stdin: true` only)"""
+        self._console: int | None = None
+        """the master side of a `tty: true` container's console"""
+        self._console_reader: asyncio.ReadTransport | None = None
 
     async def _spawn(self, cmd: list[str]) -> None:
         loop = asyncio.get_running_loop()
         writer = CriLogWriter(self.launch.log_path)
         # containerd's CRI plugin makes a stdin FIFO only for a container whose config asks for stdin
-        # (`WithNewFIFOs(..., config.GetTty(), config.GetStdin())`); the others read /dev/null
-        stdin = subprocess.PIPE if self.launch.stdin else subprocess.DEVNULL
+        # (`WithNewFIFOs(..., config.GetTty(), config.GetStdin())`); the others read /dev/null. With `tty`
+        # the process gets a console instead (runc's pty: stdin, stdout and stderr on its slave side)
+        master: int | None = None
+        if self.launch.tty:
+            master, slave = os.openpty()
+            streams: dict[str, int] = {"stdin": slave, "stdout": slave, "stderr": slave}
+        else:
+            stdin = subprocess.PIPE if self.launch.stdin else subprocess.DEVNULL
+            streams = {"stdin": stdin, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         try:
             transport, proto = await loop.subprocess_exec(
                 lambda: _Protocol(writer, loop, self._attachments),
                 *cmd,
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                **streams,
                 env=self._env,
                 cwd=self._cwd,
                 start_new_session=True,
             )
         except BaseException:
             writer.close()
+            if master is not None:
+                os.close(master)
             raise
+        finally:
+            if master is not None:
+                os.close(streams["stdin"])  # the console's slave side: the container has its own
         self.started_at = datetime.now(UTC)
         self._transport = transport
         self._proto = proto
-        if self.launch.stdin:
+        if master is not None:
+            self._console = master
+            # the console's output is the container's stdout (containerd logs and attaches it as such)
+            self._console_reader, _ = await loop.connect_read_pipe(
+                lambda: _Console(proto, loop), os.fdopen(os.dup(master), "rb", 0)
+            )
+        elif self.launch.stdin:
             self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
         self.pid = transport.get_pid()
         if self._sandbox == "none":
@@ -293,7 +333,8 @@ class RunningContainer:
                 with contextlib.suppress(OSError):
                     os.killpg(self.pid, _signal.SIGKILL)
             try:
-                await asyncio.wait_for(asyncio.shield(proto.closed), _PIPE_DRAIN_SECONDS)
+                drained = asyncio.gather(proto.closed, *([proto.console] if proto.console else []))
+                await asyncio.wait_for(asyncio.shield(drained), _PIPE_DRAIN_SECONDS)
             except TimeoutError:
                 with contextlib.suppress(OSError):
                     os.killpg(self.pid, _signal.SIGKILL)
@@ -314,6 +355,11 @@ class RunningContainer:
                 attachment.output_closed(2)
             writer.close()
             transport.close()
+            if self._console_reader is not None:
+                self._console_reader.close()
+            if self._console is not None:
+                os.close(self._console)
+                self._console = None
 
     # -- process discovery --
 
@@ -363,18 +409,37 @@ class RunningContainer:
 
     @property
     def has_stdin(self) -> bool:
-        """Whether the container has a stdin pipe (`stdin: true`), closed or not."""
-        return self._stdin is not None
+        """Whether the container has a stdin to write to (`stdin: true`), closed or not."""
+        return self._stdin is not None or (self._console is not None and self.launch.stdin)
 
     async def write_stdin(self, data: bytes) -> None:
         """Write to the container's stdin, waiting while the pipe's buffer is full; dropped once it is closed
-        (containerd's copy into a closed stdin fails and ends)."""
+        (containerd's copy into a closed stdin fails and ends). With a tty, to its console."""
+        if self._console is not None:
+            await self._write_console(data)
+            return
         pipe, proto = self._stdin, self._proto
         if pipe is None or proto is None or pipe.is_closing():
             return
         with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             pipe.write(data)
             await proto.writable.wait()
+
+    async def _write_console(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and self._console is not None and self.launch.stdin:
+            try:
+                view = view[os.write(self._console, view) :]
+            except BlockingIOError:  # the console's input is full (its reader shares the non-blocking flag)
+                await asyncio.sleep(0.01)
+            except OSError:
+                return
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Resize the console (containerd's `task.Resize` on an attach's TerminalSize)."""
+        if self._console is not None:
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(self._console, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
     def _hold_output(self, attachment: Attachment, hold: bool) -> None:
         """Stop (`hold`) or resume reading the container's output pipes for `attachment`'s backlog."""
@@ -384,6 +449,10 @@ class RunningContainer:
         else:
             self._holding.discard(attachment)
         if held == bool(self._holding) or self._transport is None or self._transport.is_closing():
+            return
+        if self._console_reader is not None:
+            with contextlib.suppress(RuntimeError):
+                self._console_reader.pause_reading() if hold else self._console_reader.resume_reading()
             return
         for fd in (1, 2):
             pipe = self._transport.get_pipe_transport(fd)
@@ -568,8 +637,9 @@ class Attachment:
         if self._stdin:
             await self._container.write_stdin(data)
 
-    def resize(self, data: bytes) -> None:
-        """A `TerminalSize` message: ignored without a tty (containerd resizes the task's console only)."""
+    def resize(self, rows: int, cols: int) -> None:
+        """A `TerminalSize` message: the console's size (`handleResizing`); nothing without a tty."""
+        self._container.resize(rows, cols)
 
     def stdin_ended(self) -> None:
         """The client's stdin ended: the copy into the container's stdin returns."""

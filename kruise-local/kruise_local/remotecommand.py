@@ -87,7 +87,7 @@ class Attached(Protocol):
 
     def stdin_ended(self) -> None: ...
 
-    def resize(self, data: bytes) -> None: ...
+    def resize(self, rows: int, cols: int) -> None: ...
 
     def detach(self) -> None: ...
 
@@ -384,8 +384,8 @@ async def _stream_attached(channels: Channels, opts: ExecOptions, attached: Atta
             channel, data = frame
             if channel == STDIN and opts.stdin:
                 await attached.write_stdin(data)
-            elif channel == RESIZE:
-                attached.resize(data)
+            elif channel == RESIZE and (size := _terminal_size(data)) is not None:
+                attached.resize(*size)
             elif channel == CLOSE and channels.v5 and data[:1] == bytes([STDIN]):
                 attached.stdin_ended()
 
@@ -435,13 +435,18 @@ async def _write_stdin(ex: Exec, stdin: asyncio.StreamWriter | None, data: bytes
             await stdin.drain()
 
 
-def _resize(master: int, data: bytes) -> None:
-    """A `TerminalSize` message (`{"Width": w, "Height": h}`) applied to the terminal."""
+def _terminal_size(data: bytes) -> tuple[int, int] | None:
+    """A `TerminalSize` message (`{"Width": w, "Height": h}`) as (rows, columns); None if it is not one."""
     try:
         size = json.loads(data)
         rows, cols = int(size.get("Height", 0)), int(size.get("Width", 0))
     except (ValueError, TypeError, AttributeError):
-        return
-    if 0 < rows < 65536 and 0 < cols < 65536:
+        return None
+    return (rows, cols) if 0 < rows < 65536 and 0 < cols < 65536 else None
+
+
+def _resize(master: int, data: bytes) -> None:
+    """A `TerminalSize` message applied to the terminal."""
+    if (size := _terminal_size(data)) is not None:
         with contextlib.suppress(OSError):
-            fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))

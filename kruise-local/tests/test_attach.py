@@ -5,6 +5,7 @@ attach), the session's end with the container, the kubelet's and the API server'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -354,3 +355,52 @@ def test_a_client_that_does_not_read_holds_the_container_output_back(core, names
     tail = core.read_namespaced_pod_log("p", namespace, tail_lines=1, _preload_content=False).data
     assert tail == b"done\n"
     resp.close()
+
+
+def test_a_tty_container_gets_a_console_that_follows_resizes(core, namespace):
+    """`tty: true` (with `stdin: true`): the container's stdio is a console; an attach's TerminalSize
+    messages resize it (containerd `handleResizing`: `task.Resize`), its input is the console's."""
+    script = 'while read line; do test -t 0 && t=tty || t=pipe; echo "$t:$line"; stty size; done'
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", script, stdin=True, tty=True)))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    resp = _attach(core, namespace, "p", container="main", stdin=True, stderr=False, tty=True)
+    resp.write_channel(4, json.dumps({"Width": 100, "Height": 30}))
+    resp.write_stdin("x\n")
+    out = _read_until(resp, "30 100\r\n")
+    assert "tty:x\r\n30 100\r\n" in out  # the console's line discipline: its echo of x, CR-LF endings
+    resp.close()
+
+
+@needs_kubectl
+def test_kubectl_attach_to_a_tty_container_needs_a_terminal(kubectl, core, namespace):
+    """kubectl forces a tty for a `tty: true` container but drops it without a terminal on its own stdin,
+    and then asks for stderr, which the CRI streaming server refuses with the container's tty
+    (`validateAttachRequest`); from a terminal (`-it`) it attaches raw, without stderr."""
+    script = 'read line; echo "tty:$line"'
+    body = pod_body("p", container("main", script, stdin=True, tty=True), restart="Never")
+    core.create_namespaced_pod(namespace, body)
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    done = kubectl.run("attach", "p", "-c", "main")
+    assert done.returncode != 0
+    assert "tty and stderr cannot both be true" in done.stderr
+    master, slave = os.openpty()
+    cmd = kubectl.cmd("attach", "-it", "p", "-c", "main")
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=kubectl.env)
+    os.close(slave)
+    out = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"try pressing enter" not in out and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                out += os.read(master, 4096)
+        os.write(master, b"hello\r")  # kubectl's terminal is raw: the container's console turns CR to NL
+        while b"tty:hello" not in out and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                with contextlib.suppress(OSError):
+                    out += os.read(master, 4096)
+        assert proc.wait(timeout=60) == 0, out  # the container ended: Success
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    assert b"tty:hello" in out
