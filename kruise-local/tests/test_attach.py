@@ -404,3 +404,83 @@ def test_kubectl_attach_to_a_tty_container_needs_a_terminal(kubectl, core, names
         proc.wait()
         os.close(master)
     assert b"tty:hello" in out
+
+
+@needs_kubectl
+def test_kubectl_run_interactive_attaches_and_returns_the_exit_code(kubectl):
+    """`kubectl run -i` makes a pod with `stdin` and `stdinOnce`, attaches once it runs, and reports the
+    container's end (`--rm` then deletes the pod)."""
+    script = "read x; echo got:$x; exit 3"
+    run = ("run", "-i", "-q", "--restart=Never", "--image=busybox:1.36")
+    done = kubectl.run(*run, "r", "--", "sh", "-c", script, stdin="hi\n")
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "got:hi\n"
+    done = kubectl.run(*run, "--rm", "r2", "--", "cat", stdin="a\nb\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("a\nb\n")
+
+
+def test_a_v4_client_gets_the_kubelets_refusal_as_its_handshake_answer(cluster, core, namespace):
+    import aiohttp
+
+    body = pod_body("p", container("main", "exec sleep 300"), container("done", "exit 0"), restart="Never")
+    core.create_namespaced_pod(namespace, body)
+    wait_for(lambda: (s := status_of(core, namespace, "p", "done")) and s.state.terminated)
+
+    async def handshake(container_name: str) -> int:
+        path = f"/api/v1/namespaces/{namespace}/pods/p/attach?container={container_name}&stdout=true"
+        async with aiohttp.ClientSession() as session:
+            try:
+                ws = await session.ws_connect(cluster.url + path, protocols=("v4.channel.k8s.io",))
+            except aiohttp.WSServerHandshakeError as e:
+                return e.status
+            await ws.close()
+            return 101
+
+    assert cluster.call(handshake("done")) == 500
+    assert cluster.call(handshake("main")) == 101
+
+
+def test_a_validating_admission_policy_sees_the_connect_of_an_attach(core, namespace):
+    """`ConnectResource`: validating admission of the CONNECT, its object the PodAttachOptions the query
+    decodes to, before the pod is looked up."""
+    from kubernetes import client
+    from kubernetes.client import ApiException
+
+    admission = client.AdmissionregistrationV1Api(core.api_client)
+    name = f"no-attach-stdin-{namespace}"
+    rules = [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"], "resources": ["pods/attach"]}
+    ]
+    policy = {
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": rules},
+            "matchConditions": [{"name": "here", "expression": f"request.namespace == '{namespace}'"}],
+            "validations": [
+                {
+                    "expression": "object.kind == 'PodAttachOptions' && !object.stdin",
+                    "message": "no stdin attach",
+                }
+            ],
+        },
+    }
+    binding = {"metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    admission.create_validating_admission_policy(policy)
+    admission.create_validating_admission_policy_binding(binding)
+    try:
+
+        def refused() -> str | None:
+            try:
+                core.connect_get_namespaced_pod_attach("absent", namespace, stdin=True)
+            except ApiException as e:
+                return e.body if e.status == 422 else None  # a validation's default reason: Invalid
+            return None
+
+        assert "no stdin attach" in wait_for(refused)
+        with pytest.raises(ApiException) as err:  # admitted: then the pod is looked up
+            core.connect_get_namespaced_pod_attach("absent", namespace, stdout=True)
+        assert err.value.status == 404
+    finally:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
