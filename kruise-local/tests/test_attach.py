@@ -118,6 +118,16 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float = 60) -> bytes:
     return line
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a kubectl (if still running) and close its pipes."""
+    proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
 @needs_kubectl
 def test_kubectl_attach_shows_the_output_from_now_on_and_ends_when_the_container_exits(
     kubectl, core, namespace
@@ -137,8 +147,7 @@ def test_kubectl_attach_shows_the_output_from_now_on_and_ends_when_the_container
         _exec(core, namespace, "p", "main", "touch /tmp/stop")
         rest, err = proc.communicate(timeout=60)
     finally:
-        proc.kill()
-        proc.wait()
+        _stop(proc)
     assert proc.returncode == 0, err
     assert rest.endswith(b"bye\n")
     assert b"line 0\n" not in rest
@@ -167,8 +176,7 @@ def test_kubectl_attach_stdin_reaches_a_stdin_container_and_the_session_ends_wit
             assert proc.wait(timeout=60) == 0
             assert _read_line(proc) == b""
         finally:
-            proc.kill()
-            proc.wait()
+            _stop(proc)
     assert _log(core, namespace, "p") == "got:hello\ngot:again\n"  # no eof: its stdin is still open
 
 
@@ -211,8 +219,7 @@ def test_kubectl_attach_stdin_to_a_container_without_stdin_is_dropped(kubectl, c
         assert proc.stderr is not None
         err = proc.stderr.read()
     finally:
-        proc.kill()
-        proc.wait()
+        _stop(proc)
     assert b"error: Unable to use a TTY - container main did not allocate one" in err
     assert "hello" not in _log(core, namespace, "p")
 
@@ -230,6 +237,7 @@ def test_client_attach_feeds_stdin_and_reads_stdout_and_stderr(core, namespace):
     resp.close_channel(0)  # stdin's end, no stdinOnce: the session ends with Success
     resp.run_forever(timeout=30)
     assert json.loads(resp.read_channel(3)) == {"metadata": {}, "status": "Success"}
+    resp.close()
 
 
 def test_a_container_that_is_not_running_is_refused_by_the_kubelet(core, namespace):
@@ -241,6 +249,7 @@ def test_a_container_that_is_not_running_is_refused_by_the_kubelet(core, namespa
     resp = _attach(core, namespace, "p", container="done")
     resp.run_forever(timeout=30)
     status = json.loads(resp.read_channel(3))
+    resp.close()
     refusal = f"unable to upgrade connection: container done not found in pod p_{namespace}"
     assert status["reason"] == "InternalError" and status["code"] == 500
     assert status["message"] == f"Internal error occurred: {refusal}"
@@ -400,8 +409,7 @@ def test_kubectl_attach_to_a_tty_container_needs_a_terminal(kubectl, core, names
                     out += os.read(master, 4096)
         assert proc.wait(timeout=60) == 0, out  # the container ended: Success
     finally:
-        proc.kill()
-        proc.wait()
+        _stop(proc)
         os.close(master)
     assert b"tty:hello" in out
 
