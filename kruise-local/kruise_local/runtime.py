@@ -495,14 +495,14 @@ class ContainerRuntime:
         except TimeoutError:
             line = b""
         except asyncio.CancelledError:  # the pod went away meanwhile: leave no holder behind
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            await asyncio.shield(_kill_exec(proc, nsenter=False))
             raise
         if line.strip() != b"ready":
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             err = (await proc.stderr.read()).decode(errors="replace").strip()
             await proc.wait()
+            _close_pipes(proc)
             raise RuntimeUnavailable(f"could not create the pod's network namespace: {err or 'no answer'}")
         return PodSandbox(proc, isolated)
 
@@ -748,7 +748,7 @@ def _abandon(starting: asyncio.Future[asyncio.subprocess.Process], master: int |
 
 
 async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:
-    """Kill an exec'd command's process tree.
+    """Kill an exec'd command's (or a sandbox holder's) process tree, reap it and close its pipes.
 
     nsenter's children first, so that nsenter (outside the container's pid namespace) reaps them: an orphan of
     nsenter would be reparented to the host's init and, until that reaps it, block the container's teardown.

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import shutil
 import signal
 import sys
 import time
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kruise_local import crilog
-from kruise_local.cri import ContainerLaunch, Mount, StartError
+from kruise_local import runtime as runtime_module
+from kruise_local.cri import ContainerLaunch, Mount, RuntimeUnavailable, StartError
 from kruise_local.crilog import follow_log, read_log
 from kruise_local.processes import RunningContainer
 from kruise_local.runtime import ContainerRuntime
@@ -739,3 +742,62 @@ async def test_follow_log_without_inotify_reads_again_at_each_force_check(
     await _until(lambda: b"".join(out) == b"late\n", "the line")
     running = False
     await asyncio.wait_for(task, 20)
+
+
+@pytest.mark.parametrize(
+    "holder, end",
+    [("import time; time.sleep(60)", "cancelled"), ("import sys; sys.exit('no namespace')", "failed")],
+)
+def test_a_sandbox_that_never_came_up_leaves_no_process_and_no_open_pipe(
+    any_runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch, holder: str, end: str
+) -> None:
+    """A pod sandbox start that ends without a sandbox (its pod went, or the holder failed) reaps the holder
+    and closes its pipes before the loop goes. Before, its transport was left open: the garbage collector
+    closed it later, after the loop had closed ('Event loop is closed', an unraisable exception in whatever
+    test then ran: seen in CI under tests/e2e/test_runner_unreachable.py)."""
+    monkeypatch.setattr(runtime_module, "HOLDER_SCRIPT", holder)
+    spawn, spawned = asyncio.create_subprocess_exec, []
+
+    async def spawn_and_keep(*argv: str, **kw: Any) -> asyncio.subprocess.Process:
+        spawned.append(await spawn(*argv, **kw))
+        return spawned[-1]
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_and_keep)
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
+    before = set(_child_pids())
+
+    async def start_and_end() -> None:
+        task = asyncio.create_task(any_runtime.create_sandbox())
+        if end == "cancelled":
+            await _until(lambda: spawned, "the holder started")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            with pytest.raises(RuntimeUnavailable, match="no namespace"):
+                await task
+        [holder_proc] = spawned
+        assert holder_proc.returncode is not None  # reaped
+        assert holder_proc.stdin is not None and holder_proc.stdin.is_closing()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        asyncio.run(start_and_end())
+        gc.collect()
+    assert unraisable == []
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    assert set(_child_pids()) - before == set()
+
+
+def _child_pids() -> list[str]:
+    """This process's child processes (a zombie not yet reaped counts)."""
+    me = str(os.getpid())
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                found.append(pid)
+        except (OSError, IndexError):
+            continue
+    return found
