@@ -159,10 +159,22 @@ class PodSandbox:
         return await self._ask(["http", host, port, timeout, path or "/", scheme, headers or {}], timeout)
 
     async def close(self) -> None:
-        """Kill the holder; the namespace goes once the last container in it has exited."""
+        """Kill the holder; the namespace goes once the last container in it has exited. Cancelled while it
+        waits for the holder (the local cluster stops), it still reaps the holder and closes its transport:
+        left open, the garbage collector would close it after the loop has gone."""
         if self._proc.stdin is not None:
             self._proc.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             self._proc.kill()
-        await self._proc.wait()
-        self._reader.cancel()
+        exited = asyncio.ensure_future(self._proc.wait())
+        try:
+            await asyncio.shield(exited)
+        except asyncio.CancelledError:  # SIGKILLed, it is gone in milliseconds: reap it before going
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({exited}, timeout=5.0)
+            raise
+        finally:
+            self._reader.cancel()
+            transport = getattr(self._proc, "_transport", None)  # asyncio.subprocess.Process keeps it private
+            if transport is not None:
+                transport.close()

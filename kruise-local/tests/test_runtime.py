@@ -801,3 +801,33 @@ def _child_pids() -> list[str]:
         except (OSError, IndexError):
             continue
     return found
+
+
+def test_a_sandbox_close_cancelled_midway_still_closes_the_holder_s_transport(
+    any_runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local cluster's stop cancels a pod's teardown while its sandbox close waits for the killed holder:
+    the holder's transport is closed all the same. Before, it stayed open and the garbage collector closed it
+    after the loop had gone ('Event loop is closed' in CI, allocated by `create_sandbox` in a pod worker)."""
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
+    before = set(_child_pids())
+
+    async def close_and_cancel() -> None:
+        sandbox = await any_runtime.create_sandbox()
+        closing = asyncio.create_task(sandbox.close())
+        await asyncio.sleep(0)  # the close has killed the holder and waits for it
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        asyncio.run(close_and_cancel())
+        gc.collect()
+    assert unraisable == []
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    deadline = time.monotonic() + 10
+    while set(_child_pids()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(_child_pids()) - before == set()  # the killed holder was reaped
