@@ -215,7 +215,7 @@ class Kubelet:
             worker = PodWorker(self, obj)
             self.workers[uid] = worker
             self.resizes.admit(worker, obj)
-            worker.task = asyncio.create_task(worker.run())
+            worker.task = self.tasks.spawn(worker.run())  # the stop waits for it (its kills finish first)
             return
         worker.changed(obj)
 
@@ -389,3 +389,5 @@ class Kubelet:
         if self.metrics_server is not None:
             self.metrics_server.stop()
         await self.tasks.cancel()
+        if self._runtime is not None:
+            await self._runtime.settle()

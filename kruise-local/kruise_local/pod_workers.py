@@ -163,10 +163,15 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         while not self.terminating and self.pod_sandbox is None:
             try:
                 host_network = bool(((self.pod() or {}).get("spec") or {}).get("hostNetwork"))
-                self.pod_sandbox = await self.kubelet.runtime.create_sandbox(host_network)
+                sandbox = await self.kubelet.runtime.create_sandbox(host_network)
             except (RuntimeUnavailable, OSError) as e:
                 self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
                 await asyncio.sleep(self.kubelet.volume_retry)
+                continue
+            if self.terminating:  # the termination began meanwhile and has closed no sandbox: close this one
+                await sandbox.close()
+                return
+            self.pod_sandbox = sandbox
         while not self.terminating:
             try:
                 self.setup_volumes()
@@ -176,10 +181,12 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                     self.event("Warning", "FailedMount", str(e))
                 self.volume_error = str(e)
                 await asyncio.sleep(self.kubelet.volume_retry)
+        if self.terminating:
+            return
         self.sandbox_ready = True
         self.update_task = asyncio.create_task(self.update_loop())
         pod = self.pod()
-        if pod is None or self.terminating:
+        if pod is None:
             return
         if not await self.run_init_containers(pod):
             return

@@ -61,12 +61,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .processes import RunningContainer, descendants, exit_status
 from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox
 from .users import ProcessUser
+
+T = TypeVar("T")
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -362,6 +364,8 @@ class ContainerRuntime:
         self._env = shutil.which("env")
         self._root = os.geteuid() == 0
         self._default_signals = _default_signals_prefix(self._env)
+        self._unfinished: set[asyncio.Future[Any]] = set()
+        """kills (and exec starts for clients that went) under way: `settle` waits for them"""
         if sandbox == "none":
             self.sandbox = "none"
             return
@@ -464,6 +468,35 @@ class ContainerRuntime:
 
     # -- API --
 
+    async def settle(self, timeout: float = 5.0) -> None:
+        """Wait up to `timeout` seconds for the kills under way (the cluster stops): each process is reaped
+        and its pipes closed while the loop still runs. Left pending, the closed loop's garbage was collected
+        later ('Event loop is closed', 'Task was destroyed but it is pending')."""
+        if self._unfinished:
+            await asyncio.wait(set(self._unfinished), timeout=timeout)
+
+    def _keep(self, fut: asyncio.Future[T]) -> asyncio.Future[T]:
+        self._unfinished.add(fut)
+        fut.add_done_callback(self._unfinished.discard)
+        return fut
+
+    def _kill_soon(self, proc: asyncio.subprocess.Process, nsenter: bool) -> asyncio.Future[None]:
+        """Kill `proc`'s tree in a task of its own: it goes on if the caller is cancelled; `settle` waits."""
+        return self._keep(asyncio.ensure_future(_kill_exec(proc, nsenter)))
+
+    def _abandon(
+        self, starting: asyncio.Future[asyncio.subprocess.Process], master: int | None, nsenter: bool
+    ) -> None:
+        """Release an exec started for a client that went while it started: its terminal, its process tree."""
+        if master is not None:
+            os.close(master)
+        if starting.cancelled() or starting.exception() is not None:
+            return
+        proc = starting.result()
+        if proc.stdin is not None:
+            proc.stdin.close()
+        self._kill_soon(proc, nsenter)
+
     async def create_sandbox(self, host_network: bool = False) -> PodSandbox:
         """Start a pod sandbox: a new network namespace with `lo` up (`unshare --net`, plus `--user
         --map-root-user` when not root), or the host's network with `host_network` or `sandbox="none"`."""
@@ -495,7 +528,7 @@ class ContainerRuntime:
         except TimeoutError:
             line = b""
         except asyncio.CancelledError:  # the pod went away meanwhile: leave no holder behind
-            await asyncio.shield(_kill_exec(proc, nsenter=False))
+            await asyncio.shield(self._kill_soon(proc, nsenter=False))
             raise
         if line.strip() != b"ready":
             with contextlib.suppress(ProcessLookupError):
@@ -630,7 +663,7 @@ class ContainerRuntime:
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), timeout)
         except (TimeoutError, asyncio.CancelledError) as e:
-            await asyncio.shield(_kill_exec(proc, nsenter=target._sandbox != "none"))
+            await asyncio.shield(self._kill_soon(proc, nsenter=target._sandbox != "none"))
             if isinstance(e, asyncio.CancelledError):
                 raise
             return -1, "timeout"
@@ -700,7 +733,7 @@ class ContainerRuntime:
             # the client went while the command starts. Cancelled, asyncio's start kills nsenter alone (its
             # child, the command, orphaned in the container) and then waits for good on pipes that never
             # connected (CPython 3.11 `_make_subprocess_transport`): let it start, then kill its tree.
-            starting.add_done_callback(lambda f: _abandon(f, master, nsenter))
+            self._keep(starting).add_done_callback(lambda f: self._abandon(f, master, nsenter))
             raise
         except OSError as e:
             if master is not None:
@@ -727,24 +760,6 @@ class StreamingExec:
         if self.proc.returncode is None:
             await _kill_exec(self.proc, self._nsenter)
         _close_pipes(self.proc)
-
-
-_ABANDONED: set[asyncio.Task[None]] = set()
-"""kills of execs started for clients that had gone (kept referenced until done)"""
-
-
-def _abandon(starting: asyncio.Future[asyncio.subprocess.Process], master: int | None, nsenter: bool) -> None:
-    """Release an exec started for a client that went while it started: its terminal, its process tree."""
-    if master is not None:
-        os.close(master)
-    if starting.cancelled() or starting.exception() is not None:
-        return
-    proc = starting.result()
-    if proc.stdin is not None:
-        proc.stdin.close()
-    task = asyncio.ensure_future(_kill_exec(proc, nsenter))
-    _ABANDONED.add(task)
-    task.add_done_callback(_ABANDONED.discard)
 
 
 async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:
