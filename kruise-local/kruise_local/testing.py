@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -107,3 +108,15 @@ def is_static_elf(path: str) -> bool:
             if struct.unpack(order + "I", f.read(4))[0] == 3:  # PT_INTERP: a dynamic executable
                 return False
     return True
+
+
+def process_leaks(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The ResourceWarnings in `caught` about a child process: a subprocess transport left open, a subprocess
+    object dropped while its process ran (other garbage a test's `gc.collect()` meets, such as a client's
+    unclosed socket from an earlier test, is not counted)."""
+    return [
+        str(w.message)
+        for w in caught
+        if w.category is ResourceWarning
+        and ("SubprocessTransport" in str(w.message) or "is still running" in str(w.message))
+    ]

@@ -22,7 +22,7 @@ from kruise_local.cri import ContainerLaunch, Mount, RuntimeUnavailable, StartEr
 from kruise_local.crilog import follow_log, read_log
 from kruise_local.processes import RunningContainer
 from kruise_local.runtime import ContainerRuntime
-from kruise_local.testing import is_static_elf
+from kruise_local.testing import is_static_elf, process_leaks
 
 ENDS = 60.0
 """Seconds a container is given to end once it was told to (or its command returns): a bound against a hang,
@@ -763,6 +763,7 @@ def test_a_sandbox_that_never_came_up_leaves_no_process_and_no_open_pipe(
         return spawned[-1]
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_and_keep)
+    gc.collect()  # earlier tests' garbage is theirs
     unraisable: list[str] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
     before = set(_child_pids())
@@ -786,7 +787,7 @@ def test_a_sandbox_that_never_came_up_leaves_no_process_and_no_open_pipe(
         asyncio.run(start_and_end())
         gc.collect()
     assert unraisable == []
-    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    assert process_leaks(caught) == []
     assert set(_child_pids()) - before == set()
 
 
@@ -809,6 +810,7 @@ def test_a_sandbox_close_cancelled_midway_still_closes_the_holder_s_transport(
     """The local cluster's stop cancels a pod's teardown while its sandbox close waits for the killed holder:
     the holder's transport is closed all the same. Before, it stayed open and the garbage collector closed it
     after the loop had gone ('Event loop is closed' in CI, allocated by `create_sandbox` in a pod worker)."""
+    gc.collect()  # earlier tests' garbage is theirs
     unraisable: list[str] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
     before = set(_child_pids())
@@ -826,7 +828,7 @@ def test_a_sandbox_close_cancelled_midway_still_closes_the_holder_s_transport(
         asyncio.run(close_and_cancel())
         gc.collect()
     assert unraisable == []
-    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    assert process_leaks(caught) == []
     deadline = time.monotonic() + 10
     while set(_child_pids()) - before and time.monotonic() < deadline:
         time.sleep(0.05)
