@@ -305,22 +305,38 @@ class RunningContainer:
         self.started_at = datetime.now(UTC)
         self._transport = transport
         self._proto = proto
-        if master is not None:
-            self._console = master
-            # the console's output is the container's stdout (containerd logs and attaches it as such)
-            self._console_reader, _ = await loop.connect_read_pipe(
-                lambda: _Console(proto, loop), os.fdopen(os.dup(master), "rb", 0)
-            )
-        elif self.launch.stdin:
-            self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
         self.pid = transport.get_pid()
         if self._sandbox == "none":
             self._init = self._main = self.pid
         self._loop = loop
-        self._done = loop.create_task(self._run(transport, proto, writer))
-        self._ensure_monitor()
-        if self._sandbox != "none":
-            await self._await_main()
+        if master is not None:
+            self._console = master
+        elif self.launch.stdin:
+            self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
+        try:
+            if master is not None:
+                # the console's output is the container's stdout (containerd logs and attaches it as such)
+                self._console_reader, _ = await loop.connect_read_pipe(
+                    lambda: _Console(proto, loop), os.fdopen(os.dup(master), "rb", 0)
+                )
+            self._done = loop.create_task(self._run(transport, proto, writer))
+            self._ensure_monitor()
+            if self._sandbox != "none":
+                await self._await_main()
+        except BaseException:
+            await self._discard(transport, proto, writer)
+            raise
+
+    async def _discard(
+        self, transport: asyncio.SubprocessTransport, proto: _Protocol, writer: CriLogWriter
+    ) -> None:
+        """Kill and reap a container whose start did not complete (cancelled: its pod worker stopped), its
+        pipes closed, as containerd deletes a task whose start failed. Nobody else holds it: left running, it
+        outlived the cluster and its transport was closed by the garbage collector after the loop had gone."""
+        self.signal(_signal.SIGKILL)
+        if self._done is None:
+            self._done = asyncio.get_running_loop().create_task(self._run(transport, proto, writer))
+        await asyncio.shield(self._done)
 
     async def _run(
         self, transport: asyncio.SubprocessTransport, proto: _Protocol, writer: CriLogWriter

@@ -833,3 +833,45 @@ def test_a_sandbox_close_cancelled_midway_still_closes_the_holder_s_transport(
     while set(_child_pids()) - before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert set(_child_pids()) - before == set()  # the killed holder was reaped
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_a_container_start_cancelled_while_its_sandbox_sets_up_leaves_no_process(
+    any_runtime: ContainerRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tty: bool
+) -> None:
+    """The local cluster stops (its pod workers are cancelled) while a container's sandbox sets up: the
+    process already spawned is killed and reaped, its pipes closed, as containerd removes a task whose start
+    did not complete. Before, nobody held it: it ran on past the cluster's stop and the garbage collector
+    closed its transport after the loop had gone ('Event loop is closed' in CI, allocated by
+    `pod_workers._start` in tests/provider/test_hook_retry.py)."""
+    gc.collect()  # earlier tests' garbage is theirs
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
+    before = set(_child_pids())
+    setting_up = asyncio.Event()
+    spawned: list[int] = []
+
+    async def never_ready(self: RunningContainer) -> None:
+        spawned.append(self.pid)
+        setting_up.set()
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(RunningContainer, "_await_main", never_ready)
+
+    async def start_and_cancel() -> None:
+        launch = make_launch(tmp_path, sh("sleep 60"), tty=tty, stdin=True)
+        starting = asyncio.create_task(any_runtime.start(launch))
+        await asyncio.wait_for(setting_up.wait(), ENDS)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        [pid] = spawned
+        assert not alive(pid)  # killed and reaped before the cancelled start returned
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        asyncio.run(start_and_cancel())
+        gc.collect()
+    assert unraisable == []
+    assert process_leaks(caught) == []
+    assert set(_child_pids()) - before == set()
