@@ -303,8 +303,16 @@ def test_a_resize_with_a_stale_resource_version_is_a_conflict(score, ns):
     with pytest.raises(ApiException) as err:
         score.patch_namespaced_pod_resize("p", ns, body)
     assert err.value.status == 409
-    current = score.read_namespaced_pod("p", ns)
-    assert current.spec.containers[0].resources.requests["memory"] == "64Mi"
-    body["metadata"]["resourceVersion"] = current.metadata.resource_version
-    score.patch_namespaced_pod_resize("p", ns, body)
+    assert score.read_namespaced_pod("p", ns).spec.containers[0].resources.requests["memory"] == "64Mi"
+    # with the version just read it goes through, but the kubelet's status writes (the pod starting) move the
+    # version on too: read again on a conflict, as client-go's retry.RetryOnConflict does
+    for _ in range(20):
+        body["metadata"]["resourceVersion"] = score.read_namespaced_pod("p", ns).metadata.resource_version
+        try:
+            score.patch_namespaced_pod_resize("p", ns, body)
+            break
+        except ApiException as e:
+            assert e.status == 409, e
+    else:
+        pytest.fail("the resize conflicted 20 times in a row")
     assert score.read_namespaced_pod("p", ns).spec.containers[0].resources.requests["memory"] == "96Mi"
