@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
-from .processes import RunningContainer, descendants, exit_status
+from .processes import RunningContainer, close_pipes, descendants, exit_status
 from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox
 from .users import ProcessUser
 
@@ -535,7 +535,7 @@ class ContainerRuntime:
                 proc.kill()
             err = (await proc.stderr.read()).decode(errors="replace").strip()
             await proc.wait()
-            _close_pipes(proc)
+            close_pipes(proc)
             raise RuntimeUnavailable(f"could not create the pod's network namespace: {err or 'no answer'}")
         return PodSandbox(proc, isolated)
 
@@ -759,7 +759,7 @@ class StreamingExec:
         """Kill the command's process tree (its client went away) and close its pipes."""
         if self.proc.returncode is None:
             await _kill_exec(self.proc, self._nsenter)
-        _close_pipes(self.proc)
+        close_pipes(self.proc)
 
 
 async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:
@@ -777,13 +777,4 @@ async def _kill_exec(proc: asyncio.subprocess.Process, nsenter: bool) -> None:
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, _signal.SIGKILL)
     await proc.wait()
-    _close_pipes(proc)
-
-
-def _close_pipes(proc: asyncio.subprocess.Process) -> None:
-    """Close an ended exec's pipes and its transport. A pipe whose reader went with the client is paused
-    once its buffer is full and never reads its end: left open, its transport lingered until the garbage
-    collector closed it ("unclosed transport", or "Event loop is closed" once the loop had stopped)."""
-    transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process keeps it private
-    if transport is not None:
-        transport.close()
+    close_pipes(proc)

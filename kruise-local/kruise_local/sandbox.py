@@ -10,6 +10,8 @@ import contextlib
 import json
 import os
 
+from .processes import close_pipes
+
 # The pod sandbox's holder process (`python -I -S -c`): brings `lo` up in its new network namespace (argv[1]
 # "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS, as `ip link set lo up`), says "ready", then runs the probes the runtime
 # sends it, one JSON line each, from inside the namespace, and answers one JSON line each. It exits at EOF on
@@ -175,6 +177,4 @@ class PodSandbox:
             raise
         finally:
             self._reader.cancel()
-            transport = getattr(self._proc, "_transport", None)  # asyncio.subprocess.Process keeps it private
-            if transport is not None:
-                transport.close()
+            close_pipes(self._proc)
