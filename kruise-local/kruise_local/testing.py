@@ -4,10 +4,15 @@ container states, logs, and polling. Shipped with the distribution so that proje
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import struct
+import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -110,13 +115,45 @@ def is_static_elf(path: str) -> bool:
     return True
 
 
-def process_leaks(caught: list[warnings.WarningMessage]) -> list[str]:
-    """The ResourceWarnings in `caught` about a child process: a subprocess transport left open, a subprocess
-    object dropped while its process ran (other garbage a test's `gc.collect()` meets, such as a client's
-    unclosed socket from an earlier test, is not counted)."""
-    return [
+def child_processes() -> dict[int, str]:
+    """This process's child processes, a zombie not yet reaped among them: pid -> the head of its command line
+    (to say what a leftover is)."""
+    me = str(os.getpid())
+    found: dict[int, str] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError):
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                found[int(pid)] = repr(Path(f"/proc/{pid}/cmdline").read_bytes()[:60])
+    return found
+
+
+def new_child_processes(before: dict[int, str]) -> dict[int, str]:
+    """The child processes (`child_processes`) that were not there `before`."""
+    return {pid: cmd for pid, cmd in child_processes().items() if pid not in before}
+
+
+@contextlib.contextmanager
+def no_process_leaks() -> Iterator[None]:
+    """Fail if the block leaves a child process to the garbage collector: an unraisable exception (such as
+    'Event loop is closed', a transport closed after its loop had gone) or a ResourceWarning about a child
+    process (a subprocess transport left open, a subprocess object dropped while its process ran). Earlier
+    garbage is collected first, and other garbage (such as a client's unclosed socket) is not counted."""
+    gc.collect()  # earlier tests' garbage is theirs
+    unraisable: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            yield
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    leaks = [
         str(w.message)
         for w in caught
         if w.category is ResourceWarning
         and ("SubprocessTransport" in str(w.message) or "is still running" in str(w.message))
     ]
+    if unraisable or leaks:
+        raise AssertionError(f"left to the garbage collector: {unraisable + leaks}")

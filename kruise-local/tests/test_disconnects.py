@@ -11,17 +11,23 @@ import gc
 import logging
 import os
 import socket
-import sys
 import threading
-import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web_protocol
 from kruise_local import ClusterConfig, LocalCluster
 from kruise_local import runtime as runtime_module
-from kruise_local.testing import container, gone, pod_body, process_leaks, running, wait_for
+from kruise_local.testing import (
+    child_processes,
+    container,
+    gone,
+    new_child_processes,
+    no_process_leaks,
+    pod_body,
+    running,
+    wait_for,
+)
 
 
 def _server_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -232,7 +238,7 @@ def test_a_cluster_stopped_while_a_pod_terminates_leaves_no_process_behind(tmp_p
     test_hook_retry run, reaped by nobody until the test process ended)."""
     from kubernetes import client, config
 
-    others = set(_children())  # a session's Airflow, started by an earlier test in this worker
+    others = child_processes()  # a session's Airflow, started by an earlier test in this worker
     c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path / "c")))
     c.start()
     try:
@@ -243,12 +249,12 @@ def test_a_cluster_stopped_while_a_pod_terminates_leaves_no_process_behind(tmp_p
         stubborn = container("c", "trap '' TERM; while :; do sleep 0.2; done")
         core.create_namespaced_pod("s", pod_body("p", stubborn, terminationGracePeriodSeconds=30))
         wait_for(lambda: running(core, "s", "p", "c"), what="running")
-        assert set(_children()) - others
+        assert new_child_processes(others)
         core.delete_namespaced_pod("p", "s")
         wait_for(lambda: _killing(core), what="the termination under way")
     finally:
         c.stop()
-    assert set(_children()) - others == set()
+    assert new_child_processes(others) == {}
 
 
 def test_a_pod_deleted_while_its_sandbox_starts_leaves_no_holder(tmp_path, monkeypatch):
@@ -258,7 +264,7 @@ def test_a_pod_deleted_while_its_sandbox_starts_leaves_no_holder(tmp_path, monke
     its transport was closed by the garbage collector after the loop had gone: 'Event loop is closed')."""
     from kubernetes import client, config
 
-    others = set(_children())
+    others = child_processes()
     c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path / "c")))
     c.start()
     try:
@@ -279,10 +285,10 @@ def test_a_pod_deleted_while_its_sandbox_starts_leaves_no_holder(tmp_path, monke
         core.create_namespace({"metadata": {"name": "s"}})
         core.create_namespaced_pod("s", pod_body("p", container("c", "sleep 60")))
         assert created.wait(30)
-        assert set(_children()) - others  # the holder
+        assert new_child_processes(others)  # the holder
         core.delete_namespaced_pod("p", "s", grace_period_seconds=0)
         wait_for(lambda: gone(core, "s", "p"), what="the pod gone")
-        wait_for(lambda: not set(_children()) - others, what="the sandbox's holder gone", timeout=10)
+        wait_for(lambda: not new_child_processes(others), what="the sandbox's holder gone", timeout=10)
     finally:
         c.stop()
 
@@ -304,41 +310,22 @@ def test_a_cluster_stopped_while_a_sandbox_starts_reaps_its_holder_before_the_lo
         await kill(proc, nsenter)
 
     monkeypatch.setattr(runtime_module, "_kill_exec", slow_kill)
-    gc.collect()  # earlier tests' garbage is theirs
-    unraisable: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
-    others = set(_children())
+    others = child_processes()
     c = LocalCluster(ClusterConfig(profile="fast", nodes=1, root=str(tmp_path / "c")))
-    c.start()
-    try:
-        core = client.CoreV1Api(
-            config.new_client_from_config(config_file=str(c.write_kubeconfig(tmp_path / "k")))
-        )
-        core.create_namespace({"metadata": {"name": "s"}})
-        core.create_namespaced_pod("s", pod_body("p", container("c", "sleep 60")))
-        wait_for(lambda: set(_children()) - others, what="the sandbox's holder started")
-    finally:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ResourceWarning)
+    with no_process_leaks():
+        c.start()
+        try:
+            core = client.CoreV1Api(
+                config.new_client_from_config(config_file=str(c.write_kubeconfig(tmp_path / "k")))
+            )
+            core.create_namespace({"metadata": {"name": "s"}})
+            core.create_namespaced_pod("s", pod_body("p", container("c", "sleep 60")))
+            wait_for(lambda: new_child_processes(others), what="the sandbox's holder started")
+        finally:
             c.stop()
-            gc.collect()
-    assert unraisable == []
-    assert process_leaks(caught) == []
-    assert set(_children()) - others == set()
+    assert new_child_processes(others) == {}
 
 
 def _killing(core: Any) -> bool:
     events = core.list_namespaced_event("s", field_selector="involvedObject.name=p").items
     return any(e.reason == "Killing" for e in events)
-
-
-def _children() -> list[str]:
-    """This process's child processes (a zombie not yet reaped counts)."""
-    me = str(os.getpid())
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            if fields[1] == me:
-                found.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes()[:60]!r}")
-    return found

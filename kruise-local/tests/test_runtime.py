@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import re
 import shutil
 import signal
 import sys
 import time
-import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from kruise_local.cri import ContainerLaunch, Mount, RuntimeUnavailable, StartEr
 from kruise_local.crilog import follow_log, read_log
 from kruise_local.processes import RunningContainer
 from kruise_local.runtime import ContainerRuntime
-from kruise_local.testing import is_static_elf, process_leaks
+from kruise_local.testing import child_processes, is_static_elf, new_child_processes, no_process_leaks
 
 ENDS = 60.0
 """Seconds a container is given to end once it was told to (or its command returns): a bound against a hang,
@@ -763,10 +761,7 @@ def test_a_sandbox_that_never_came_up_leaves_no_process_and_no_open_pipe(
         return spawned[-1]
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_and_keep)
-    gc.collect()  # earlier tests' garbage is theirs
-    unraisable: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
-    before = set(_child_pids())
+    before = child_processes()
 
     async def start_and_end() -> None:
         task = asyncio.create_task(any_runtime.create_sandbox())
@@ -782,38 +777,18 @@ def test_a_sandbox_that_never_came_up_leaves_no_process_and_no_open_pipe(
         assert holder_proc.returncode is not None  # reaped
         assert holder_proc.stdin is not None and holder_proc.stdin.is_closing()
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResourceWarning)
+    with no_process_leaks():
         asyncio.run(start_and_end())
-        gc.collect()
-    assert unraisable == []
-    assert process_leaks(caught) == []
-    assert set(_child_pids()) - before == set()
-
-
-def _child_pids() -> list[str]:
-    """This process's child processes (a zombie not yet reaped counts)."""
-    me = str(os.getpid())
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == me:
-                found.append(pid)
-        except (OSError, IndexError):
-            continue
-    return found
+    assert new_child_processes(before) == {}
 
 
 def test_a_sandbox_close_cancelled_midway_still_closes_the_holder_s_transport(
-    any_runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch
+    any_runtime: ContainerRuntime,
 ) -> None:
     """The local cluster's stop cancels a pod's teardown while its sandbox close waits for the killed holder:
     the holder's transport is closed all the same. Before, it stayed open and the garbage collector closed it
     after the loop had gone ('Event loop is closed' in CI, allocated by `create_sandbox` in a pod worker)."""
-    gc.collect()  # earlier tests' garbage is theirs
-    unraisable: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
-    before = set(_child_pids())
+    before = child_processes()
 
     async def close_and_cancel() -> None:
         sandbox = await any_runtime.create_sandbox()
@@ -823,16 +798,12 @@ def test_a_sandbox_close_cancelled_midway_still_closes_the_holder_s_transport(
         with pytest.raises(asyncio.CancelledError):
             await closing
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResourceWarning)
+    with no_process_leaks():
         asyncio.run(close_and_cancel())
-        gc.collect()
-    assert unraisable == []
-    assert process_leaks(caught) == []
     deadline = time.monotonic() + 10
-    while set(_child_pids()) - before and time.monotonic() < deadline:
+    while new_child_processes(before) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert set(_child_pids()) - before == set()  # the killed holder was reaped
+    assert new_child_processes(before) == {}  # the killed holder was reaped
 
 
 @pytest.mark.parametrize("tty", [False, True])
@@ -844,10 +815,7 @@ def test_a_container_start_cancelled_while_its_sandbox_sets_up_leaves_no_process
     did not complete. Before, nobody held it: it ran on past the cluster's stop and the garbage collector
     closed its transport after the loop had gone ('Event loop is closed' in CI, allocated by
     `pod_workers._start` in tests/provider/test_hook_retry.py)."""
-    gc.collect()  # earlier tests' garbage is theirs
-    unraisable: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_value!r} {u.object!r}"))
-    before = set(_child_pids())
+    before = child_processes()
     setting_up = asyncio.Event()
     spawned: list[int] = []
 
@@ -868,10 +836,6 @@ def test_a_container_start_cancelled_while_its_sandbox_sets_up_leaves_no_process
         [pid] = spawned
         assert not alive(pid)  # killed and reaped before the cancelled start returned
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResourceWarning)
+    with no_process_leaks():
         asyncio.run(start_and_cancel())
-        gc.collect()
-    assert unraisable == []
-    assert process_leaks(caught) == []
-    assert set(_child_pids()) - before == set()
+    assert new_child_processes(before) == {}
