@@ -229,16 +229,6 @@ class _Console(asyncio.Protocol):
             self.proto.console.set_result(None)
 
 
-def close_pipes(proc: asyncio.subprocess.Process) -> None:
-    """Close an ended helper process's pipes and its transport (an exec, a sandbox holder). A pipe whose
-    reader went with the client is paused once its buffer is full and never reads its end: left open, its
-    transport lingered until the garbage collector closed it ("unclosed transport", or "Event loop is
-    closed" once the loop had stopped)."""
-    transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process keeps it private
-    if transport is not None:
-        transport.close()
-
-
 class RunningContainer:
     """A started container. `wait()` may be awaited any number of times, concurrently."""
 

@@ -64,8 +64,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
-from .processes import RunningContainer, close_pipes, descendants, exit_status
-from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox
+from .processes import RunningContainer, descendants, exit_status
+from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox, close_pipes
 from .users import ProcessUser
 
 T = TypeVar("T")

@@ -10,8 +10,6 @@ import contextlib
 import json
 import os
 
-from .processes import close_pipes
-
 # The pod sandbox's holder process (`python -I -S -c`): brings `lo` up in its new network namespace (argv[1]
 # "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS, as `ip link set lo up`), says "ready", then runs the probes the runtime
 # sends it, one JSON line each, from inside the namespace, and answers one JSON line each. It exits at EOF on
@@ -85,6 +83,16 @@ for line in sys.stdin:
 
 
 SANDBOX_WAIT_SECONDS = 20.0
+
+
+def close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close an ended helper process's pipes and its transport (an exec, a sandbox holder). A pipe whose
+    reader went with the client is paused once its buffer is full and never reads its end: left open, its
+    transport lingered until the garbage collector closed it ("unclosed transport", or "Event loop is
+    closed" once the loop had stopped)."""
+    transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process keeps it private
+    if transport is not None:
+        transport.close()
 
 
 class PodSandbox:
