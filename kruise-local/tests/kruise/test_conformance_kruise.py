@@ -12,7 +12,7 @@ from kruise_local.crdschema import validate_against_crd
 from kruise_local.testing import container, pod_body, running, wait_for
 from kubernetes.client import ApiException
 
-CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "kruise-crds"
+CRDS = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "kruise-crds"
 G = "apps.kruise.io"
 
 
