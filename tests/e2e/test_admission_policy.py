@@ -246,14 +246,22 @@ def test_the_chain_identity_may_not_touch_a_foreign_pod(shipped):
     admin.delete_namespaced_pod("foreign", NS)  # another identity is not limited
 
 
-def test_the_chain_identity_may_not_delete_a_configmap(shipped):
-    """Chains make no ConfigMap (the runner comes from an init container): the Role grants none at all."""
+def test_the_chain_identity_may_not_change_or_delete_a_configmap(shipped):
+    """The Role grants ConfigMaps `get` and `create` only (a chain's setup reads the stage runner's
+    ConfigMap and makes it when missing): no identity holder can change or delete one, another chain's
+    runner included."""
     admin, chain = client.CoreV1Api(shipped["admin"]), client.CoreV1Api(shipped["chain"])
     admin.create_namespaced_config_map(NS, cm("settings"))
-    with pytest.raises(ApiException) as err:
-        chain.delete_namespaced_config_map("settings", NS)
-    assert err.value.status == 403, err.value.body
-    assert 'cannot delete resource "configmaps"' in json.loads(err.value.body)["message"]
+    assert chain.read_namespaced_config_map("settings", NS).data == {"k": "v"}
+    for verb, call in (
+        ("delete", lambda: chain.delete_namespaced_config_map("settings", NS)),
+        ("patch", lambda: chain.patch_namespaced_config_map("settings", NS, {"data": {"k": "w"}})),
+        ("update", lambda: chain.replace_namespaced_config_map("settings", NS, cm("settings"))),
+    ):
+        with pytest.raises(ApiException) as err:
+            call()
+        assert err.value.status == 403, err.value.body
+        assert f'cannot {verb} resource "configmaps"' in json.loads(err.value.body)["message"]
     assert admin.read_namespaced_config_map("settings", NS).data == {"k": "v"}
     admin.delete_namespaced_config_map("settings", NS)
 
