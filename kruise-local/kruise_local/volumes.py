@@ -1,13 +1,17 @@
 """A pod's volumes on the local kubelet (`pkg/kubelet/volumemanager`; `pkg/volume/emptydir`, `configmap`,
 `secret`, `downwardapi`, `projected`): set up before the containers start, configMap, secret, downwardAPI and
 projected files written with the atomic writer and rewritten when the pod, the configMap or the secret
-changes; downward-API field paths (`pkg/fieldpath`)."""
+changes; downward-API field paths (`pkg/fieldpath`); the pod's `fsGroup` applied to them
+(`set_volume_ownership`) and the API data volumes mounted read-only (`mounts`)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,50 @@ from .cri import Mount
 from .store import Obj
 
 _FIELD_ANN = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]\Z")
+API_DATA_KINDS = ("configMap", "secret", "downwardAPI", "projected")
+"""The volume plugins whose `GetAttributes().ReadOnly` is true: the kubelet mounts them read-only in every
+container whatever the volumeMount says (`kubelet_pods.go` `makeMounts`: `mount.ReadOnly || mustMountRO`), and
+their fsGroup ownership gives the group read, not write."""
+_RW_MASK, _RO_MASK, _EXEC_MASK = 0o660, 0o440, 0o110
+
+
+def set_volume_ownership(root: Path, fs_group: int | None, read_only: bool) -> None:
+    """`pkg/volume/volume_linux.go` `VolumeOwnership.ChangePermissions` with no `fsGroupChangePolicy`, as
+    the emptyDir, configMap, secret, downwardAPI and projected plugins call it (their `SetUpAt` passes nil:
+    the pod's `fsGroupChangePolicy` is for the volumes whose plugin passes it on, CSI and block volumes,
+    which the local cluster does not have): with an `fs_group`, every entry under `root` (`walkDeep`,
+    children before their folder) is given that group (`Lchown(path, -1, fsGroup)`, symlinks included) and,
+    unless it is a symlink, its mode ORed with 0660 (0440 for a read-only volume) and, for a folder, the
+    setgid bit and 0110 (`changeFilePermission`), so that the files the container creates in it are the
+    group's too. Failures are logged upstream and ignored."""
+    if fs_group is None:
+        return
+    mask = _RO_MASK if read_only else _RW_MASK
+    for path, info in _walk_deep(str(root)):
+        try:
+            os.lchown(path, -1, fs_group)
+            if not stat.S_ISLNK(info.st_mode):
+                extra = mask | (stat.S_ISGID | _EXEC_MASK if stat.S_ISDIR(info.st_mode) else 0)
+                os.chmod(path, stat.S_IMODE(info.st_mode) | extra)
+        except OSError:
+            continue
+
+
+def _walk_deep(path: str) -> Iterator[tuple[str, os.stat_result]]:
+    """`walkDeep`: every entry under `path` (symlinks not followed), a folder after its children."""
+    try:
+        info = os.lstat(path)
+        names = os.listdir(path) if stat.S_ISDIR(info.st_mode) else []
+    except OSError:
+        return
+    for name in names:
+        yield from _walk_deep(os.path.join(path, name))
+    yield path, info
+
+
+def _fs_group(pod: Obj) -> int | None:
+    value = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+    return None if value is None else int(value)
 
 
 def resolve_field(pod: Obj, path: str) -> str:
@@ -122,10 +170,11 @@ class PodVolumes:
             if "emptyDir" in vol:
                 host.mkdir(parents=True, exist_ok=True)
                 host.chmod(0o777)  # pkg/volume/emptydir/empty_dir.go setupDir: 0777, whatever the umask
+                set_volume_ownership(host, _fs_group(pod), read_only=False)
             elif "configMap" in vol:
                 self.write_configmap(vol, host, pod)
             elif "secret" in vol:
-                self.write_secret(vol, host)
+                self.write_secret(vol, host, pod)
             elif "downwardAPI" in vol:
                 self.write_downward(vol, host, pod)
             elif "projected" in vol:
@@ -146,7 +195,7 @@ class PodVolumes:
         if payload is None:
             host.mkdir(parents=True, exist_ok=True)
             return
-        self.write_payload(vol, host, payload)
+        self.write_payload(vol, host, payload, pod)
 
     def configmap_payload(
         self, vol: dict[str, Any], src: dict[str, Any], name: str, default_mode: int, projected: bool
@@ -172,7 +221,7 @@ class PodVolumes:
             payload[item["path"]] = (data[item["key"]].encode(), mode)
         return payload
 
-    def write_secret(self, vol: dict[str, Any], host: Path) -> None:
+    def write_secret(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
         """`pkg/volume/secret` `SetUpAt`: a file per key (or per `items` entry) with the decoded bytes, mode
         `items[].mode`, else `defaultMode`, else 0644; a missing secret or key fails the mount unless
         `optional`."""
@@ -183,7 +232,7 @@ class PodVolumes:
         if payload is None:
             host.mkdir(parents=True, exist_ok=True)
             return
-        self.write_payload(vol, host, payload)
+        self.write_payload(vol, host, payload, pod)
 
     def secret_payload(
         self, vol: dict[str, Any], src: dict[str, Any], name: str, default_mode: int, projected: bool
@@ -214,7 +263,7 @@ class PodVolumes:
     def write_downward(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
         src = vol["downwardAPI"]
         self.write_payload(
-            vol, host, downward_payload(src.get("items") or [], pod, src.get("defaultMode", 0o644))
+            vol, host, downward_payload(src.get("items") or [], pod, src.get("defaultMode", 0o644)), pod
         )
 
     def write_projected(self, vol: dict[str, Any], host: Path, pod: Obj) -> None:
@@ -240,12 +289,20 @@ class PodVolumes:
                     f'MountVolume.SetUp failed for volume "{vol["name"]}" : projected source {kind} is not '
                     "supported by the local cluster"
                 )
-        self.write_payload(vol, host, payload)
+        self.write_payload(vol, host, payload, pod)
 
     @staticmethod
-    def write_payload(vol: dict[str, Any], host: Path, payload: dict[str, tuple[bytes, int]]) -> None:
+    def write_payload(
+        vol: dict[str, Any], host: Path, payload: dict[str, tuple[bytes, int]], pod: Obj
+    ) -> None:
+        """The atomic write with the volume's `setPerms`: the fsGroup ownership of the whole volume."""
+        fs_group = _fs_group(pod)
+
+        def set_perms(root: Path) -> None:
+            set_volume_ownership(root, fs_group, read_only=True)
+
         try:
-            write_atomically(host, payload)
+            write_atomically(host, payload, set_perms if fs_group is not None else None)
         except ValueError as e:
             raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {e}') from None
 
@@ -263,7 +320,7 @@ class PodVolumes:
                 if "configMap" in vol:
                     self.write_configmap(vol, self.volumes[vol["name"]], pod)
                 elif "secret" in vol:
-                    self.write_secret(vol, self.volumes[vol["name"]])
+                    self.write_secret(vol, self.volumes[vol["name"]], pod)
                 elif "downwardAPI" in vol:
                     self.write_downward(vol, self.volumes[vol["name"]], pod)
                 elif "projected" in vol:
@@ -272,6 +329,9 @@ class PodVolumes:
                 continue
 
     def mounts(self, spec: dict[str, Any]) -> list[Mount]:
+        """The container's mounts (`makeMounts`): read-only as the volumeMount says, and always for the API
+        data volumes (`API_DATA_KINDS`)."""
+        volumes = {v["name"]: v for v in ((self.pod() or {}).get("spec") or {}).get("volumes") or []}
         out = []
         for vm in spec.get("volumeMounts") or []:
             host = self.volumes.get(vm["name"])
@@ -280,5 +340,6 @@ class PodVolumes:
             if vm.get("subPath"):
                 host = host / vm["subPath"]
                 host.mkdir(parents=True, exist_ok=True)
-            out.append(Mount(host, vm["mountPath"], bool(vm.get("readOnly"))))
+            must_ro = any(kind in volumes.get(vm["name"], {}) for kind in API_DATA_KINDS)
+            out.append(Mount(host, vm["mountPath"], bool(vm.get("readOnly")) or must_ro))
         return out
