@@ -67,8 +67,10 @@ class ContainerEnvironment:
             elif item.get("valueFrom", {}).get("configMapKeyRef"):
                 ref = item["valueFrom"]["configMapKeyRef"]
                 cm = self.kubelet.store.peek(R.CONFIGMAPS, self.ns, ref.get("name", ""))
+                if cm is None and not ref.get("optional"):  # the configMap manager's NotFound
+                    raise VolumeError(f'configmap "{ref.get("name")}" not found')
                 value = ((cm or {}).get("data") or {}).get(ref.get("key", ""))
-                if value is None and not ref.get("optional"):
+                if value is None and cm is not None and not ref.get("optional"):
                     raise VolumeError(
                         f"couldn't find key {ref.get('key')} in ConfigMap {self.ns}/{ref.get('name')}"
                     )

@@ -23,6 +23,7 @@ from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .godur import MILLISECOND, duration_string, seconds_to_duration, truncate
 from .imageref import normalize
 from .kubelet_env import ContainerEnvironment, expand, verify_run_as_non_root
+from .mounting import mount_volumes
 from .pod_status import PodStatusWriter
 from .pod_sync import PodSyncs
 from .prober import PodProber
@@ -119,7 +120,6 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         self.pod_ip = f"10.244.0.{(int(uuid.UUID(self.uid).int) % 250) + 2}"
         self._status_dirty = False
         self.task: asyncio.Task[None] | None = None
-        self.volume_error = ""
         self.start_turn = asyncio.Lock()
         """one container start at a time (`SyncPod` starts the containers of `ContainersToStart` one after
         another: `start` -> `startContainer` pulls, creates and starts one before the next); first come,
@@ -159,6 +159,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         profile = self.kubelet.profile
         self.start_time = datetime.now(UTC)
         self.mark_dirty()
+        # `SyncPod`: the volumes are mounted (`WaitForAttachAndMount`) before the sandbox is created
+        if not await mount_volumes(self, profile.volume_loop_period):
+            return
         await asyncio.sleep(profile.sandbox + profile.network)
         while not self.terminating and self.pod_sandbox is None:
             try:
@@ -172,15 +175,6 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 await sandbox.close()
                 return
             self.pod_sandbox = sandbox
-        while not self.terminating:
-            try:
-                self.setup_volumes()
-                break
-            except VolumeError as e:
-                if self.volume_error != str(e):
-                    self.event("Warning", "FailedMount", str(e))
-                self.volume_error = str(e)
-                await asyncio.sleep(self.kubelet.volume_retry)
         if self.terminating:
             return
         self.sandbox_ready = True

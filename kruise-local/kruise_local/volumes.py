@@ -11,7 +11,7 @@ import base64
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,11 +161,14 @@ class PodVolumes:
 
     uid: str
 
-    def setup_volumes(self) -> None:
+    def setup_volumes(self, names: Container[str] | None = None) -> None:
+        """Set up the pod's volumes (those of `names` only, if given; `mounting.py` mounts one at a time)."""
         pod = self.pod()
         if pod is None:
             return
         for vol in pod["spec"].get("volumes") or []:
+            if names is not None and vol["name"] not in names:
+                continue
             host = self.dir / "volumes" / vol["name"]
             if "emptyDir" in vol:
                 host.mkdir(parents=True, exist_ok=True)
