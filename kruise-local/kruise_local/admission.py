@@ -11,6 +11,7 @@ from .admission_policy import Attributes, PolicyAdmission
 from .errors import invalid
 from .pod_security import PodSecurityAdmission
 from .resources import Resource
+from .serviceaccounts import admit_pod
 from .store import Obj, Store
 
 
@@ -51,6 +52,7 @@ class Admission:
             V.admit_crr(obj, pod, node=self.store.peek(R.NODES, "", node_name) if node_name else None)
         if res is R.PODS:  # pod validation reports metadata and spec causes together, as the real server
             V.default_pod(obj)
+            admit_pod(self.store, obj)  # the ServiceAccount plugin, a mutating one: before validation
             V.validate_pod_create(obj)
             return
         if res is R.SECRETS:  # decoded (stringData into data), defaulted, then validated with its metadata

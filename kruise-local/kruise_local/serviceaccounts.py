@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from . import resources as R
+from .errors import ApiError
 from .store import Obj, Store
 
 DEFAULT = "default"
@@ -52,3 +53,25 @@ class ServiceAccountsController:
         self.store.create(
             R.SERVICE_ACCOUNTS, {"metadata": {"name": DEFAULT, "namespace": namespace}}, owned=True
         )
+
+
+def admit_pod(store: Store, pod: Obj) -> None:
+    """The ServiceAccount admission plugin on a pod create (`plugin/pkg/admission/serviceaccount/admission.go`
+    `Admit`, a mutating plugin: after defaulting, before the pod's validation): the pod's service account
+    (`default` when it names none) must exist in its namespace, else 403 `pods "<name>" is forbidden: error
+    looking up service account <ns>/<sa>: serviceaccount "<sa>" not found` (`admission.NewForbidden`; the
+    lister misses and the live lookup's NotFound). Not modelled: the `kube-api-access-*` token volume it
+    mounts, the service account's imagePullSecrets it copies, mirror pods."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    namespace, account = str(meta.get("namespace") or ""), spec.get("serviceAccountName") or DEFAULT
+    if not isinstance(account, str) or store.peek(R.SERVICE_ACCOUNTS, namespace, account) is not None:
+        return
+    name = str(meta.get("name") or meta.get("generateName") or "Unknown")
+    raise ApiError(
+        403,
+        f'pods "{name}" is forbidden: error looking up service account {namespace}/{account}: '
+        f'serviceaccount "{account}" not found',
+        reason="Forbidden",
+        kind="pods",
+        name=name,
+    )
