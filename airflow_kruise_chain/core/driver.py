@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from .api import ChainApi
+from .conflicts import run as run_guarded
 from .constants import SLOTS, other_slot
 from .errors import ChainError, ConflictError, SlotBusyError, StageStartError, StageTimeoutError
 from .followloop import PULLING, Detached, FollowLoop, Timeouts
@@ -23,15 +24,13 @@ from .sizing import BackgroundPark, SlotSizer, idle_by_pod
 from .spec import StageSpec
 from .status import StageResult, current_status
 from .swap import (
-    PREPARE_CONFLICTS,
     PreparePlan,
     SwapPlan,
     earlier_generation,
     plan_prepare,
-    plan_prepare_after,
     plan_swap,
     plan_swap_unread,
-    prepared_two_ahead,
+    prepare_two_ahead,
 )
 
 __all__ = [
@@ -57,56 +56,6 @@ def _swap_how(plan: SwapPlan) -> str:
     if plan.backoff_wait > 0:
         return f"image patch; {plan.backoff_why}"
     return "image patch (the kubelet restarts the slot with the stage's image)"
-
-
-def prepare_two_ahead(
-    api: ChainApi,
-    pod_name: str,
-    namespace: str,
-    log: Callable[[str], None],
-    slot: str,
-    generation: int,
-    ahead: tuple[str, str],
-    then: tuple[str, str],
-    idle: Callable[[ChainPod, str], bool],
-    pod: ChainPod | None = None,
-) -> PreparePlan | None:
-    """Prepare two ahead (`plan_prepare_after`): generation `generation` has just succeeded in `slot`, the
-    next stage `ahead` (name, image) is to say go into the other slot: give `slot` the image of `then`, the
-    stage predicted after it, so that the kubelet restarts `slot` while Airflow starts the next task and
-    that stage runs, instead of from that stage's go (a realistic restart, ~1 s, outlasts a short stage).
-
-    For a go by exec only (the caller's rule): a go by annotation waits for the kubelet's sync of the pod,
-    which `slot`'s restart would hold. One resourceVersion-guarded image patch planned from `pod` (the pod
-    as the park or the size ahead left it, read since the stage ended; None: read it), planned again from
-    a fresh read after a conflict (`PREPARE_CONFLICTS` tries): under in-place sizing, a prediction that
-    needs no prepare costs no request.
-    Ahead-of-time work: whatever goes wrong is logged, never raised; a wrong prediction runs nothing (the
-    prepared slot holds no generation) and costs only the restart."""
-    stage, image = then
-    try:
-        for _ in range(PREPARE_CONFLICTS):
-            pod = pod or api.read_pod(pod_name, namespace)
-            if pod is None:
-                log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the chain pod is gone")
-                return None
-            prepare = plan_prepare_after(
-                pod, stage, image, ended=slot, generation=generation, next_image=ahead[1], idle=idle
-            )
-            if prepare.patch is None:
-                log(f"::kruise-chain:: not preparing {slot} two ahead for stage {stage!r}: {prepare.why}")
-                return prepare
-            try:
-                api.patch_pod(pod_name, namespace, prepare.patch)
-            except ConflictError:
-                pod = None
-                continue
-            log(prepared_two_ahead(slot, image, stage, ahead[0]))
-            return prepare
-        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the pod kept changing")
-    except Exception as err:  # ahead-of-time work never fails the stage that ended
-        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: {err}")
-    return None
 
 
 class StageDriver(FollowLoop):
@@ -296,8 +245,8 @@ class StageDriver(FollowLoop):
                     sizer.size_ahead(*ahead, slot, idle)
                 finally:  # a failed size ahead is logged by the park; the prepare is independent of it
                     if then is not None:  # from the resizes' answer, made since the stage ended, or a read
-                        last = sizer.last
-                        prepare_two_ahead(api, name, ns, sizer.log, slot, generation, ahead, then, idle, last)
+                        steps = prepare_two_ahead(sizer.log, slot, generation, ahead, then, idle, sizer.last)
+                        run_guarded(steps, api, name, ns)
 
         return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from .conflicts import READ, Guarded, patch
 from .constants import (
     CHAIN_LABEL,
     DAG_ID_LABEL,
@@ -16,7 +17,7 @@ from .constants import (
     SLOTS,
     other_slot,
 )
-from .errors import PodLostError, ResultUnavailableError, SlotBusyError
+from .errors import ConflictError, PodLostError, ResultUnavailableError, SlotBusyError
 from .manifest import slot_annotations
 from .podview import PREPARE_HISTORY, ChainPod, PrepareRecord, StageRecord, records_patch
 from .sizing import sized_alike_idle_or_not
@@ -558,6 +559,54 @@ def plan_prepare_after(
     if wait > 0:
         return PreparePlan(ended, stage, image, None, why, backoff_wait=wait)
     return plan_prepare(pod, stage, image, running=following, now=now, finished={ended})
+
+
+def prepare_two_ahead(
+    log: Callable[[str], None],
+    slot: str,
+    generation: int,
+    ahead: tuple[str, str],
+    then: tuple[str, str],
+    idle: Callable[[ChainPod, str], bool],
+    pod: ChainPod | None = None,
+) -> Guarded[PreparePlan | None]:
+    """Prepare two ahead, as a guarded update (`conflicts.run` in a task, `conflicts.arun` in a deferred
+    stage's trigger): generation `generation` has just succeeded in `slot`, the next stage `ahead` (name,
+    image) is to say go into the other slot: give `slot` the image of `then`, the stage predicted after it
+    (`plan_prepare_after`), so that the kubelet restarts `slot` while Airflow starts the next task and that
+    stage runs, instead of from that stage's go (a realistic restart, ~1 s, outlasts a short stage).
+
+    For a go by exec only (the caller's rule): a go by annotation waits for the kubelet's sync of the pod,
+    which `slot`'s restart would hold. One resourceVersion-guarded image patch planned from `pod` (the pod
+    as the park or the size ahead left it, read since the stage ended; None: read it), planned again from
+    a fresh read after a conflict (`PREPARE_CONFLICTS` tries): under in-place sizing, a prediction that
+    needs no prepare costs no request. `idle`: the caller's check that the other slot runs nothing.
+    Ahead-of-time work: whatever goes wrong is logged, never raised; a wrong prediction runs nothing (the
+    prepared slot holds no generation) and costs only the restart."""
+    stage, image = then
+    try:
+        for _ in range(PREPARE_CONFLICTS):
+            pod = pod or (yield READ)
+            if pod is None:
+                log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the chain pod is gone")
+                return None
+            prepare = plan_prepare_after(
+                pod, stage, image, ended=slot, generation=generation, next_image=ahead[1], idle=idle
+            )
+            if prepare.patch is None:
+                log(f"::kruise-chain:: not preparing {slot} two ahead for stage {stage!r}: {prepare.why}")
+                return prepare
+            try:
+                yield patch(prepare.patch)
+            except ConflictError:
+                pod = None
+                continue
+            log(prepared_two_ahead(slot, image, stage, ahead[0]))
+            return prepare
+        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the pod kept changing")
+    except Exception as err:  # ahead-of-time work never fails the stage that ended
+        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: {err}")
+    return None
 
 
 def image_pull_job_name(prefix: str, image: str, attempt: int = 1) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -23,7 +24,6 @@ from kubernetes import watch
 from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
-from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.lines import LineSplitter
 from airflow_kruise_chain.core.podview import ChainPod, snapshot
 from airflow_kruise_chain.core.swap import KRUISE_GROUP, KRUISE_VERSION
@@ -33,11 +33,16 @@ from airflow_kruise_chain.hooks.retry import (
     PrewarmUnavailableError,
     RetryPolicy,
     WatchResume,
+    api_message,
     describe,
     explain,
+    is_conditional,
+    resize_failed,
     retry_delay,
     transient,
     unreachable,
+    watch_failed,
+    write_failed,
 )
 
 __all__ = ["AsyncKruiseHook", "KruiseApiError", "KruiseHook", "PrewarmUnavailableError", "RetryPolicy"]
@@ -141,9 +146,7 @@ class KruiseHook(KubernetesHook):
                 if verdict == "too old":
                     return
                 if verdict == "give up":
-                    if isinstance(e, ApiException):
-                        raise explain(e, "watch", resource, namespace, name) from e
-                    raise unreachable(e, "watch", resource, namespace, name) from e
+                    raise watch_failed(e, resource, namespace, name) from e
                 self._back_off(f"watch {resource} {name}", resume.retries, e)
             finally:
                 w.stop()
@@ -232,7 +235,6 @@ class KruiseHook(KubernetesHook):
         """Strategic-merge patch, answering the patched pod's snapshot; a `metadata.resourceVersion` in the
         body makes it conditional (409), and only a conditional patch is retried after a failure the server
         may have acted on."""
-        conditional = bool((body.get("metadata") or {}).get("resourceVersion"))
         try:
             patched = self._call(
                 "patch",
@@ -242,12 +244,10 @@ class KruiseHook(KubernetesHook):
                 lambda _: self._raw(
                     self.core_v1_client.patch_namespaced_pod, name, namespace, body, _content_type=SMP
                 ),
-                replay_safe=conditional,
+                replay_safe=is_conditional(body),
             )
         except ApiException as e:
-            if e.status == 409:
-                raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
-            raise explain(e, "patch", "pods", namespace, name) from e
+            raise write_failed(e, "patch", "pods", namespace, name) from e
         return ChainPod.of(patched)
 
     def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
@@ -265,16 +265,7 @@ class KruiseHook(KubernetesHook):
                 replay_safe=True,
             )
         except ApiException as e:
-            if e.status in (404, 405) and "could not find the requested resource" in (e.body or ""):
-                raise ResizeUnsupportedError(
-                    f"the cluster serves no pods/resize (Kubernetes < 1.33, or InPlacePodVerticalScaling "
-                    f"off): {explain(e, 'patch', 'pods/resize', namespace, name)}"
-                ) from e
-            if e.status == 422:
-                raise ResizeRefusedError(str(explain(e, "patch", "pods/resize", namespace, name))) from e
-            if e.status == 409:
-                raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
-            raise explain(e, "patch", "pods/resize", namespace, name) from e
+            raise resize_failed(e, namespace, name) from e
         return ChainPod.of(resized)
 
     def serves_resize(self) -> bool:
@@ -543,36 +534,64 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             return self.config_file
         return await super()._get_field(field_name)
 
-    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Await `call` (a read: safe to replay), retrying transient failures."""
+    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]], *, replay_safe: bool = True) -> T:
+        """Await `call`, retrying transient failures (`replay_safe`: repeating it cannot do harm)."""
         retry = 0
         while True:
             try:
                 return await call()
             except Exception as e:
                 retry += 1
-                if retry >= self.retry_policy.attempts or not transient(e, replay_safe=True):
+                if retry >= self.retry_policy.attempts or not transient(e, replay_safe=replay_safe):
                     raise
                 await self._back_off(what, retry, e)
+
+    async def _answer(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+        send: Callable[[Any], Awaitable[Any]],
+        *,
+        replay_safe: bool = True,
+    ) -> bytes:
+        """The body answered to `send(v1)` (a CoreV1Api call made without preloading), transient failures
+        retried as `KruiseHook._call` does; an error status raised as the API's exception, for the caller to
+        interpret; a connection failure that outlasts the retries becomes a `KruiseApiError`."""
+        from kubernetes_asyncio import client as async_client
+
+        async with self.get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+
+            async def attempt() -> bytes:
+                resp = await send(v1)
+                answer = await resp.read()
+                _raise_for_status(resp.status, answer, resp.headers)
+                return answer
+
+            try:
+                return await self._retrying(f"{verb} {resource} {name}", attempt, replay_safe=replay_safe)
+            except CONNECTION_ERRORS as e:
+                raise unreachable(e, verb, resource, namespace, name) from e
 
     async def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
     ) -> AsyncIterator[ChainPod | None]:
-        """Yield the pod's snapshot as it changes (None once deleted), for at most `timeout_seconds`.
+        """`KruiseHook.watch_pod` over the async client: the same snapshots, resumption and errors.
 
         Without `resource_version` the watch starts with the pod as it is now (nothing at all if it does not
         exist: read it first); with it, from that version on. A watch that fails transiently is opened again
         from the last version seen. Ends early when that version is too old (410).
         """
         from kubernetes_asyncio import client as async_client
-        from kubernetes_asyncio import watch as async_watch
 
         loop = asyncio.get_running_loop()
         resume = WatchResume(self.retry_policy, timeout_seconds, loop.time(), resource_version)
         async with self.get_conn() as api:
             v1 = async_client.CoreV1Api(api)
             while (request := resume.request(loop.time())) is not None:
-                w = async_watch.Watch()
+                w = _status_watch()()
                 try:
                     async with w.stream(
                         v1.list_namespaced_pod, namespace, field_selector=f"metadata.name={name}", **request
@@ -586,112 +605,69 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     if verdict == "too old":
                         return
                     if verdict == "give up":
-                        raise KruiseApiError(
-                            f'watch pods "{name}" in namespace {namespace!r} failed: {describe(e)}',
-                            getattr(e, "status", None),
-                        ) from e
+                        raise watch_failed(e, "pods", namespace, name) from e
                     await self._back_off(f"watch pods {name}", resume.retries, e)
 
     async def read_pod(self, name: str, namespace: str) -> ChainPod | None:
-        """The pod's snapshot, or None if it does not exist."""
-        from kubernetes_asyncio import client as async_client
+        """`KruiseHook.read_pod`: the pod's snapshot, or None if it does not exist."""
 
-        async with self.get_conn() as api:
-            v1 = async_client.CoreV1Api(api)
+        def read(v1: Any) -> Awaitable[Any]:
+            return v1.read_namespaced_pod(name, namespace, _preload_content=False)
 
-            async def read() -> dict[str, Any] | None:
-                resp = await v1.read_namespaced_pod(name, namespace, _preload_content=False)
-                body = json.loads(await resp.read())
-                # without preloading, kubernetes_asyncio hands back an error response as it is: a Status
-                if body.get("kind") == "Status":
-                    code = body.get("code")
-                    if code == 404:
-                        return None
-                    raise AsyncApiException(status=code, reason=body.get("message") or body.get("reason"))
-                return body
+        try:
+            return snapshot(json.loads(await self._answer("get", "pods", namespace, name, read)))
+        except AsyncApiException as e:
+            if e.status == 404:
+                return None
+            raise explain(e, "get", "pods", namespace, name) from e
 
-            try:
-                return snapshot(await self._retrying(f"get pods {name}", read))
-            except AsyncApiException as e:
-                if e.status == 404:
-                    return None
-                raise KruiseApiError(
-                    f'get pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}', e.status
-                ) from e
-            except CONNECTION_ERRORS as e:
-                raise unreachable(e, "get", "pods", namespace, name) from e
+    async def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+        """`KruiseHook.patch_pod`: the patched pod's snapshot; a `metadata.resourceVersion` in the body makes
+        it conditional (`ConflictError` on 409), and only a conditional patch is retried after a failure the
+        server may have acted on."""
 
-    async def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-        """Strategic-merge patch of the pod (not retried: only an idempotent body should be sent)."""
-        from kubernetes_asyncio import client as async_client
+        def patch(v1: Any) -> Awaitable[Any]:
+            return v1.patch_namespaced_pod(name, namespace, body, _content_type=SMP, _preload_content=False)
 
-        async with self.get_conn() as api:
-            v1 = async_client.CoreV1Api(api)
-            try:
-                await v1.patch_namespaced_pod(name, namespace, body, _content_type=SMP)
-            except AsyncApiException as e:
-                why = f'patch pods "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}'
-                raise KruiseApiError(why, e.status) from e
-            except CONNECTION_ERRORS as e:
-                raise unreachable(e, "patch", "pods", namespace, name) from e
+        try:
+            patched = await self._answer(
+                "patch", "pods", namespace, name, patch, replay_safe=is_conditional(body)
+            )
+        except AsyncApiException as e:
+            raise write_failed(e, "patch", "pods", namespace, name) from e
+        return ChainPod.of(json.loads(patched))
 
     async def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
-        """`KruiseHook.resize_pod` from the triggerer: the same errors (ResizeUnsupportedError on 404,
-        ResizeRefusedError on 422, ConflictError on 409); transient failures retried (the resize carries
-        the pod's resourceVersion: a replay that went through gets 409)."""
-        from kubernetes_asyncio import client as async_client
+        """`KruiseHook.resize_pod` from the triggerer: the same answer and errors; transient failures
+        retried (the resize carries the pod's resourceVersion: a replay that went through gets 409)."""
 
-        async with self.get_conn() as api:
-            v1 = async_client.CoreV1Api(api)
+        def resize(v1: Any) -> Awaitable[Any]:
+            return v1.patch_namespaced_pod_resize(
+                name, namespace, body, _content_type=SMP, _preload_content=False
+            )
 
-            async def resize() -> dict[str, Any]:
-                resp = await v1.patch_namespaced_pod_resize(
-                    name, namespace, body, _content_type=SMP, _preload_content=False
-                )
-                answer = await resp.read()
-                _raise_for_status(resp.status, answer)
-                return json.loads(answer)
-
-            try:
-                return ChainPod.of(await self._retrying(f"patch pods/resize {name}", resize))
-            except AsyncApiException as e:
-                what = (
-                    f'patch pods/resize "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}'
-                )
-                if e.status in (404, 405):
-                    raise ResizeUnsupportedError(f"the cluster serves no pods/resize: {what}") from e
-                if e.status == 422:
-                    raise ResizeRefusedError(what) from e
-                if e.status == 409:
-                    raise ConflictError(f'pods "{name}" changed since it was read (409 Conflict)') from e
-                raise KruiseApiError(what, e.status) from e
-            except CONNECTION_ERRORS as e:
-                raise unreachable(e, "patch", "pods/resize", namespace, name) from e
+        try:
+            return ChainPod.of(
+                json.loads(await self._answer("patch", "pods/resize", namespace, name, resize))
+            )
+        except AsyncApiException as e:
+            raise resize_failed(e, namespace, name) from e
 
     async def read_log(self, name: str, namespace: str, container: str, *, tail_lines: int) -> str:
         """The last `tail_lines` lines of the container's log ('' when it has none yet); bounded on purpose:
         a triggerer holds many."""
-        from kubernetes_asyncio import client as async_client
 
-        async with self.get_conn() as api:
-            v1 = async_client.CoreV1Api(api)
+        def read(v1: Any) -> Awaitable[Any]:
+            return v1.read_namespaced_pod_log(
+                name, namespace, container=container, tail_lines=tail_lines, _preload_content=False
+            )
 
-            async def read() -> str:
-                resp = await v1.read_namespaced_pod_log(
-                    name, namespace, container=container, tail_lines=tail_lines, _preload_content=False
-                )
-                body = await resp.read()
-                _raise_for_status(resp.status, body)
-                return body.decode(errors="replace")
-
-            try:
-                return await self._retrying(f"get pods/log {name}", read)
-            except AsyncApiException as e:
-                if e.status in (400, 404):
-                    return ""
-                raise _log_failed(e, namespace, name) from e
-            except CONNECTION_ERRORS as e:
-                raise unreachable(e, "get", "pods/log", namespace, name) from e
+        try:
+            return (await self._answer("get", "pods/log", namespace, name, read)).decode(errors="replace")
+        except AsyncApiException as e:
+            if e.status in (400, 404):
+                return ""
+            raise explain(e, "get", "pods/log", namespace, name) from e
 
     async def follow_log(
         self, name: str, namespace: str, container: str, *, since_seconds: int | None = None
@@ -721,7 +697,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 if resp.status >= 300:
                     body = await resp.read()
                     resp.release()
-                    _raise_for_status(resp.status, body)
+                    _raise_for_status(resp.status, body, resp.headers)
                 return resp
 
             try:
@@ -729,7 +705,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             except AsyncApiException as e:
                 if e.status in (400, 404):  # not started yet, or gone (the pod too): the caller reads the pod
                     return
-                raise _log_failed(e, namespace, name) from e
+                raise explain(e, "get", "pods/log", namespace, name) from e
             except CONNECTION_ERRORS as e:
                 raise unreachable(e, "get", "pods/log", namespace, name) from e
             lines = LineSplitter()
@@ -749,22 +725,35 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                 yield [last]
 
 
+@functools.cache
+def _status_watch() -> type:
+    """kubernetes_asyncio's `Watch`, whose error for a watch request the API server refused keeps that
+    Status as its body, as the sync client's does (`explain` reads its message from there); its own puts
+    "Reason: message" in the reason, as both clients do for an ERROR event within a stream."""
+    from kubernetes_asyncio import watch as async_watch
+
+    class StatusWatch(async_watch.Watch):
+        def unmarshal_event(self, data: str | bytes, response_type: str | None) -> Any:
+            try:
+                return super().unmarshal_event(data, response_type)
+            except AsyncApiException as e:
+                if e.body is None and "type" not in (status := json.loads(data)):
+                    e.body = json.dumps(status)
+                raise
+
+    return StatusWatch
+
+
 LOG_CHUNK = 64 * 1024
 """bytes read from a log stream at a time"""
 
 
-def _log_failed(e: AsyncApiException, namespace: str, name: str) -> KruiseApiError:
-    return KruiseApiError(
-        f'get pods/log "{name}" in namespace {namespace!r} failed ({e.status}): {e.reason}', e.status
-    )
-
-
-def _raise_for_status(status: int, body: bytes) -> None:
-    """Without preloading, kubernetes_asyncio hands back an error response as it is: raise it."""
+def _raise_for_status(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+    """Without preloading, kubernetes_asyncio hands back an error response as it is: raise it as the API's
+    exception, its Status body and headers kept (for `explain`'s message, `RetryPolicy`'s Retry-After)."""
     if status < 300:
         return
-    try:
-        message = json.loads(body or b"{}").get("message")
-    except (TypeError, ValueError):
-        message = None
-    raise AsyncApiException(status=status, reason=message or body[:200].decode(errors="replace"))
+    error = AsyncApiException(status=status)
+    error.body, error.headers = body, headers
+    error.reason = api_message(error) or body[:200].decode(errors="replace")
+    raise error

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
+from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -157,15 +158,24 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def explain(e: ApiException, verb: str, resource: str, namespace: str, name: str = "") -> KruiseApiError:
+def api_message(e: ApiException | AsyncApiException) -> str:
+    """The API server's message in the error's Status body (bytes or text), else the HTTP reason."""
     try:
-        message = json.loads(e.body or "{}").get("message") or e.reason
-    except (TypeError, ValueError):
-        message = e.reason
+        message = json.loads(e.body or "{}").get("message")
+    except (AttributeError, TypeError, ValueError):
+        message = None
+    return str(message or e.reason or "")
+
+
+def explain(
+    e: ApiException | AsyncApiException, verb: str, resource: str, namespace: str, name: str = ""
+) -> KruiseApiError:
+    """The `KruiseApiError` (or subclass) for a failed call: which call, on what, and what to do."""
+    message = api_message(e)
     target = f'{resource} "{name}"' if name else resource
-    if e.status == 403 and "ImagePullJobGate" in str(message):
+    if e.status == 403 and "ImagePullJobGate" in message:
         return PrewarmUnavailableError(f"{GATE_HELP} (API said: {message})", 403)
-    if e.status == 403 and "violates PodSecurity" in str(message):
+    if e.status == 403 and "violates PodSecurity" in message:
         return PodSecurityRefusedError(
             f"{verb} {target} in namespace {namespace!r}: {POD_SECURITY_HELP}. API said: {message}", 403
         )
@@ -186,6 +196,44 @@ def explain(e: ApiException, verb: str, resource: str, namespace: str, name: str
     return KruiseApiError(
         f"{verb} {target} in namespace {namespace!r} failed ({e.status}){gave_up}: {message}", e.status
     )
+
+
+def is_conditional(body: Mapping[str, Any]) -> bool:
+    """Whether a patch `body` is guarded by `metadata.resourceVersion` (409 when the object changed since):
+    only such a patch is safe to replay after a failure the server may have acted on."""
+    return bool((body.get("metadata") or {}).get("resourceVersion"))
+
+
+def write_failed(
+    e: ApiException | AsyncApiException, verb: str, resource: str, namespace: str, name: str
+) -> Exception:
+    """What a failed write of the chain pod raises, from either hook: `ConflictError` on 409 (the driver
+    reads the pod again and plans again), else `explain`'s error."""
+    if e.status == 409:
+        return ConflictError(f'pods "{name}" changed since it was read (409 Conflict)')
+    return explain(e, verb, resource, namespace, name)
+
+
+def resize_failed(e: ApiException | AsyncApiException, namespace: str, name: str) -> Exception:
+    """What a failed `pods/resize` raises, from either hook: `ResizeUnsupportedError` when the cluster does
+    not serve it (Kubernetes < 1.33, or InPlacePodVerticalScaling off), `ResizeRefusedError` on 422,
+    `ConflictError` on 409 (a stale resourceVersion)."""
+    explained = explain(e, "patch", "pods/resize", namespace, name)
+    if e.status in (404, 405) and "could not find the requested resource" in api_message(e):
+        return ResizeUnsupportedError(
+            f"the cluster serves no pods/resize (Kubernetes < 1.33, or InPlacePodVerticalScaling off): "
+            f"{explained}"
+        )
+    if e.status == 422:
+        return ResizeRefusedError(str(explained))
+    return write_failed(e, "patch", "pods/resize", namespace, name)
+
+
+def watch_failed(error: BaseException, resource: str, namespace: str, name: str) -> KruiseApiError:
+    """What a watch that cannot go on raises, from either hook."""
+    if isinstance(error, (ApiException, AsyncApiException)):
+        return explain(error, "watch", resource, namespace, name)
+    return unreachable(error, "watch", resource, namespace, name)
 
 
 def unreachable(error: BaseException, verb: str, resource: str, namespace: str, name: str) -> KruiseApiError:

@@ -188,7 +188,7 @@ class KruiseChainOperator(ChainBaseOperator):
     normal one. Under in-place sizing, a stage that succeeded also sizes that stage's slot once its own is
     parked (`SlotSizer.size_ahead`), so that swap only says go. With `go_via_exec` too, a stage that
     succeeded also prepares its own slot for the stage after next (`stage_after_next`) when the next stage
-    is to say go into the other slot (`core.driver.prepare_two_ahead`): the kubelet restarts it while the
+    is to say go into the other slot (`core.swap.prepare_two_ahead`): the kubelet restarts it while the
     next task starts and runs, so the stage after next finds it ready. Not with a go by annotation only,
     which waits for the kubelet's sync of the pod, and that restart would hold the sync.
 
@@ -426,7 +426,7 @@ class KruiseChainOperator(ChainBaseOperator):
 
     def two_ahead(self) -> tuple[str, str] | None:
         """The stage after next (`stage_after_next`), for which this stage's successful end prepares its own
-        slot (`core.driver.prepare_two_ahead`); None: prepare_next or go_via_exec off (a go by annotation
+        slot (`core.swap.prepare_two_ahead`); None: prepare_next or go_via_exec off (a go by annotation
         waits for the kubelet's sync of the pod, which that slot's restart would hold)."""
         return self.stage_after_next() if self.prepare_next and self.go_via_exec else None
 

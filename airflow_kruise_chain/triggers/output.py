@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_kruise_chain.core.conflicts import arun
 from airflow_kruise_chain.core.constants import other_slot
 from airflow_kruise_chain.core.errors import ChainError
 from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead, idle_by_pod
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
-from airflow_kruise_chain.core.swap import PREPARE_CONFLICTS, plan_prepare_after, prepared_two_ahead
+from airflow_kruise_chain.core.swap import prepare_two_ahead
 from airflow_kruise_chain.core.watch import awatch_versions
 from airflow_kruise_chain.core.wire import replay_note, replay_request
 
@@ -200,7 +201,7 @@ class StageOutputFollower:
 
     async def park(self, pod: ChainPod | None) -> bool:
         """Park the ended generation's slot (`apark_generation`) and, when the stage succeeded, size the next
-        stage's slot ahead (`asize_ahead`) and prepare the ended slot two ahead (`aprepare_two_ahead`), as a
+        stage's slot ahead (`asize_ahead`) and prepare the ended slot two ahead (`prepare_two_ahead`), as a
         stage task does at its stage's end; their lines go to the task log. False when the park failed
         otherwise than with a ChainError (which the next swap mends, as the stage task's park): the resumed
         task parks it then."""
@@ -222,9 +223,10 @@ class StageOutputFollower:
                 except Exception as err:  # ahead-of-time work: the next swap sizes its slot itself
                     lines.append(f"::kruise-chain:: not sizing {other_slot(slot)} ahead: {err}")
                 if self.then is not None:
-                    await aprepare_two_ahead(
-                        *args, lines.append, slot, self.generation, self.ahead, self.then, parked or pod
+                    steps = prepare_two_ahead(
+                        lines.append, slot, self.generation, self.ahead, self.then, idle_by_pod, parked or pod
                     )
+                    await arun(steps, *args)
         if lines:
             await self.emit(lines)
         return True
@@ -242,50 +244,6 @@ class StageOutputFollower:
             return self.payload("failed", state=str(status.state), message=message)
         # superseded, or another generation: the resumed task reads the result from the slot's history
         return self.payload("finished", state=str(status.state))
-
-
-async def aprepare_two_ahead(
-    hook: AsyncKruiseHook,
-    pod_name: str,
-    namespace: str,
-    log: Callable[[str], None],
-    slot: str,
-    generation: int,
-    ahead: tuple[str, str],
-    then: tuple[str, str],
-    pod: ChainPod | None = None,
-) -> None:
-    """`core.driver.prepare_two_ahead` over the async client (a deferred stage's trigger), the other slot
-    idle only when the pod alone says so (`idle_by_pod`; no log read). Planned from `pod` (as the park
-    left it, or as last seen; None: read it), again from a fresh read after a 409 (the size ahead may
-    have changed it). Ahead-of-time work: logged, never raised."""
-    from airflow_kruise_chain.hooks.retry import KruiseApiError
-
-    stage, image = then
-    try:
-        for _ in range(PREPARE_CONFLICTS):
-            pod = pod or await hook.read_pod(pod_name, namespace)
-            if pod is None:
-                log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the chain pod is gone")
-                return
-            prepare = plan_prepare_after(
-                pod, stage, image, ended=slot, generation=generation, next_image=ahead[1], idle=idle_by_pod
-            )
-            if prepare.patch is None:
-                log(f"::kruise-chain:: not preparing {slot} two ahead for stage {stage!r}: {prepare.why}")
-                return
-            try:
-                await hook.patch_pod(pod_name, namespace, prepare.patch)
-            except KruiseApiError as err:
-                if err.status == 409:
-                    pod = None
-                    continue
-                raise
-            log(prepared_two_ahead(slot, image, stage, ahead[0]))
-            return
-        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: the pod kept changing")
-    except Exception as err:  # ahead-of-time work never fails the stage that ended
-        log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: {err}")
 
 
 def _now() -> datetime:

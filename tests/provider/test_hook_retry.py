@@ -33,10 +33,13 @@ LABELS = {"app.kubernetes.io/managed-by": "airflow-kruise-chain", "kruise-chain/
 
 class FailFirst:
     """A `LocalCluster.fault` hook: the first `times` requests with `method` whose path contains `path` (and
-    whose query contains `query`) are answered with `code` before the cluster acts on them."""
+    whose query contains `query`) are answered with `code` (and `message`) before the cluster acts on them."""
 
-    def __init__(self, method: str, path: str, code: int, times: int, query: str = "") -> None:
+    def __init__(
+        self, method: str, path: str, code: int, times: int, query: str = "", message: str = ""
+    ) -> None:
         self.method, self.path, self.code, self.times, self.query = method, path, code, times, query
+        self.message = message or f"injected {code}"
         self.failed = 0
 
     def __call__(self, request: web.Request) -> ApiError | None:
@@ -47,7 +50,7 @@ class FailFirst:
             and self.query in request.query_string.lower()
         ):
             self.failed += 1
-            return ApiError(self.code, f"injected {self.code}")
+            return ApiError(self.code, self.message)
         return None
 
 

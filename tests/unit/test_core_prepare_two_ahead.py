@@ -11,14 +11,14 @@ from datetime import timedelta
 import pytest
 
 from airflow_kruise_chain.core import StageSpec, StageState, plan_swap
+from airflow_kruise_chain.core.conflicts import arun
 from airflow_kruise_chain.core.driver import StageDriver
+from airflow_kruise_chain.core.errors import ConflictError
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.sizing import idle_by_pod
 from airflow_kruise_chain.core.status import slot_status
-from airflow_kruise_chain.core.swap import plan_prepare, plan_prepare_after
-from airflow_kruise_chain.hooks.retry import KruiseApiError
+from airflow_kruise_chain.core.swap import plan_prepare, plan_prepare_after, prepare_two_ahead
 from airflow_kruise_chain.triggers.chain import StageTrigger
-from airflow_kruise_chain.triggers.output import aprepare_two_ahead
 from tests.unit.test_core_prepare import STAGE_SIZE, Api, SizingApi, named, sized_for
 from tests.unit.test_core_swap import EXTRACT, LOAD, NOW, REPORT, TRANSFORM, FakePod, annotations
 
@@ -204,7 +204,7 @@ def test_a_prepare_two_ahead_replans_after_a_conflict_and_never_raises() -> None
 
 
 class AsyncApi:
-    """The async hook's read and patch (409 as `KruiseApiError`), over a FakePod."""
+    """The async hook's read and patch (409 as `ConflictError`, as from the sync hook), over a FakePod."""
 
     def __init__(self, pod: FakePod, conflicts: int = 0) -> None:
         self.pod, self.conflicts, self.calls = pod, conflicts, []
@@ -213,32 +213,32 @@ class AsyncApi:
         self.calls.append("get")
         return ChainPod.of(copy.deepcopy(self.pod.pod))
 
-    async def patch_pod(self, name: str, namespace: str, body: dict) -> None:
+    async def patch_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
         self.calls.append("patch")
         if self.conflicts:
             self.conflicts -= 1
             self.pod.bump()
-            raise KruiseApiError("409", 409)
+            raise ConflictError("409")
         self.pod.apply(body)
+        return ChainPod.of(copy.deepcopy(self.pod.pod))
+
+
+def aprepare(api: AsyncApi, log: list[str], pod: ChainPod | None) -> None:
+    """What a deferred stage's trigger does at its end: prepare slot-a for load, two ahead of transform."""
+    steps = prepare_two_ahead(log.append, "slot-a", 1, named(TRANSFORM), named(LOAD), idle_by_pod, pod)
+    asyncio.run(arun(steps, api, "etl-abc", "data"))
 
 
 def test_the_trigger_prepares_two_ahead_as_the_task_does() -> None:
     pod = extract_ended()
     api, lines = AsyncApi(pod, conflicts=1), []
-    seen = pod.view
-    asyncio.run(
-        aprepare_two_ahead(
-            api, "etl-abc", "data", lines.append, "slot-a", 1, named(TRANSFORM), named(LOAD), seen
-        )
-    )
+    aprepare(api, lines, pod.view)
     assert api.calls == ["patch", "get", "patch"]  # from the pod it was given; read again after the 409
     assert pod.image("slot-a") == LOAD.image
     assert "prepare slot=slot-a image=acme/load:1.1 for the stage after next 'load'" in lines[-1]
     # nothing to do: no request; a failure is logged, not raised
     api, lines = AsyncApi(pod), []
-    asyncio.run(
-        aprepare_two_ahead(api, "p", "ns", lines.append, "slot-a", 1, named(TRANSFORM), named(LOAD), pod.view)
-    )
+    aprepare(api, lines, pod.view)
     assert api.calls == [] and "not preparing slot-a two ahead" in lines[-1]
 
     class Broken(AsyncApi):
@@ -246,11 +246,7 @@ def test_the_trigger_prepares_two_ahead_as_the_task_does() -> None:
             raise OSError("unreachable")
 
     lines = []
-    asyncio.run(
-        aprepare_two_ahead(
-            Broken(extract_ended()), "p", "ns", lines.append, "slot-a", 1, named(TRANSFORM), named(LOAD)
-        )
-    )
+    aprepare(Broken(extract_ended()), lines, None)
     assert "not preparing slot-a for stage 'load': unreachable" in lines[-1]
 
 
