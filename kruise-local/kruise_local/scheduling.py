@@ -202,8 +202,11 @@ class Scheduler:
             self.on_change("ADDED", R.PODS, pod, None)
 
     def on_change(self, kind: str, res: R.Resource, obj: Obj, old: Obj | None) -> None:
-        """The scheduling queue: a new unbound pod is scheduled, a pod that frees capacity moves the
-        unschedulable ones back."""
+        """The scheduling queue: a new unbound pod is scheduled; a pod that frees capacity, or a new node
+        (`eventhandlers.go` `addNodeToCache`: `MoveAllToActiveOrBackoffQueue` on `NodeAdd`, how a cluster
+        autoscaler's node takes the pods waiting for it), moves the unschedulable ones back."""
+        if res is R.NODES and kind == "ADDED":
+            self.capacity_changed()
         if res is not R.PODS:
             return
         if capacity_freed(kind, obj, old):
@@ -307,7 +310,7 @@ class Scheduler:
         self.store.update(R.PODS, updated, check_rv=False)
 
     def capacity_changed(self) -> None:
-        """A pod ended, was deleted or was resized: try the unschedulable pods again."""
+        """A pod ended, was deleted or was resized, or a node came: try the unschedulable pods again."""
         for ns, name in list(self.unschedulable.values()):
             pod = self.store.peek(R.PODS, ns, name)
             if pod is not None:
