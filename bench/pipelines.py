@@ -9,13 +9,20 @@ Modes (same stage program, same data, stage images `ghcr.io/airflow-kruise-chain
 - `noop`: Airflow's floor: the same DAG shape of Python tasks that only sleep the stage program's pause.
 - `chain`: a `KruiseChain` (provider defaults, prewarm); plus one mode per option the provider offers
   (detected from KruiseChain's signature: the prepared next slot flipped, `chain-deferrable` = deferrable
-  with `defer_after=0`, every stage handed to the trigger right after its swap, start_from_trigger);
+  with the provider's defaults, `chain-defer-at-once` = also `defer_after=0`, every stage handed to the
+  trigger right after its swap, start_from_trigger);
   `--list-modes` shows them. Data in the chain's scratch `emptyDir`.
 - `kpo` / `kpo1`: one `KubernetesPodOperator` per stage (apache-airflow-providers-cncf-kubernetes), default
   settings / `startup_check_interval_seconds=1` (tuned). Data through a `hostPath` folder standing in for a
   ReadWriteMany PVC (the local cluster has none).
 - `all`: ONE pod whose N containers all start at once and share an `emptyDir`; container k polls (every
   0.1 s) for stage k-1's done-file, then runs the stage. One `KubernetesPodOperator` task, N-container spec.
+- `podexec`: ONE pod of the one image, created by the DAG's first task; then one cncf.kubernetes
+  `KubernetesPodExecOperator` per stage (apache/airflow#71244: an exec into the running container, no pod
+  start); a teardown task deletes it. Workload `one` only (an exec cannot change the image or a stage's
+  resources, and seals nothing between stages); other workloads are left out of the plan. Data in the pod's
+  `emptyDir`; the stage program's BENCH lines also go to a file (an exec's output reaches no container log).
+DAGs: bench/pipeline_dags.py; DAG processes: bench/dag_processes.py.
 
 Workloads (`--workloads`): `distinct` images per stage, `one` image for all, `alternating` between two,
 `skewed` resources (the middle stage requests 1Gi, the others 64Mi; uniform: 64Mi each), `long` (5 s stages
@@ -69,259 +76,35 @@ from typing import Any
 if not __package__:  # run as a script: the repository on the path, for `bench.figures`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import figures
+from bench.dag_processes import Workers, tail
 from bench.observe import Sampler, reserved_memory
+from bench.pipeline_dags import (
+    DAG_HEADER,
+    MEMORY_MB,
+    RECORDS,
+    WORKLOADS,
+    applicable,
+    chain_variants,
+    workload_label,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results"
-IMAGE = "ghcr.io/airflow-kruise-chain/bench-stage:{k}"
-RECORDS = 20000
-PAUSE = 0.2
-MEMORY_MB = (4, 8, 16)  # stage k holds MEMORY_MB[k % 3] MiB of string while it runs
-POLL = 0.1  # all-at-once: how often a waiting container looks for its predecessor's done-file
 GRACE_WAIT = 25.0  # a gap this long is a kill that waited out the 30 s grace period (docs/how-it-works.md)
 UA = "kruise-chain-bench"
-LIGHT, HEAVY = (
-    "64Mi",
-    "1Gi",
-)  # stage memory requests: uniform = LIGHT everywhere, skewed = HEAVY in the middle
-BASE_MODES = ("noop", "chain", "kpo", "kpo1", "all")
+BASE_MODES = ("noop", "chain", "kpo", "kpo1", "all", "podexec")
 MODE_NAMES = {
     "noop": "no-op tasks (floor)",
     "chain": "chain",
-    "chain-deferrable": "chain, deferred at once",
+    "chain-deferrable": "chain, deferrable (provider defaults)",
+    "chain-defer-at-once": "chain, deferred at once",
     "chain-annotation": "chain, go by annotation only",
     "kpo": "KPO, pod per task",
     "kpo1": "KPO, startup check 1 s",
     "all": "all at once",
+    "podexec": "KubernetesPodExecOperator, one pod",
 }
-# named workloads: (images, resources, pause); "distinct" is the base the others vary one thing of
-WORKLOADS = {
-    "distinct": ("distinct", "uniform", PAUSE),
-    "one": ("one", "uniform", PAUSE),
-    "alternating": ("alternating", "uniform", PAUSE),
-    "skewed": ("distinct", "skewed", PAUSE),
-    "long": ("distinct", "uniform", 5.0),
-}
-PREPARE_OPTIONS = ("prepare_next", "prepare_next_slot", "prepared_slot", "prepare_next_stage", "next_slot")
-
-# The stage program (POSIX sh + awk), identical in every mode. Arguments: stage number, data folder, MiB
-# to hold, records, seconds to pause, pipeline id. Stage 1 generates the records; stage k reads stage k-1's
-# file, transforms every record and writes its own; it prints its start and end time (ns) and a checksum.
-STAGE_SCRIPT = r"""k=$1 dir=$2 mb=$3 records=$4 pause=$5 id=$6
-echo "BENCH start id=$id stage=$k pod=$HOSTNAME t=$(date +%s.%N)"
-if [ "$k" -eq 1 ]; then in=/dev/null; else in=$dir/stage-$((k - 1)).dat; fi
-awk -v k="$k" -v mb="$mb" -v n="$records" -v pause="$pause" '
-BEGIN { pad = "x"; while (length(pad) < mb * 1048576) pad = pad pad
-        if (k == 1) for (i = 1; i <= n; i++) print i, (i * 7919) % 1000003 }
-k > 1 { print $1, ($2 * 31 + k) % 1000003 }
-END { system("sleep " pause) }' "$in" >"$dir/stage-$k.tmp" || exit 1
-mv "$dir/stage-$k.tmp" "$dir/stage-$k.dat"
-sum=$(cksum <"$dir/stage-$k.dat")
-: >"$dir/stage-$k.done"
-echo "BENCH end id=$id stage=$k t=$(date +%s.%N) cksum=${sum%% *}"
-"""
-# all-at-once: the container starts with the pod and waits for its predecessor before the same program
-WAIT_SCRIPT = (
-    'if [ "$1" -gt 1 ]; then while [ ! -e "$2/stage-$(($1 - 1)).done" ]; do sleep '
-    + str(POLL)
-    + "; done; fi\n"
-)
-
-
-def workload_label(images: str, resources: str, pause: float) -> str:
-    return f"{images}/{resources}/{pause:g}s"
-
-
-def image(k: int, images: str = "distinct") -> str:
-    """Stage k's image: its own (distinct), stage 1's (one), or stage 1's and 2's in turn (alternating)."""
-    if images == "one":
-        return IMAGE.format(k=1)
-    if images == "alternating":
-        return IMAGE.format(k=2 - k % 2)
-    if images == "distinct":
-        return IMAGE.format(k=k)
-    raise ValueError(f"images must be distinct, one or alternating, not {images!r}")
-
-
-def memory_request(k: int, n: int, resources: str) -> str:
-    """Stage k's memory request: LIGHT for every stage (uniform), HEAVY for the middle stage (skewed)."""
-    if resources not in ("uniform", "skewed"):
-        raise ValueError(f"resources must be uniform or skewed, not {resources!r}")
-    return HEAVY if resources == "skewed" and k == (n + 1) // 2 else LIGHT
-
-
-def stage_args(k: int, data: str, pipeline: str, pause: float = PAUSE) -> list[str]:
-    return ["stage", str(k), data, str(MEMORY_MB[k % 3]), str(RECORDS), str(pause), pipeline]
-
-
-def chain_variants() -> dict[str, dict[str, Any]]:
-    """The chain's modes: `chain` (provider defaults) and, for each option the provider offers (detected
-    from KruiseChain's signature, never assumed), the chain with it flipped: the prepared next slot on/off,
-    deferrable, start_from_trigger."""
-    import inspect
-
-    from airflow_kruise_chain.chain import KruiseChain
-
-    params = inspect.signature(KruiseChain.__init__).parameters
-    variants: dict[str, dict[str, Any]] = {"chain": {}}
-    for name in PREPARE_OPTIONS:
-        if name in params and isinstance(params[name].default, bool):
-            default = params[name].default
-            variants[f"chain-{name}-{'off' if default else 'on'}"] = {name: not default}
-    if "go_via_exec" in params:  # the go by the annotation alone, against the default exec + annotation
-        variants["chain-annotation"] = {"go_via_exec": False}
-    if "deferrable" in params:
-        # stages that really defer: handed to the trigger right after the swap, not followed on the worker
-        # first (a short stage would end within the default `defer_after` and never defer)
-        variants["chain-deferrable"] = {
-            "deferrable": True,
-            **({"defer_after": 0} if "defer_after" in params else {}),
-        }
-        if "start_from_trigger" in params:
-            variants["chain-start-from-trigger"] = {"deferrable": True, "start_from_trigger": True}
-    return variants
-
-
-# -- the DAGs ------------------------------------------------------------------------------------------
-def noop_stage(k: int, data: str, pipeline: str, pause: float) -> None:
-    """Airflow's floor: a Python task that only marks its start and end (in the run's data folder, in the
-    stage program's BENCH format) around a sleep as long as the stage program's pause."""
-    with open(os.path.join(data, f"noop-{k:03d}.log"), "a") as out:
-        out.write(f"BENCH start id={pipeline} stage={k} pod= t={time.time():.6f}\n")
-        time.sleep(pause)
-        out.write(f"BENCH end id={pipeline} stage={k} t={time.time():.6f} cksum=-\n")
-
-
-def build_dag(
-    mode: str,
-    n: int,
-    pipeline: str,
-    namespace: str,
-    data_dir: str = "",
-    workload: tuple[str, str, float] = WORKLOADS["distinct"],
-    chain_options: dict[str, Any] | None = None,
-) -> Any:
-    """The benchmark pipeline as an Airflow DAG (imported by the generated DAG file of each run)."""
-    import pendulum
-    from airflow.sdk import DAG
-
-    images, resources, pause = workload
-    dag_id = "bench_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline)
-
-    def requests(k: int) -> dict[str, str]:
-        return {"memory": memory_request(k, n, resources)}
-
-    with DAG(dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False) as dag:
-        if mode == "noop":
-            from airflow.sdk import task
-
-            previous = None
-            for k in range(1, n + 1):
-                t = task(task_id=f"s{k:02d}")(noop_stage)(k, data_dir, pipeline, pause)
-                if previous is not None:
-                    previous >> t
-                previous = t
-        elif mode.startswith("chain"):
-            from airflow_kruise_chain.chain import KruiseChain
-
-            options = {"prewarm": True, **(chain_options or {})}
-            with KruiseChain("bench", namespace=namespace, **options) as chain:
-                previous = None
-                for k in range(1, n + 1):
-                    task = chain.stage(
-                        f"s{k:02d}",
-                        image=image(k, images),
-                        cmds=["/bin/sh", "-c", STAGE_SCRIPT, *stage_args(k, "/scratch", pipeline, pause)],
-                        resources={"requests": requests(k)},
-                    )
-                    if previous is not None:
-                        previous >> task
-                    previous = task
-        elif mode in ("kpo", "kpo1"):
-            from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
-            from kubernetes.client import models as k8s
-
-            volume = k8s.V1Volume(
-                name="data", host_path=k8s.V1HostPathVolumeSource(path=data_dir, type="Directory")
-            )
-            mount = k8s.V1VolumeMount(name="data", mount_path="/data")
-            tuned = {"startup_check_interval_seconds": 1} if mode == "kpo1" else {}
-            previous = None
-            for k in range(1, n + 1):
-                task = KubernetesPodOperator(
-                    task_id=f"s{k:02d}",
-                    name=f"s{k:02d}",
-                    namespace=namespace,
-                    image=image(k, images),
-                    cmds=["/bin/sh", "-c"],
-                    arguments=[STAGE_SCRIPT, *stage_args(k, "/data", pipeline, pause)],
-                    volumes=[volume],
-                    volume_mounts=[mount],
-                    container_resources=k8s.V1ResourceRequirements(requests=requests(k)),
-                    **tuned,
-                )
-                if previous is not None:
-                    previous >> task
-                previous = task
-        elif mode == "all":
-            from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
-            from kubernetes.client import models as k8s
-
-            mount = k8s.V1VolumeMount(name="data", mount_path="/data")
-            argv = [
-                ["/bin/sh", "-c", WAIT_SCRIPT + STAGE_SCRIPT, *stage_args(k, "/data", pipeline, pause)]
-                for k in range(1, n + 1)
-            ]
-            containers = [
-                k8s.V1Container(
-                    name=f"stage-{k:02d}",
-                    image=image(k, images),
-                    command=argv[k - 1],
-                    volume_mounts=[mount],
-                    resources=k8s.V1ResourceRequirements(requests=requests(k)),
-                )
-                for k in range(1, n + 1)
-            ]
-            pod = k8s.V1Pod(
-                metadata=k8s.V1ObjectMeta(),
-                spec=k8s.V1PodSpec(
-                    containers=containers,
-                    restart_policy="Never",
-                    volumes=[k8s.V1Volume(name="data", empty_dir=k8s.V1EmptyDirVolumeSource())],
-                ),
-            )
-            KubernetesPodOperator(
-                task_id="all",
-                name="all-at-once",
-                namespace=namespace,
-                image=image(1, images),
-                cmds=argv[0],
-                base_container_name="stage-01",
-                container_logs=True,
-                full_pod_spec=pod,
-            )
-        else:
-            raise ValueError(f"unknown mode {mode!r}")
-    return dag
-
-
-def build_warmup_dag() -> Any:
-    """A one-task DAG each DAG process runs first, so that dag.test()'s one-time start-up (the in-process
-    Execution API) is not counted in the pipeline's wall time."""
-    import pendulum
-    from airflow.sdk import DAG, task
-
-    with DAG(
-        "bench_warmup", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False
-    ) as dag:
-
-        @task
-        def nothing() -> None:
-            return None
-
-        nothing()
-    return dag
 
 
 def expected_checksum(n: int) -> str:
@@ -331,131 +114,6 @@ def expected_checksum(n: int) -> str:
         values = [(i, (v * 31 + k) % 1000003) for i, v in values]
     text = "".join(f"{i} {v}\n" for i, v in values).encode()
     return subprocess.run(["cksum"], input=text, capture_output=True, check=True).stdout.split()[0].decode()
-
-
-# -- one DAG run (child process) -------------------------------------------------------------------------
-def worker(folder: str) -> None:
-    """A DAG process: warms dag.test() up once, then runs the DAG of each job file the benchmark drops in
-    `folder` (job-0.json, job-1.json, ...): loads it, says ready, waits for the go file, runs `dag.test()`."""
-    import importlib.util
-
-    here = Path(folder)
-    dags = here / "dags"
-
-    def load(path: Path, name: str) -> Any:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    warm = load(dags / "warmup.py", "bench_warmup").dag.test()
-    (dags / "warmup.py").unlink()
-    if str(warm.state) != "success":
-        raise RuntimeError(f"warm-up DAG run ended {warm.state}")
-    (here / "warm").touch()
-    seq = 0
-    while True:
-        job_file = here / f"job-{seq}.json"
-        while not job_file.exists():
-            time.sleep(0.02)
-        job = json.loads(job_file.read_text())
-        if job.get("stop"):
-            return
-        dag_file = dags / "job.py"
-        dag_file.write_text(job["dag_source"])
-        dag = load(dag_file, f"bench_job_{seq}").dag
-        Path(job["ready"]).touch()
-        go = Path(job["go"])
-        while not go.exists():
-            time.sleep(0.002)
-        t0 = time.time()
-        try:
-            run = dag.test()
-            t1 = time.time()
-            tis = run.get_task_instances()
-            states = {ti.task_id: str(ti.state) for ti in tis}
-            times = {  # Airflow's record of each task instance's start and end, by id without task group
-                ti.task_id.rsplit(".", 1)[-1]: [
-                    d.timestamp() if d else None for d in (ti.start_date, ti.end_date)
-                ]
-                for ti in tis
-            }
-            result = {"start": t0, "end": t1, "state": str(run.state), "tasks": states, "ti": times}
-        except Exception as e:  # reported by the benchmark; the worker lives on
-            result = {"start": t0, "end": time.time(), "state": f"error: {e!r}", "tasks": {}, "ti": {}}
-        dag_file.unlink()
-        Path(job["result"]).write_text(json.dumps(result))
-        seq += 1
-
-
-class Workers:
-    """DAG processes, each with its own AIRFLOW_HOME (a copy of one migrated SQLite database); started as
-    needed and reused across scenarios (Python start-up and dag.test()'s first-use cost are paid once)."""
-
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.kubeconfig = work / "kubeconfig"  # rewritten for each scenario's cluster
-        self.template = work / "airflow-template"
-        self.template.mkdir(parents=True)
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            check=True,
-            env=child_env(self.template, None),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.procs: list[dict[str, Any]] = []
-
-    def ensure(self, count: int) -> list[dict[str, Any]]:
-        for w in self.procs:
-            if w["proc"].poll() is not None:
-                raise RuntimeError(f"DAG process {w['dir'].name} died: {tail(w['dir'] / 'worker.log')}")
-        while len(self.procs) < count:
-            folder = self.work / f"worker-{len(self.procs)}"
-            (folder / "dags").mkdir(parents=True)
-            shutil.copy(self.template / "airflow.db", folder / "airflow.db")
-            (folder / "dags" / "warmup.py").write_text(DAG_HEADER + "dag = build_warmup_dag()\n")
-            log = open(folder / "worker.log", "wb")  # closed in stop()
-            proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--worker", str(folder)],
-                env=child_env(folder, self.kubeconfig),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=str(REPO),
-            )
-            self.procs.append({"dir": folder, "proc": proc, "log": log, "seq": 0})
-        deadline = time.time() + 600
-        for w in self.procs[:count]:
-            while not (w["dir"] / "warm").exists():
-                if w["proc"].poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"DAG process did not start: {tail(w['dir'] / 'worker.log')}")
-                time.sleep(0.05)
-        return self.procs[:count]
-
-    def submit(self, w: dict[str, Any], job: dict[str, Any]) -> None:
-        tmp = w["dir"] / "job.tmp"
-        tmp.write_text(json.dumps(job))
-        tmp.rename(w["dir"] / f"job-{w['seq']}.json")
-        w["seq"] += 1
-
-    def stop(self) -> None:
-        for w in self.procs:
-            if w["proc"].poll() is None:
-                self.submit(w, {"stop": True})
-        for w in self.procs:
-            try:
-                w["proc"].wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w["proc"].kill()
-                w["proc"].wait()
-            w["log"].close()
-
-
-DAG_HEADER = (
-    '"""airflow DAG of the pipelines benchmark (safe-mode discovery looks for both words)."""\n'
-    "from bench.pipelines import build_dag, build_warmup_dag  # noqa: F401\n\n"
-)
 
 
 # -- observing the cluster -------------------------------------------------------------------------------
@@ -512,9 +170,10 @@ def read_timeline(cluster_root: Path) -> list[dict[str, Any]]:
 
 
 def read_noop_timeline(shared: Path) -> list[dict[str, Any]]:
-    """The no-op tasks' BENCH lines, from the runs' data folders."""
+    """The BENCH lines written to files in the runs' data folders: the no-op tasks', and the podexec stages'
+    (`marks.log`)."""
     events = []
-    for log in shared.glob("*/noop-*.log"):
+    for log in [*shared.glob("*/noop-*.log"), *shared.glob("*/marks.log")]:
         for raw in log.read_text(errors="replace").splitlines():
             kind, rest = raw.removeprefix("BENCH ").split(" ", 1)
             fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
@@ -523,25 +182,6 @@ def read_noop_timeline(shared: Path) -> list[dict[str, Any]]:
 
 
 # -- one scenario ----------------------------------------------------------------------------------------
-def child_env(home: Path, kubeconfig: Path | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        }
-    )
-    if kubeconfig is not None:
-        env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-        )
-    return env
-
-
 def create_namespace(url: str, name: str) -> None:
     host, port = url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
@@ -640,13 +280,6 @@ def run_scenario(
     row["workload"] = label
     row["backoff_events"] = backoff_events
     return row
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 # -- analysis --------------------------------------------------------------------------------------------
@@ -900,7 +533,8 @@ def machine() -> dict[str, Any]:
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, str, int, int]]:
     """(profile, mode, workload, N, pipelines at once) of every scenario, in order. Without --stages the
-    workloads other than `distinct` run at N = 10 only (N = 3 with --quick), to keep the full run short."""
+    workloads other than `distinct` run at N = 10 only (N = 3 with --quick), to keep the full run short. A
+    mode that cannot run a workload (podexec: one image only) is left out of it."""
     runs = []
     for profile in args.profiles:
         for workload in args.workloads:
@@ -909,10 +543,12 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, str, int, int]]:
                 stages = [3] if args.quick else [10]
             for n in stages:
                 for mode in args.modes:
-                    runs.append((profile, mode, workload, n, 1))
+                    if applicable(mode, WORKLOADS[workload]):
+                        runs.append((profile, mode, workload, n, 1))
         if args.copies > 1:
             for mode in args.modes:
-                runs.append((profile, mode, args.workloads[0], args.copies_stages, args.copies))
+                if applicable(mode, WORKLOADS[args.workloads[0]]):
+                    runs.append((profile, mode, args.workloads[0], args.copies_stages, args.copies))
     return runs
 
 
@@ -942,11 +578,7 @@ def main() -> int:
         "--out", help="file name stem under bench/results (default pipelines; quick: pipelines-quick)"
     )
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, Airflow homes)")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.worker:
-        worker(args.worker)
-        return 0
     args.profiles = (args.profiles or ("fast" if args.quick else "fast,realistic")).split(",")
     args.stages_given = bool(args.stages)
     args.stages = [int(s) for s in (args.stages or ("3,10" if args.quick else "3,10,50")).split(",")]

@@ -10,12 +10,18 @@ CeleryExecutor over Redis and two Celery workers (tests/production/stack.py). Fi
     python bench/scheduler.py --stages 10 --executor celery --modes noop,chain,kpo1 [--preimport]
     python bench/scheduler.py --stages 5 --workload long --modes chain,chain-deferrable --profile fast
     python bench/scheduler.py --stages 5 --workload long --pause 12 --modes chain,chain-deferrable --preimport
+    python bench/scheduler.py --stages 3 --workload long --pause 2,12,60 --modes chain,chain-deferrable \
+        --executor celery
 
-A deferred stage task (`chain-deferrable`: every stage deferred right after its swap) also gets the time line
-of where its extra time goes: its deferral, the trigger's start in the triggerer, the stage's end (its
-program's end line as the trigger logged it), the trigger's event and the task's second start (the first
-parse after the deferral), from the task log's event times; and the medians of each task's own gaps between
-them. `--pause 12` makes each stage run past the trigger's hold (`defer_exit_hold`, 8 s by default).
+Modes: `noop` (the same DAG of Python tasks that sleep the stage's pause), `chain`, `kpo1`, `podexec`
+(workload `one`) and the chain's variants (bench/pipeline_dags.py `chain_variants`): `chain-deferrable` is
+`deferrable=True` with the provider's defaults (what `[operators] default_deferrable = True` gives every
+stage), `chain-defer-at-once` also `defer_after=0` (every stage handed to the triggerer right after its
+swap). A stage task that deferred also gets the time line of where its time went: its deferral, the
+trigger's start in the triggerer, the stage's end (its program's end line as the trigger logged it), the
+trigger's event and the task's second start if it resumed on a worker, from the task log's event times; and
+the medians of each task's own gaps between them. The verdicts: the chain within 10 % of the no-op DAG, and
+each deferrable variant within 0.3 s of the plain chain, start-to-start (per N and pause).
 
 Each LocalExecutor task process is forked from a worker that the scheduler forked, so it starts with what the
 scheduler had imported; each Celery task process is forked from a pool process of the `airflow celery worker`
@@ -27,6 +33,7 @@ Celery worker import them at start, so no task process does."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -42,7 +49,8 @@ if not __package__:  # run as a script: the repository on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import figures
-from bench.pipelines import DAG_HEADER, WORKLOADS, chain_variants, create_namespace
+from bench.pipeline_dags import DAG_HEADER, WORKLOADS, chain_variants
+from bench.pipelines import create_namespace
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "bench-0"
@@ -103,6 +111,36 @@ def joined(medians: dict[str, list[float]]) -> str:
     return ", ".join(f"{name} {figures.median(values):.2f}" for name, values in medians.items())
 
 
+DEFERRABLE_MARGIN = 0.3
+"""seconds a deferrable stage may cost more than a plain one, start-to-start (issue 40)"""
+
+
+def verdicts(medians: dict[str, float | None], where: str) -> list[str]:
+    """The MET/MISSED lines of one set of DAGs (one N, one pause): the chain within 10 % of the no-op DAG, and
+    each deferrable variant within `DEFERRABLE_MARGIN` of the plain chain, start-to-start."""
+    lines = []
+    chain, noop = medians.get("chain"), medians.get("noop")
+    if chain is not None and noop is not None:
+        lines.append(
+            figures.verdict(
+                chain <= 1.1 * noop,
+                f"under the real scheduler ({where}): chain start-to-start {chain:.3f} s vs no-op DAG "
+                f"{noop:.3f} s ({chain / noop - 1:+.0%}, target <= +10 %)",
+            )
+        )
+    for mode, deferred in medians.items():
+        if chain is None or deferred is None or not mode.startswith("chain-defer"):
+            continue
+        lines.append(
+            figures.verdict(
+                deferred <= chain + DEFERRABLE_MARGIN,
+                f"under the real scheduler ({where}): {mode} start-to-start {deferred:.3f} s vs plain chain "
+                f"{chain:.3f} s ({deferred - chain:+.3f} s, target <= +{DEFERRABLE_MARGIN:g} s)",
+            )
+        )
+    return lines
+
+
 def stamp(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
@@ -114,9 +152,8 @@ def main() -> int:
     ap.add_argument("--workload", default="distinct", choices=sorted(WORKLOADS))
     ap.add_argument(
         "--pause",
-        type=float,
-        help="each stage's pause in seconds instead of the workload's (e.g. 12: deferred stages that run "
-        "past the trigger's hold, airflow_kruise_chain.config.defer_exit_hold)",
+        help="each stage's pause in seconds instead of the workload's; comma-separated: one set of DAGs per "
+        "pause (e.g. 2,12,60: deferrable stages shorter than, just past and far past `defer_after`)",
     )
     ap.add_argument("--timeout", type=float, default=900, help="seconds allowed per DAG run")
     ap.add_argument(
@@ -148,9 +185,8 @@ def main() -> int:
     (work / "dags").mkdir()
     data = work / "data"
     data.mkdir()
-    workload = WORKLOADS[args.workload]
-    if args.pause is not None:
-        workload = (*workload[:2], args.pause)
+    base = WORKLOADS[args.workload]
+    pauses = [float(p) for p in args.pause.split(",")] if args.pause else [base[2]]
     stages = [int(s) for s in args.stages.split(",")]
     lines = []
     ok = True
@@ -175,11 +211,12 @@ def main() -> int:
                 stack.wait_run(
                     "bench_sched_warmup", stack.trigger("bench_sched_warmup"), timeout=args.timeout
                 )
-                variants = chain_variants()  # e.g. chain-deferrable: deferrable, defer_after=0
-                for n in stages:
+                variants = chain_variants()  # e.g. chain-deferrable: deferrable with the provider's defaults
+                for pause, n in itertools.product(pauses, stages):
+                    workload = (*base[:2], pause)
                     medians = {}
                     for mode in args.modes.split(","):
-                        pipeline = f"sched-{mode}-n{n}"
+                        pipeline = f"sched-{mode}-n{n}-p{pause:g}".replace(".", "_")
                         dag_id = "bench_" + pipeline.replace("-", "_")
                         stack.add_dag(
                             f"{pipeline}.py",
@@ -193,8 +230,9 @@ def main() -> int:
                         medians[mode] = figures.median(gaps)
                         ok = ok and state == "success"
                         print(
-                            f"{args.executor} {args.profile} {mode:5s} N={n}: {state}, start-to-start median "
-                            f"{medians[mode]:.3f} s, p95 {figures.percentile(gaps, 95):.3f} s",
+                            f"{args.executor} {args.profile} {mode:5s} N={n} {pause:g} s stages: {state}, "
+                            f"start-to-start median {medians[mode]:.3f} s, "
+                            f"p95 {figures.percentile(gaps, 95):.3f} s",
                             flush=True,
                         )
                         print(f"  stage task, median s from start_date: {timeline(stack, tis)}", flush=True)
@@ -202,18 +240,10 @@ def main() -> int:
                         if deferred:
                             print(f"  deferred stage task, median s from start_date: {deferred}", flush=True)
                             print(f"  deferred stage task, median gaps s: {gaps}", flush=True)
-                    if not {"chain", "noop"} <= set(medians):
-                        continue
-                    chain, noop = medians["chain"], medians["noop"]
-                    lines.append(
-                        figures.verdict(
-                            chain <= 1.1 * noop,
-                            f"under the real scheduler ({args.executor}, {args.profile}, {args.workload}, "
-                            f"N={n}"
-                            f"{', clients pre-imported' if args.preimport else ''}): chain "
-                            f"start-to-start {chain:.3f} s vs no-op DAG {noop:.3f} s "
-                            f"({chain / noop - 1:+.0%}, target <= +10 %)",
-                        )
+                    lines += verdicts(
+                        medians,
+                        f"{args.executor}, {args.profile}, {args.workload}, N={n}, "
+                        f"{pause:g} s stages{', clients pre-imported' if args.preimport else ''}",
                     )
             finally:
                 stack.stop()

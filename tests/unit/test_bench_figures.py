@@ -430,3 +430,29 @@ def test_targets_v4_judge_the_realistic_chain_rows() -> None:
     lines = figures.targets_v4(rows, ["chain"])
     assert [line.split(":")[0] for line in lines] == ["MISSED", "MISSED", "MISSED", "MISSED"], lines
     assert figures.targets_v4(rows, ["chain-exec"])[0].startswith("NOT MEASURED")
+
+
+def test_targets_v5_chain_against_podexec_the_floor_and_kpos_requests() -> None:
+    one = "one/uniform/0.2s"
+    rows = [
+        row("chain", workload=one, overhead_median_s=0.15, api_requests_per_stage=12.0),
+        row("podexec", workload=one, overhead_median_s=0.2),
+        row("noop", workload=one, overhead_median_s=0.07),
+        row("kpo1", workload=one, api_requests_per_stage=14.4),
+        row("chain", overhead_median_s=0.3, api_requests_per_stage=16.0),  # distinct: no podexec row
+        row("noop", overhead_median_s=0.06),
+        row("kpo1", api_requests_per_stage=17.8),
+    ]
+    podexec, floor, requests = figures.targets_v5(rows)
+    assert podexec.startswith("MET: ") and "one/uniform/0.2s N=10: 0.150 s vs 0.200 s (-0.050 s)" in podexec
+    assert "distinct" not in podexec  # podexec runs one image only
+    # the distinct row is 0.24 s above its floor
+    assert (
+        floor.startswith("MISSED: ") and "distinct/uniform/0.2s N=10: 0.300 s vs 0.060 s (+0.240 s)" in floor
+    )
+    assert requests.startswith("MET: ") and "one/uniform/0.2s N=10: 12.0 vs 14.4" in requests
+    slower = [dict(rows[0], overhead_median_s=0.25), *rows[1:]]
+    assert figures.targets_v5(slower)[0].startswith("MISSED: ")
+    more = [*rows[:4], dict(rows[4], api_requests_per_stage=18.0), *rows[5:]]
+    assert figures.targets_v5(more)[2].startswith("MISSED: ")
+    assert [line.split(":")[0] for line in figures.targets_v5(rows[:1])] == ["NOT MEASURED"] * 3

@@ -1,6 +1,6 @@
-"""bench/v4_all.py, the quiet rerun of benchmarks v4 in one command: its commands exist and cover what
-issue 23 asks for within the time budget, and its summary holds the figures and the MET/MISSED lines.
-Nothing run or timed here (the smoke run is `python bench/v4_all.py --smoke`)."""
+"""bench/v5_all.py, the quiet set of benchmarks v5 in one command: its commands exist and cover what issues
+23 and 40 ask for within the time budget, and its summary holds the figures and the MET/MISSED lines.
+Nothing run or timed here (the smoke run is `python bench/v5_all.py --smoke`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import subprocess
 import sys
 from typing import Any
 
-from airflow_kruise_chain.config import DEFER_EXIT_MARGIN
-from bench import v4_all
-from bench.pipelines import BASE_MODES, WORKLOADS, chain_variants
+from bench import v5_all
+from bench.pipeline_dags import WORKLOADS, chain_variants
+from bench.pipelines import BASE_MODES
 
 
 def values(argv: tuple[str, ...], option: str) -> list[str]:
@@ -21,13 +21,13 @@ def values(argv: tuple[str, ...], option: str) -> list[str]:
 def test_every_command_names_options_modes_and_workloads_that_exist() -> None:
     helps = {}
     modes = {*BASE_MODES, *chain_variants()}
-    for step in v4_all.STEPS:
+    for step in v5_all.STEPS:
         for smoke in (False, True):
             argv = tuple(step.command(smoke))
             script = argv[0]
             if script not in helps:
                 done = subprocess.run(
-                    [sys.executable, script, "--help"], cwd=v4_all.HERE.parent, capture_output=True, text=True
+                    [sys.executable, script, "--help"], cwd=v5_all.HERE.parent, capture_output=True, text=True
                 )
                 assert done.returncode == 0, done.stderr
                 helps[script] = done.stdout
@@ -38,10 +38,11 @@ def test_every_command_names_options_modes_and_workloads_that_exist() -> None:
             assert set(values(argv, "--workload")) <= set(WORKLOADS), step.name
 
 
-def test_the_quiet_set_covers_issue_23_within_25_minutes_and_deferral_past_the_hold() -> None:
-    steps = {s.name: s.argv for s in v4_all.STEPS}
-    assert sum(s.minutes for s in v4_all.STEPS if s.name != "deferrable") <= 25  # issue 23's set
-    assert sum(s.minutes for s in v4_all.STEPS) <= 28
+def test_the_quiet_set_covers_issues_23_and_40_within_50_minutes() -> None:
+    steps = {s.name: s.argv for s in v5_all.STEPS}
+    deferrals = ("deferrable", "deferrable-celery")
+    assert sum(s.minutes for s in v5_all.STEPS if s.name not in deferrals) <= 28  # issue 23's set, podexec
+    assert sum(s.minutes for s in v5_all.STEPS) <= 50
     real = [a for a in steps.values() if values(a, "--profiles") == ["realistic"]]
     # side by side on the realistic profile: both go paths, tuned KPO, all at once, the no-op floor
     for argv in (a for a in real if "distinct" in values(a, "--workloads")):
@@ -51,25 +52,37 @@ def test_the_quiet_set_covers_issue_23_within_25_minutes_and_deferral_past_the_h
     assert workloads >= {"distinct", "one", "alternating", "long", "skewed"}  # 0.2 s and 5 s stages
     skewed = next(a for a in real if "skewed" in values(a, "--workloads"))
     assert {"chain", "kpo1", "all"} <= set(values(skewed, "--modes"))  # the reserved-memory targets
+    # KubernetesPodExecOperator next to the chain, the floor and tuned KPO on the one-image workload
+    one = next(a for a in real if "one" in values(a, "--workloads"))
+    assert {"noop", "chain", "podexec", "kpo1"} <= set(values(one, "--modes"))
     at_once = next(a for a in steps.values() if values(a, "--copies") == ["10"])
     assert values(at_once, "--profiles") == ["fast"] and values(at_once, "--copies-stages") == ["10"]
     assert any(a[0] == "bench/go_latency.py" for a in steps.values())
     # each step writes results of its own
     outs = [
         s.command(False)[s.command(False).index("--out") + 1]
-        for s in v4_all.STEPS
+        for s in v5_all.STEPS
         if "--out" in s.command(False)
     ]
-    assert len(outs) == len(set(outs)) == sum(s.argv[0] == "bench/pipelines.py" for s in v4_all.STEPS)
-    assert any(a[0] == "bench/scheduler.py" for a in steps.values())  # issue 16's real-scheduler target
-    # docs/operations.md: a deferred stage that runs past the trigger's hold (5 s + 3 s by default), plain vs
-    # deferred, short (N small); the smoke run makes it smaller still
-    deferrable = next(s for s in v4_all.STEPS if s.name == "deferrable")
-    argv = deferrable.argv
-    assert argv[0] == "bench/scheduler.py" and values(argv, "--modes") == ["chain", "chain-deferrable"]
-    assert float(values(argv, "--pause")[0]) >= 5 + DEFER_EXIT_MARGIN + 3  # ends well past the hold
-    assert int(values(argv, "--stages")[0]) <= 3 and deferrable.minutes <= 3
-    assert int(values(deferrable.smoke, "--stages")[0]) < int(values(argv, "--stages")[0])
+    assert len(outs) == len(set(outs)) == sum(s.argv[0] == "bench/pipelines.py" for s in v5_all.STEPS)
+    # under the real scheduler: chain vs no-op on both executors (issue 16's target; issue 40's Celery rows)
+    for name, executor in (("scheduler", []), ("scheduler-celery", ["celery"])):
+        argv = steps[name]
+        assert argv[0] == "bench/scheduler.py" and values(argv, "--executor") == executor
+        assert set(values(argv, "--modes") or ["noop", "chain"]) >= {"noop", "chain"}
+    # deferrable stages of 2, 12 and 60 s against plain ones on both executors, with the provider's defaults
+    # and no settings file; the smoke run makes them smaller and shorter
+    for name, executor in zip(deferrals, ("local", "celery"), strict=True):
+        step = next(s for s in v5_all.STEPS if s.name == name)
+        argv = step.argv
+        assert argv[0] == "bench/scheduler.py" and values(argv, "--executor") == [executor]
+        assert values(argv, "--modes") == ["chain", "chain-deferrable"] and "--preimport" not in argv
+        assert values(argv, "--pause") == ["2", "12", "60"]
+        assert int(values(argv, "--stages")[0]) <= 3 and step.minutes <= 10
+        assert int(values(step.smoke, "--stages")[0]) < int(values(argv, "--stages")[0])
+        assert "60" not in values(step.smoke, "--pause")
+        assert v5_all.SCHEDULER_STEPS[name]
+    assert set(v5_all.SCHEDULER_STEPS) == {s.name for s in v5_all.STEPS if s.argv[0] == "bench/scheduler.py"}
 
 
 def row(mode: str, n: int, median: float, p95: float, **kw: Any) -> dict[str, Any]:
@@ -131,7 +144,7 @@ def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() 
             "output": "go latency\n  annotation n= 20 median 0.400 s\n  exec n= 20 median 0.200 s\n",
         },
     }
-    text = v4_all.summary(
+    text = v5_all.summary(
         {"distinct": {"results": rows, "failures": [], "machine": {"cpus": 2}}}, runs, False
     )
     assert (
@@ -141,7 +154,7 @@ def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() 
     # a scenario's modes side by side, in order: floor, chain by exec, by annotation, tuned KPO, all at once
     n3 = [line for line in text.splitlines() if line.startswith("| realistic | distinct/uniform/0.2s | 3 |")]
     assert [line.split(" | ")[4] for line in n3] == [
-        v4_all.MODE_NAMES[m] for m in v4_all.MODE_ORDER if m != "kpo"
+        v5_all.MODE_NAMES[m] for m in v5_all.MODE_ORDER if m not in ("kpo", "podexec")
     ]
     chain3 = n3[1].split(" | ")
     assert chain3[5:9] == ["0.400 (0.800)", "0.200 (0.400)", "0.100 (0.200)", "0.150 (0.250)"]
@@ -161,23 +174,33 @@ def test_the_summary_holds_the_split_figures_the_go_path_and_the_target_lines() 
     assert "## Failed" in text and "- go: exit 1" in text  # a failed command is said, not hidden
     assert "Not a quiet machine" not in text
     runs["distinct"]["load_before"] = "5.20 4.00 3.00"  # others at work when the set began
-    busy = v4_all.summary({"distinct": {"results": rows}}, runs, False)
+    busy = v5_all.summary({"distinct": {"results": rows}}, runs, False)
     assert "**Not a quiet machine**: load average 5.20 4.00 3.00 before the first command" in busy
     assert "- NOT MEASURED: under the real scheduler" in text  # no bench/scheduler.py in this run
     verdict = (
         "MISSED: under the real scheduler (local, realistic, distinct, N=10): chain 2.8 s vs no-op 1.4 s"
     )
+    deferred = (
+        "MET: under the real scheduler (celery, ..., 12 s stages): chain-deferrable start-to-start 13.1 s"
+    )
+    gaps = "  deferred stage task, median gaps s: deferred -> trigger start 1.4, trigger event -> resumed 0.7"
     runs["scheduler"] = {
         **runs["distinct"],
         "command": "python bench/scheduler.py",
         "output": "x\n" + verdict,
     }
-    text = v4_all.summary({"distinct": {"results": rows}}, runs, False)
-    assert f"- {verdict}" in text and "NOT MEASURED: under the real scheduler" not in text
-    gaps = "  deferred stage task, median gaps s: deferred -> trigger start 1.4, trigger event -> resumed 0.7"
-    runs["deferrable"] = {**runs["distinct"], "command": "python bench/scheduler.py", "output": "x\n" + gaps}
-    text = v4_all.summary({"distinct": {"results": rows}}, runs, False)
-    assert "## Deferred stages that run past the trigger's hold" in text and gaps in text
+    runs["deferrable-celery"] = {
+        **runs["distinct"],
+        "command": "python bench/scheduler.py --executor celery",
+        "output": "celery realistic chain-deferrable N=3 12 s stages: success\n" + gaps + "\n" + deferred,
+    }
+    text = v5_all.summary({"distinct": {"results": rows}}, runs, False)
+    assert f"- {verdict}" in text and f"- {deferred}" in text
+    assert "NOT MEASURED: under the real scheduler" not in text
+    assert "## Deferrable stages of 2, 12 and 60 s, CeleryExecutor" in text and gaps in text
+    assert "celery realistic chain-deferrable N=3 12 s stages: success" in text
+    assert "## Under the real scheduler, LocalExecutor" in text
+    assert "## Under the real scheduler, CeleryExecutor" not in text  # not in this run
 
 
 def test_the_go_latency_step_runs_against_the_current_provider() -> None:
@@ -185,7 +208,7 @@ def test_the_go_latency_step_runs_against_the_current_provider() -> None:
     so a change there can break the quiet set's go step unseen: run it small (4 gos, as the set runs it)."""
     done = subprocess.run(
         [sys.executable, "bench/go_latency.py", "--gos", "4", "--profile", "realistic"],
-        cwd=v4_all.HERE.parent,
+        cwd=v5_all.HERE.parent,
         capture_output=True,
         text=True,
         timeout=300,
@@ -197,10 +220,10 @@ def test_the_go_latency_step_runs_against_the_current_provider() -> None:
 
 
 def test_a_stale_install_is_found_before_anything_runs(tmp_path: Any) -> None:
-    assert v4_all.stale_install(v4_all.HERE.parent) == []  # this venv is current (./dev.sh or pip install -e)
+    assert v5_all.stale_install(v5_all.HERE.parent) == []  # this venv is current (./dev.sh or pip install -e)
     (tmp_path / "kruise-local").mkdir()
     (tmp_path / "kruise-local" / "pyproject.toml").write_text('[project]\nname = "k"\n')
     (tmp_path / "pyproject.toml").write_text(
         '[project.entry-points."kruise_local.images"]\nairflow_kruise_chain = "x:y"\nnot_installed = "x:z"\n'
     )
-    assert v4_all.stale_install(tmp_path) == ["kruise_local.images: not_installed"]
+    assert v5_all.stale_install(tmp_path) == ["kruise_local.images: not_installed"]

@@ -1,22 +1,23 @@
-"""Benchmarks v4 (issue 23), the whole quiet set in one command, one summary file.
+"""Benchmarks v5 (issue 40), the whole quiet set in one command, one summary file.
 
-    python bench/v4_all.py            # the quiet set: about 27 min on the quiet 2-core machine
-    python bench/v4_all.py --list     # the commands it runs, each with its expected duration
-    python bench/v4_all.py --smoke    # the same commands made small (N = 3, few modes): about 8 min
+    python bench/v5_all.py            # the quiet set: about 46 min on the quiet 2-core machine
+    python bench/v5_all.py --list     # the commands it runs, each with its expected duration
+    python bench/v5_all.py --smoke    # the same commands made small (N = 3, few modes): about 12 min
 
 Runs, one after the other (nothing else should run meanwhile: every figure is a time), the commands of `STEPS`
 (`bench/pipelines.py` scenarios on the realistic profile: chain with the go by exec and by the annotation
-alone, tuned KPO, all at once and the no-op floor, N = 3/10/50, distinct / one / alternating images, skewed
-requests, 0.2 s and 5 s stages; 10 pipelines at once on the fast profile; the go path alone,
-`bench/go_latency.py`; chain and no-op DAGs under the real scheduler, `bench/scheduler.py`, and there 12 s
-stages plain and deferred, what a deferral costs past the trigger's hold), then writes
-`bench/results/v4-summary.md` (and `.json`): per scenario the overhead per stage, median and p95, split into
-the Airflow part, the chain's part up to the go and the kubelet's part from the go to the stage's start, the
-modes side by side; peak RSS (or "not measured") and reserved GiB·s; the go path's latency; the deferred
-stage's start-to-start and where its extra time goes; the MET / MISSED
-lines of issue 23's targets (and issue 16's, reserved memory among them); each command's duration and the load
-average before and after (a quiet machine reads < 0.5 before). Each step's own results stay in
-`bench/results/v4-<step>.{md,json}`."""
+alone, tuned KPO, all at once, KubernetesPodExecOperator in one pod (one image) and the no-op floor,
+N = 3/10/50, distinct / one / alternating images, skewed requests, 0.2 s and 5 s stages; 10 pipelines at
+once on the fast profile; the go path alone, `bench/go_latency.py`; under the real scheduler,
+`bench/scheduler.py`: chain and no-op DAGs on LocalExecutor and on CeleryExecutor (PostgreSQL, Redis, two
+workers), and deferrable stages of 2, 12 and 60 s against plain ones on both executors, with the provider's
+defaults and no settings file), then writes `bench/results/v5-summary.md` (and `.json`): per scenario the
+overhead per stage, median and p95, split into the Airflow part, the chain's part up to the go and the
+kubelet's part from the go to the stage's start, the modes side by side; peak RSS (or "not measured") and
+reserved GiB·s; the go path's latency; the real scheduler's start-to-start and where a deferred stage's time
+goes; the MET / MISSED lines of issue 23's targets, issue 16's and issue 40's; each command's duration and
+the load average before and after (a quiet machine reads < 0.5 before). Each step's own results stay in
+`bench/results/v5-<step>.{md,json}`."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ from bench import figures
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-V4_MODES = "noop,chain,chain-annotation,kpo1,all"
-MODE_ORDER = ("noop", "chain", "chain-annotation", "kpo1", "kpo", "all")
+V5_MODES = "noop,chain,chain-annotation,kpo1,all"
+MODE_ORDER = ("noop", "chain", "chain-annotation", "podexec", "kpo1", "kpo", "all")
 MODE_NAMES = {
     "noop": "no-op tasks (floor)",
     "chain": "chain (go by exec + annotation)",
@@ -47,6 +48,7 @@ MODE_NAMES = {
     "kpo1": "KPO tuned (startup check 1 s)",
     "kpo": "KPO default",
     "all": "all at once",
+    "podexec": "KubernetesPodExecOperator, one pod",
 }
 
 
@@ -54,7 +56,7 @@ MODE_NAMES = {
 class Step:
     """One command of the set: its results' name, its arguments (after `python`), the same made small for
     `--smoke`, and how long it takes on the quiet 2-core machine (minutes, estimated from the smoke runs'
-    per-scenario times and the loaded v4 run's walls)."""
+    per-scenario times, the loaded v4 run's walls and the stages' lengths)."""
 
     name: str
     what: str
@@ -65,7 +67,7 @@ class Step:
     def command(self, smoke: bool) -> list[str]:
         argv = list(self.smoke if smoke else self.argv)
         if argv[0] == "bench/pipelines.py":
-            argv += ["--out", f"v4{'smoke' if smoke else ''}-{self.name}"]
+            argv += ["--out", f"v5{'smoke' if smoke else ''}-{self.name}"]
         return argv
 
 
@@ -76,12 +78,17 @@ def pipelines(profile: str, workloads: str, stages: str, modes: str, *more: str)
     return ("bench/pipelines.py", *args, *extra)
 
 
-def deferrable(stages: str) -> tuple[str, ...]:
-    """The bench/scheduler.py command of docs/operations.md's deferred stages that run past the hold."""
-    return (
-        "bench/scheduler.py",
-        *f"--stages {stages} --workload long --pause 12 --modes chain,chain-deferrable".split(),
-        *"--profile fast --preimport".split(),
+def scheduler(*args: str) -> tuple[str, ...]:
+    """A bench/scheduler.py command."""
+    return ("bench/scheduler.py", *" ".join(args).split())
+
+
+def deferrable(executor: str, stages: str, pauses: str) -> tuple[str, ...]:
+    """Deferrable stages against plain ones under the real scheduler, with the provider's defaults and no
+    settings file (issue 40: within 0.3 s start-to-start whatever the stage's length)."""
+    return scheduler(
+        f"--executor {executor} --stages {stages} --workload long --pause {pauses}",
+        "--modes chain,chain-deferrable --profile realistic",
     )
 
 
@@ -89,16 +96,17 @@ STEPS = (
     Step(
         "distinct",
         "realistic, distinct images, N = 3/10/50, every mode (flat in N; 50 tuned KPO pods take ~3.5 min)",
-        pipelines("realistic", "distinct", "3,10,50", V4_MODES),
-        pipelines("realistic", "distinct", "3", V4_MODES),
+        pipelines("realistic", "distinct", "3,10,50", V5_MODES),
+        pipelines("realistic", "distinct", "3", V5_MODES),
         10.0,
     ),
     Step(
         "images",
-        "realistic, one image and alternating images, N = 10, every mode",
-        pipelines("realistic", "one,alternating", "10", V4_MODES),
-        pipelines("realistic", "one", "3", "chain,kpo1"),
-        3.5,
+        "realistic, one image and alternating images, N = 10, every mode; KubernetesPodExecOperator in one "
+        "pod where it can run (one image)",
+        pipelines("realistic", "one,alternating", "10", V5_MODES + ",podexec"),
+        pipelines("realistic", "one", "3", "chain,podexec,kpo1"),
+        4.0,
     ),
     Step(
         "skewed",
@@ -110,7 +118,7 @@ STEPS = (
     Step(
         "long",
         "realistic, 5 s stages, N = 3, every mode",
-        pipelines("realistic", "long", "3", V4_MODES),
+        pipelines("realistic", "long", "3", V5_MODES),
         pipelines("realistic", "long", "3", "chain"),
         2.5,
     ),
@@ -131,19 +139,41 @@ STEPS = (
     Step(
         "scheduler",
         "under the real scheduler (LocalExecutor, default settings): chain vs no-op start-to-start, N = 10",
-        ("bench/scheduler.py", "--stages", "10", "--profile", "realistic"),
-        ("bench/scheduler.py", "--stages", "3", "--profile", "realistic"),
+        scheduler("--stages 10 --profile realistic"),
+        scheduler("--stages 3 --profile realistic"),
         1.5,
     ),
     Step(
-        "deferrable",
-        "under the real scheduler: 12 s stages, plain vs deferred (defer_after=0), N = 3: what a deferral "
-        "costs a stage that runs past the trigger's hold (docs/operations.md)",
-        deferrable("3"),
-        deferrable("2"),
+        "scheduler-celery",
+        "under a production-shaped Airflow (PostgreSQL, Redis, CeleryExecutor, two workers; default "
+        "settings): chain vs the same DAG of sleeping tasks, start-to-start, N = 10",
+        scheduler("--executor celery --stages 10 --profile realistic"),
+        scheduler("--executor celery --stages 3 --profile realistic"),
         2.5,
     ),
+    Step(
+        "deferrable",
+        "LocalExecutor: 2, 12 and 60 s stages, plain vs deferrable (provider defaults), N = 3: a deferrable "
+        "stage within 0.3 s of a plain one whatever its length",
+        deferrable("local", "3", "2,12,60"),
+        deferrable("local", "2", "2,12"),
+        9.0,
+    ),
+    Step(
+        "deferrable-celery",
+        "CeleryExecutor: 2, 12 and 60 s stages, plain vs deferrable (provider defaults), N = 3",
+        deferrable("celery", "3", "2,12,60"),
+        deferrable("celery", "2", "2,12"),
+        10.0,
+    ),
 )
+SCHEDULER_STEPS = {
+    "scheduler": "Under the real scheduler, LocalExecutor (`bench/scheduler.py`)",
+    "scheduler-celery": "Under the real scheduler, CeleryExecutor (`bench/scheduler.py --executor celery`)",
+    "deferrable": "Deferrable stages of 2, 12 and 60 s, LocalExecutor (`bench/scheduler.py`)",
+    "deferrable-celery": "Deferrable stages of 2, 12 and 60 s, CeleryExecutor (`bench/scheduler.py`)",
+}
+"""the bench/scheduler.py steps, each with its summary section's title"""
 
 
 def loadavg() -> str:
@@ -251,7 +281,7 @@ def summary(
     machine = next((res.get("machine") for res in results.values() if res.get("machine")), {})
     total = sum(r["seconds"] for r in runs.values())
     out = [
-        f"# Benchmarks v4{' (SMOKE: small, not for the docs)' if smoke else ''}: `python bench/v4_all.py"
+        f"# Benchmarks v5{' (SMOKE: small, not for the docs)' if smoke else ''}: `python bench/v5_all.py"
         f"{' --smoke' if smoke else ''}`",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M')}, commit {git_commit()}, {machine.get('cpus', '?')} CPUs "
@@ -284,25 +314,25 @@ def summary(
         "reserved GiB·s per pipeline from the pods' requests (a pod watch; no metrics). Column "
         "definitions: docs/benchmarks.md."
     )
-    for name, title, keep in (
-        ("go", "The go path alone (`bench/go_latency.py`)", 4),
-        ("scheduler", "Under the real scheduler (`bench/scheduler.py`)", 6),
-        ("deferrable", "Deferred stages that run past the trigger's hold (`bench/scheduler.py`)", 6),
-    ):
+    if "go" in runs:
+        text = runs["go"]["output"].strip().splitlines()
+        out += ["", "## The go path alone (`bench/go_latency.py`)", "", "```", *text[-4:], "```"]
+    verdicts = []
+    for name, title in SCHEDULER_STEPS.items():
         if name in runs:
-            text = runs[name]["output"].strip().splitlines()
-            out += ["", f"## {title}", "", "```", *text[-keep:], "```"]
+            text = [
+                line for line in runs[name]["output"].strip().splitlines() if not line.startswith("kept ")
+            ]
+            verdicts += [line for line in text if line.startswith(("MET:", "MISSED:", "NOT MEASURED:"))]
+            out += ["", f"## {title}", "", "```", *text, "```"]
     failures = [f for res in results.values() for f in res.get("failures", [])]
     failures += [f"{name}: exit {r['exit']}" for name, r in runs.items() if r["exit"] != 0]
-    out += ["", "## Targets (issue 23, then issue 16)", ""]
-    lines = figures.targets_v4(rows, chain_modes) + figures.targets(rows, chain_modes)
-    scheduler = [
-        line
-        for line in (runs["scheduler"]["output"] if "scheduler" in runs else "").splitlines()
-        if line.startswith(("MET:", "MISSED:", "NOT MEASURED:"))
-    ]
-    if scheduler:  # bench/scheduler.py's own verdict instead of "not in this run"
-        lines = [line for line in lines if "under the real scheduler" not in line] + scheduler
+    out += ["", "## Targets (issue 40, issue 23, then issue 16)", ""]
+    lines = (
+        figures.targets_v5(rows) + figures.targets_v4(rows, chain_modes) + figures.targets(rows, chain_modes)
+    )
+    if verdicts:  # bench/scheduler.py's own verdicts instead of "not in this run"
+        lines = [line for line in lines if "under the real scheduler" not in line] + verdicts
     out += [f"- {line}" for line in lines]
     if failures:
         out += ["", "## Failed", "", *[f"- {f}" for f in failures]]
@@ -334,7 +364,7 @@ def git_commit() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--smoke", action="store_true", help="the same commands made small (about 8 min)")
+    ap.add_argument("--smoke", action="store_true", help="the same commands made small (about 12 min)")
     ap.add_argument("--list", action="store_true", help="print the commands and their expected durations")
     ap.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in STEPS))
     args = ap.parse_args()
@@ -366,11 +396,11 @@ def main() -> int:
     runs = run(steps, args.smoke, repo)
     results = {}
     for s in steps:
-        path = RESULTS / f"v4{'smoke' if args.smoke else ''}-{s.name}.json"
+        path = RESULTS / f"v5{'smoke' if args.smoke else ''}-{s.name}.json"
         fresh = path.exists() and path.stat().st_mtime >= runs[s.name]["started"]
         if s.command(args.smoke)[0] == "bench/pipelines.py" and fresh:
             results[s.name] = json.loads(path.read_text())
-    stem = "v4smoke-summary" if args.smoke else "v4-summary"
+    stem = "v5smoke-summary" if args.smoke else "v5-summary"
     text = summary(results, runs, args.smoke)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.md").write_text(text)
