@@ -18,6 +18,8 @@ A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*`
   copied once per content and mode into a folder of this process (`unpacked_files`), bound read-only.
 - `entrypoint` / `cmd`: the OCI config's Entrypoint and Cmd (both default to none). As a runtime does, a
   container's `command` replaces the Entrypoint and drops the Cmd; its `args` replace the Cmd.
+- `user`: the OCI config's User, numeric (`"65532"` or `"65532:65532"`; user names are not modelled): whom
+  the container runs as when its security context names no `runAsUser` (default: root).
 - `env`, `size` (drives the modeled pull time), `digest` (default: derived from the reference).
 
 Installed packages add images of their own through the entry point group `kruise_local.images` (see
@@ -36,6 +38,7 @@ import fnmatch
 import glob
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -54,7 +57,7 @@ PLUGIN_GROUP = "kruise_local.images"
 list of entries (the keys of `ENTRY_KEYS`)."""
 NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
 ENTRY_KEYS = frozenset(
-    {"ref", "size", "digest", "base", "provides", "links", "files", "entrypoint", "cmd", "env"}
+    {"ref", "size", "digest", "base", "provides", "links", "files", "entrypoint", "cmd", "env", "user"}
 )
 BASES = ("host", "scratch")
 
@@ -73,6 +76,7 @@ class Image:
     provides: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str, int], ...] = ()  # (path in the image, host file, mode)
+    user: str = ""  # the OCI config's User: "uid" or "uid:gid", "" for root
 
     @property
     def image_id(self) -> str:
@@ -183,6 +187,9 @@ def _check_entry(e: Any, where: str) -> None:
         )
     if e.get("env") is not None and not isinstance(e["env"], dict):
         raise ValueError(f"{where}: 'env' must be a mapping")
+    user = e.get("user")
+    if user is not None and (not isinstance(user, str) or not re.fullmatch(r"(\d+(:\d+)?)?", user)):
+        raise ValueError(f"{where}: 'user' must be a numeric uid or uid:gid such as '65532:65532', or ''")
 
 
 def plugin_entries() -> list[dict[str, Any]]:
@@ -281,5 +288,6 @@ class Catalogue:
                     (path, f["from"], _file_mode(f["mode"]) or 0)
                     for path, f in (e.get("files") or {}).items()
                 ),
+                user=str(e.get("user") or ""),
             )
         return None

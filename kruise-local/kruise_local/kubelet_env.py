@@ -103,11 +103,11 @@ class ContainerEnvironment:
         return str(int(parse_quantity(str(value))))
 
 
-def verify_run_as_non_root(pod: Obj, spec: dict[str, Any], pod_ref: str) -> str | None:
+def verify_run_as_non_root(pod: Obj, spec: dict[str, Any], pod_ref: str, image_uid: int = 0) -> str | None:
     """`kuberuntime` `verifyRunAsNonRoot` (security_context_others.go) over the effective security context
     (`securitycontext.DetermineEffectiveSecurityContext`: the container's fields over the pod's): with
-    runAsNonRoot, a runAsUser of 0 breaks the policy, and without a runAsUser the image's user decides; the
-    catalogue's images name none, which `getImageUser` treats as root. Returns the error a start fails with
+    runAsNonRoot, a runAsUser of 0 breaks the policy, and without a runAsUser the image's user decides
+    (`image_uid`: `getImageUser`, root for an image that names none). Returns the error a start fails with
     (CreateContainerConfigError), or None. `pod_ref` is `format.Pod`: name_namespace(uid)."""
     pod_sc = (pod.get("spec") or {}).get("securityContext") or {}
     sc = spec.get("securityContext") or {}
@@ -118,4 +118,4 @@ def verify_run_as_non_root(pod: Obj, spec: dict[str, Any], pod_ref: str) -> str 
     where = f'(pod: "{pod_ref}", container: {spec.get("name")})'
     if user is not None:
         return f"container's runAsUser breaks non-root policy {where}" if user == 0 else None
-    return f"container has runAsNonRoot and image will run as root {where}"
+    return None if image_uid else f"container has runAsNonRoot and image will run as root {where}"

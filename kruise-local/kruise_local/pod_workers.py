@@ -29,7 +29,7 @@ from .pod_sync import PodSyncs
 from .prober import PodProber
 from .sandbox import PodSandbox
 from .store import Obj, deep_copy
-from .users import container_user
+from .users import container_user, image_uid
 from .validation import parse_quantity
 from .volumes import PodVolumes, VolumeError
 
@@ -498,7 +498,8 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             self.event("Warning", "Failed", f"Error: {e}", container=st.name)
             self.mark_dirty()
             return 1.0
-        refused = verify_run_as_non_root(pod, spec, f"{self.name}_{self.ns}({self.uid})")
+        pod_ref = f"{self.name}_{self.ns}({self.uid})"
+        refused = verify_run_as_non_root(pod, spec, pod_ref, image_uid(image.user))
         if refused is not None:
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", refused
             self.event("Warning", "Failed", f"Error: {refused}", container=st.name)
@@ -543,7 +544,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             files=image.unpacked_files(),
             pod_sandbox=self.pod_sandbox,
             capabilities=container_capabilities(spec),
-            user=container_user(pod["spec"], spec, Path("/etc/passwd") if image.host_base else None),
+            user=container_user(
+                pod["spec"], spec, Path("/etc/passwd") if image.host_base else None, image.user
+            ),
             # kuberuntime_container.go generateContainerConfig: Stdin, StdinOnce and Tty from the spec
             stdin=bool(spec.get("stdin")),
             stdin_once=bool(spec.get("stdinOnce")),

@@ -5,11 +5,12 @@ The kubelet merges the pod's and the container's security contexts (`pkg/securit
 the runtime the user, the group and the supplemental groups (`pkg/kubelet/kuberuntime/security_context.go`
 `determineEffectiveSecurityContext`: the pod's `fsGroup`, then its `supplementalGroups`). containerd makes
 them the OCI process user (`internal/cri/server/container_create_linux.go`, `oci.WithUser` / `WithUserID`):
-without a `runAsUser` the image's user (the catalogue's images name none: root); a `runAsUser` without a
-`runAsGroup` takes the user's group from the image's `/etc/passwd`, or 0 when the image has none or no such
-user. runc then switches to that user after setting up the container (`libcontainer/init_linux.go`
-`setupUser`) and execs the command: a process that is not root holds no capability after that exec (no
-ambient set), whatever the container's capabilities say.
+without a `runAsUser` the image's user (its config's `User`, the catalogue's `user`: "uid" or "uid:gid";
+none is root); a user without a group (a `runAsUser` without a `runAsGroup`, or an image user "uid") takes
+the user's group from the image's `/etc/passwd`, or 0 when the image has none or no such user. runc then
+switches to that user after setting up the container (`libcontainer/init_linux.go` `setupUser`) and execs
+the command: a process that is not root holds no capability after that exec (no ambient set), whatever the
+container's capabilities say.
 
 Not modelled: the groups the image's `/etc/group` gives the user (containerd's `WithAdditionalGIDs`),
 `runAsUsername`, `supplementalGroupsPolicy` and the groups of volumes' `pv.beta.kubernetes.io/gid`.
@@ -52,15 +53,28 @@ def passwd_gid(uid: int, passwd: Path | None) -> int:
     return 0
 
 
+def image_uid(image_user: str) -> int:
+    """The uid of an image's config `User` ("uid" or "uid:gid"; "" is root), as the CRI's image status
+    reports it (`getImageUser`)."""
+    return int(image_user.split(":", 1)[0]) if image_user else 0
+
+
 def container_user(
-    pod_spec: Mapping[str, Any], container: Mapping[str, Any], passwd: Path | None = None
+    pod_spec: Mapping[str, Any],
+    container: Mapping[str, Any],
+    passwd: Path | None = None,
+    image_user: str = "",
 ) -> ProcessUser:
     """The user `container` of a pod with spec `pod_spec` runs as; `passwd` is its image's `/etc/passwd`
-    on the host (None: the image has none)."""
+    on the host (None: the image has none), `image_user` its config's `User`."""
     pod_sc = pod_spec.get("securityContext") or {}
     sc = container.get("securityContext") or {}
     uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
     gid = sc.get("runAsGroup", pod_sc.get("runAsGroup"))
+    if uid is None and image_user:
+        uid = image_uid(image_user)
+        if gid is None and ":" in image_user:
+            gid = int(image_user.split(":", 1)[1])
     uid = 0 if uid is None else int(uid)
     if gid is None:
         gid = passwd_gid(uid, passwd) if uid else 0

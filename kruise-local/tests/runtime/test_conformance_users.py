@@ -72,3 +72,22 @@ def test_a_container_runs_and_is_execd_into_as_its_security_contexts_user(cluste
         tty=False,
     )
     assert out.split() == ["1000", "3000"]
+
+
+def test_the_images_user_is_the_default_and_passes_run_as_non_root(cluster, core, namespace) -> None:
+    """Without a `runAsUser` the image's config `User` ("uid:gid") is the process user, and the kubelet's
+    runAsNonRoot check reads it (`verifyRunAsNonRoot`: an image of a non-root user passes)."""
+    assert container_user({}, {}, None, "65532:65532") == ProcessUser(65532, 65532, ())
+    assert container_user({"securityContext": {"runAsUser": 7}}, {}, None, "65532:65532").uid == 7
+    if os.geteuid() != 0 or cluster.kubelet.runtime.sandbox != "bwrap":
+        pytest.skip("switching a container's user needs kruise-local as root with bwrap")
+    show = "import os, time; print(os.getuid(), os.getgid(), flush=True); time.sleep(30)"
+    body = pod_body(
+        "imageuser",
+        {"name": "app", "image": "gcr.io/distroless/python3-debian12:nonroot", "args": ["-c", show]},
+        restart="Never",
+        securityContext={"runAsNonRoot": True},
+    )
+    core.create_namespaced_pod(namespace, body)
+    out = wait_for(lambda: log_of(core, namespace, "imageuser", "app").split(), timeout=60, what="its user")
+    assert out == ["65532", "65532"]
