@@ -61,6 +61,18 @@ RESTRICTED_RUN_AS_USER = 65532
 none (the conventional unprivileged "nonroot" user; the runner needs no particular user)."""
 
 
+SOURCES_FS_GROUP = RESTRICTED_RUN_AS_USER
+"""The pod's `fsGroup` when it mounts a Secret or ConfigMap and its `security_context` names none.
+
+The kubelet writes those volumes' files owned by root with their `defaultMode` (the chain's Secrets 0400),
+which a runner that is not root (a `restricted` chain, a non-root `runAsUser` or image user) cannot read.
+With an fsGroup the kubelet gives the volumes that group and group read (`SetVolumeOwnership`: 0400 becomes
+0440) and every container of the pod that group as a supplemental one, so the runner reads them whatever its
+user, and no one outside the pod's containers gains access. The same fsGroup also owns the pod's other
+volumes (a PersistentVolumeClaim the chain mounts is chowned when the pod starts): name another in
+`security_context` to change it."""
+
+
 UNREADABLE_RUNNER_CAPABILITIES: tuple[str, ...] = ("DAC_OVERRIDE", "DAC_READ_SEARCH", "SYS_PTRACE")
 """Dropped from every container of a chain pod, so that the runner is out of its stages' reach.
 
@@ -398,6 +410,8 @@ def build_chain_pod(
         spec["imagePullSecrets"] = [{"name": name} for name in chain.image_pull_secrets]
     if chain.security_context:
         spec["securityContext"] = copy.deepcopy(dict(chain.security_context))
+    if _mounts_api_data(spec["volumes"]) and "fsGroup" not in (chain.security_context or {}):
+        spec.setdefault("securityContext", {})["fsGroup"] = SOURCES_FS_GROUP
     spec["automountServiceAccountToken"] = chain.automount_service_account_token
     context = container_security_context(chain)
     for container in (*spec["initContainers"], *spec["containers"]):
@@ -418,6 +432,20 @@ def build_chain_pod(
     merged = deep_merge(pod, chain.pod_template)
     _check_sealed(pod, merged)
     return merged
+
+
+def _mounts_api_data(volumes: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `volumes` hold a Secret or a ConfigMap (as a volume or a projected source)."""
+    kinds = ("secret", "configMap")
+    return any(
+        any(kind in volume for kind in kinds)
+        or any(
+            kind in source
+            for source in (volume.get("projected") or {}).get("sources") or ()
+            for kind in kinds
+        )
+        for volume in volumes
+    )
 
 
 _RUNNER_REOPENERS = frozenset({"ALL", *UNREADABLE_RUNNER_CAPABILITIES})

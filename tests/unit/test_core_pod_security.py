@@ -8,7 +8,7 @@ import pytest
 from kruise_local.pod_security_checks import evaluate
 
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, build_chain_pod
-from airflow_kruise_chain.core.manifest import INIT_CONTAINER, RESTRICTED_RUN_AS_USER
+from airflow_kruise_chain.core.manifest import INIT_CONTAINER, RESTRICTED_RUN_AS_USER, SOURCES_FS_GROUP
 
 
 def make_pod(**options) -> dict:
@@ -89,3 +89,21 @@ def test_kruise_chain_takes_the_options_at_parse_time() -> None:
         KruiseChain("c", namespace="ns", pod_security="strict")
     assert info.value.field == "pod_security"
     KruiseChain("c", namespace="ns", pod_security="restricted", automount_service_account_token=True)
+
+
+def test_a_pod_that_mounts_secrets_or_configmaps_gets_an_fsgroup_unless_it_names_one() -> None:
+    """The kubelet writes Secret files root's with their mode (0400): only the pod's fsGroup lets a
+    non-root runner read them (`manifest.SOURCES_FS_GROUP`); a chain that mounts none keeps the pod as is."""
+    assert "securityContext" not in make_pod()["spec"]
+    secret = {"DB": {"kind": "secret", "name": "db", "key": "pw"}}
+    spec = ChainSpec(
+        name="etl", namespace="data", stages=[StageSpec("a", "busybox:1.36", ["true"], env_sources=secret)]
+    )
+    spec.validate()
+    pod = build_chain_pod(spec, pod_name="p", dag_id="d", run_id="r", first_images=spec.first_images)
+    assert pod["spec"]["securityContext"] == {"fsGroup": SOURCES_FS_GROUP}
+    projected = {"name": "cfg", "projected": {"sources": [{"configMap": {"name": "c"}}]}}
+    assert make_pod(volumes=[projected])["spec"]["securityContext"] == {"fsGroup": SOURCES_FS_GROUP}
+    own = make_pod(volumes=[projected], security_context={"fsGroup": 7, "runAsUser": 9})
+    assert own["spec"]["securityContext"] == {"fsGroup": 7, "runAsUser": 9}
+    assert violations(make_pod(volumes=[projected], pod_security="restricted"), "restricted") == []
