@@ -10,12 +10,8 @@ from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, sources
 from airflow_kruise_chain.core.manifest import check_annotations_size
-from airflow_kruise_chain.operators.base import (
-    ChainBaseOperator,
-    check_defer_after,
-    check_positive,
-    unwrap_literals,
-)
+from airflow_kruise_chain.core.spec import check_name
+from airflow_kruise_chain.operators.base import ChainBaseOperator, check_defer_after, check_positive
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
     KruiseChainOperator,
@@ -23,6 +19,14 @@ from airflow_kruise_chain.operators.chain import (
     check_prepare_next,
 )
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
+from airflow_kruise_chain.templating import (
+    check_renderable,
+    run_level,
+    templated,
+    unwrap_literals,
+    validatable,
+    validatable_stage,
+)
 
 CHAIN_TASKS = ("setup", "prewarm", "teardown")
 """Task ids of a chain's own tasks: no stage may take them."""
@@ -211,53 +215,64 @@ class KruiseChain:
                 f"{where}.name",
                 f"{name!r} is the task id of the chain's own {name} task: give the stage another name",
             )
-        try:
-            env, env_sources, every = sources.from_arguments(env, secrets, env_from)
-        except ChainConfigError as err:
-            raise ChainConfigError(f"{where}.{err.field}", err.message) from None
-        spec = StageSpec(
-            name=name,
-            image=image,
-            cmds=unwrap_literals(cmds or []),
-            arguments=unwrap_literals(arguments or []),
-            env=unwrap_literals(env),
-            resources=resources or {},
-            image_pull_policy=image_pull_policy,
-            env_sources=env_sources,
-            env_from=every,
-            volume_mounts=volume_mounts or [],
-        )
-        spec.validate(where)
+        check_name(f"{where}.name", name)
         if any(s.name == name for s in self.stages):
             raise ChainConfigError(
                 f"{where}.name",
                 f"duplicate stage name {name!r}: stage names must be unique within chain {self.name!r}",
             )
-        self.stages.append(spec)
+        try:
+            env, env_sources, every = sources.from_arguments(env, secrets, env_from)
+        except ChainConfigError as err:
+            raise ChainConfigError(f"{where}.{err.field}", err.message) from None
         operator_kwargs.setdefault("deferrable", self.deferrable)
         operator_kwargs.setdefault("defer_after", self.defer_after)
         operator_kwargs.setdefault("prepare_next", self.prepare_next)
         operator_kwargs.setdefault("go_via_exec", self.go_via_exec)
-        task = KruiseChainOperator(
-            task_id=name,
-            chain_name=self.name,
-            namespace=self.namespace,
-            stage_name=name,
-            image=image,
-            cmds=cmds,
-            arguments=arguments or [],
-            env=env,
-            env_sources=env_sources,
-            env_from=every,
-            container_resources=resources or {},
-            image_pull_policy=image_pull_policy,
-            swap_timeout=self.swap_timeout,
-            **self.connection.to_dict(),
-            **operator_kwargs,
-        )
+        try:
+            task = KruiseChainOperator(
+                task_id=name,
+                chain_name=self.name,
+                namespace=self.namespace,
+                stage_name=name,
+                image=image,
+                cmds=cmds,
+                arguments=arguments or [],
+                env=env,
+                env_sources=env_sources,
+                env_from=every,
+                container_resources=resources or {},
+                image_pull_policy=image_pull_policy,
+                swap_timeout=self.swap_timeout,
+                **self.connection.to_dict(),
+                **operator_kwargs,
+            )
+        except ChainConfigError as err:
+            raise ChainConfigError(_stage_field(where, err.field), err.message) from None
+        spec = self._check_stage(task, where, volume_mounts or [])
         (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
+        self.stages.append(spec)
         self.stage_tasks.append(task)
         return task
+
+    def _check_stage(self, task: KruiseChainOperator, where: str, volume_mounts: list[Any]) -> StageSpec:
+        """The stage `task` runs, checked as far as it is known before rendering (ChainConfigError naming
+        `where`'s field): its template fields as Jinja will parse them, its image once rendered."""
+        check_renderable(task, f"{where}.", {"container_resources": "resources"})
+        spec = StageSpec(
+            name=task.stage_name,
+            image=unwrap_literals(task.image),
+            cmds=_words(f"{where}.cmds", unwrap_literals(task.cmds)),
+            arguments=_words(f"{where}.arguments", unwrap_literals(task.arguments)),
+            env=unwrap_literals(task.env),
+            resources=task.container_resources,
+            image_pull_policy=task.image_pull_policy,
+            env_sources=task.env_sources,
+            env_from=task.env_from,
+            volume_mounts=volume_mounts,
+        )
+        validatable_stage(spec).validate(where)
+        return spec
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._group is not None and self.setup_task is not None
@@ -265,11 +280,14 @@ class KruiseChain:
             if exc_type is not None:
                 return
             spec = self.spec()
-            spec.validate()
-            check_annotations_size(spec)  # the pod's annotations at their largest, naming the stages
+            validatable(spec).validate()
+            # the pod's annotations at their largest, naming the stages
+            check_annotations_size(validatable(spec))
             self.setup_task.chain = spec.to_dict()
+            known = self._images_known_before_their_stage()
+            self.setup_task.stage_images = {name: image for name, image in known.items() if templated(image)}
             if self.prewarm_task is not None:
-                self.prewarm_task.images = list(dict.fromkeys(s.image for s in self.stages))
+                self.prewarm_task.images = list(dict.fromkeys(known.values()))
             self.teardown_task = ChainTeardownOperator(
                 task_id="teardown",
                 chain_name=self.name,
@@ -290,6 +308,8 @@ class KruiseChain:
                 mine = isinstance(task, ChainBaseOperator) and task.chain_name == self.name
                 if mine and not task.chain_path:
                     task.chain_path = self.path
+                if mine and task not in self.stage_tasks:
+                    self._check_task(task)
             # the teardown carries the chain's verdict: the run fails when any task of the chain failed,
             # whatever state a later stage kept from an earlier try (Airflow judges a run by its leaves)
             self.teardown_task.as_teardown(setups=self.setup_task, on_failure_fail_dagrun=True)
@@ -297,3 +317,48 @@ class KruiseChain:
             self.teardown_task.trigger_rule = TriggerRule.ALL_DONE
         finally:
             self._group.__exit__(exc_type, exc, tb)
+
+    def _images_known_before_their_stage(self) -> dict[str, str]:
+        """stage name -> image, for the images the setup and prewarm tasks can know: plain ones, and
+        templates that render the same in their context as in the stage's (`templating.run_level`, and the
+        stage has no params of its own)."""
+        assert self.setup_task is not None
+        env = self.setup_task.get_template_env()
+        known = {}
+        for spec, task in zip(self.stages, self.stage_tasks, strict=True):
+            if not templated(spec.image) or (
+                run_level(spec.image, env) and task.params.dump() == self.setup_task.params.dump()
+            ):
+                known[spec.name] = spec.image
+        return known
+
+    def _check_task(self, task: ChainBaseOperator) -> None:
+        """Check a task of this chain that is not a stage (setup, prewarm, teardown, a sensor) as far as it
+        is known before rendering: a `HotSwapSensor` must wait for one of the chain's stages."""
+        from airflow_kruise_chain.sensors.hotswap import HotSwapSensor, check_stage_name
+
+        check_renderable(task, f"{task.task_id}.")
+        if isinstance(task, HotSwapSensor) and not templated(task.stage):
+            try:
+                check_stage_name(task.stage)
+            except ChainConfigError as err:
+                raise ChainConfigError(f"{task.task_id}.stage", err.message) from None
+            if task.stage not in {s.name for s in self.stages}:
+                raise ChainConfigError(
+                    f"{task.task_id}.stage",
+                    f"chain {self.name!r} has no stage {task.stage!r}; its stages: "
+                    + ", ".join(s.name for s in self.stages),
+                )
+
+
+def _stage_field(where: str, field: str) -> str:
+    """A stage operator's field as the chain names it: ``stage.image`` as ``stages[1].image``; the operator's
+    own options (``swap_timeout``) as they are."""
+    return f"{where}.{field.removeprefix('stage.')}" if field.startswith("stage.") else field
+
+
+def _words(field: str, value: Any) -> list[Any]:
+    """`value` as a list of words (a command's), or ChainConfigError naming `field`."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ChainConfigError(field, f"must be a list of strings (one per word), not {value!r}")
+    return list(value)

@@ -107,7 +107,11 @@ class StageSpec:
 
     def validate(self, where: str = "stage") -> None:
         """Raise ChainConfigError naming the first invalid field."""
-        _check_name(f"{where}.name", self.name)
+        check_name(f"{where}.name", self.name)
+        if not isinstance(self.image, str):
+            raise ChainConfigError(
+                f"{where}.image", f"must be an image reference (a string), not {self.image!r}"
+            )
         try:
             parse_image_reference(self.image)
         except ValueError as err:
@@ -255,7 +259,7 @@ class ChainSpec:
 
     def validate(self) -> None:
         """Raise ChainConfigError naming the first invalid field; nothing is created before this passes."""
-        _check_name("name", self.name)
+        check_name("name", self.name)
         if not self.namespace:
             raise ChainConfigError("namespace", "is required: the Kubernetes namespace the chain pod runs in")
         if len(self.namespace) > 63 or not _DNS_LABEL.fullmatch(self.namespace):
@@ -366,7 +370,8 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _check_name(where: str, name: str) -> None:
+def check_name(where: str, name: str) -> None:
+    """ChainConfigError naming `where` unless `name` is a valid chain or stage name."""
     if not isinstance(name, str) or not name:
         raise ChainConfigError(where, "is required")
     if len(name) > MAX_NAME_LENGTH or not _DNS_LABEL.fullmatch(name):

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, Context, literal
+from airflow.sdk import BaseOperator, Context
 
 from airflow_kruise_chain.connection import DEFAULT_CONN_ID, KubeConnection
 from airflow_kruise_chain.core.errors import ChainConfigError
+from airflow_kruise_chain.core.image import parse_image_reference
 from airflow_kruise_chain.links import ChainPodLink, pod_dashboard_url
+from airflow_kruise_chain.templating import templated
 
 if TYPE_CHECKING:
     # the hook pulls in the Kubernetes clients: imported when a task runs, not when its DAG file is parsed
@@ -25,7 +26,9 @@ class ChainBaseOperator(BaseOperator):
     Holds the chain's identity (`chain_name`, its task-group path `chain_path`, `namespace`), how the task
     reaches the cluster (a `KubeConnection` from `kubernetes_conn_id`, `config_file`, `cluster_context` and
     `in_cluster`, as cncf.kubernetes' KubernetesPodOperator takes them), the `KruiseHook` made on first use,
-    and the chain pod's name and its 'Chain pod' link. Templated: `namespace` and `config_file`.
+    and the chain pod's name and its 'Chain pod' link. Templated: `namespace` and `config_file`; as Airflow
+    wants of template fields, each is kept as given and checked once rendered (`KruiseChain` checks what is
+    known before, at parse time).
     """
 
     template_fields: Sequence[str] = ("namespace", "config_file")
@@ -47,16 +50,17 @@ class ChainBaseOperator(BaseOperator):
         self.chain_path = chain_path
         """the chain's full task-group path (``group.etl``), set by `KruiseChain`; None: the chain's name"""
         self.namespace = namespace
-        self.connection = KubeConnection(kubernetes_conn_id, config_file, cluster_context, in_cluster)
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.config_file = config_file
+        self.cluster_context = cluster_context
+        self.in_cluster = in_cluster
 
     @property
-    def config_file(self) -> str | None:
-        """The connection's kubeconfig path (a templated field: rendering sets it in the connection)."""
-        return self.connection.config_file
-
-    @config_file.setter
-    def config_file(self, value: str | None) -> None:
-        self.connection = replace(self.connection, config_file=value)
+    def connection(self) -> KubeConnection:
+        """How the task reaches the cluster, from its connection arguments (`config_file` as rendered)."""
+        return KubeConnection(
+            self.kubernetes_conn_id, self.config_file, self.cluster_context, self.in_cluster
+        )
 
     @cached_property
     def hook(self) -> KruiseHook:
@@ -89,35 +93,20 @@ class ChainBaseOperator(BaseOperator):
 
 
 # -- argument checks at parse time, shared by the chain's tasks and `KruiseChain` ------------------------
-_LITERAL = type(literal(""))
-
-
-def unwrap_literals(value: Any) -> Any:
-    """`value` with each Airflow `literal(x)` replaced by `x` (rendering does the same when the task runs)."""
-    if isinstance(value, _LITERAL):
-        return value.value
-    if isinstance(value, dict):
-        return {k: unwrap_literals(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [unwrap_literals(v) for v in value]
-    return value
-
-
-def templated(value: Any) -> bool:
-    """Whether `value` (or anything in it) holds a Jinja expression, rendered only when the task runs."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, dict):
-        return any(templated(k) or templated(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(templated(v) for v in value)
-    return False
-
-
 def check_positive(field: str, value: Any) -> None:
     """ChainConfigError naming `field` unless `value` is a positive number of seconds."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ChainConfigError(field, f"must be a positive number of seconds, not {value!r}")
+
+
+def check_image(field: str, value: Any) -> None:
+    """ChainConfigError naming `field` unless `value` is an image reference (as rendered)."""
+    if not isinstance(value, str):
+        raise ChainConfigError(field, f"must be an image reference (a string), not {value!r}")
+    try:
+        parse_image_reference(value)
+    except ValueError as err:
+        raise ChainConfigError(field, f"{err}; example: registry.example.com/team/app:1.2") from None
 
 
 def check_defer_after(value: Any) -> None:

@@ -18,17 +18,16 @@ from airflow_kruise_chain.config import (
     memory_sample_max_interval,
 )
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
-from airflow_kruise_chain.core.image import parse_image_reference
 from airflow_kruise_chain.core.spec import StageSpec
 from airflow_kruise_chain.links import ChainPodLink
 from airflow_kruise_chain.operators.base import (
     ChainBaseOperator,
     check_defer_after,
+    check_image,
     check_positive,
-    templated,
-    unwrap_literals,
 )
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
+from airflow_kruise_chain.templating import STAND_IN_IMAGE, templated, unwrap_literals
 
 if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
@@ -66,7 +65,8 @@ class ChainPrewarmOperator(ChainBaseOperator):
     with how to enable it, or (`on_unavailable="skip"`) logs a warning and lets the stages pull on demand.
     Each try has its own job names (from the try number): a replay of a try adopts its own jobs, a retry
     creates new ones (an earlier try's failed job would fail it at once); OpenKruise deletes finished jobs
-    after their TTL.
+    after their TTL. `images` is templated: each is checked once rendered (`KruiseChain` gives it the stage
+    images known before their stages run: plain, or templated on the DAG run alone).
     """
 
     template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "images")
@@ -84,13 +84,8 @@ class ChainPrewarmOperator(ChainBaseOperator):
         if on_unavailable not in ("fail", "skip"):
             raise ChainConfigError("on_unavailable", f"must be 'fail' or 'skip', not {on_unavailable!r}")
         check_positive("pull_timeout", pull_timeout)
-        for i, image in enumerate(images):
-            try:
-                parse_image_reference(image)
-            except ValueError as err:
-                raise ChainConfigError(f"images[{i}]", str(err)) from None
         super().__init__(**kwargs)
-        self.images = list(images)
+        self.images = images
         self.on_unavailable = on_unavailable
         self.pull_timeout = pull_timeout
         self.backoff_limit = backoff_limit
@@ -104,6 +99,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
         )
         from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
 
+        images = self.rendered_images()
         name = self.pod_name(context)
         pod = self.hook.read_pod(name, self.namespace)
         if pod is None or not pod.node_name:
@@ -114,7 +110,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
         node = pod.node_name
         labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_id)
         jobs: dict[str, str] = {}
-        for image in dict.fromkeys(self.images):
+        for image in images:
             job = build_image_pull_job(
                 image_pull_job_name(name, image, context["ti"].try_number),
                 self.namespace,
@@ -144,6 +140,12 @@ class ChainPrewarmOperator(ChainBaseOperator):
             self.log.info("::kruise-chain:: prewarmed %s: %s", image, outcome.message)
             results[image] = job_name
         return results
+
+    def rendered_images(self) -> list[str]:
+        """The images as rendered, once each, checked (ChainConfigError naming `images[i]`)."""
+        for i, image in enumerate(self.images):
+            check_image(f"images[{i}]", image)
+        return list(dict.fromkeys(self.images))
 
     def wait_pull_job(self, job_name: str, image: str, deadline: float) -> Outcome:
         """The outcome of ImagePullJob `job_name` once it completes (StageTimeoutError at `deadline`)."""
@@ -227,38 +229,48 @@ class KruiseChainOperator(ChainBaseOperator):
     ) -> None:
         check_prepare_next(prepare_next)
         check_flag("go_via_exec", go_via_exec)
+        check_defer_after(defer_after)
+        check_positive("swap_timeout", swap_timeout)
+        for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):
+            if limit is not None:
+                check_positive(field, limit)
         super().__init__(**kwargs)
         self.stage_name = stage_name
         self.prepare_next = prepare_next
         self.go_via_exec = go_via_exec
         self.image = image
-        self.cmds = list(cmds)
-        self.arguments = list(arguments)
-        self.env = dict(env or {})
-        self.env_sources = dict(env_sources or {})
-        self.env_from = list(env_from)
+        self.cmds = cmds
+        self.arguments = arguments
+        self.env = env or {}
+        self.env_sources = env_sources or {}
+        self.env_from = env_from
         self.allow_secret_env = allow_secret_env
-        self.container_resources = dict(container_resources or {})
+        self.container_resources = container_resources or {}
         self.image_pull_policy = image_pull_policy
         self.swap_timeout = swap_timeout
         self.stage_timeout = stage_timeout
         self.pull_timeout = pull_timeout
         self._running: tuple[StageDriver, str] | None = None
         self.deferrable = deferrable
-        check_defer_after(defer_after)
         self.defer_after = defer_after
-        check_positive("swap_timeout", swap_timeout)
-        for field, limit in (("stage_timeout", stage_timeout), ("pull_timeout", pull_timeout)):
-            if limit is not None:
-                check_positive(field, limit)
-        if not templated([self.image, self.cmds, self.arguments, self.env]):
-            self.stage_spec()  # fails at DAG parse; templated fields are checked once rendered, before a swap
+        # what is not templated fails at parse; the template fields are checked once rendered (`stage_spec`)
+        StageSpec(
+            name=stage_name,
+            image=STAND_IN_IMAGE,
+            cmds=("true",),
+            resources=self.container_resources,
+            image_pull_policy=image_pull_policy,
+            env_sources=self.env_sources,
+            env_from=env_from,
+        ).validate("stage")
 
     def stage_spec(self) -> StageSpec:
-        """The stage as rendered (or, before rendering, with each `literal()` value unwrapped), validated."""
+        """The stage as rendered, validated (ChainConfigError naming the field: ``stage.image``, ...). Before
+        rendering (`KruiseChain` checks a stage at parse time), each `literal()` is unwrapped as rendering
+        would."""
         spec = StageSpec(
             name=self.stage_name,
-            image=self.image,
+            image=unwrap_literals(self.image),
             cmds=unwrap_literals(self.cmds),
             arguments=unwrap_literals(self.arguments),
             env=unwrap_literals(self.env),

@@ -4,6 +4,7 @@ deletes it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -12,14 +13,12 @@ from airflow.sdk import Context
 from airflow_kruise_chain.config import runner_image
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
+from airflow_kruise_chain.core.manifest import check_annotations_size
 from airflow_kruise_chain.core.resources import ChainSizing, plan_sizing
 from airflow_kruise_chain.core.spec import ChainSpec
 from airflow_kruise_chain.links import ChainPodLink
-from airflow_kruise_chain.operators.base import (
-    ChainBaseOperator,
-    check_positive,
-    templated,
-)
+from airflow_kruise_chain.operators.base import ChainBaseOperator, check_image, check_positive
+from airflow_kruise_chain.templating import STAND_IN_IMAGE, templated, validatable
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.core.podview import ChainPod
@@ -31,8 +30,15 @@ class ChainSetupOperator(ChainBaseOperator):
 
     Idempotent: a retry, or a second try after a worker crash, finds the pod it created by name.
     Returns `{"pod": name, "namespace": ns, "node": node}` (XCom).
+
+    `chain` is the chain as `ChainSpec.to_dict()` gives it (its `namespace` the default of this task's).
+    `stage_images` (templated, stage name -> image) are the stages' templated images that render the same
+    in this task's context as in their stage's (`templating.run_level`: params, Variables, dates): rendered
+    here, they give the slots their first images and the pull policy. A slot whose first stage's image is
+    only known when that stage renders it starts on the runner image (the stage's swap then patches it).
     """
 
+    template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "stage_images")
     ui_color = "#d4e8ff"
     operator_extra_links = (ChainPodLink(),)
 
@@ -40,6 +46,8 @@ class ChainSetupOperator(ChainBaseOperator):
         self,
         *,
         chain: dict[str, Any],
+        namespace: str | None = None,
+        stage_images: dict[str, str] | None = None,
         startup_timeout: float = 300,
         **kwargs: Any,
     ) -> None:
@@ -49,43 +57,58 @@ class ChainSetupOperator(ChainBaseOperator):
             if key not in chain:
                 raise ChainConfigError(key, "is required")
         check_positive("startup_timeout", startup_timeout)
-        super().__init__(chain_name=chain["name"], namespace=chain["namespace"], **kwargs)
+        namespace = namespace or chain["namespace"]
+        super().__init__(chain_name=chain["name"], namespace=namespace, **kwargs)
         self.chain = chain
+        self.stage_images = stage_images or {}
         self.startup_timeout = startup_timeout
         if self.has_dag():
             _check_one_pod_per_chain(self)
-        if chain.get(
-            "stages"
-        ):  # KruiseChain fills the stages in when its block ends, and validates them then
-            spec = ChainSpec.from_dict(chain)
-            if not templated(self.namespace):
-                spec.validate()
+        if chain.get("stages"):  # KruiseChain fills the stages in when its block ends (and validates them)
+            validatable(ChainSpec.from_dict(chain)).validate()
+
+    def chain_spec(self) -> ChainSpec:
+        """The chain as this task runs it, validated: its namespace and stage images as rendered here (a
+        stage image still templated is known when its stage renders it: `STAND_IN_IMAGE` until then)."""
+        spec = ChainSpec.from_dict({**self.chain, "namespace": self.namespace})
+        if spec.runner_image is None:
+            spec = replace(spec, runner_image=runner_image())
+        stages = []
+        for i, stage in enumerate(spec.stages):
+            image = self.stage_images.get(stage.name, stage.image)
+            if stage.name in self.stage_images:
+                check_image(f"stages[{i}].image (rendered in the setup task's context)", image)
+            stages.append(replace(stage, image=STAND_IN_IMAGE if templated(image) else image))
+        spec = replace(spec, stages=stages)
+        spec.validate()
+        check_annotations_size(spec)
+        return spec
 
     def execute(self, context: Context) -> dict[str, str]:
-        from airflow_kruise_chain.core.manifest import (
-            build_chain_pod,
-            chain_labels,
-            check_annotations_size,
-            pod_name_for,
-        )
+        from airflow_kruise_chain.core.manifest import build_chain_pod, chain_labels, pod_name_for
         from airflow_kruise_chain.core.podidentity import prepare_pod, spec_hash, stamp
         from airflow_kruise_chain.core.sizing import size_pod
 
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
-        spec = ChainSpec.from_dict({**self.chain, "namespace": self.namespace})
-        if spec.runner_image is None:
-            spec = replace(spec, runner_image=runner_image())
-        spec.validate()
-        check_annotations_size(spec)
+        spec = self.chain_spec()
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         name = pod_name_for(spec.name, dag_id, run_id, self.chain_path)
         labels = chain_labels(dag_id, run_id, self.chain_id)
+        first_images = tuple(
+            spec.runner_image if image == STAND_IN_IMAGE else image for image in spec.first_images
+        )
+        if spec.runner_image in first_images:
+            self.log.info(
+                "a first stage's image is only known when its stage renders it: its slot starts on the "
+                "runner image %s",
+                spec.runner_image,
+            )
         pod = build_chain_pod(
             spec,
             pod_name=name,
             dag_id=dag_id,
             run_id=run_id,
-            first_images=spec.first_images,
+            first_images=first_images,
             chain_path=self.chain_path,
         )
         pod = size_pod(pod, self.sizing(spec))

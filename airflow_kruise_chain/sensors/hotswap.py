@@ -24,7 +24,8 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
 
     Poke mode reads the chain pod once per poke; `deferrable=True` hands the wait to `StageTrigger`, which
     watches the pod in the triggerer (its event held as a deferred stage's is, see `defer_exit_hold`). Fails
-    at once when the stage cannot start or the pod is lost.
+    at once when the stage cannot start or the pod is lost. `stage` is templated: checked once rendered (in
+    a `KruiseChain` block, at parse time too: it must name one of the chain's stages).
     """
 
     template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "stage")
@@ -39,14 +40,13 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
     ) -> None:
         if target_state not in TARGETS:
             raise ChainConfigError("target_state", f"must be one of {sorted(TARGETS)}, not {target_state!r}")
-        if not stage or not isinstance(stage, str):
-            raise ChainConfigError("stage", "is required: the name of the chain stage to wait for")
         super().__init__(**kwargs)
         self.stage = stage
         self.target_state = target_state
         self.deferrable = deferrable
 
     def execute(self, context: Context) -> Any:
+        check_stage_name(self.stage)
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):
@@ -67,6 +67,7 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
         return None
 
     def poke(self, context: Context) -> bool:
+        check_stage_name(self.stage)
         name = self.pod_name(context)
         pod = self.hook.read_pod(name, self.namespace)
         status = current_status(pod, self.stage)
@@ -82,3 +83,9 @@ class HotSwapSensor(ChainBaseOperator, BaseSensorOperator):
         if event.get("status") != self.target_state:
             raise ChainError(event.get("message") or f"stage {self.stage!r}: {event}")
         self.log.info("stage %s reached %s", self.stage, self.target_state)
+
+
+def check_stage_name(stage: Any) -> None:
+    """ChainConfigError naming `stage` unless it is a stage's name (a non-empty string)."""
+    if not stage or not isinstance(stage, str):
+        raise ChainConfigError("stage", f"is required: the name of a chain stage to wait for, not {stage!r}")

@@ -240,9 +240,10 @@ class AirflowStack:
 
         self.wait(parsed, timeout, f"DAG {dag_id} to be parsed")
 
-    def trigger(self, dag_id: str) -> str:
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
         self.wait_dag(dag_id)
-        run = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
+        body: dict[str, Any] = {"logical_date": None, **({"conf": conf} if conf else {})}
+        run = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
         return run["dag_run_id"]
 
     def run_state(self, dag_id: str, run_id: str) -> str:

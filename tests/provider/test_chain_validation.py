@@ -260,43 +260,49 @@ def test_stage_outside_the_with_block_fails():
         chain.stage("extract", **OK)
 
 
+def stage_operator(**kwargs: Any) -> KruiseChainOperator:
+    args = {"task_id": "extract", "chain_name": "etl", "namespace": "data", "stage_name": "extract", **OK}
+    with DAG("direct", schedule=None, start_date=START):
+        return KruiseChainOperator(**{**args, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"container_resources": {"limits": {"cpu": "one"}}}, "stage.resources.limits['cpu']"),
+        ({"image_pull_policy": "Sometimes"}, "stage.image_pull_policy"),
+        ({"swap_timeout": -1}, "swap_timeout"),
+        ({"prepare_next": 1}, "prepare_next"),
+        ({"defer_after": False}, "defer_after"),
+    ],
+)
+def test_a_stage_operator_used_directly_fails_at_parse_on_what_is_not_templated(kwargs, field):
+    with pytest.raises(ChainConfigError) as err:
+        stage_operator(**kwargs)
+    assert err.value.field == field
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
         ({"image": "acme/Extract:1"}, "stage.image"),
         ({"cmds": []}, "stage.cmds"),
         ({"env": {"2X": "y"}}, "stage.env['2X']"),
-        ({"container_resources": {"limits": {"cpu": "one"}}}, "stage.resources.limits['cpu']"),
-        ({"swap_timeout": -1}, "swap_timeout"),
-        ({"prepare_next": 1}, "prepare_next"),
-        ({"defer_after": False}, "defer_after"),
     ],
 )
-def test_a_stage_operator_used_directly_fails_at_parse(kwargs, field):
-    args = {
-        "task_id": "extract",
-        "chain_name": "etl",
-        "namespace": "data",
-        "stage_name": "extract",
-        **OK,
-        **kwargs,
-    }
-    with DAG("direct", schedule=None, start_date=START), pytest.raises(ChainConfigError) as err:
-        KruiseChainOperator(**args)
+def test_a_stage_operator_used_directly_checks_its_template_fields_once_rendered(kwargs, field):
+    """Airflow's operator rules: template fields are taken as given and checked after rendering (a chain
+    checks them at parse time: the cases of test_invalid_definition_fails_at_parse_naming_the_field)."""
+    op = stage_operator(**kwargs)
+    op.render_template_fields({})
+    with pytest.raises(ChainConfigError) as err:
+        op.stage_spec()
     assert err.value.field == field
 
 
 def test_a_templated_stage_is_checked_when_rendered():
-    with DAG("templated", schedule=None, start_date=START):
-        op = KruiseChainOperator(
-            task_id="extract",
-            chain_name="etl",
-            namespace="data",
-            stage_name="extract",
-            image="{{ params.image }}",
-            cmds=["run"],
-        )
-    op.image = "Not An Image"  # what rendering would set
+    op = stage_operator(image="{{ params.image }}", cmds=["run"])
+    op.render_template_fields({"params": {"image": "Not An Image"}})
     with pytest.raises(ChainConfigError) as err:
         op.stage_spec()
     assert err.value.field == "stage.image"
@@ -311,11 +317,6 @@ def test_a_templated_stage_is_checked_when_rendered():
             ),
             "target_state",
         ),
-        (lambda: HotSwapSensor(task_id="w", chain_name="etl", namespace="data", stage=""), "stage"),
-        (
-            lambda: ChainPrewarmOperator(task_id="p", chain_name="etl", namespace="data", images=["a b"]),
-            "images[0]",
-        ),
         (
             lambda: ChainPrewarmOperator(
                 task_id="p", chain_name="etl", namespace="data", on_unavailable="no"
@@ -328,6 +329,23 @@ def test_sensor_and_prewarm_arguments_fail_at_parse(make, field):
     with DAG("others", schedule=None, start_date=START), pytest.raises(ChainConfigError) as err:
         make()
     assert err.value.field == field
+
+
+def test_sensor_and_prewarm_template_fields_are_checked_once_rendered():
+    with DAG("others", schedule=None, start_date=START):
+        sensor = HotSwapSensor(task_id="w", chain_name="etl", namespace="data", stage="{{ params.s }}")
+        prewarm = ChainPrewarmOperator(
+            task_id="p", chain_name="etl", namespace="data", images=["busybox:1.36", "{{ params.i }}"]
+        )
+    context = {"params": {"s": "", "i": "a b"}}
+    sensor.render_template_fields(context)
+    with pytest.raises(ChainConfigError) as err:
+        sensor.poke(make_context("others", "manual__1"))
+    assert err.value.field == "stage"
+    prewarm.render_template_fields(context)
+    with pytest.raises(ChainConfigError) as err:
+        prewarm.rendered_images()
+    assert err.value.field == "images[1]"
 
 
 INVALID_CHAINS = [
