@@ -7,6 +7,7 @@ the real `kubernetes` client talks to it through an ordinary kubeconfig.
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 import tempfile
 import threading
@@ -24,6 +25,7 @@ from . import limits
 from . import resources as R
 from .admission import Admission
 from .admission_policy import PolicyAdmission
+from .authn import ADMIN_TOKEN, Authenticator
 from .catalogue import Catalogue
 from .errors import ApiError
 from .events import EventRecorder
@@ -34,14 +36,16 @@ from .kruise import Kruise
 from .kubelet import Kubelet
 from .pod_security import PodSecurityAdmission, PodSecurityConfiguration
 from .profiles import Profile, get_profile
-from .rbac import Rbac
+from .rbac import RbacAuthorizer
+from .rbac_registry import ensure_bootstrap_policy
 from .scheduling import DEFAULT_ALLOCATABLE, Scheduler
 from .server import ApiServer
 from .serviceaccounts import ServiceAccountsController
 from .store import Store, now_iso
+from .tls import ServingCerts, make_serving_certs
 
 T = TypeVar("T")
-ADMIN_TOKEN = "kruise-local-admin"
+AUTHORIZATION_MODES = ("AlwaysAllow", "RBAC")
 
 
 @dataclass
@@ -89,8 +93,20 @@ class ClusterConfig:
     above 1 only with serialize_image_pulls False or unset"""
     pod_security: PodSecurityConfiguration = field(default_factory=PodSecurityConfiguration)
     """the PodSecurity admission plugin's configuration: defaults for unlabelled namespaces, exemptions"""
+    authorization_mode: str = "AlwaysAllow"
+    """`--authorization-mode`: AlwaysAllow (every request allowed, and one without a ServiceAccount token
+    is the admin's) or RBAC (requests authorized by the cluster's Roles and bindings; `enable_rbac` turns it
+    on later)"""
+    tls: bool = False
+    """serve HTTPS with a self-signed CA (in the kubeconfigs the cluster writes): kubectl sends a bearer
+    token only over TLS"""
 
     def __post_init__(self) -> None:
+        if self.authorization_mode not in AUTHORIZATION_MODES:
+            raise ValueError(
+                f"authorization_mode must be one of {', '.join(AUTHORIZATION_MODES)}, "
+                f"not {self.authorization_mode!r}"
+            )
         self.features().crash_loop_backoff(self.max_container_restart_period)
         image_pull_settings(self.serialize_image_pulls, self.max_parallel_image_pulls)
 
@@ -121,7 +137,11 @@ class LocalCluster:
         self.root = Path(self.config.root or self._tmp.name)  # type: ignore[union-attr]
         self.store = Store(history=self.config.watch_history)
         self.events = EventRecorder(self.store)
-        self.filters = Filters()
+        self.filters = Filters(Authenticator(self.store))
+        if self.config.authorization_mode == "RBAC":
+            self.filters.authorizer = RbacAuthorizer(self.store)
+        self.certs: ServingCerts | None = make_serving_certs(self.config.host) if self.config.tls else None
+        """the CA and serving certificate of an HTTPS cluster (`tls`)"""
         self.requests = self.filters.requests
         self.audit = self.filters.audit
         self.policies = PolicyAdmission(self.store)
@@ -172,14 +192,6 @@ class LocalCluster:
         self.filters.fault = fault
 
     @property
-    def authorizer(self) -> Callable[[web.Request], None] | None:
-        return self.filters.authorizer
-
-    @authorizer.setter
-    def authorizer(self, authorizer: Callable[[web.Request], None] | None) -> None:
-        self.filters.authorizer = authorizer
-
-    @property
     def bookmark_interval(self) -> float:
         """How long a watch that asked for bookmarks stays silent before it gets one."""
         return self.server.bookmark_interval
@@ -200,6 +212,7 @@ class LocalCluster:
                     "status": {"phase": "Active"},
                 },
             )
+        ensure_bootstrap_policy(self.store)
         self.service_accounts.start()
         for i in range(self.config.nodes):
             self.add_node(f"node-{i}" if self.config.nodes > 1 else "kruise-local")
@@ -213,10 +226,13 @@ class LocalCluster:
             keepalive_timeout=self.config.idle_timeout,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, shutdown_timeout=0.5)
+        ssl_context = self.certs.context(self.root / "pki") if self.certs is not None else None
+        site = web.TCPSite(
+            self._runner, self.config.host, self.config.port, shutdown_timeout=0.5, ssl_context=ssl_context
+        )
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://{self.config.host}:{port}"
+        self.url = f"{'https' if self.certs is not None else 'http'}://{self.config.host}:{port}"
 
     def add_node(
         self,
@@ -343,13 +359,16 @@ class LocalCluster:
 
     # -- client configuration ------------------------------------------------------------------------
     def kubeconfig(self, token: str | None = None, user: str = "kruise-local-admin") -> dict[str, Any]:
-        """A kubeconfig dict pointing at this cluster, with a bearer-token user (`token`, else the admin's:
-        any token is accepted until `enable_rbac`), as clients such as kr8s expect."""
+        """A kubeconfig dict pointing at this cluster, with a bearer-token user (`token`, else the admin's
+        static token), as clients such as kr8s expect; an HTTPS cluster's CA is in it."""
         creds = {"token": token or ADMIN_TOKEN}
+        server: dict[str, Any] = {"server": self.url}
+        if self.certs is not None:
+            server["certificate-authority-data"] = base64.b64encode(self.certs.ca).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "kruise-local", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "kruise-local", "cluster": server}],
             "users": [{"name": user, "user": creds}],
             "contexts": [
                 {
@@ -367,11 +386,11 @@ class LocalCluster:
         return path
 
     # -- hooks used by the API server ------------------------------------------------------------------
-    def enable_rbac(self) -> Rbac:
-        """Require a bearer token on every request and authorize it by RBAC rules; returns the authorizer."""
-        rbac = Rbac()
-        self.authorizer = rbac
-        return rbac
+    def enable_rbac(self) -> None:
+        """Authorize every request by the cluster's Roles and bindings from now on (`authorization_mode`
+        RBAC, as an API server restarted with `--authorization-mode=RBAC`): a token no authenticator
+        accepts is a 401, a request without one is `system:anonymous`."""
+        self.filters.authorizer = RbacAuthorizer(self.store)
 
     def set_random_faults(self, conflict: float = 0.0, error: float = 0.0, seed: int = 0) -> None:
         """Fault injection: answer a share of writes with 409 Conflict and a share of requests with 500."""

@@ -190,6 +190,8 @@ def _definitions(served: list[tuple[Resource, str]], ref: str, v2: bool, release
             wanted |= {definition_name(res, version), definition_name(res, version, res.kind + "List")}
             if res is R.PODS:
                 wanted.add("io.k8s.api.policy.v1.Eviction")
+            if res is R.SERVICE_ACCOUNTS:
+                wanted.add("io.k8s.api.authentication.v1.TokenRequest")
     todo = sorted(wanted)
     while todo:
         name = todo.pop()
@@ -360,6 +362,16 @@ def _paths(served: list[tuple[Resource, str]], hidden: frozenset[str]) -> dict[s
                     res, version, "create", "post", kp, _WRITE_PARAMS, eviction, eviction, gvk_kind="Eviction"
                 )
                 op["x-kubernetes-group-version-kind"]["group"] = "policy"
+                paths[sub_path] = {"post": op, "parameters": path_params + name_param}
+            elif (
+                sub == "token"
+            ):  # TokenRequest (authentication.k8s.io/v1), `createNamespacedServiceAccountToken`
+                token = "io.k8s.api.authentication.v1.TokenRequest"
+                kp = scope + res.kind + title
+                op = _operation(
+                    res, version, "create", "post", kp, _WRITE_PARAMS, token, token, gvk_kind="TokenRequest"
+                )
+                op["x-kubernetes-group-version-kind"]["group"] = "authentication.k8s.io"
                 paths[sub_path] = {"post": op, "parameters": path_params + name_param}
             else:  # status, resize: the object itself
                 kp = scope + res.kind + title

@@ -41,6 +41,22 @@ def _col(name: str, kind: str = "string", priority: int = 0, description: str = 
 
 _NAME = _col("Name", fmt="name", description=_NAME_DOC)
 _AGE = _col("Age", description=_AGE_DOC)
+_CREATED_DOC = (
+    "CreationTimestamp is a timestamp representing the server time when this object was created. It is "
+    "not guaranteed to be set in happens-before order across separate operations. Clients may not set this "
+    "value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null "
+    "for lists. "
+    "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+)
+_BINDING_COLUMNS = [
+    _NAME,
+    _col("Role", description="RoleRef can reference a Role in the current namespace or a ClusterRole in the "
+         "global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error."),
+    _AGE,
+    _col("Users", priority=1, description="Users in the roleBinding"),
+    _col("Groups", priority=1, description="Groups in the roleBinding"),
+    _col("ServiceAccounts", priority=1, description="ServiceAccounts in the roleBinding"),
+]  # fmt: skip
 COLUMNS: dict[str, list[Obj]] = {
     "Pod": [
         _NAME,
@@ -105,6 +121,11 @@ COLUMNS: dict[str, list[Obj]] = {
         ),
         _AGE,
     ],
+    # pkg/printers/internalversion/printers.go `roleColumnDefinitions`, `roleBindingsColumnDefinitions`
+    "Role": [_NAME, _col("Created At", "date", description=_CREATED_DOC)],
+    "ClusterRole": [_NAME, _col("Created At", "date", description=_CREATED_DOC)],
+    "RoleBinding": _BINDING_COLUMNS,
+    "ClusterRoleBinding": _BINDING_COLUMNS,
     "Node": [
         _NAME,
         _col("Status", description="The status of the node"),
@@ -404,6 +425,24 @@ def _builtin_cells(res: Resource, obj: Obj) -> tuple[list[Any], list[Obj]]:
         return [*row, since(meta.get("creationTimestamp"))], []
     if res is R.SERVICE_ACCOUNTS:  # printServiceAccount
         return [meta.get("name", ""), len(obj.get("secrets") or []), since(meta.get("creationTimestamp"))], []
+    if res in (R.ROLES, R.CLUSTER_ROLES):  # printRole, printClusterRole: the creation time in RFC 3339
+        return [meta.get("name", ""), meta.get("creationTimestamp") or ""], []
+    if res in (R.ROLE_BINDINGS, R.CLUSTER_ROLE_BINDINGS):  # printRoleBinding, printClusterRoleBinding
+        ref = obj.get("roleRef") or {}
+        subjects = [s for s in obj.get("subjects") or () if isinstance(s, dict)]
+
+        def named(kind: str) -> str:
+            return ", ".join(
+                f"{s.get('namespace', '')}/{s.get('name', '')}"
+                if kind == "ServiceAccount"
+                else s.get("name", "")
+                for s in subjects
+                if s.get("kind") == kind
+            )
+
+        row = [meta.get("name", ""), f"{ref.get('kind', '')}/{ref.get('name', '')}"]
+        row += [since(meta.get("creationTimestamp")), named("User"), named("Group"), named("ServiceAccount")]
+        return row, []
     if res is R.VALIDATING_ADMISSION_POLICIES:
         spec = obj.get("spec") or {}
         kind = spec.get("paramKind") or {}

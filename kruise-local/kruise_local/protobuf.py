@@ -4,9 +4,9 @@ kubectl's typed clients (`kubectl create configmap|secret|namespace ...`) encode
 and client-go falls back to JSON after a 415 only for CBOR (`rest/client.go` `UnsupportedMediaType`), so the
 server must read them. The envelope is apimachinery's (`runtime/serializer/protobuf`: the magic `k8s\\0`, then
 a `runtime.Unknown` {typeMeta, raw}); `raw` is decoded with the field numbers of `k8s.io/api/core/v1` and
-`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret, ServiceAccount, Namespace and
-the self reviews (`authorization`/`authentication` v1). Other kinds are a 415, naming the media types
-accepted for them.
+`k8s.io/apimachinery/pkg/apis/meta/v1` `generated.proto` for ConfigMap, Secret, ServiceAccount, Namespace,
+the self reviews (`authorization`/`authentication` v1), TokenRequest and the rbac/v1 kinds. Other kinds are
+a 415, naming the media types accepted for them.
 """
 
 from __future__ import annotations
@@ -79,6 +79,27 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
     "NamespaceStatus": {1: ("phase", "string"), 2: ("conditions", "list:msg:NamespaceCondition")},
     "NamespaceCondition": {1: ("type", "string"), 2: ("status", "string"), 4: ("lastTransitionTime", "time"),
                            5: ("reason", "string"), 6: ("message", "string")},
+    # k8s.io/api rbac/v1 generated.proto
+    "Role": {1: ("metadata", "msg:ObjectMeta"), 2: ("rules", "list:msg:PolicyRule")},
+    "ClusterRole": {1: ("metadata", "msg:ObjectMeta"), 2: ("rules", "list:msg:PolicyRule"),
+                    3: ("aggregationRule", "msg:AggregationRule")},
+    "AggregationRule": {1: ("clusterRoleSelectors", "list:msg:LabelSelector")},
+    "PolicyRule": {1: ("verbs", "list:string"), 2: ("apiGroups", "list:string"),
+                   3: ("resources", "list:string"), 4: ("resourceNames", "list:string"),
+                   5: ("nonResourceURLs", "list:string")},
+    "RoleBinding": {1: ("metadata", "msg:ObjectMeta"), 2: ("subjects", "list:msg:Subject"),
+                    3: ("roleRef", "msg:RoleRef")},
+    "ClusterRoleBinding": {1: ("metadata", "msg:ObjectMeta"), 2: ("subjects", "list:msg:Subject"),
+                           3: ("roleRef", "msg:RoleRef")},
+    "Subject": {1: ("kind", "string"), 2: ("apiGroup", "string"), 3: ("name", "string"),
+                4: ("namespace", "string")},
+    "RoleRef": {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")},
+    # k8s.io/api authentication/v1 generated.proto
+    "TokenRequest": {1: ("metadata", "msg:ObjectMeta"), 2: ("spec", "msg:TokenRequestSpec")},
+    "TokenRequestSpec": {1: ("audiences", "list:string"), 4: ("expirationSeconds", "int"),
+                         3: ("boundObjectRef", "msg:BoundObjectReference")},
+    "BoundObjectReference": {1: ("kind", "string"), 2: ("apiVersion", "string"), 3: ("name", "string"),
+                             4: ("uid", "string")},
 }  # fmt: skip
 # the messages a Pod reaches, from k8s.io/api core/v1/generated.proto (scripts/gen_protobuf_schema.py)
 _CORE = json.loads(Path(__file__).with_name("protobuf_core.json").read_text())
@@ -93,6 +114,11 @@ _KINDS = {
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),  # kubectl auth can-i
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),  # kubectl auth can-i --list
     ("authentication.k8s.io/v1", "SelfSubjectReview"),  # kubectl auth whoami
+    ("authentication.k8s.io/v1", "TokenRequest"),  # kubectl create token
+    ("rbac.authorization.k8s.io/v1", "Role"),  # kubectl create role
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),  # kubectl create clusterrole
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),  # kubectl create rolebinding
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),  # kubectl create clusterrolebinding
 }
 
 

@@ -48,7 +48,8 @@ class Resource:
 _META = frozenset({"metadata.name", "metadata.namespace"})
 KRUISE = "apps.kruise.io"
 ADMISSION = "admissionregistration.k8s.io"
-BUILTIN_GROUPS = frozenset({"", ADMISSION})
+RBAC = "rbac.authorization.k8s.io"
+BUILTIN_GROUPS = frozenset({"", ADMISSION, RBAC})
 
 PODS = Resource(
     "",
@@ -82,7 +83,15 @@ SECRETS = Resource(
     field_selectors=_META | {"type"},  # pkg/registry/core/secret/strategy.go `SelectableFields`
 )
 SERVICE_ACCOUNTS = Resource(
-    "", ("v1",), "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",), field_selectors=_META
+    "",
+    ("v1",),
+    "serviceaccounts",
+    "ServiceAccount",
+    True,
+    "serviceaccount",
+    ("sa",),
+    ("token",),  # TokenRequest (authentication.k8s.io/v1), `kubectl create token`
+    field_selectors=_META,
 )
 EVENTS = Resource(
     "",
@@ -210,6 +219,23 @@ VALIDATING_ADMISSION_POLICY_BINDINGS = Resource(
     (),
     field_selectors=_META,
 )
+ROLES = Resource(RBAC, ("v1",), "roles", "Role", True, "role", field_selectors=_META)
+ROLE_BINDINGS = Resource(
+    RBAC, ("v1",), "rolebindings", "RoleBinding", True, "rolebinding", field_selectors=_META
+)
+CLUSTER_ROLES = Resource(
+    RBAC, ("v1",), "clusterroles", "ClusterRole", False, "clusterrole", field_selectors=_META
+)
+CLUSTER_ROLE_BINDINGS = Resource(
+    RBAC,
+    ("v1",),
+    "clusterrolebindings",
+    "ClusterRoleBinding",
+    False,
+    "clusterrolebinding",
+    field_selectors=_META,
+)
+RBAC_RESOURCES = (ROLES, ROLE_BINDINGS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS)
 
 STORED: tuple[Resource, ...] = (
     PODS,
@@ -224,6 +250,7 @@ STORED: tuple[Resource, ...] = (
     CRRS,
     VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS,
+    *RBAC_RESOURCES,
 )
 
 

@@ -94,22 +94,25 @@ def resource_list(group_version: str, items: list[Resource], hidden: set[str]) -
                 "exec": ["create", "get"],
                 "attach": ["create", "get"],
                 "resize": ["get", "patch", "update"],
+                "token": ["create"],
             }.get(sub, ["get", "patch", "update"])
             kind = {
                 "eviction": "Eviction",
                 "log": "Pod",
                 "exec": "PodExecOptions",
                 "attach": "PodAttachOptions",
+                "token": "TokenRequest",
             }.get(sub, res.kind)
-            out.append(
-                {
-                    "name": f"{res.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": res.namespaced,
-                    "kind": kind,
-                    "verbs": verbs,
-                }
-            )
+            entry = {
+                "name": f"{res.plural}/{sub}",
+                "singularName": "",
+                "namespaced": res.namespaced,
+                "kind": kind,
+                "verbs": verbs,
+            }
+            if sub == "token":  # a kind of another group (`APIResource.Group`/`Version`)
+                entry = {**entry, "group": "authentication.k8s.io", "version": "v1"}
+            out.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
 
 

@@ -4,9 +4,9 @@
 and `SelfSubjectReview` (`authentication.k8s.io/v1`, `kubectl auth whoami`;
 `pkg/registry/authentication/selfsubjectreview/rest.go`). Neither is stored: a create answers at once.
 
-The decision is the cluster's authorizer's: everything is allowed without RBAC (the local cluster then runs
-as an AlwaysAllow server, every request as `kruise-local-admin` in `system:masters`); with RBAC, `Rbac.can`
-decides for the reviewing token, as the RBAC authorizer would for the request the review describes.
+The decision is the cluster's authorizer's: everything is allowed without RBAC (AlwaysAllow); with RBAC,
+the RBAC authorizer decides for the reviewing user, as it would for the request the review describes
+(`rbac.RbacAuthorizer`), and `RulesFor` lists that user's rules in a namespace.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from aiohttp import web
 from . import resources as R
 from .decoding import read_body
 from .errors import ApiError, invalid
-from .rbac import ADMIN_USER, USER_INFO, RequestInfo
+from .filters import Filters
+from .rbac import ADMIN_USER, USER_INFO, RequestInfo, UserInfo
 from .responses import json_response
 from .validation import required
 
 
-async def serve(request: web.Request, res: R.Resource, name: str | None, authorizer: Any) -> web.Response:
+async def serve(request: web.Request, res: R.Resource, name: str | None, filters: Filters) -> web.Response:
     """A create of `res` (a review); any other verb is a 405, as the review storages implement Create only."""
     if request.method != "POST" or name is not None:
         raise ApiError(
@@ -37,37 +38,39 @@ async def serve(request: web.Request, res: R.Resource, name: str | None, authori
             400, f"the API version in the data ({body.get('apiVersion')}) does not match {res.api_version()}"
         )
     out = {"kind": res.kind, "apiVersion": res.api_version(), "metadata": {"creationTimestamp": None}}
+    user = USER_INFO.get() or ADMIN_USER
     if res is R.SELF_SUBJECT_REVIEWS:
-        user = USER_INFO.get() or ADMIN_USER
-        out["status"] = {"userInfo": {"username": user["username"], "groups": list(user["groups"])}}
+        info = {"username": user["username"], "groups": list(user["groups"])}
+        if user.get("uid"):
+            info["uid"] = user["uid"]
+        if user.get("extra"):
+            info["extra"] = {k: list(v) for k, v in user["extra"].items()}
+        out["status"] = {"userInfo": info}
         return json_response(out, 201)
     spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
     out["spec"] = spec
     if res is R.SELF_SUBJECT_RULES_REVIEWS:
-        out["status"] = _rules(request, str(spec.get("namespace") or ""), authorizer)
+        out["status"] = _rules(user, str(spec.get("namespace") or ""), filters)
     else:
-        out["status"] = _decide(request, spec, authorizer)
+        out["status"] = _decide(user, spec, filters)
     return json_response(out, 201)
 
 
-def _rules(request: web.Request, namespace: str, authorizer: Any) -> dict[str, Any]:
+def _rules(user: UserInfo, namespace: str, filters: Filters) -> dict[str, Any]:
     """`SelfSubjectRulesReview` (`kubectl auth can-i --list`): the rules the authorizer's `RulesFor` gives the
     user in `namespace`; AlwaysAllow's are `*` on everything (`alwaysAllowAuthorizer.RulesFor`)."""
-    if authorizer is None:
+    if filters.authorizer is None:
         everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}
         return {
             "resourceRules": [everything],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "incomplete": False,
         }
-    rules_for = getattr(authorizer, "rules_for", None)
-    if rules_for is None:
-        return {"resourceRules": [], "nonResourceRules": [], "incomplete": True}
-    resource, non_resource = rules_for(request, namespace)
+    resource, non_resource = filters.authorizer.rules_for(user, namespace)
     return {"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": False}
 
 
-def _decide(request: web.Request, spec: dict[str, Any], authorizer: Any) -> dict[str, Any]:
+def _decide(user: UserInfo, spec: dict[str, Any], filters: Filters) -> dict[str, Any]:
     """`ValidateSelfSubjectAccessReviewSpec` (exactly one of the attribute kinds), then the authorizer."""
     attrs, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if (attrs is None) == (non is None) or not isinstance(attrs or non, dict):
@@ -87,13 +90,6 @@ def _decide(request: web.Request, spec: dict[str, Any], authorizer: Any) -> dict
             is_resource=True,
         )
     else:
-        info = RequestInfo(str(non.get("verb") or ""), "", "", "", "", "", False)
-    if authorizer is None:
-        return {"allowed": True}
-    can = getattr(authorizer, "can", None)
-    if can is None:
-        return {
-            "allowed": False,
-            "evaluationError": "the cluster's authorizer answers requests only, not reviews",
-        }
-    return {"allowed": bool(can(request, info))}
+        info = RequestInfo(str(non.get("verb") or ""), "", "", "", "", "", False, str(non.get("path") or ""))
+    allowed, reason = filters.allows(user, info)
+    return {"allowed": allowed, **({"reason": reason} if reason else {})}

@@ -11,10 +11,11 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from . import fieldmanager, limits, metrics_api, paging, reviews
+from . import fieldmanager, limits, metrics_api, paging, rbac_registry, reviews
 from . import resources as R
 from .admission import Admission
 from .admission_policy import Attributes
+from .authn import serve_token_request
 from .decoding import (
     MAX_BODY,
     MAX_URL,
@@ -97,6 +98,9 @@ class ApiServer:
     ) -> None:
         self.store = store
         self.registry = Registry(store, admission)
+        rbac_registry.install(
+            self.registry, store, admission, lambda user, info: filters.allows(user, info)[0]
+        )
         self.admission = admission
         self.nodes = nodes
         self.filters = filters
@@ -173,6 +177,7 @@ class ApiServer:
                 task.cancel()
 
     async def route(self, request: web.Request) -> web.StreamResponse:
+        await self.filters.authenticate(request)
         await self.filters.authorize(request)
         await self.filters.inject_fault(request)
         parts = [p for p in request.path.split("/") if p]
@@ -229,7 +234,7 @@ class ApiServer:
             return metrics_api.serve(request, self.store, self.nodes, namespace, plural, name)
         review = next((r for r in R.SERVED_ONLY if (r.group, r.plural) == (group, plural)), None)
         if review is not None and version in review.versions and namespace is None and sub is None:
-            return await reviews.serve(request, review, name, self.filters.authorizer)
+            return await reviews.serve(request, review, name, self.filters)
         res = R.find(group, version, plural)
         if res is None:
             raise not_served()
@@ -264,6 +269,8 @@ class ApiServer:
             if method != "GET":
                 raise ApiError(405, f"{method} is not allowed on pods/log")
             return await self._log(request, ns, name)
+        if sub == "token":
+            return await serve_token_request(request, self.store, self.filters.authenticator.issuer, ns, name)
         if sub in ("exec", "attach"):
             if method not in ("GET", "POST"):
                 raise ApiError(405, f"{method} is not allowed on pods/{sub}")

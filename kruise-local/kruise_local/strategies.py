@@ -164,3 +164,7 @@ class Registry:
 
     def __getitem__(self, res: Resource) -> Strategy:
         return self._strategies[res]
+
+    def register(self, strategy: Strategy) -> None:
+        """Serve `strategy.res` with `strategy` (a registry of its own: `rbac_registry.RbacStrategy`)."""
+        self._strategies[strategy.res] = strategy

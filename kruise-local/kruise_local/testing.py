@@ -91,6 +91,52 @@ def read_log(core: Any, ns: str, name: str, cname: str, **kw: Any) -> str:
     return core.read_namespaced_pod_log(name, ns, container=cname, _preload_content=False, **kw).data.decode()
 
 
+def service_account_token(
+    api: Any,
+    namespace: str,
+    name: str,
+    rules: list[dict[str, Any]] | None = None,
+    *,
+    role_namespace: str | None = None,
+) -> str:
+    """What an admin does with kubectl for an identity: the ServiceAccount `namespace/name` created (its
+    namespace too) when missing; with `rules`, a Role `name` of them in `role_namespace` (default the
+    account's) bound to the account by a RoleBinding `name`; then a token of the account (`kubectl create
+    token`). `api` is an admin's `kubernetes.client.ApiClient`."""
+    from kubernetes import client
+    from kubernetes.client import ApiException
+
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    for create, args in (
+        (core.create_namespace, ({"metadata": {"name": namespace}},)),
+        (core.create_namespaced_service_account, (namespace, {"metadata": {"name": name}})),
+    ):
+        try:
+            create(*args)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    if rules is not None:
+        where = role_namespace or namespace
+        try:
+            core.create_namespace({"metadata": {"name": where}})
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        rbac.create_namespaced_role(where, {"metadata": {"name": name}, "rules": rules})
+        subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+        rbac.create_namespaced_role_binding(
+            where,
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [subject],
+            },
+        )
+    request = core.create_namespaced_service_account_token(name, namespace, {"spec": {}})
+    return str(request.status.token)
+
+
 def is_static_elf(path: str) -> bool:
     """Whether `path` is an ELF executable with no program interpreter (statically linked), as `file` says."""
     with open(path, "rb") as f:

@@ -44,6 +44,28 @@ def e2e_cluster(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
         os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
 
 
+def connect_as(
+    cluster: LocalCluster,
+    folder: Path,
+    rules: list[dict[str, Any]],
+    account: tuple[str, str] = ("default", "airflow"),
+    namespace: str = "default",
+) -> Path:
+    """Turn RBAC on and make the Airflow connection the ServiceAccount `account` (namespace, name), bound to a
+    Role of `rules` in `namespace`, with a token of it: the kubeconfig it uses."""
+    from kruise_local.testing import service_account_token
+    from kubernetes import config
+
+    cluster.enable_rbac()
+    admin = config.new_client_from_config(str(cluster.write_kubeconfig(folder / "kubeconfig-admin")))
+    token = service_account_token(admin, *account, rules, role_namespace=namespace)
+    kubeconfig = cluster.write_kubeconfig(folder / "kubeconfig-sa", token=token)
+    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+    )
+    return kubeconfig
+
+
 def load_dag(path: Path, attribute: str = "dag") -> Any:
     spec = importlib.util.spec_from_file_location(f"dag_{path.stem}", path)
     assert spec and spec.loader

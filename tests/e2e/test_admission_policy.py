@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.testing import service_account_token
 from kubernetes import client, config
 from kubernetes.client import ApiException
 
@@ -29,9 +30,7 @@ from airflow_kruise_chain.core.constants import MANAGED_BY, MANAGED_BY_LABEL
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
 POLICY, BINDING = yaml.safe_load_all((ROOT / "deploy" / "admission-policy.yaml").read_text())
-CHAIN_USER = "system:serviceaccount:airflow:airflow-kruise-chain"
 NS = "chains"
-ADMIN_ROLE = {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
 KRUISE = ("apps.kruise.io", "v1beta1")
 
 
@@ -39,17 +38,12 @@ KRUISE = ("apps.kruise.io", "v1beta1")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A cluster with RBAC: an admin token and the chain's token (deploy/role.yaml in namespace `chains`)."""
     root = tmp_path_factory.mktemp("secured")
-    with LocalCluster(ClusterConfig(root=str(root / "cluster"))) as cluster:
-        rbac = cluster.enable_rbac()
-        rbac.grant("admin-token", "admin", ADMIN_ROLE)
-        rbac.grant("chain-token", CHAIN_USER, ROLE, namespace=NS)
-        admin = config.new_client_from_config(
-            str(cluster.write_kubeconfig(root / "admin", token="admin-token"))
+    with LocalCluster(ClusterConfig(root=str(root / "cluster"), authorization_mode="RBAC")) as cluster:
+        admin = config.new_client_from_config(str(cluster.write_kubeconfig(root / "admin")))
+        token = service_account_token(
+            admin, "airflow", "airflow-kruise-chain", ROLE["rules"], role_namespace=NS
         )
-        chain = config.new_client_from_config(
-            str(cluster.write_kubeconfig(root / "chain", token="chain-token"))
-        )
-        client.CoreV1Api(admin).create_namespace({"metadata": {"name": NS}})
+        chain = config.new_client_from_config(str(cluster.write_kubeconfig(root / "chain", token=token)))
         yield {"cluster": cluster, "admin": admin, "chain": chain}
 
 

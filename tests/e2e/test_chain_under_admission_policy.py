@@ -3,35 +3,24 @@ the chain's identity with exactly deploy/role.yaml, on the local cluster with au
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 import yaml
 from kubernetes import client, config
 
-from tests.e2e.conftest import ROOT, load_dag
+from tests.e2e.conftest import ROOT, connect_as, load_dag
 
 pytestmark = pytest.mark.slow
 ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
 POLICY, BINDING = yaml.safe_load_all((ROOT / "deploy" / "admission-policy.yaml").read_text())
-CHAIN_USER = "system:serviceaccount:airflow:airflow-kruise-chain"
+CHAIN_ACCOUNT = ("airflow", "airflow-kruise-chain")  # the identity the policy's matchConditions names
 
 
 def test_example_dag_runs_under_the_shipped_admission_policy(e2e_cluster, tmp_path):
-    rbac = e2e_cluster.enable_rbac()
-    rbac.grant("admin-token", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
-    rbac.grant("chain-token", CHAIN_USER, ROLE, namespace="default")
-    admin = config.new_client_from_config(
-        str(e2e_cluster.write_kubeconfig(tmp_path / "admin", token="admin-token"))
-    )
+    kubeconfig = connect_as(e2e_cluster, tmp_path, ROLE["rules"], account=CHAIN_ACCOUNT)
+    admin = config.new_client_from_config(str(e2e_cluster.write_kubeconfig(tmp_path / "admin")))
     api = client.AdmissionregistrationV1Api(admin)
     api.create_validating_admission_policy(POLICY)
     api.create_validating_admission_policy_binding(BINDING)
-    kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
-    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-    )
     e2e_cluster.audit.clear()
     run = load_dag(ROOT / "example_dags" / "example_kruise_chain.py").test()
     assert str(run.state) == "success"
@@ -56,18 +45,10 @@ def test_every_fast_go_is_admitted_by_the_shipped_policy(e2e_cluster, capfd, tmp
     from tests.e2e.test_fastgo import execs
     from tests.e2e.test_same_image import A, run_chain
 
-    rbac = e2e_cluster.enable_rbac()
-    rbac.grant("admin-token", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
-    rbac.grant("chain-token", CHAIN_USER, ROLE, namespace="default")
-    admin = config.new_client_from_config(
-        str(e2e_cluster.write_kubeconfig(tmp_path / "admin", token="admin-token"))
-    )
+    connect_as(e2e_cluster, tmp_path, ROLE["rules"], account=CHAIN_ACCOUNT)
+    admin = config.new_client_from_config(str(e2e_cluster.write_kubeconfig(tmp_path / "admin")))
     client.AdmissionregistrationV1Api(admin).create_validating_admission_policy(POLICY)
     client.AdmissionregistrationV1Api(admin).create_validating_admission_policy_binding(BINDING)
-    kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
-    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-    )
     _, _, out = run_chain(e2e_cluster, capfd, [A] * 4)
     assert execs(e2e_cluster) == 4
     assert "go via pods/exec refused" not in out  # every exec admitted (a 403 would say "refused")

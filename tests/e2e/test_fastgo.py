@@ -5,8 +5,6 @@ the chain runs the same on its annotations alone, the task log saying so."""
 from __future__ import annotations
 
 import copy
-import json
-import os
 import re
 from collections import Counter
 from typing import Any
@@ -15,7 +13,7 @@ import pytest
 import yaml
 from kruise_local import resources as R
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, connect_as
 from tests.e2e.test_same_image import A, run_chain
 
 pytestmark = pytest.mark.slow
@@ -49,12 +47,7 @@ def test_exec_refused_by_rbac_leaves_the_go_to_the_annotation(e2e_cluster, capfd
     role = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
     assert any("pods/exec" in rule["resources"] for rule in role["rules"])  # the documented role grants it
     role["rules"] = [rule for rule in copy.deepcopy(role["rules"]) if "pods/exec" not in rule["resources"]]
-    rbac = e2e_cluster.enable_rbac()
-    rbac.grant("chain-token", "system:serviceaccount:default:airflow", role, namespace="default")
-    kubeconfig = e2e_cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
-    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-    )
+    connect_as(e2e_cluster, tmp_path, role["rules"])
     _, history, out = run_chain(e2e_cluster, capfd, [A] * 4)
     assert out.count(REFUSED) == 4  # once in each stage task's log
     assert starts(e2e_cluster, history) == Counter(dict.fromkeys(range(1, 5), 1))

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import copy
-import json
-import os
 
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, load_dag
+from tests.e2e.conftest import ROOT, connect_as, load_dag
 
 pytestmark = pytest.mark.slow
 ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
 
 
 def use_token(cluster, tmp_path, role: dict) -> None:
-    rbac = cluster.enable_rbac()
-    rbac.grant("chain-token", "system:serviceaccount:default:airflow", role, namespace="default")
-    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
-    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-    )
+    connect_as(cluster, tmp_path, role["rules"])
 
 
 def test_example_dag_runs_with_exactly_the_documented_role(e2e_cluster, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from kruise_local import ClusterConfig, LocalCluster
-from kruise_local.testing import container, pod_body, running, wait_for
+from kruise_local.testing import container, pod_body, running, service_account_token, wait_for
 
 from airflow_kruise_chain.hooks.kruise import KruiseApiError, KruiseHook
 
@@ -23,15 +23,15 @@ def test_exec_in_pod_gives_the_exit_code_output_and_stdin(core, namespace, kubec
 
 
 def test_exec_in_pod_refused_by_rbac_is_a_403(tmp_path):
-    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "c"))) as c:
-        rbac = c.enable_rbac()
-        rbac.grant("admin", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
+    with LocalCluster(
+        ClusterConfig(profile="fast", root=str(tmp_path / "c"), authorization_mode="RBAC")
+    ) as c:
+        admin = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "a")))
         rule = {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}
-        rbac.grant("sa", "system:serviceaccount:default:sa", {"rules": [rule]}, namespace="default")
-        admin = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "a", token="admin")))
+        token = service_account_token(admin.api_client, "default", "sa", [rule])
         admin.create_pod(pod_body("p", container("main", "exec sleep 300")), "default")
         wait_for(lambda: getattr(admin.read_pod("p", "default"), "phase", None) == "Running")
-        hook = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "s", token="sa")))
+        hook = KruiseHook(conn_id=None, config_file=str(c.write_kubeconfig(tmp_path / "s", token=token)))
         with pytest.raises(KruiseApiError) as err:
             hook.exec_in_pod("p", "default", "main", ["true"], b"", 30)
         assert err.value.status == 403

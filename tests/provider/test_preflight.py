@@ -167,9 +167,13 @@ def test_a_namespace_warning_at_restricted_is_a_warning(local) -> None:
 
 
 def _with_token(cluster: LocalCluster, tmp_path: Path, role: dict[str, Any]) -> Path:
-    rbac = cluster.enable_rbac()
-    rbac.grant("chain-token", "system:serviceaccount:default:airflow", role, namespace="default")
-    return cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token="chain-token")
+    from kruise_local.testing import service_account_token
+    from kubernetes import config
+
+    cluster.enable_rbac()
+    admin = config.new_client_from_config(str(cluster.write_kubeconfig(tmp_path / "kubeconfig-admin")))
+    token = service_account_token(admin, "default", "airflow", role["rules"])
+    return cluster.write_kubeconfig(tmp_path / "kubeconfig-sa", token=token)
 
 
 def test_a_role_missing_a_verb_is_named_with_the_fix(local, tmp_path: Path) -> None:

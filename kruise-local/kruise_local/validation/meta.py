@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kruise_local.selectors import validate_label_key, validate_label_value
@@ -115,15 +115,20 @@ def _common_metadata_causes(meta: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
-def validate_metadata(kind: str, obj: Mapping[str, Any], namespaced: bool) -> list[Cause]:
+def validate_metadata(
+    kind: str,
+    obj: Mapping[str, Any],
+    namespaced: bool,
+    name_problems: Callable[[str, bool], list[str]] | None = None,
+) -> list[Cause]:
     """The causes against `obj.metadata` on create, as `ValidateObjectMeta` finds them.
 
-    Names are RFC 1123 subdomains (Namespace names: RFC 1123 labels). The caller resolves `generateName` into
-    a name first. Namespaced objects need a namespace (an RFC 1123 label); cluster-scoped ones may not have
-    one.
+    Names are RFC 1123 subdomains (Namespace names: RFC 1123 labels), or what `name_problems(name, prefix)`
+    allows (the kind's `ValidateNameFunc`). The caller resolves `generateName` into a name first. Namespaced
+    objects need a namespace (an RFC 1123 label); cluster-scoped ones may not have one.
     """
     meta = obj.get("metadata") or {}
-    name_fn = _name_is_label if kind in _LABEL_NAME_KINDS else _name_is_subdomain
+    name_fn = name_problems or (_name_is_label if kind in _LABEL_NAME_KINDS else _name_is_subdomain)
     causes: list[Cause] = []
     generate_name = meta.get("generateName") or ""
     if generate_name:

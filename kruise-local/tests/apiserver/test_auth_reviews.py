@@ -1,7 +1,6 @@
 """SelfSubjectAccessReview (`kubectl auth can-i`) and SelfSubjectReview (`kubectl auth whoami`) on a cluster
-with RBAC, through the official client (kubectl sends no bearer token over plain HTTP; the kubectl scenario
-test asks them of the cluster without RBAC): the reviews answer for the token that sends them, as the RBAC
-authorizer decides."""
+with RBAC, through the official client (test_rbac_kubectl.py asks them through kubectl): the reviews answer
+for the token that sends them, as the RBAC authorizer decides."""
 
 from __future__ import annotations
 
@@ -9,26 +8,27 @@ from typing import Any
 
 import pytest
 from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.testing import service_account_token
 from kubernetes.client import ApiException
 
 
 @pytest.fixture(scope="module")
 def rbac_cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path_factory.mktemp("rbac-reviews"))))
+    root = tmp_path_factory.mktemp("rbac-reviews")
+    c = LocalCluster(ClusterConfig(profile="fast", root=str(root / "c"), authorization_mode="RBAC"))
     c.start()
-    rbac = c.enable_rbac()
-    pods = {"rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]}
-    rbac.grant("reader", "system:serviceaccount:team:reader", pods, namespace="team")
-    yield c, tmp_path_factory.mktemp("rbac-reviews-kube")
+    folder = tmp_path_factory.mktemp("rbac-reviews-kube")
+    pods = [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]
+    tokens = {"reader": service_account_token(_api(c, folder, None), "team", "reader", pods), "nobody": "x"}
+    yield c, folder, tokens
     c.stop()
 
 
-def _api(cluster: LocalCluster, folder, token: str) -> Any:
+def _api(cluster: LocalCluster, folder, token: str | None) -> Any:
     from kubernetes import config
 
-    return config.new_client_from_config(
-        config_file=str(cluster.write_kubeconfig(folder / token, token=token))
-    )
+    path = cluster.write_kubeconfig(folder / (token or "admin")[:40], token=token)
+    return config.new_client_from_config(config_file=str(path))
 
 
 def _can_i(api: Any, **attrs: str) -> bool:
@@ -58,15 +58,15 @@ def _can_i(api: Any, **attrs: str) -> bool:
     ],
 )
 def test_can_i_answers_for_the_token(rbac_cluster, attrs, allowed):
-    cluster, folder = rbac_cluster
-    assert _can_i(_api(cluster, folder, "reader"), **attrs) is allowed
+    cluster, folder, tokens = rbac_cluster
+    assert _can_i(_api(cluster, folder, tokens["reader"]), **attrs) is allowed
 
 
 def test_whoami_names_the_service_account_and_its_groups(rbac_cluster):
     from kubernetes import client
 
-    cluster, folder = rbac_cluster
-    review = client.AuthenticationV1Api(_api(cluster, folder, "reader")).create_self_subject_review(
+    cluster, folder, tokens = rbac_cluster
+    review = client.AuthenticationV1Api(_api(cluster, folder, tokens["reader"])).create_self_subject_review(
         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     )
     assert review.status.user_info.username == "system:serviceaccount:team:reader"
@@ -80,12 +80,12 @@ def test_whoami_names_the_service_account_and_its_groups(rbac_cluster):
 def test_an_unknown_token_is_401_and_a_review_needs_one_kind_of_attributes(rbac_cluster):
     from kubernetes import client
 
-    cluster, folder = rbac_cluster
+    cluster, folder, tokens = rbac_cluster
     with pytest.raises(ApiException) as err:
-        client.AuthenticationV1Api(_api(cluster, folder, "nobody")).create_self_subject_review({})
+        client.AuthenticationV1Api(_api(cluster, folder, tokens["nobody"])).create_self_subject_review({})
     assert err.value.status == 401
     with pytest.raises(ApiException) as err:
-        client.AuthorizationV1Api(_api(cluster, folder, "reader")).create_self_subject_access_review(
+        client.AuthorizationV1Api(_api(cluster, folder, tokens["reader"])).create_self_subject_access_review(
             {"spec": {}}
         )
     assert err.value.status == 422 and "exactly one of" in err.value.body
@@ -94,8 +94,8 @@ def test_an_unknown_token_is_401_and_a_review_needs_one_kind_of_attributes(rbac_
 def test_rules_review_lists_the_rules_that_hold_in_the_namespace(rbac_cluster):
     from kubernetes import client
 
-    cluster, folder = rbac_cluster
-    api = client.AuthorizationV1Api(_api(cluster, folder, "reader"))
+    cluster, folder, tokens = rbac_cluster
+    api = client.AuthorizationV1Api(_api(cluster, folder, tokens["reader"]))
 
     def rules(namespace: str) -> list[tuple[str, ...]]:
         review = api.create_self_subject_rules_review({"spec": {"namespace": namespace}})

@@ -1,4 +1,4 @@
-"""API groups the chain does not need (apps, batch, networking, rbac...) answer as a kube-apiserver built
+"""API groups the chain does not need (apps, batch, networking...) answer as a kube-apiserver built
 without them: no discovery entry, and a 404 `Status` with the generic message and empty details
 (`NewGenericServerResponse`) that the clients turn into their usual "not found" errors."""
 
@@ -35,7 +35,7 @@ NOT_FOUND = {
         "/apis/apps/v1/namespaces/default/deployments",
         "/apis/apps",
         "/apis/batch/v1/jobs",
-        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "/apis/rbac.authorization.k8s.io/v1beta1/clusterroles",
         "/api/v1/namespaces/default/services",
         "/api/v2",
         "/api/v1/namespaces/default/pods/p/portforward",
@@ -51,8 +51,8 @@ def test_a_path_not_served_is_the_generic_404(cluster, path):
 def test_discovery_does_not_offer_what_is_not_served(cluster):
     with urllib.request.urlopen(cluster.url + "/apis", timeout=10) as resp:
         groups = {g["name"] for g in json.loads(resp.read())["groups"]}
-    assert not groups & {"apps", "batch", "networking.k8s.io", "rbac.authorization.k8s.io"}
-    assert {"apps.kruise.io", "metrics.k8s.io", "authorization.k8s.io"} <= groups
+    assert not groups & {"apps", "batch", "networking.k8s.io"}
+    assert {"apps.kruise.io", "metrics.k8s.io", "authorization.k8s.io", "rbac.authorization.k8s.io"} <= groups
 
 
 def test_clients_meet_their_usual_not_found(api_client, kubeconfig, tmp_path):

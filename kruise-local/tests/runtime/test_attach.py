@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from kruise_local import ClusterConfig, LocalCluster
-from kruise_local.testing import container, pod_body, running, status_of, wait_for
+from kruise_local.testing import container, pod_body, running, service_account_token, status_of, wait_for
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(
@@ -289,50 +289,41 @@ def test_kubectl_attach_to_a_terminated_container_names_it(kubectl, core, namesp
 
 @pytest.fixture(scope="module")
 def rbac_cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path_factory.mktemp("rbac-attach"))))
+    root = tmp_path_factory.mktemp("rbac-attach")
+    c = LocalCluster(ClusterConfig(profile="fast", root=str(root / "c"), authorization_mode="RBAC"))
     c.start()
-    rbac = c.enable_rbac()
-    rbac.grant("admin", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
-    yield c, rbac, tmp_path_factory.mktemp("rbac-kube")
+    yield c, tmp_path_factory.mktemp("rbac-kube")
     c.stop()
 
 
-def _client(cluster: LocalCluster, folder: Path, token: str) -> Any:
+def _client(cluster: LocalCluster, folder: Path, token: str | None = None) -> Any:
+    """A CoreV1Api of `token` (the admin's by default)."""
     from kubernetes import client, config
 
-    kubeconfig = cluster.write_kubeconfig(folder / f"config-{token}", token=token)
+    kubeconfig = cluster.write_kubeconfig(folder / f"config-{(token or 'admin')[-12:]}", token=token)
     return client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
 
 
 def test_rbac_needs_get_and_create_on_pods_attach(rbac_cluster):
     """As for exec: the WebSocket upgrade (a GET) is `get pods/attach` and, from 1.35
     (AuthorizePodWebsocketUpgradeCreatePermission), `create pods/attach` too; `pods/exec` grants nothing."""
-    cluster, rbac, folder = rbac_cluster
-    admin = _client(cluster, folder, "admin")
+    cluster, folder = rbac_cluster
+    admin = _client(cluster, folder)
     admin.create_namespaced_pod("default", pod_body("p", container("main", TICKER)))
     wait_for(lambda: running(admin, "default", "p", "main"))
 
-    def role(resource: str, *verbs: str) -> dict[str, Any]:
-        return {"rules": [{"apiGroups": [""], "resources": [resource], "verbs": list(verbs)}]}
+    def token(name: str, resource: str, *verbs: str) -> str:
+        rules = [{"apiGroups": [""], "resources": [resource], "verbs": list(verbs)}]
+        return service_account_token(admin.api_client, "default", name, rules)
 
-    rbac.grant(
-        "both",
-        "system:serviceaccount:default:both",
-        role("pods/attach", "get", "create"),
-        namespace="default",
-    )
-    rbac.grant(
-        "get-only", "system:serviceaccount:default:get-only", role("pods/attach", "get"), namespace="default"
-    )
-    rbac.grant(
-        "exec", "system:serviceaccount:default:exec", role("pods/exec", "get", "create"), namespace="default"
-    )
-    resp = _attach(_client(cluster, folder, "both"), "default", "p", container="main")
+    both = token("both", "pods/attach", "get", "create")
+    get_only, exec_only = token("get-only", "pods/attach", "get"), token("exec", "pods/exec", "get", "create")
+    resp = _attach(_client(cluster, folder, both), "default", "p", container="main")
     assert _read_until(resp, "line ").startswith("line ")
     resp.close()
-    for token, verb in (("get-only", "create"), ("exec", "get")):
+    for token_, verb in ((get_only, "create"), (exec_only, "get")):
         with pytest.raises(Exception) as err:
-            _attach(_client(cluster, folder, token), "default", "p", container="main")
+            _attach(_client(cluster, folder, token_), "default", "p", container="main")
         text = str(err.value if "Handshake" in str(err.value) else err.value.__context__)
         assert "Handshake status 403 Forbidden" in text
         assert f"cannot {verb} resource" in text and "pods/attach" in text

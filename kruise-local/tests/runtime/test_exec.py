@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from kruise_local import ClusterConfig, LocalCluster
-from kruise_local.testing import container, pod_body, running, status_of, wait_for
+from kruise_local.testing import container, pod_body, running, service_account_token, status_of, wait_for
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(
@@ -164,37 +164,38 @@ def test_kubectl_cp_to_and_from_a_pod(kubectl, pod, tmp_path):
 
 @pytest.fixture(scope="module")
 def rbac_cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path_factory.mktemp("rbac-exec"))))
+    root = tmp_path_factory.mktemp("rbac-exec")
+    c = LocalCluster(ClusterConfig(profile="fast", root=str(root / "c"), authorization_mode="RBAC"))
     c.start()
-    rbac = c.enable_rbac()
-    rbac.grant("admin", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
-    yield c, rbac, tmp_path_factory.mktemp("rbac-kube")
+    yield c, tmp_path_factory.mktemp("rbac-kube")
     c.stop()
 
 
-def _client(cluster: LocalCluster, folder: Path, token: str) -> Any:
+def _client(cluster: LocalCluster, folder: Path, token: str | None = None) -> Any:
+    """A CoreV1Api of `token` (the admin's by default)."""
     from kubernetes import client, config
 
-    kubeconfig = cluster.write_kubeconfig(folder / f"config-{token}", token=token)
+    kubeconfig = cluster.write_kubeconfig(folder / f"config-{(token or 'admin')[-12:]}", token=token)
     return client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
 
 
-def _role(*verbs: str) -> dict[str, Any]:
-    return {"rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": list(verbs)}]}
+def _token(admin: Any, name: str, *verbs: str) -> str:
+    """A token of ServiceAccount default/`name`, bound to a Role of `verbs` on pods/exec."""
+    rules = [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": list(verbs)}]
+    return service_account_token(admin.api_client, "default", name, rules)
 
 
 def test_rbac_needs_get_and_create_on_pods_exec_for_a_websocket_exec(rbac_cluster):
     """1.35+: the WebSocket upgrade (a GET) is authorized as `get` and, by the
     AuthorizePodWebsocketUpgradeCreatePermission gate, as `create` too."""
-    cluster, rbac, folder = rbac_cluster
-    admin = _client(cluster, folder, "admin")
+    cluster, folder = rbac_cluster
+    admin = _client(cluster, folder)
     admin.create_namespaced_pod("default", pod_body("p", container("main", "exec sleep 300")))
     wait_for(lambda: running(admin, "default", "p", "main"))
-    rbac.grant("both", "system:serviceaccount:default:both", _role("get", "create"), namespace="default")
-    rbac.grant("get-only", "system:serviceaccount:default:get-only", _role("get"), namespace="default")
-    rbac.grant("nothing", "system:serviceaccount:default:nothing", _role("list"), namespace="default")
-    assert _exec(_client(cluster, folder, "both"), "default", "p", ["echo", "ok"]) == "ok\n"
-    for token, verb in (("get-only", "create"), ("nothing", "get")):
+    both = _token(admin, "both", "get", "create")
+    get_only, nothing = _token(admin, "get-only", "get"), _token(admin, "nothing", "list")
+    assert _exec(_client(cluster, folder, both), "default", "p", ["echo", "ok"]) == "ok\n"
+    for token, verb in ((get_only, "create"), (nothing, "get")):
         with pytest.raises(Exception) as err:
             _exec(_client(cluster, folder, token), "default", "p", ["echo", "ok"])
         text = str(err.value if "Handshake" in str(err.value) else err.value.__context__)
@@ -255,14 +256,15 @@ def test_a_v4_client_gets_the_kubelets_refusal_as_its_handshake_answer(cluster, 
 
 
 def test_before_1_35_get_on_pods_exec_is_enough(tmp_path):
-    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path), kubernetes_version="1.34.0")) as c:
-        rbac = c.enable_rbac()
-        rbac.grant("admin", "admin", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
-        rbac.grant("get-only", "system:serviceaccount:default:g", _role("get"), namespace="default")
-        admin = _client(c, tmp_path, "admin")
+    config = ClusterConfig(
+        profile="fast", root=str(tmp_path / "c"), kubernetes_version="1.34.0", authorization_mode="RBAC"
+    )
+    with LocalCluster(config) as c:
+        admin = _client(c, tmp_path)
         admin.create_namespaced_pod("default", pod_body("p", container("main", "exec sleep 300")))
         wait_for(lambda: running(admin, "default", "p", "main"))
-        assert _exec(_client(c, tmp_path, "get-only"), "default", "p", ["echo", "ok"]) == "ok\n"
+        get_only = _token(admin, "g", "get")
+        assert _exec(_client(c, tmp_path, get_only), "default", "p", ["echo", "ok"]) == "ok\n"
 
 
 def test_tty_gives_a_terminal_that_follows_resizes(core, namespace, pod):
