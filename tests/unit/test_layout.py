@@ -1,6 +1,7 @@
 """Shape of the two packages (ARCHITECTURE.md): no import cycle in either (imports under `if TYPE_CHECKING:`
-count), no module over ~800 lines, the provider never imports the local cluster and the local cluster never
-imports the provider; the provider's wheel holds no local cluster file (tests/unit/test_packaging.py)."""
+count), no module and no test file over ~800 lines, the provider never imports the local cluster and the local
+cluster never imports the provider; the provider's wheel holds no local cluster file
+(tests/unit/test_packaging.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from airflow_kruise_chain.operators import chain, pod
 PROVIDER = "airflow_kruise_chain"
 LOCAL = "kruise_local"
 PACKAGES = {PROVIDER: Path(airflow_kruise_chain.__file__).parent, LOCAL: Path(kruise_local.__file__).parent}
+ROOT = Path(__file__).resolve().parents[2]
+TEST_FOLDERS = ("tests", "kruise-local/tests")
+"""the two distributions' tests, and the modules they share"""
 MAX_LINES = 800
 DRIVER_MAX_LINES = 500
 """core/driver.py stays well under the cap (issue 21): its follow loop and pod session are modules apart"""
@@ -66,6 +70,31 @@ def test_no_module_of_either_package_exceeds_800_lines() -> None:
     assert len(sizes) > 80
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
     assert sizes[str(Path(PROVIDER, "core", "driver.py"))] <= DRIVER_MAX_LINES
+
+
+def test_no_test_file_exceeds_800_lines() -> None:
+    """Tests too are read by people: a file over the cap is split by subject (helpers shared in a module)."""
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for folder in TEST_FOLDERS
+        for path in (ROOT / folder).rglob("*.py")
+    }
+    assert len(sizes) > 150
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """kruise-local's test folders have no __init__.py: pytest imports each of their modules by its basename
+    (a test module, or the helpers its neighbours import), so no two test modules anywhere, and no two of
+    kruise-local's test helpers, share one."""
+    seen: dict[str, list[str]] = {}
+    for folder in TEST_FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name.startswith("test_") or (
+                folder == "kruise-local/tests" and path.name != "conftest.py"
+            ):
+                seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
 
 
 def test_the_provider_never_imports_the_local_cluster() -> None:

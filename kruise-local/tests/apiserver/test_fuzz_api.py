@@ -16,189 +16,62 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import http.client
 import json
-import os
 import time
 import urllib.parse
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-CORE = "/api/v1"
-KR1 = "/apis/apps.kruise.io/v1alpha1"
-KR2 = "/apis/apps.kruise.io/v1beta1"
-METRICS = "/apis/metrics.k8s.io/v1beta1"
-NS = f"fuzz-{uuid.uuid4().hex[:8]}"
-NODE = "kruise-local"
-STALE_RV = "1"  # the first resourceVersion ever handed out is 2: every object is newer than this
-WRONG_UID = "00000000-0000-4000-8000-00000000f022"
-GUARD_SELECTOR = "fuzz.example.com/guard-absent"  # a label no object carries
-
-SCALE = float(os.environ.get("KRUISE_FUZZ_SCALE", "1"))
-"""Multiplies every test's example budget (e.g. KRUISE_FUZZ_SCALE=20 for a long bug hunt)."""
-
-
-def budget(examples: int) -> int:
-    return max(1, int(examples * SCALE))
-
-
-FUZZ = settings(
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-    ],
+from fuzz_api_bodies import (
+    DELETE_OPTIONS,
+    EVICTION,
+    GARBAGE,
+    METHODS_OTHER,
+    PATCH_TYPES,
+    TEMPLATES,
+    UNGUARDABLE,
+    content_type_for,
+    decodes_to_object,
+    encode,
+    guard_delete,
+    guard_json_patch,
+    guard_update,
+    json_patch,
+    merge_patch,
 )
-
-
-# -- the reference objects -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One stored resource type as the fuzzer addresses it."""
-
-    plural: str
-    prefixes: tuple[str, ...]
-    namespaced: bool
-    ref: str  # the name of an existing object of this kind (a reference object, or the node and its image)
-    subresources: tuple[str, ...] = ()
-
-    def collection(self, prefix: str, namespace: str | None = NS) -> str:
-        if self.namespaced and namespace is not None:
-            return f"{prefix}/namespaces/{namespace}/{self.plural}"
-        return f"{prefix}/{self.plural}"
-
-    def item(self, prefix: str, name_segment: str, namespace: str = NS) -> str:
-        return f"{self.collection(prefix, namespace)}/{name_segment}"
-
-
-PODS = Kind("pods", (CORE,), True, "ref-pod", ("status", "resize"))
-CONFIGMAPS = Kind("configmaps", (CORE,), True, "ref-cm")
-EVENTS = Kind("events", (CORE,), True, "ref-ev")
-NAMESPACES = Kind("namespaces", (CORE,), False, NS, ("status",))
-NODES = Kind("nodes", (CORE,), False, NODE, ("status",))
-IPJS = Kind("imagepulljobs", (KR1, KR2), True, "ref-ipj", ("status",))
-NODE_IMAGES = Kind("nodeimages", (KR1, KR2), False, NODE, ("status",))
-CRRS = Kind("containerrecreaterequests", (KR1,), True, "ref-crr", ("status",))
-KINDS = (PODS, CONFIGMAPS, EVENTS, NAMESPACES, NODES, IPJS, NODE_IMAGES, CRRS)
-
-REFERENCE_PATHS = {
-    "pod": PODS.item(CORE, PODS.ref),
-    "configmap": CONFIGMAPS.item(CORE, CONFIGMAPS.ref),
-    "event": EVENTS.item(CORE, EVENTS.ref),
-    "namespace": f"{CORE}/namespaces/{NS}",
-    "imagepulljob": IPJS.item(KR1, IPJS.ref),
-    "crr": CRRS.item(KR1, CRRS.ref),
-}
-
-
-class Reference:
-    """The reference objects as first read (`snapshot`: GET bodies) and parsed by kind (`docs`, also the node
-    and its NodeImage)."""
-
-    def __init__(self, snapshot: dict[str, bytes], docs: dict[str, dict[str, Any]]) -> None:
-        self.snapshot = snapshot
-        self.docs = docs
-
-    def __repr__(self) -> str:
-        return f"Reference({sorted(self.snapshot)})"
-
-
-# -- talking HTTP ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    method: str
-    target: str
-    status: int
-    content_type: str
-    body: bytes | None  # None: a stream (watch, follow) left unread, or a HEAD
-
-    def __str__(self) -> str:
-        shown = "<stream>" if self.body is None else self.body[:600].decode("utf-8", "replace")
-        return f"{self.method} {self.target[:300]} -> {self.status} {shown}"
-
-
-def send(
-    cluster: Any,
-    method: str,
-    path: str,
-    *,
-    query: list[tuple[str, str]] | None = None,
-    body: bytes | None = None,
-    content_type: str | None = None,
-    timeout: float = 20.0,
-) -> Reply:
-    """One request over a fresh connection; streamed 2xx answers are not read (the connection is closed)."""
-    url = urllib.parse.urlsplit(cluster.url)
-    target = path + ("?" + urllib.parse.urlencode(query, errors="surrogatepass") if query else "")
-    headers = {"Accept": "application/json"}
-    if content_type is not None:
-        headers["Content-Type"] = content_type
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    try:
-        conn.request(method, target, body=body, headers=headers)
-        resp = conn.getresponse()
-        streamed = (resp.getheader("Transfer-Encoding") or "").lower() == "chunked"
-        unread = method == "HEAD" or (streamed and 200 <= resp.status < 300)
-        data = None if unread else resp.read()
-        return Reply(method, target, resp.status, resp.getheader("Content-Type") or "", data)
-    finally:
-        conn.close()
-
-
-def _strict_json(data: bytes) -> Any:
-    def no_constant(name: str) -> Any:
-        raise AssertionError(f"the server wrote the non-JSON literal {name}")
-
-    return json.loads(data, parse_constant=no_constant)
-
-
-def check(reply: Reply, *, may_succeed: bool = False) -> Any:
-    """A refusal must be a 4xx `Status`; success is allowed only when `may_succeed`. Returns the JSON body."""
-    if 200 <= reply.status < 300:
-        assert may_succeed, f"a request that must be refused succeeded: {reply}"
-        if reply.body is not None and reply.content_type.startswith("application/json"):
-            return _strict_json(reply.body)
-        return None
-    assert 400 <= reply.status < 500, f"not a 4xx refusal: {reply}"
-    if reply.body is None:
-        return None
-    assert reply.content_type.startswith("application/json"), f"error body is not JSON: {reply}"
-    status = _strict_json(reply.body)
-    assert isinstance(status, dict), f"error body is not an object: {reply}"
-    assert status.get("kind") == "Status" and status.get("apiVersion") == "v1", f"not a Status: {reply}"
-    assert status.get("code") == reply.status, f"Status.code differs from the HTTP status: {reply}"
-    assert status.get("status") == "Failure", f"Status.status is not Failure: {reply}"
-    assert isinstance(status.get("message"), str) and isinstance(status.get("reason"), str), str(reply)
-    return status
-
-
-def check_unchanged(cluster: Any, ref: Reference, *names: str) -> None:
-    """The reference objects (all, or those named) are byte-for-byte as snapshotted."""
-    for name in names or tuple(ref.snapshot):
-        reply = send(cluster, "GET", REFERENCE_PATHS[name])
-        assert reply.status == 200, f"reference {name} is gone: {reply}"
-        if reply.body != ref.snapshot[name]:
-            before, after = json.loads(ref.snapshot[name]), json.loads(reply.body or b"{}")
-            raise AssertionError(f"reference {name} changed:\nbefore {before}\nafter  {after}")
-
-
-def check_pristine(cluster: Any, ref: Reference) -> None:
-    reply = send(cluster, "GET", "/version")
-    assert reply.status == 200 and json.loads(reply.body or b"{}").get("major") == "1", str(reply)
-    check_unchanged(cluster, ref)
-
+from fuzz_api_kit import (
+    CONFIGMAPS,
+    CORE,
+    CRRS,
+    EVENTS,
+    FUZZ,
+    GUARD_SELECTOR,
+    IPJS,
+    KINDS,
+    KR1,
+    KR2,
+    METRICS,
+    NAMESPACES,
+    NODE,
+    NODE_IMAGES,
+    NODES,
+    NS,
+    PODS,
+    REFERENCE_PATHS,
+    STALE_RV,
+    WRONG_UID,
+    Kind,
+    Reference,
+    budget,
+    check,
+    check_pristine,
+    check_unchanged,
+    send,
+)
+from fuzz_api_values import COMMON_QUERY, JSON, LIST_QUERY, LOG_QUERY, NAMES, mutated, query, quote, segment
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # -- the module's reference objects ----------------------------------------------------------------------
 
@@ -330,825 +203,6 @@ _DOC_OF = {
 }
 
 
-# -- strategies: values --------------------------------------------------------------------------------
-
-HOSTILE_STRINGS = [
-    "",
-    " ",
-    ".",
-    "..",
-    "../",
-    "../../etc/passwd",
-    "%2F",
-    "a%2Fb",
-    "%00",
-    "%",
-    "/",
-    "a/b",
-    "\x00",
-    "\n",
-    "\t",
-    "\u202e",
-    "\ud800",
-    "\ufeff",
-    "ünïcödé",
-    "名前",
-    "😀",
-    "-a",
-    "a-",
-    "A",
-    "a..b",
-    "a" * 63,
-    "a" * 64,
-    "a" * 253,
-    "a" * 254,
-    "a" * 5000,
-    "x" * (256 * 1024 + 1),
-    "y" * (1024 * 1024 + 7),
-    "1Gi",
-    "-1",
-    "1e999",
-    "NaN",
-    "0x10",
-    "true",
-    "null",
-    "$patch",
-    "~1",
-    "*",
-    "{}",
-    "[]",
-    "'; DROP TABLE pods; --",
-    "${HOME}",
-    "$(id)",
-    "metadata.annotations['x']",
-]
-KEYS = st.one_of(
-    st.sampled_from(
-        [
-            "metadata",
-            "spec",
-            "status",
-            "kind",
-            "apiVersion",
-            "name",
-            "namespace",
-            "generateName",
-            "labels",
-            "annotations",
-            "finalizers",
-            "ownerReferences",
-            "uid",
-            "resourceVersion",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "containers",
-            "initContainers",
-            "image",
-            "command",
-            "env",
-            "value",
-            "valueFrom",
-            "fieldRef",
-            "fieldPath",
-            "resources",
-            "limits",
-            "requests",
-            "cpu",
-            "memory",
-            "volumes",
-            "volumeMounts",
-            "mountPath",
-            "tolerations",
-            "activeDeadlineSeconds",
-            "data",
-            "binaryData",
-            "selector",
-            "names",
-            "matchLabels",
-            "matchExpressions",
-            "podName",
-            "strategy",
-            "images",
-            "tags",
-            "tag",
-            "preconditions",
-            "gracePeriodSeconds",
-            "deleteOptions",
-            "$patch",
-            "$retainKeys",
-            "$setElementOrder/containers",
-            "$deleteFromPrimitiveList/finalizers",
-            "",
-        ]
-    ),
-    st.text(max_size=8),
-)
-STRINGS = st.one_of(st.text(max_size=16), st.sampled_from(HOSTILE_STRINGS))
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False),
-    STRINGS,
-)
-JSON = st.recursive(
-    SCALARS,
-    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(KEYS, kids, max_size=4)),
-    max_leaves=12,
-)
-WRONG = st.one_of(
-    st.sampled_from(
-        [
-            None,
-            True,
-            False,
-            0,
-            -1,
-            2**31,
-            2**63,
-            -(2**63) - 1,
-            10**30,
-            0.5,
-            -0.0,
-            1e308,
-            "",
-            "x",
-            [],
-            {},
-            [None],
-        ]
-    ).map(copy.deepcopy),  # fresh containers: the fuzzer edits what it draws
-    st.sampled_from(HOSTILE_STRINGS),
-    JSON,
-)
-
-
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
-def _at(doc: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        doc = doc[step]
-    return doc
-
-
-def _put(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    _at(doc, path[:-1])[path[-1]] = value
-    return doc
-
-
-@st.composite
-def mutated(draw: st.DrawFn, base: Any, max_changes: int = 3) -> Any:
-    """`base` with one to `max_changes` values replaced by wrong types, deleted, added to or wrapped."""
-    doc = copy.deepcopy(base)
-    for _ in range(draw(st.integers(1, max_changes))):
-        path = draw(st.sampled_from(_paths(doc)))
-        how = draw(st.sampled_from(("replace", "replace", "delete", "add", "wrap")))
-        target = _at(doc, path)
-        if how == "delete" and path:
-            del _at(doc, path[:-1])[path[-1]]
-        elif how == "add" and isinstance(target, dict):
-            target[draw(KEYS)] = draw(WRONG)
-        elif how == "add" and isinstance(target, list):
-            target.insert(draw(st.integers(0, len(target))), draw(WRONG))
-        elif how == "wrap":
-            doc = _put(doc, path, draw(st.sampled_from(([target], {"x": target}, json.dumps(target)))))
-        else:
-            doc = _put(doc, path, draw(WRONG))
-    return doc
-
-
-# -- strategies: names, selectors, query parameters ------------------------------------------------------
-
-NAME_STRINGS = [s for s in HOSTILE_STRINGS if len(s) < 6000]
-REF_LOOKALIKES = [
-    "ref-cm/",
-    "ref-cm%2F",
-    "ref-cm/status",
-    "ref-cm%2Fstatus",
-    "ref-pod/log",
-    "ref-pod/eviction",
-    "ref-pod/resize",
-    "ref-pod%2F..%2Fref-cm",
-    "ref-pod/../ref-cm",
-    "REF-CM",
-    "ref-cm ",
-    " ref-cm",
-    "ref-cm\x00",
-    "ref-c%6D",
-    "ref-cm?x=1",
-    "ref-cm#frag",
-]
-NAMES = st.one_of(st.sampled_from(NAME_STRINGS + REF_LOOKALIKES), st.text(max_size=20))
-
-
-def _quote(name: str, safe: str = "") -> str:
-    return urllib.parse.quote(name, safe=safe, errors="surrogatepass")
-
-
-def segment(name: str, raw: bool) -> str:
-    """A path segment for `name`: percent-quoted as a client does, or raw (when sendable and harmless)."""
-    sendable = name.isascii() and all(0x20 < ord(ch) < 0x7F for ch in name)
-    if raw and sendable and "?" not in name and "#" not in name:
-        return name
-    return _quote(name)
-
-
-SELECTOR_PIECES = [
-    "a=b",
-    "a!=b",
-    "a==b",
-    "a in (b,c)",
-    "a notin (b)",
-    "!a",
-    "a",
-    "a>1",
-    "a<-3",
-    "a>x",
-    "app=ref",
-    "app",
-    "a in ()",
-    "a in (",
-    "a in (b,,c)",
-    "a in b",
-    "=",
-    "!",
-    "!=",
-    ",",
-    "(",
-    ")",
-    "a=(b)",
-    "a==",
-    "a=b=c",
-    "x/y=z",
-    "x//y=z",
-    "-a=b",
-    "a" * 300 + "=b",
-    "a=" + "b" * 64,
-    "é=ü",
-    "\x00",
-    "a=\n",
-    "in",
-    "notin",
-    "in in (in)",
-    "metadata.name=x",
-    "metadata.name=ref-cm",
-    "metadata.name!=x",
-    "metadata.name==ref-pod",
-    "metadata.namespace=" + NS,
-    "spec.nodeName=" + NODE,
-    "status.phase=Running",
-    "spec.restartPolicy=Always",
-    "involvedObject.name=ref-cm",
-    "reason=Reference",
-    "data.k=v",
-    "metadata.labels=x",
-    "metadata.name",
-    "metadata.name=a\\,b",
-    "metadata.name=a\\",
-    "metadata.name=\\x",
-    "metadata.name=x,,",
-    " metadata.name = ref-cm ",
-    "\\=",
-]
-SELECTORS = st.one_of(
-    st.sampled_from(SELECTOR_PIECES),
-    st.lists(st.sampled_from(SELECTOR_PIECES), min_size=1, max_size=4).map(",".join),
-    st.text(alphabet=st.sampled_from("ab=!(),<> \\/.-_é\x00in"), max_size=24),
-    st.text(max_size=12),
-)
-INTISH = st.one_of(
-    st.sampled_from(
-        [
-            "",
-            "0",
-            "1",
-            "-1",
-            "3",
-            "abc",
-            "1.5",
-            "1e3",
-            "0x10",
-            " 1",
-            "+5",
-            "1_000",
-            "١٢",
-            "99999999999999999999",
-            "-99999999999999999999",
-            "9" * 400,
-            "9" * 5000,
-            "true",
-            "null",
-        ]
-    ),
-    st.integers().map(str),
-    st.text(max_size=6),
-)
-BOOLISH = st.sampled_from(["", "true", "false", "1", "0", "True", "TRUE", "yes", "x", "null"])
-TIMES = st.one_of(
-    st.sampled_from(
-        [
-            "",
-            "2024-01-01T00:00:00Z",
-            "2024-01-01T00:00:00.123456789Z",
-            "0001-01-01T00:00:00Z",
-            "0001-01-01T00:00:00+14:00",
-            "9999-12-31T23:59:59Z",
-            "9999-12-31T23:59:59-14:00",
-            "2024-01-01",
-            "2024-01-01T00:00:00",
-            "2024-13-45T99:99:99Z",
-            "2024-01-01T00:00:00+25:00",
-            "yesterday",
-            "-1",
-            "0",
-            "\x00",
-        ]
-    ),
-    st.datetimes().map(lambda d: d.isoformat()),
-    st.text(max_size=12),
-)
-QUERY_STRINGS = st.one_of(
-    st.text(max_size=16), st.sampled_from([h for h in HOSTILE_STRINGS if len(h) < 300_000])
-)
-"""Hostile strings that fit a request line (the real server, like this one, refuses lines over 1 MiB as bad
-HTTP, before any handler sees them)."""
-COMMON_QUERY = {
-    "pretty": BOOLISH,
-    "resourceVersion": st.one_of(INTISH, st.sampled_from([STALE_RV, "0"])),
-    "resourceVersionMatch": st.sampled_from(["", "Exact", "NotOlderThan", "bogus"]),
-    "timeoutSeconds": INTISH,
-    "dryRun": st.sampled_from(["All", "all", "None", "", "x", "All,All"]),
-    "fieldManager": QUERY_STRINGS,
-    "fieldValidation": st.sampled_from(["Strict", "Warn", "Ignore", "", "bogus"]),
-    "gracePeriodSeconds": INTISH,
-    "propagationPolicy": st.sampled_from(["Foreground", "Background", "Orphan", "", "x"]),
-}
-LIST_QUERY = {
-    "labelSelector": SELECTORS,
-    "fieldSelector": SELECTORS,
-    "limit": INTISH,
-    "continue": st.one_of(
-        st.sampled_from(["", "MQ==", "LTE=", "YWJj", "!!!", "MTAwMDAwMDAwMDA="]), QUERY_STRINGS
-    ),
-    "watch": BOOLISH,
-    "allowWatchBookmarks": BOOLISH,
-    "sendInitialEvents": BOOLISH,
-}
-LOG_QUERY = {
-    "container": st.one_of(st.sampled_from(["c", "C", "", "nope", "c ", "c,c"]), NAMES),
-    "tailLines": INTISH,
-    "sinceTime": TIMES,
-    "sinceSeconds": INTISH,
-    "limitBytes": INTISH,
-    "follow": BOOLISH,
-    "previous": BOOLISH,
-    "timestamps": BOOLISH,
-    "insecureSkipTLSVerifyBackend": BOOLISH,
-}
-
-
-@st.composite
-def query(draw: st.DrawFn, *families: dict[str, st.SearchStrategy[str]]) -> list[tuple[str, str]]:
-    params = {k: v for family in families for k, v in family.items()}
-    keys = draw(st.lists(st.sampled_from(sorted(params)), max_size=4, unique=True))
-    out = [(k, draw(params[k])) for k in keys]
-    if draw(st.booleans()):
-        out.append((draw(KEYS), draw(QUERY_STRINGS)))  # an unknown parameter
-    return out
-
-
-# -- strategies: bodies ------------------------------------------------------------------------------------
-
-GARBAGE = st.one_of(
-    st.sampled_from(
-        [
-            b"",
-            b"null",
-            b"true",
-            b"1",
-            b'"x"',
-            b"[]",
-            b"{",
-            b"}",
-            b'{"a":}',
-            b"NaN",
-            b"Infinity",
-            b"-Infinity",
-            b'{"metadata": {"name": NaN}}',
-            b'{"spec": Infinity, "metadata": {}}',
-            b'{"metadata": {"name": "x", "labels": {"a": -Infinity}}}',
-            b"1e999",
-            b'{"metadata": {}, "spec": 1e999}',
-            b'{"metadata": {"annotations": {"a": 1e999}}}',
-            b"\xff\xfe{\x00}\x00",
-            b"\xef\xbb\xbf{}",
-            b'{"metadata": {"name": "\xff"}}',
-            b'{"metadata": {"name": "\\ud800"}}',
-            b'{"a": 1, "a": 2}',
-            b"apiVersion: v1\nkind: Pod\n",
-            b"\x00" * 16,
-            b"[" * 100_000,
-            b"[" * 900 + b"]" * 900,
-            b'{"metadata": {}, "spec": ' + b'{"a": ' * 400 + b"1" + b"}" * 400 + b"}",
-            b'{"metadata": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3001,
-            b'{"metadata": {"name": "' + b"a" * (3 * 1024 * 1024) + b'"}}',
-            b'{"metadata": {"annotations": {"a": "' + b"a" * (2 * 1024 * 1024) + b'"}}}',
-            b"9" * 5000,
-        ]
-    ),
-    st.binary(max_size=64),
-    st.text(max_size=32).map(lambda s: s.encode("utf-8", "surrogatepass")),
-)
-
-
-def encode(value: Any) -> bytes:
-    return json.dumps(value).encode("utf-8", "surrogatepass")
-
-
-def guard_update(body: Any) -> Any:
-    """Make an update or a merge patch carry a stale resourceVersion (409 Conflict after all else passes)."""
-    if isinstance(body, dict) and ("metadata" not in body or isinstance(body["metadata"], dict)):
-        meta = dict(body.get("metadata") or {})
-        if meta.get("$patch") == "delete":  # a strategic `$patch: delete` would drop the guard with it
-            del meta["$patch"]
-        meta["resourceVersion"] = STALE_RV
-        body["metadata"] = meta
-    elif isinstance(body, list):
-        return guard_json_patch(body)
-    return body
-
-
-def guard_json_patch(ops: Any) -> Any:
-    """Make a JSON patch end by setting a stale resourceVersion; any other object is guarded as an update
-    (a patch body may be sent under another patch type)."""
-    if isinstance(ops, list):
-        return [*ops, {"op": "add", "path": "/metadata/resourceVersion", "value": STALE_RV}]
-    return guard_update(ops)
-
-
-def _guard_preconditions(opts: dict[str, Any]) -> None:
-    pre = opts.get("preconditions")
-    if isinstance(pre, dict):
-        opts["preconditions"] = {**pre, "uid": WRONG_UID}
-    elif not pre:  # a truthy non-object must be refused as it is
-        opts["preconditions"] = {"uid": WRONG_UID}
-
-
-def guard_delete(body: Any) -> Any:
-    """Make DeleteOptions, and an Eviction's deleteOptions, carry a uid precondition that does not match."""
-    if body is None:  # `null` DeleteOptions are no options at all
-        body = {}
-    if isinstance(body, dict):
-        _guard_preconditions(body)
-        opts = body.get("deleteOptions")
-        if isinstance(opts, dict):
-            _guard_preconditions(opts)
-        elif not opts:
-            body["deleteOptions"] = {"preconditions": {"uid": WRONG_UID}}
-    return body
-
-
-def _decodes_to_object(raw: bytes) -> bool:
-    try:
-        return isinstance(json.loads(raw), dict)
-    except (ValueError, RecursionError):
-        return False
-
-
-def _unguardable(raw: bytes) -> bool:
-    """Cannot be read as anything a write could act on: not an object, an empty JSON patch, nor `null`
-    (which real DeleteOptions decoding takes for no options)."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return bool(raw)
-    return not isinstance(value, dict) and value not in (None, [])
-
-
-UNGUARDABLE = GARBAGE.filter(_unguardable)
-"""Garbage bodies that cannot carry a guard: only those that cannot be read as an object at all."""
-
-
-def create_templates() -> dict[str, dict[str, Any]]:
-    """Plausible create bodies per kind (the fuzzer mutates them and renames them onto an existing object)."""
-    meta = {"name": "x", "labels": {"app": "fuzz"}, "annotations": {"a": "b"}}
-    return {
-        PODS.plural: {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": meta,
-            "spec": {
-                "restartPolicy": "Always",
-                "terminationGracePeriodSeconds": 1,
-                "activeDeadlineSeconds": 100,
-                "nodeSelector": {"kubernetes.io/os": "linux"},
-                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "busybox:1.36",
-                        "command": ["sleep", "1"],
-                        "args": ["x"],
-                        "env": [
-                            {"name": "E", "value": "v"},
-                            {
-                                "name": "F",
-                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['a']"}},
-                            },
-                        ],
-                        "ports": [{"containerPort": 80, "protocol": "TCP"}],
-                        "resources": {
-                            "requests": {"cpu": "10m", "memory": "16Mi"},
-                            "limits": {"cpu": "100m", "memory": "32Mi"},
-                        },
-                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-                        "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
-                        "lifecycle": {"preStop": {"exec": {"command": ["true"]}}},
-                    }
-                ],
-                "initContainers": [{"name": "i", "image": "busybox:1.36", "command": ["true"]}],
-                "volumes": [
-                    {"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}},
-                    {"name": "cfg", "configMap": {"name": CONFIGMAPS.ref}},
-                    {
-                        "name": "dapi",
-                        "downwardAPI": {"items": [{"path": "a", "fieldRef": {"fieldPath": "a"}}]},
-                    },
-                ],
-            },
-        },
-        CONFIGMAPS.plural: {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta,
-            "data": {"k": "v", "script.sh": "echo hi"},
-            "binaryData": {"b": "AAEC"},
-            "immutable": False,
-        },
-        EVENTS.plural: {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": meta,
-            "involvedObject": {"kind": "Pod", "name": PODS.ref, "namespace": NS, "uid": WRONG_UID},
-            "reason": "Fuzz",
-            "message": "m",
-            "type": "Normal",
-            "count": 1,
-            "firstTimestamp": "2024-01-01T00:00:00Z",
-            "lastTimestamp": "2024-01-01T00:00:00Z",
-            "source": {"component": "fuzz"},
-        },
-        NAMESPACES.plural: {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": meta,
-            "spec": {"finalizers": ["kubernetes"]},
-        },
-        NODES.plural: {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": meta,
-            "spec": {
-                "unschedulable": False,
-                "podCIDR": "10.0.0.0/24",
-                "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}],
-            },
-        },
-        IPJS.plural: {
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "ImagePullJob",
-            "metadata": meta,
-            "spec": {
-                "image": "busybox:1.36",
-                "parallelism": 1,
-                "selector": {
-                    "names": [NODE],
-                    "matchLabels": {"a": "b"},
-                    "matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}],
-                },
-                "podSelector": {"matchLabels": {"app": "ref"}},
-                "completionPolicy": {
-                    "type": "Always",
-                    "activeDeadlineSeconds": 1200,
-                    "ttlSecondsAfterFinished": 60,
-                },
-                "pullPolicy": {"timeoutSeconds": 600, "backoffLimit": 3},
-                "pullSecrets": ["secret"],
-                "imagePullPolicy": "IfNotPresent",
-                "sandboxConfig": {"labels": {"a": "b"}},
-            },
-        },
-        NODE_IMAGES.plural: {
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "NodeImage",
-            "metadata": meta,
-            "spec": {
-                "images": {
-                    "busybox": {
-                        "tags": [
-                            {
-                                "tag": "1.36",
-                                "pullPolicy": {"timeoutSeconds": 60, "backoffLimit": 3},
-                                "createdAt": "2024-01-01T00:00:00Z",
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-        CRRS.plural: {
-            "apiVersion": "apps.kruise.io/v1alpha1",
-            "kind": "ContainerRecreateRequest",
-            "metadata": meta,
-            "spec": {
-                "podName": PODS.ref,
-                "containers": [{"name": "c"}],
-                "strategy": {
-                    "failurePolicy": "Fail",
-                    "orderedRecreate": False,
-                    "forceRecreate": False,
-                    "terminationGracePeriodSeconds": 1,
-                    "unreadyGracePeriodSeconds": 0,
-                    "minStartedSeconds": 1,
-                },
-                "activeDeadlineSeconds": 30,
-                "ttlSecondsAfterFinished": 60,
-            },
-        },
-    }
-
-
-TEMPLATES = create_templates()
-DELETE_OPTIONS = {
-    "apiVersion": "v1",
-    "kind": "DeleteOptions",
-    "gracePeriodSeconds": 0,
-    "preconditions": {"uid": WRONG_UID, "resourceVersion": STALE_RV},
-    "propagationPolicy": "Background",
-    "orphanDependents": False,
-    "dryRun": ["All"],
-}
-EVICTION = {
-    "apiVersion": "policy/v1",
-    "kind": "Eviction",
-    "metadata": {"name": PODS.ref, "namespace": NS},
-    "deleteOptions": DELETE_OPTIONS,
-}
-METHODS_OTHER = st.sampled_from(["OPTIONS", "HEAD", "TRACE", "PROPFIND", "PURGE", "LINK", "MERGE"])
-PATCH_TYPES = {
-    "json": "application/json-patch+json",
-    "merge": "application/merge-patch+json",
-    "strategic": "application/strategic-merge-patch+json",
-}
-OTHER_TYPES = [
-    "application/json",
-    "application/apply-patch+yaml",
-    "application/apply-patch+cbor",
-    "application/yaml",
-    "application/vnd.kubernetes.protobuf",
-    "text/plain",
-    "",
-    "*/*",
-    ";",
-    "application/x-www-form-urlencoded",
-    "multipart/form-data; boundary=x",
-    "APPLICATION/MERGE-PATCH+JSON",
-    "application/merge-patch+json, application/json-patch+json",
-]
-
-
-def content_type_for(kind: str) -> st.SearchStrategy[str]:
-    exact = PATCH_TYPES[kind]
-    return st.one_of(
-        st.just(exact),
-        st.sampled_from([f"{exact}; charset=utf-8", f"{exact};q=0.5", f" {exact} "]),
-        st.sampled_from(sorted(PATCH_TYPES.values())),
-        st.sampled_from(OTHER_TYPES),
-    )
-
-
-HOSTILE_POINTERS = [
-    "",
-    "/",
-    "//",
-    "a",
-    "metadata",
-    "/~",
-    "/~2",
-    "/~01",
-    "/metadata/~",
-    "/metadata/labels/a~1b",
-    "/spec/containers/-",
-    "/spec/containers/-/image",
-    "/spec/containers/01",
-    "/spec/containers/-1",
-    "/spec/containers/1",
-    "/spec/containers/99999999999999999999",
-    "/spec/containers/\u0661",
-    "/spec/containers/0/image/x",
-    "/metadata/name",
-    "/metadata/namespace",
-    "/metadata/uid",
-    "/metadata/resourceVersion",
-    "/metadata/finalizers/-",
-    "/status/phase",
-    "/kind",
-    "/apiVersion",
-    "/ü/ö",
-    "/\x00",
-]
-
-
-@st.composite
-def json_patch(draw: st.DrawFn, doc: dict[str, Any]) -> Any:
-    pointers = [
-        "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path) for path in _paths(doc)
-    ]
-    pointer = st.one_of(
-        st.sampled_from(pointers[1:]),
-        st.sampled_from(HOSTILE_POINTERS),
-        st.text(max_size=10).map(lambda s: "/" + s),
-        SCALARS,
-        st.just([]),
-    )
-    op = st.fixed_dictionaries(
-        {"op": st.one_of(st.sampled_from(["add", "remove", "replace", "move", "copy", "test"]), WRONG)},
-        optional={"path": pointer, "from": pointer, "value": WRONG},
-    )
-    ops = draw(st.one_of(st.lists(op, max_size=5), st.lists(JSON, max_size=3), JSON))
-    return guard_json_patch(ops)
-
-
-def _subtree(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
-    """A patch that sets `path` of `doc` to `value`; list elements keep their merge key."""
-    if not path:
-        return value
-    child = doc[path[0]]
-    inner = _subtree(child, path[1:], value)
-    if isinstance(doc, dict):
-        return {path[0]: inner}
-    if isinstance(child, dict) and isinstance(inner, dict):
-        for key in ("name", "mountPath", "containerPort", "type", "ip", "key"):
-            if key in child:
-                return [{key: child[key], **inner}]
-    return [inner]
-
-
-DIRECTIVE_PATCHES = [
-    {"$patch": "delete"},
-    {"$patch": "replace"},
-    {"$patch": "bogus"},
-    {"$patch": None},
-    {"metadata": {"$patch": "replace"}},
-    {"metadata": {"$retainKeys": ["name"]}},
-    {"$retainKeys": "x"},
-    {"$retainKeys": ["metadata"], "spec": {}},
-    {"metadata": {"finalizers": [{"a": 1}]}},
-    {"metadata": {"finalizers": [{"$patch": "bogus"}]}},
-    {"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}},
-    {"metadata": {"$setElementOrder/finalizers": 5}},
-    {"spec": {"containers": [{"$patch": "delete", "name": "c"}]}},
-    {"spec": {"containers": [{"$patch": "replace"}]}},
-    {"spec": {"containers": [{"image": "x"}]}},
-    {"spec": {"containers": ["c"]}},
-    {"spec": {"containers": [{"name": "c", "$patch": "bogus"}]}},
-    {"spec": {"$setElementOrder/containers": [{"name": "zzz"}, 5]}},
-    {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "-1"}}}]}},
-    {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "eighty"}]}]}},
-    {"spec": {"containers": [{"name": "new", "image": "busybox:1.36"}]}},
-    {"spec": {"tolerations": {"key": "k"}}},
-    {"status": {"conditions": [{"type": None}]}},
-    {"status": {"containerStatuses": [{"name": "c", "ready": "yes"}]}},
-]
-
-
-@st.composite
-def merge_patch(draw: st.DrawFn, doc: dict[str, Any]) -> Any:
-    choice = draw(st.integers(0, 4))
-    if choice == 0:
-        patch = draw(st.dictionaries(KEYS, JSON, max_size=4))
-    elif choice == 1:
-        patch = draw(mutated(doc))
-    elif choice == 2:
-        patch = _subtree(doc, draw(st.sampled_from(_paths(doc)[1:])), draw(WRONG))
-    elif choice == 3:
-        patch = copy.deepcopy(draw(st.sampled_from(DIRECTIVE_PATCHES)))
-    else:
-        patch = draw(JSON)
-    return guard_update(patch)
-
-
 # -- the tests -----------------------------------------------------------------------------------------
 
 DISCOVERY = [
@@ -1193,7 +247,7 @@ UNKNOWN = [
     path=st.one_of(
         st.sampled_from(DISCOVERY + HEALTH + UNKNOWN),
         st.sampled_from(DISCOVERY + HEALTH + UNKNOWN).flatmap(
-            lambda p: NAMES.map(lambda n: f"{p.rstrip('/')}/{_quote(n)}")
+            lambda p: NAMES.map(lambda n: f"{p.rstrip('/')}/{quote(n)}")
         ),
     ),
     method=st.one_of(st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]), METHODS_OTHER),
@@ -1230,7 +284,7 @@ COLLECTIONS = [(kind, prefix) for kind in KINDS for prefix in kind.prefixes]
 def test_collections(cluster, ref, target, scope, hostile_ns, method, params, data):
     kind, prefix = target
     if scope == "hostile" and kind.namespaced:
-        path = kind.collection(prefix, _quote(hostile_ns))
+        path = kind.collection(prefix, quote(hostile_ns))
     elif scope == "all":
         path = kind.collection(prefix, None)
     elif scope == "watch":
@@ -1248,9 +302,9 @@ def test_collections(cluster, ref, target, scope, hostile_ns, method, params, da
         body = encode(doc)
         if choice == 3:
             body = data.draw(GARBAGE)
-            if _decodes_to_object(body) and kind.namespaced and scope != "watch":
+            if decodes_to_object(body) and kind.namespaced and scope != "watch":
                 path = kind.collection(prefix, "fuzz-missing-namespace")  # cannot be renamed: 404 at worst
-            elif _decodes_to_object(body):
+            elif decodes_to_object(body):
                 body = b"{" + body  # nothing to aim it at: keep it unreadable
     elif method == "DELETE":  # a selector nothing matches, and a uid precondition nothing meets
         params = [("labelSelector", GUARD_SELECTOR), *params]
@@ -1352,7 +406,7 @@ def test_delete_items(cluster, ref, target, params, body):
     ),
 )
 def test_pod_eviction(cluster, ref, name, method, params, body):
-    path = PODS.item(CORE, _quote(name)) + "/eviction"
+    path = PODS.item(CORE, quote(name)) + "/eviction"
     reply = send(cluster, method, path, query=params, body=body, content_type="application/json")
     check(reply)
     check_unchanged(cluster, ref, "pod")
@@ -1401,7 +455,7 @@ def test_hostile_names(cluster, ref, target, name, raw, sub, method, params, dat
     body=st.one_of(st.none(), GARBAGE),
 )
 def test_pod_log(cluster, ref, name, method, params, body):
-    path = PODS.item(CORE, _quote(name)) + "/log"
+    path = PODS.item(CORE, quote(name)) + "/log"
     reply = send(cluster, method, path, query=params, body=body, content_type="application/json")
     check(reply, may_succeed=method == "GET")
     if method != "GET":
@@ -1421,8 +475,8 @@ def test_pod_log(cluster, ref, name, method, params, body):
                 f"{METRICS}/nodes/{NODE}",
             ]
         ),
-        NAMES.map(lambda n: f"{METRICS}/namespaces/{NS}/pods/{_quote(n)}"),
-        NAMES.map(lambda n: f"{METRICS}/namespaces/{_quote(n)}/pods"),
+        NAMES.map(lambda n: f"{METRICS}/namespaces/{NS}/pods/{quote(n)}"),
+        NAMES.map(lambda n: f"{METRICS}/namespaces/{quote(n)}/pods"),
     ),
     method=st.one_of(st.sampled_from(["GET", "GET", "POST", "PUT", "PATCH", "DELETE"]), METHODS_OTHER),
     params=query(LIST_QUERY, COMMON_QUERY),
