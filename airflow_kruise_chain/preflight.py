@@ -14,7 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL, KRUISE_GROUP, KRUISE_VERSION
+from airflow_kruise_chain.core.kruise import (
+    IMAGE_PULL_JOB_KIND,
+    IMAGE_PULL_JOB_PLURAL,
+    KRUISE_GROUP,
+    KRUISE_VERSION,
+)
 from airflow_kruise_chain.hooks.retry import GATE_HELP
 
 if TYPE_CHECKING:
@@ -23,7 +28,7 @@ if TYPE_CHECKING:
 OK, WARN, FAIL, UNKNOWN = "ok", "warn", "fail", "unknown"
 MIN_KUBERNETES = (1, 29)
 RESIZE_KUBERNETES = (1, 33)
-KRUISE_KINDS = {"imagepulljobs": "ImagePullJob"}
+KRUISE_KINDS = {IMAGE_PULL_JOB_PLURAL: IMAGE_PULL_JOB_KIND}
 ROLE_FIX = (
     "apply deploy/role.yaml in the namespace and bind it to the connection's identity (docs/rbac.md): "
     "kubectl apply -n {ns} -f deploy/role.yaml"
@@ -34,7 +39,7 @@ PERMISSIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
     ("", "pods", "resize", ("patch",), False),
     ("", "pods", "log", ("get",), True),
     ("", "pods", "exec", ("get", "create"), False),
-    (KRUISE_GROUP, "imagepulljobs", "", ("create", "get", "watch"), False),
+    (KRUISE_GROUP, IMAGE_PULL_JOB_PLURAL, "", ("create", "get", "watch"), False),
     ("metrics.k8s.io", "pods", "", ("get",), False),
 )
 """deploy/role.yaml as (group, resource, subresource, verbs, required): what the provider uses. Not required:
@@ -155,7 +160,7 @@ class Preflight:
         return Finding("OpenKruise", OK, f"{KRUISE_GROUP} {', '.join(versions)}: {listing}")
 
     def image_pull_job_gate(self) -> Finding:
-        from airflow_kruise_chain.core.swap import build_image_pull_job
+        from airflow_kruise_chain.core.kruise import build_image_pull_job
 
         job = build_image_pull_job(
             "kruise-chain-preflight", self.namespace, self.runner_image, node_name="kruise-chain-preflight"

@@ -1,8 +1,8 @@
-"""Reading a chain's progress: runner markers, stage states, and Kruise job outcomes."""
+"""Reading a chain's progress: runner markers and stage states."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -361,37 +361,3 @@ def confirm_from_log(pod: ChainPod | None, status: StageStatus, lines: Iterable[
 def stage_state(pod: ChainPod | None, stage: str) -> StageState:
     """Just the `StageState` of `stage_status`."""
     return stage_status(pod, stage).state
-
-
-class Outcome(str):
-    """An outcome name (``"running"``, ``"succeeded"``, ``"failed"``) that also carries a human `message`."""
-
-    message: str
-
-    def __new__(cls, state: str, message: str = "") -> Outcome:
-        outcome = super().__new__(cls, state)
-        outcome.message = message
-        return outcome
-
-
-def image_pull_job_outcome(job: Mapping[str, Any]) -> Outcome:
-    """Outcome of an ImagePullJob: done once ``status.completionTime`` is set, successful by the counts."""
-    status = job.get("status") or {}
-    if not status.get("completionTime"):
-        return Outcome("running", status.get("message") or "")
-    desired = int(status.get("desired") or 0)
-    succeeded = int(status.get("succeeded") or 0)
-    failed = int(status.get("failed") or 0)
-    image = (job.get("spec") or {}).get("image", "")
-    if desired == 0:
-        return Outcome("failed", f"ImagePullJob for {image} matched no node: check the node name or selector")
-    if failed == 0 and succeeded == desired:
-        return Outcome("succeeded", f"{image} pulled on {succeeded} node(s)")
-    nodes = ", ".join(status.get("failedNodes") or ()) or "unknown nodes"
-    said = f" (OpenKruise: {status['message']})" if status.get("message") else ""
-    return Outcome(
-        "failed",
-        f"pulling {image} failed on {nodes}: {failed} of {desired} pull(s) failed{said}. Check that the "
-        "image exists and that the node can pull it (registry access, image_pull_secrets); kruise-daemon's "
-        "error is in the node's NodeImage: kubectl get nodeimage <node> -o yaml",
-    )

@@ -1,9 +1,8 @@
-"""Planning a swap (which slot, which generation, one patch) and the Kruise objects around it."""
+"""Planning a swap (which slot, which generation, one patch) and a prepare of the idle slot."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -33,10 +32,6 @@ from .wire import (
     slot_annotation,
 )
 
-KRUISE_GROUP = "apps.kruise.io"
-KRUISE_VERSION = "v1alpha1"
-KRUISE_API_VERSION = f"{KRUISE_GROUP}/{KRUISE_VERSION}"
-IMAGE_PULL_JOB_PLURAL = "imagepulljobs"
 _AVAILABLE = (StageState.FINISHED, StageState.FAILED_TO_START)
 _ON = (StageState.SWAPPING, StageState.RUNNING)
 _IDENTITY_LABELS = (DAG_ID_LABEL, RUN_ID_LABEL, CHAIN_LABEL, MANAGED_BY_LABEL)
@@ -607,62 +602,3 @@ def prepare_two_ahead(
     except Exception as err:  # ahead-of-time work never fails the stage that ended
         log(f"::kruise-chain:: not preparing {slot} for stage {stage!r}: {err}")
     return None
-
-
-def image_pull_job_name(prefix: str, image: str, attempt: int = 1) -> str:
-    """Deterministic name (at most 63 characters) of the ImagePullJob for `image` in prewarm try `attempt`:
-    a replay of the same try finds its own job; a retry makes a new one instead of finding a failed one."""
-    digest = hashlib.sha256(f"{image}\n{attempt}".encode()).hexdigest()[:10]
-    return f"{prefix[:47].rstrip('-.')}-pull-{digest}"
-
-
-def build_image_pull_job(
-    name: str,
-    namespace: str,
-    image: str,
-    *,
-    node_name: str,
-    parallelism: int = 1,
-    timeout_seconds: int = 600,
-    backoff_limit: int = 3,
-    active_deadline_seconds: int | None = None,
-    ttl_seconds_after_finished: int = 600,
-    image_pull_policy: Literal["IfNotPresent", "Always"] = "IfNotPresent",
-    pull_secrets: Sequence[str] = (),
-    labels: Mapping[str, str] | None = None,
-    api_version: str = KRUISE_API_VERSION,
-) -> dict[str, Any]:
-    """An ImagePullJob prewarming `image` on the node `node_name` (the chain pod's node).
-
-    `active_deadline_seconds` defaults to room for every attempt (``timeout * (backoff_limit + 1)``); the
-    webhook requires it to be at least `timeout_seconds`. Requires Kruise's ImagePullJobGate feature gate.
-    """
-    if not node_name:
-        raise ValueError("node_name is required: an ImagePullJob without a node would target every node")
-    if active_deadline_seconds is None:
-        active_deadline_seconds = timeout_seconds * (backoff_limit + 1)
-    if active_deadline_seconds < timeout_seconds:
-        raise ValueError(
-            f"active_deadline_seconds ({active_deadline_seconds}) must be >= "
-            f"timeout_seconds ({timeout_seconds})"
-        )
-    spec: dict[str, Any] = {
-        "image": image,
-        "imagePullPolicy": image_pull_policy,
-        "parallelism": parallelism,
-        "selector": {"names": [node_name]},
-        "pullPolicy": {"timeoutSeconds": timeout_seconds, "backoffLimit": backoff_limit},
-        "completionPolicy": {
-            "type": "Always",
-            "activeDeadlineSeconds": active_deadline_seconds,
-            "ttlSecondsAfterFinished": ttl_seconds_after_finished,
-        },
-    }
-    if pull_secrets:
-        spec["pullSecrets"] = list(pull_secrets)
-    return {
-        "apiVersion": api_version,
-        "kind": "ImagePullJob",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-        "spec": spec,
-    }

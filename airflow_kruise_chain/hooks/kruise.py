@@ -24,9 +24,9 @@ from kubernetes import watch
 from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
+from airflow_kruise_chain.core.kruise import KRUISE_GROUP, KRUISE_VERSION
 from airflow_kruise_chain.core.lines import LineSplitter
 from airflow_kruise_chain.core.podview import ChainPod, snapshot
-from airflow_kruise_chain.core.swap import KRUISE_GROUP, KRUISE_VERSION
 from airflow_kruise_chain.hooks.retry import (
     CONNECTION_ERRORS,
     KruiseApiError,
@@ -157,18 +157,17 @@ class KruiseHook(KubernetesHook):
         return snapshot(self._read_pod(name, namespace))
 
     def _read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
+        read = self.core_v1_client.read_namespaced_pod
+        return self._get_or_none("pods", namespace, name, lambda: self._raw(read, name, namespace))
+
+    def _get_or_none(self, resource: str, namespace: str, name: str, read: Callable[[], T]) -> T | None:
+        """`read()`, a read of one object retried as any call, or None when the object does not exist."""
         try:
-            return self._call(
-                "get",
-                "pods",
-                namespace,
-                name,
-                lambda _: self._raw(self.core_v1_client.read_namespaced_pod, name, namespace),
-            )
+            return self._call("get", resource, namespace, name, lambda _: read())
         except ApiException as e:
             if e.status == 404:
                 return None
-            raise explain(e, "get", "pods", namespace, name) from e
+            raise explain(e, "get", resource, namespace, name) from e
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         try:
@@ -441,20 +440,11 @@ class KruiseHook(KubernetesHook):
         return self._adopt(plural, namespace, body, got)
 
     def get_kruise(self, plural: str, name: str, namespace: str) -> dict[str, Any] | None:
-        try:
-            return self._call(
-                "get",
-                plural,
-                namespace,
-                name,
-                lambda _: self.custom_object_client.get_namespaced_custom_object(
-                    KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name
-                ),
-            )
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise explain(e, "get", plural, namespace, name) from e
+        """The Kruise object, or None if it does not exist."""
+        get = self.custom_object_client.get_namespaced_custom_object
+        return self._get_or_none(
+            plural, namespace, name, lambda: get(KRUISE_GROUP, KRUISE_VERSION, namespace, plural, name)
+        )
 
     def watch_kruise(
         self,

@@ -16,7 +16,7 @@ from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
-from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL
+from airflow_kruise_chain.core.kruise import IMAGE_PULL_JOB_PLURAL
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses worth another try: throttled (429) or a server/proxy hiccup (5xx)"""

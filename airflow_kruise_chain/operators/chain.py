@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
     from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
+    from airflow_kruise_chain.core.kruise import Outcome
     from airflow_kruise_chain.core.podview import ChainPod, StageRecord
     from airflow_kruise_chain.core.sizing import BackgroundPark
-    from airflow_kruise_chain.core.status import Outcome, StageResult
+    from airflow_kruise_chain.core.status import StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
     from airflow_kruise_chain.triggers.event import StageEnd
 
@@ -91,12 +92,12 @@ class ChainPrewarmOperator(ChainBaseOperator):
         self.backoff_limit = backoff_limit
 
     def execute(self, context: Context) -> dict[str, str]:
-        from airflow_kruise_chain.core.manifest import chain_labels
-        from airflow_kruise_chain.core.swap import (
+        from airflow_kruise_chain.core.kruise import (
             IMAGE_PULL_JOB_PLURAL,
             build_image_pull_job,
             image_pull_job_name,
         )
+        from airflow_kruise_chain.core.manifest import chain_labels
         from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
 
         images = self.rendered_images()
@@ -150,8 +151,7 @@ class ChainPrewarmOperator(ChainBaseOperator):
     def wait_pull_job(self, job_name: str, image: str, deadline: float) -> Outcome:
         """The outcome of ImagePullJob `job_name` once it completes (StageTimeoutError at `deadline`)."""
         from airflow_kruise_chain.core.errors import StageTimeoutError
-        from airflow_kruise_chain.core.status import image_pull_job_outcome
-        from airflow_kruise_chain.core.swap import IMAGE_PULL_JOB_PLURAL
+        from airflow_kruise_chain.core.kruise import IMAGE_PULL_JOB_PLURAL, image_pull_job_outcome
         from airflow_kruise_chain.core.watch import watch_until
 
         def watch(seconds: int, version: str | None) -> Iterator[dict[str, Any]]:
