@@ -1,10 +1,11 @@
-"""The option tables of docs/configuration.md, generated from the code: the `[kruise_chain]` options from
+"""The tables of the docs generated from the code: in docs/configuration.md the `[kruise_chain]` options from
 `get_provider_info()`, the chain's and the stage's options from the signatures of `KruiseChain`,
-`KruiseChain.stage`, `KruiseChainOperator` and the fields of `ChainSpec` (names, types, defaults); only the
-one-line descriptions of the chain's and stage's options are written here.
+`KruiseChain.stage`, `KruiseChainOperator` and the fields of `ChainSpec` (names, types, defaults), only the
+one-line descriptions of the chain's and stage's options written here; in docs/writing-chains.md a stage's
+XCom result, from the fields of `StageResult` and their descriptions (its `to_xcom` is made of them).
 
-`python -m tests.doc_tables` rewrites the tables in docs/configuration.md; tests/unit/test_docs.py fails when
-they differ from what this module generates, or when an option has no description here.
+`python -m tests.doc_tables` rewrites the tables; tests/unit/test_docs.py fails when they differ from what
+this module generates, or when an option has no description here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
+WRITING = ROOT / "docs" / "writing-chains.md"
 
 CHAIN = {
     "name": "the chain's name: its task group and the stem of its pod's name",
@@ -103,9 +105,11 @@ def _type(annotation: Any) -> str:
     return f"`{text}`".replace("|", "\\|")
 
 
-def _table(rows: list[tuple[str, str, str, str]]) -> str:
-    lines = ["| option | type | default | what |", "|---|---|---|---|"]
-    lines += [f"| `{name}` | {type_} | {default} | {what} |" for name, type_, default, what in rows]
+def _table(
+    rows: list[tuple[str, ...]], header: tuple[str, ...] = ("option", "type", "default", "what")
+) -> str:
+    lines = [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}"]
+    lines += [f"| `{name}` | {' | '.join(rest)} |" for name, *rest in rows]
     return "\n".join(lines)
 
 
@@ -163,20 +167,44 @@ def config_rows() -> list[tuple[str, str, str, str]]:
     ]
 
 
-TABLES = {"chain-options": chain_rows, "stage-options": stage_rows, "kruise-chain-options": config_rows}
+def xcom_rows() -> list[tuple[str, str, str]]:
+    from airflow_kruise_chain.core.status import StageResult
+
+    # the XCom holds JSON: a time is its ISO 8601 text
+    shown = {"datetime": "str"}
+    rows = []
+    for f in dataclasses.fields(StageResult):
+        type_ = f.type if isinstance(f.type, str) else f.type.__name__
+        rows.append((f.name, _type(shown.get(type_, type_)), f.metadata["doc"]))
+    return rows
 
 
-def render(text: str) -> str:
-    """`text` with each generated table (between `<!-- generated: NAME -->` and `<!-- end generated -->`)
-    replaced by what the code says now."""
-    for name, rows in TABLES.items():
+TABLES = {
+    "chain-options": (CONFIGURATION, chain_rows, None),
+    "stage-options": (CONFIGURATION, stage_rows, None),
+    "kruise-chain-options": (CONFIGURATION, config_rows, None),
+    "xcom-result": (WRITING, xcom_rows, ("field", "type", "what")),
+}
+
+
+def render(text: str, doc: Path = CONFIGURATION) -> str:
+    """`text` of `doc` with each of its generated tables (between `<!-- generated: NAME -->` and
+    `<!-- end generated -->`) replaced by what the code says now."""
+    for name, (path, rows, header) in TABLES.items():
+        if path != doc:
+            continue
         pattern = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end generated -->)", re.S)
         if not pattern.search(text):
-            raise ValueError(f"docs/configuration.md has no '<!-- generated: {name} -->' block")
-        text = pattern.sub(lambda m, rows=rows: m.group(1) + _table(rows()) + "\n" + m.group(2), text)
+            raise ValueError(f"{path.relative_to(ROOT)} has no '<!-- generated: {name} -->' block")
+        table = _table(rows(), *([header] if header else []))
+        text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
     return text
 
 
+DOCS = (CONFIGURATION, WRITING)
+"""the docs that hold generated tables"""
+
 if __name__ == "__main__":
-    CONFIGURATION.write_text(render(CONFIGURATION.read_text()))
+    for doc in DOCS:
+        doc.write_text(render(doc.read_text(), doc))
     sys.exit(0)

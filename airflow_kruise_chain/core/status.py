@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -58,24 +58,51 @@ class StageStatus:
     its token) settles it. True for a slot with no generation (idle, or prepared ahead): nothing runs."""
 
 
+def _doc(what: str) -> dict[str, str]:
+    """A `StageResult` field's description in its XCom (docs/writing-chains.md's table is made of these)."""
+    return {"doc": what}
+
+
 @dataclass(frozen=True)
 class StageResult:
-    """The outcome of one stage run, as the operator reports it (XCom via `to_xcom`)."""
+    """The outcome of one stage run, as the operator reports it: its XCom `return_value` is `to_xcom`, every
+    field below (each one's `doc` is its description in docs/writing-chains.md)."""
 
-    stage: str
-    generation: int
-    slot: str
-    image: str
-    exit_code: int
-    reason: str
-    started_at: datetime
-    finished_at: datetime
-    duration_seconds: float
-    outputs: dict[str, Any] = field(default_factory=dict)
-    outputs_status: str = "absent"
-    log_tail: list[str] = field(default_factory=list)
-    detail: str = ""
-    """why the kubelet ended it, when it did (`killed_by_kubelet`: OOMKilled, with the slot's memory limit)"""
+    stage: str = field(metadata=_doc("the stage's name"))
+    generation: int = field(metadata=_doc("the chain's swap counter when this run was swapped in"))
+    slot: str = field(metadata=_doc("the container that ran it: `slot-a` or `slot-b`"))
+    image: str = field(metadata=_doc("the image it ran on"))
+    exit_code: int = field(metadata=_doc("the stage's exit code (0: success)"))
+    reason: str = field(
+        metadata=_doc(
+            "how it ended: `completed` (its command returned, whatever its exit code), `stopped` (the "
+            "task's `on_kill` or `stage_timeout` asked the runner), `terminated` (the slot was signalled: "
+            "the pod's deletion), `interrupted` (its container restarted while it ran), `lost-record` (never "
+            "run again: its records are gone), `OOMKilled` (the kubelet: see `detail`)"
+        )
+    )
+    started_at: datetime = field(metadata=_doc("when the stage's command started (ISO 8601, UTC)"))
+    finished_at: datetime = field(metadata=_doc("when it ended (ISO 8601, UTC)"))
+    duration_seconds: float = field(metadata=_doc("`finished_at - started_at`, in seconds"))
+    outputs: dict[str, Any] = field(
+        metadata=_doc(
+            "the JSON object the stage wrote to `$CHAIN_OUTPUT` (at most 16 KiB); `{}` unless "
+            "`outputs_status` is `ok`"
+        ),
+        default_factory=dict,
+    )
+    outputs_status: str = field(
+        metadata=_doc("`ok`, `absent`, `too-big` or `invalid` (see below)"), default="absent"
+    )
+    log_tail: list[str] = field(
+        metadata=_doc("the last lines of the stage's output (each at most about 2 KiB)"), default_factory=list
+    )
+    detail: str = field(
+        metadata=_doc(
+            "why the kubelet ended it, when it did (e.g. OOMKilled, with the slot's memory limit); else empty"
+        ),
+        default="",
+    )
 
     @property
     def succeeded(self) -> bool:
@@ -140,22 +167,14 @@ class StageResult:
         return cls.from_marker(result, image=image, log_tail=output[-tail:] if tail > 0 else [])
 
     def to_xcom(self) -> dict[str, Any]:
-        """A JSON-safe dict."""
-        return {
-            "stage": self.stage,
-            "generation": self.generation,
-            "slot": self.slot,
-            "image": self.image,
-            "exit_code": self.exit_code,
-            "reason": self.reason,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat(),
-            "duration_seconds": self.duration_seconds,
-            "outputs": self.outputs,
-            "outputs_status": self.outputs_status,
-            "log_tail": list(self.log_tail),
-            "detail": self.detail,
-        }
+        """A JSON-safe dict of every field: times in ISO 8601, lists copied."""
+        return {f.name: _json_safe(getattr(self, f.name)) for f in fields(self)}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return list(value) if isinstance(value, list) else value
 
 
 def _container_state(

@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -198,9 +199,21 @@ def test_ini_blocks_name_real_options(block: Block) -> None:
             assert option in known[section]["options"], f"{block.id}: no option {section}.{option}"
 
 
-def test_the_option_tables_are_generated_from_the_code() -> None:
-    text = doc_tables.CONFIGURATION.read_text()
-    assert doc_tables.render(text) == text, "run `python -m tests.doc_tables`, commit docs/configuration.md"
+def test_the_option_and_xcom_tables_are_generated_from_the_code() -> None:
+    for doc in doc_tables.DOCS:
+        text = doc.read_text()
+        assert doc_tables.render(text, doc) == text, f"run `python -m tests.doc_tables`, commit {doc.name}"
+
+
+def test_the_xcom_table_lists_every_key_of_a_result() -> None:
+    """The generated table and `to_xcom` come from one definition: every key the XCom holds has its row."""
+    from airflow_kruise_chain.core.status import StageResult
+
+    now = datetime.now(UTC)
+    result = StageResult("s", 1, "slot-a", "i:1", 0, "completed", now, now, 0.0)
+    table = doc_tables.WRITING.read_text().split("<!-- generated: xcom-result -->", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \|", table.split("<!-- end generated -->", 1)[0], re.M)
+    assert rows == list(result.to_xcom()) and "detail" in rows
 
 
 def test_every_kubernetes_pod_operator_argument_has_a_row() -> None:
