@@ -251,7 +251,8 @@ class StageMonitor:
 
 
 def _mib(value: int | None) -> str:
-    return "-" if value is None else f"{value / 1048576:.1f}MiB"
+    """Memory as the chain page shows it too (plugins/page.html `mib`): ``4.0 MiB``."""
+    return "-" if value is None else f"{value / 1048576:.1f} MiB"
 
 
 def stage_phases(track: StageTrack, parked_until: str | None) -> list[dict[str, Any]]:

@@ -131,7 +131,7 @@ def test_monitor_publishes_swap_start_and_result_from_the_driver_events() -> Non
     assert published[2]["memory_peak_bytes"] == 4 * 2**20 and published[2]["exit_code"] == 0
     assert any(line.startswith("::kruise-chain:: pull stage=transform") for line in lines)
     assert any(
-        line.startswith("::kruise-chain:: memory stage=transform slot=slot-b peak=4.0MiB") for line in lines
+        line.startswith("::kruise-chain:: memory stage=transform slot=slot-b peak=4.0 MiB") for line in lines
     )
 
 
