@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.pod_security import PodSecurityConfiguration
 from kruise_local.testing import service_account_token
 from kubernetes import client, config
 from kubernetes.client import ApiException
@@ -31,18 +32,21 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
 POLICY, BINDING = yaml.safe_load_all((ROOT / "deploy" / "admission-policy.yaml").read_text())
 NS = "chains"
+CHAIN_USER = "system:serviceaccount:chains:airflow-kruise-chain"  # deploy/identity.yaml's
 KRUISE = ("apps.kruise.io", "v1beta1")
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A cluster with RBAC: an admin token and the chain's token (deploy/role.yaml in namespace `chains`)."""
+    """A cluster with RBAC: an admin token and the chain's token: deploy/'s identity (ServiceAccount
+    chains/airflow-kruise-chain) bound to deploy/role.yaml in namespace `chains`. Pod Security exempts that
+    identity here, so that what the policy refuses is seen without Pod Security refusing it first."""
     root = tmp_path_factory.mktemp("secured")
-    with LocalCluster(ClusterConfig(root=str(root / "cluster"), authorization_mode="RBAC")) as cluster:
+    exempt = PodSecurityConfiguration(exempt_usernames=(CHAIN_USER,))
+    config_ = ClusterConfig(root=str(root / "cluster"), authorization_mode="RBAC", pod_security=exempt)
+    with LocalCluster(config_) as cluster:
         admin = config.new_client_from_config(str(cluster.write_kubeconfig(root / "admin")))
-        token = service_account_token(
-            admin, "airflow", "airflow-kruise-chain", ROLE["rules"], role_namespace=NS
-        )
+        token = service_account_token(admin, NS, "airflow-kruise-chain", ROLE["rules"])
         chain = config.new_client_from_config(str(cluster.write_kubeconfig(root / "chain", token=token)))
         yield {"cluster": cluster, "admin": admin, "chain": chain}
 
@@ -365,14 +369,68 @@ def _host_pod(name: str, **spec: Any) -> dict[str, Any]:
             },
             "must not run a privileged container",
         ),
+        (
+            {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox:1.36",
+                        "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]}},
+                    }
+                ]
+            },
+            "must not add capabilities",
+        ),
+        ({"serviceAccountName": "robot"}, "must run as a service account the policy lists"),
+        ({"serviceAccountName": "airflow-kruise-chain"}, "must run as a service account the policy lists"),
     ],
-    ids=["hostNetwork", "hostPID", "hostIPC", "hostPath", "privileged-init"],
+    ids=["hostNetwork", "hostPID", "hostIPC", "hostPath", "privileged-init", "capability", "robot", "itself"],
 )
 def test_the_chain_identity_may_not_create_a_labelled_pod_that_reaches_the_node(shipped, spec, text):
+    admin = client.CoreV1Api(shipped["admin"])
+    try:  # an account that exists (the ServiceAccount admission plugin refuses a missing one first)
+        admin.create_namespaced_service_account(NS, {"metadata": {"name": "robot"}})
+    except ApiException as e:
+        assert e.status == 409
     chain = client.CoreV1Api(shipped["chain"])
     with pytest.raises(ApiException) as err:
         chain.create_namespaced_pod(NS, _host_pod(f"h-{uuid.uuid4().hex[:6]}", **spec))
     _forbidden(err, text)
+
+
+@pytest.mark.parametrize(
+    ("pod_context", "container_context", "refused"),
+    [
+        ({}, {}, True),  # the image's user: root
+        ({"runAsNonRoot": True}, {"runAsUser": 0}, True),
+        ({"runAsNonRoot": True, "runAsUser": 1000}, {"runAsNonRoot": False}, True),
+        ({"runAsUser": 1000}, {}, True),  # not root, but runAsNonRoot is what restricted asks
+        ({"runAsNonRoot": True}, {"runAsUser": 65532}, False),
+        ({}, {"runAsNonRoot": True, "runAsUser": 65532}, False),
+    ],
+    ids=["image-user", "uid-0", "non-root-off", "no-run-as-non-root", "pod-level", "container-level"],
+)
+def test_a_restricted_namespace_refuses_the_chain_identity_a_root_container(
+    shipped, pod_context, container_context, refused
+):
+    """In a namespace labelled to enforce `restricted`, the policy holds the identity's containers to non-root
+    as Pod Security would (runAsNonRoot true, runAsUser not 0), even where Pod Security exempts it (here)."""
+    admin, chain = client.CoreV1Api(shipped["admin"]), client.CoreV1Api(shipped["chain"])
+    body = _host_pod(f"r-{uuid.uuid4().hex[:6]}", securityContext=pod_context)
+    body["spec"]["containers"][0]["securityContext"] = container_context
+    label = "pod-security.kubernetes.io/enforce"
+    admin.patch_namespace(NS, {"metadata": {"labels": {label: "restricted"}}})
+    try:
+        if refused:
+            with pytest.raises(ApiException) as err:
+                chain.create_namespaced_pod(NS, body, dry_run="All")
+            _forbidden(err, "must not run a container as root")
+        else:
+            chain.create_namespaced_pod(NS, body, dry_run="All")
+        admin.patch_namespace(NS, {"metadata": {"labels": {label: None}}})
+        chain.create_namespaced_pod(NS, body, dry_run="All")  # not restricted: root is Pod Security's call
+    finally:
+        admin.patch_namespace(NS, {"metadata": {"labels": {label: None}}})
 
 
 def test_the_chain_identity_may_not_restart_any_container(shipped):

@@ -12,7 +12,7 @@ from tests.e2e.conftest import ROOT, connect_as, load_dag
 pytestmark = pytest.mark.slow
 ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
 POLICY, BINDING = yaml.safe_load_all((ROOT / "deploy" / "admission-policy.yaml").read_text())
-CHAIN_ACCOUNT = ("airflow", "airflow-kruise-chain")  # the identity the policy's matchConditions names
+CHAIN_ACCOUNT = ("chains", "airflow-kruise-chain")  # the identity the policy's matchConditions names
 
 
 def test_example_dag_runs_under_the_shipped_admission_policy(e2e_cluster, tmp_path):

@@ -9,8 +9,11 @@ How a block is tested follows its language and an optional marker on the line be
 - ``bash``: run with ``bash -euo pipefail`` from the checkout, with a private AIRFLOW_HOME and
   KRUISE_LOCAL_HOME; marker ``run against the local cluster``: with $KUBECONFIG naming a local cluster;
   marker ``provider-installed``: the same (it needs this package installed, as the test
-  venv has it); marker ``options only: REASON``: each ``python SCRIPT --options`` line's script answers
-  ``--help`` naming every option; marker ``skip: REASON``: not runnable here, REASON says why.
+  venv has it); marker ``run in order against a local cluster with RBAC``: every such block of a page, in
+  order, as one script, in a folder holding a copy of deploy/, with $KUBECONFIG the admin's of a fresh local
+  cluster that authorizes by RBAC and serves TLS (so kubectl sends tokens); marker ``options only:
+  REASON``: each ``python SCRIPT --options`` line's script answers ``--help`` naming every option; marker
+  ``skip: REASON``: not runnable here, REASON says why.
 - ``ini``: an `airflow.cfg` excerpt: every option of `[kruise_chain]` exists (`get_provider_info`).
 - anything else fails: add a way to test it here.
 """
@@ -42,6 +45,7 @@ MARKERS = (
     "run as a script with the argument scheduler",
     "provider-installed",
     "run against the local cluster",
+    "run in order against a local cluster with RBAC",
 )
 
 
@@ -162,6 +166,37 @@ def test_bash_blocks_run(block: Block, tmp_path: Path, request: pytest.FixtureRe
         if "kruise-local up" in block.code:  # never leave a cluster behind a failed block
             subprocess.run(["kruise-local", "down"], env=env, capture_output=True, timeout=60, check=False)
     assert done.returncode == 0, f"{block.id}:\n{done.stdout}\n{done.stderr}"
+
+
+IN_ORDER = "run in order against a local cluster with RBAC"
+IN_ORDER_PAGES = sorted({b.page for b in _of("bash") if b.marker == IN_ORDER})
+
+
+@pytest.mark.parametrize("page", IN_ORDER_PAGES, ids=[p.name for p in IN_ORDER_PAGES])
+def test_pages_run_in_order_against_a_local_cluster_with_rbac(page: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from kruise_local import ClusterConfig, LocalCluster
+
+    blocks = [b for b in _of("bash") if b.page == page and b.marker == IN_ORDER]
+    script = "\n".join(f"echo '### {b.id}'\n{b.code}" for b in blocks)
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "deploy", work / "deploy")
+    config = ClusterConfig(
+        profile="fast", root=str(tmp_path / "cluster"), tls=True, authorization_mode="RBAC"
+    )
+    with LocalCluster(config) as cluster:
+        env = _bash_env(tmp_path)
+        env.update(KUBECONFIG=str(cluster.write_kubeconfig(tmp_path / "admin")), HOME=str(tmp_path / "home"))
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, f"{page.name}:\n{done.stdout}\n{done.stderr}"
 
 
 OPTIONS_ONLY = [b for b in _of("bash") if b.marker.startswith("options only:")]
