@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -34,6 +35,19 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         help="run with OpenKruise's ImagePullJobGate off, as OpenKruise installs by default",
     )
     p.add_argument("--sandbox", choices=["auto", "bwrap", "unshare", "none"], default="auto")
+    p.add_argument(
+        "--authorization-mode",
+        choices=["AlwaysAllow", "RBAC"],
+        default="AlwaysAllow",
+        help="kube-apiserver's --authorization-mode: RBAC authorizes every request by the cluster's Roles "
+        "and bindings (default AlwaysAllow: every request allowed)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a self-signed CA (in the kubeconfig; ca.crt in the state folder): kubectl "
+        "sends a bearer token (`kubectl create token`) over TLS only",
+    )
     p.add_argument(
         "--kubernetes-version",
         type=_kubernetes_version,
@@ -131,8 +145,9 @@ def _read_state(home: Path) -> dict | None:
 
 
 def _alive(state: dict) -> bool:
+    context = ssl.create_default_context(cafile=state["ca"]) if state.get("ca") else None
     try:
-        with urllib.request.urlopen(state["url"] + "/readyz", timeout=2) as r:
+        with urllib.request.urlopen(state["url"] + "/readyz", timeout=2, context=context) as r:
             return r.status == 200
     except OSError:
         return False
@@ -159,10 +174,16 @@ def serve(args: argparse.Namespace) -> int:
             permissive_images=args.permissive_images,
             kubernetes_version=args.kubernetes_version,
             feature_gates=args.feature_gates,
+            authorization_mode=args.authorization_mode,
+            tls=args.tls,
         )
     )
     cluster.start()
     kubeconfig = cluster.write_kubeconfig(home / "kubeconfig")
+    ca = None
+    if cluster.certs is not None:
+        ca = home / "ca.crt"
+        ca.write_bytes(cluster.certs.ca)
     _state_file(home).write_text(
         json.dumps(
             {
@@ -171,6 +192,7 @@ def serve(args: argparse.Namespace) -> int:
                 "kubeconfig": str(kubeconfig),
                 "profile": args.profile,
                 "nodes": args.nodes,
+                "ca": str(ca) if ca else None,
             }
         )
     )
@@ -215,7 +237,11 @@ def up(args: argparse.Namespace) -> int:
         args.kubernetes_version,
         "--feature-gates",
         args.feature_gates,
+        "--authorization-mode",
+        args.authorization_mode,
     ]
+    if args.tls:
+        cmd.append("--tls")
     if args.max_container_restart_period is not None:
         cmd += ["--max-container-restart-period", str(args.max_container_restart_period)]
     if args.serialize_image_pulls is not None:

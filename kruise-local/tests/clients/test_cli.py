@@ -34,3 +34,32 @@ def test_up_status_down(tmp_path):
         down = cli(home, "down")
     assert down.returncode == 0 and "stopped" in down.stdout
     assert cli(home, "status").returncode == 1
+
+
+def test_up_with_rbac_and_tls(tmp_path):
+    """`--authorization-mode RBAC --tls`: the kubeconfig's admin (its CA in it) may do anything, a request
+    without a token is anonymous, and the state folder holds the CA."""
+    import json
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    home = tmp_path / "kl"
+    up = cli(home, "up", "--authorization-mode", "RBAC", "--tls")
+    assert up.returncode == 0, up.stderr
+    try:
+        api = config.new_client_from_config(config_file=str(home / "kubeconfig"))
+        assert api.configuration.host.startswith("https://")
+        review = client.AuthenticationV1Api(api).create_self_subject_review({})
+        assert "system:masters" in review.status.user_info.groups
+        context = ssl.create_default_context(cafile=str(home / "ca.crt"))
+        with urllib.request.urlopen(api.configuration.host + "/version", context=context, timeout=10) as r:
+            assert r.status == 200  # system:public-info-viewer
+        try:
+            urllib.request.urlopen(api.configuration.host + "/api/v1/pods", context=context, timeout=10)
+            raise AssertionError("an anonymous list was allowed")
+        except urllib.error.HTTPError as e:
+            assert e.code == 403 and "system:anonymous" in json.loads(e.read())["message"]
+        assert cli(home, "status").returncode == 0
+    finally:
+        assert cli(home, "down").returncode == 0
