@@ -27,6 +27,10 @@ REDUCED_BACKOFF_MAX = 60.0  # kubelet.go reducedMaxCrashLoopBackOff
 BACKOFF_EXPIRY = 600.0  # kubelet.go crashLoopBackOff.HasExpiredFunc (whatever the maximum)
 
 
+WORKER_BACKOFF_PERIOD = 10.0  # kubelet.go backOffPeriod: a pod worker's retry after a sync error
+WORKER_BACKOFF_JITTER = 0.5  # pod_workers.go workerBackOffPeriodJitterFactor (wait.Jitter: d to d * 1.5)
+
+
 IMAGE_BACKOFF_INITIAL = 10.0  # kubelet.go imageBackOffPeriod
 IMAGE_BACKOFF_MAX = 300.0  # kubelet.go MaxImageBackOff
 IMAGE_BACKOFF_EXPIRY = 2 * IMAGE_BACKOFF_MAX

@@ -475,6 +475,6 @@ class LocalCluster:
                         f"Marking for deletion Pod {worker.ns}/{worker.name}",
                         "taint-controller",
                     )
-                await worker.terminate(0)
+                await worker.terminate(0, minimum=False)  # the node is gone: its containers die at once
 
         self.call(lose())

@@ -36,6 +36,14 @@ Other version rules:
   stored it (`prevPullErrMsg`, e.g. `ErrImagePull: <the runtime's error>`): kubernetes/kubernetes#127918 "Use
   image pull error in `message` during back-off", merged for v1.32 (the v1.32 release announcement lists it
   among SIG Node's improvements). Every modelled minor has it; the BackOff event keeps the short form.
+- `crash_loop_requeue`: when a sync refuses a container's start for its crash-loop back-off. Through 1.34
+  the refusal is a sync error like any other (kubernetes/kubernetes#123602): the pod worker syncs the pod
+  again `backOffPeriod` (10 s) later with a jitter of up to half of it (`completeWork`), so a container
+  restarts at the first sync after its back-off ran out, up to 15 s after it (a 2 s back-off still waits 10 s
+  or more). From 1.35 the error carries when the back-off runs out (`BackoffError`, `MinBackoffExpiration`,
+  kubernetes/kubernetes#133066, "Propagate backoff duration for crashloop backoff", v1.35.0) and the worker
+  syncs then, jittered the same way and at most the resync interval away. Either way any earlier sync (a pod
+  update, a PLEG event, a probe result) tries the start again.
 - `memory_limit_decrease`: a resize with the memory resize policy NotRequired may lower a container's memory
   limit from 1.34 (kubernetes/kubernetes#133012, milestone v1.34: `validatePodResizeContainerOrdering`'s
   "memory limits cannot be decreased unless resizePolicy is RestartContainer" removed, the kubelet's
@@ -60,6 +68,8 @@ from .backoff import (
     BACKOFF_MAX,
     REDUCED_BACKOFF_INITIAL,
     REDUCED_BACKOFF_MAX,
+    WORKER_BACKOFF_JITTER,
+    WORKER_BACKOFF_PERIOD,
     check_max_container_restart_period,
 )
 
@@ -237,6 +247,15 @@ class Features:
         """Subresources not served: `pods/resize` without InPlacePodVerticalScaling (the apiserver registers
         no resize storage, `pkg/registry/core/pod/storage`)."""
         return frozenset() if self.in_place_resize else frozenset({"pods/resize"})
+
+    def crash_loop_requeue(self, left: float, resync: float, jitter: float) -> float:
+        """Seconds after a sync that refused a start for its back-off (`left` seconds of it to go) until the
+        pod worker syncs again (`pod_workers.go` `completeWork`; see the module docstring); `jitter` in [0, 1)
+        is `wait.Jitter`'s random draw, `resync` the sync frequency."""
+        delay = WORKER_BACKOFF_PERIOD
+        if self.minor >= 35:
+            delay = min(max(left, 0.0), resync)
+        return delay * (1 + WORKER_BACKOFF_JITTER * jitter)
 
     def crash_loop_backoff(self, max_container_restart_period: float | None) -> tuple[float, float]:
         """The kubelet's crash-loop back-off (maximum, initial) in seconds for a node whose configuration sets

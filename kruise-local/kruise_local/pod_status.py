@@ -39,11 +39,20 @@ class PodStatusWriter:
         if self.final_phase:
             return self.final_phase
         states = list(self.containers.values())
-        if not self.sandbox_ready or not states or any(s.current is None for s in states):
+        # a container whose first start's postStart hook runs is still waiting in the status (`st.frozen`,
+        # no last state: `getPhase` counts it waiting)
+        first_hook = any(s.frozen is not None and s.previous is None for s in states)
+        if not self.sandbox_ready or not states or first_hook or any(s.current is None for s in states):
             return "Pending"
         return "Running"
 
     def container_status(self, st: ContainerState, spec: dict[str, Any]) -> dict[str, Any]:
+        """`convertToAPIContainerStatuses`: running, terminated, or waiting; an exited container the kubelet
+        will start again shows the reason its last start failed (the reasonCache: RunContainerError,
+        CrashLoopBackOff, PostStartHookError...) as waiting, one it will not start again stays terminated.
+        While a postStart hook runs, the status as the sync found it (`st.frozen`)."""
+        if st.frozen is not None:
+            return deep_copy(st.frozen)
         cur = st.current
         out: dict[str, Any] = {
             "name": st.name,

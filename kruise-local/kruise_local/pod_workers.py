@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import shutil
 import uuid
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from .cri import ContainerLaunch, RuntimeUnavailable, StartError
 from .godur import MILLISECOND, duration_string, seconds_to_duration, truncate
 from .imageref import normalize
 from .kubelet_env import ContainerEnvironment, expand, verify_run_as_non_root
+from .lifecycle import ContainerLifecycle
 from .mounting import mount_volumes
 from .pod_status import PodStatusWriter
 from .pod_sync import PodSyncs
@@ -77,6 +79,7 @@ class WorkerKubelet(Protocol):
     features: Features
     nodes: dict[str, NodeState]
     volume_retry: float
+    sync_period: float
     resizes: PodResizes
 
     @property
@@ -95,7 +98,7 @@ class WorkerKubelet(Protocol):
     def image_backoff_gc(self, node: str) -> None: ...
 
 
-class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, PodSyncs):
+class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, PodSyncs, ContainerLifecycle):
     """Runs one pod on its node until it ends or is deleted."""
 
     def __init__(self, kubelet: WorkerKubelet, pod: Obj) -> None:
@@ -148,6 +151,13 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             self.kubelet.events.record(
                 pod, etype, reason, message, component="kubelet", host=self.node, field_path=path
             )
+
+    def request_sync(self) -> None:
+        """A sync of the pod (`PodSyncs.request_sync`), which also tries the starts its back-off refused."""
+        super().request_sync()
+        for st in [*self.init_containers.values(), *self.containers.values()]:
+            if st.waiting_reason == "CrashLoopBackOff":
+                st.wake.set()
 
     def mark_dirty(self) -> None:
         if not self._status_dirty:
@@ -254,8 +264,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         first start, or the restart after a kill of the only instance) -> start, no back-off. Else the key is
         pod + container name + hash(name, image) of the spec to start (`GetStableKey`), and the start is
         refused (waiting CrashLoopBackOff, event BackOff) while now - FinishedAt(exited) < back-off(key);
-        a start that passes calls `Next(key)`. A refused start is retried when the back-off runs out or on a
-        pod update, whichever comes first: returns how long to wait (outside the sync) before trying again.
+        a start that passes calls `Next(key)`. A refused start is a sync error: it is tried again at the
+        worker's retry (`Features.crash_loop_requeue`: 10-15 s later through 1.34, when the back-off runs out
+        from 1.35) or at an earlier sync of the pod (`request_sync` wakes it): returns how long to wait
+        (outside the sync) before trying again.
         """
         if exited is None:
             return await self.start(st, spec)
@@ -276,7 +288,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 container=st.name,
             )
             self.mark_dirty()
-            return left
+            return self.kubelet.features.crash_loop_requeue(left, self.kubelet.sync_period, random.random())
         node.backoff.next(key, finished, node.now())
         return await self.start(st, spec)
 
@@ -581,16 +593,20 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             return 1.0
         inst.started_at = inst.proc.started_at
         st.allocated = resources
+        st.frozen = self.container_status(st, spec)  # what the status shows until a postStart hook ends
         if st.current is not None:
             st.previous = st.current
             st.restart_count += 1
         st.current = inst
         st.ready = False
         st.started = not spec.get("startupProbe")
-        st.waiting_reason = st.waiting_message = ""
         self.event(
             "Normal", "Started", self.kubelet.features.container_started_message(st.name), container=st.name
         )
+        if (spec.get("lifecycle") or {}).get("postStart") and not await self.post_start(st, inst, spec):
+            return 0.0  # the kill's exit is seen at the PLEG's next relist: a sync restarts it per policy
+        st.frozen = None
+        st.waiting_reason = st.waiting_message = ""
         if st.probe_task:
             st.probe_task.cancel()
         st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
@@ -624,21 +640,6 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         self.mark_dirty()
         self.update_phase()
 
-    async def kill(self, st: ContainerState, grace: float, reason: str) -> None:
-        """Stop the running instance (preStop first), waiting at most `grace` seconds before SIGKILL."""
-        inst = st.current
-        if inst is None or inst.proc is None or inst.exit_code is not None:
-            return
-        spec = self.spec_of(st.name) or {}
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        pre = ((spec.get("lifecycle") or {}).get("preStop") or {}).get("exec")
-        if pre and pre.get("command"):
-            await self.kubelet.runtime.exec(inst.proc, list(pre["command"]), timeout=grace)
-        st.kill_reason = reason
-        code = await inst.proc.stop(max(0.0, grace - (loop.time() - t0)))
-        await self.exited(st, code, relist=False)
-
     async def kill_for_crr(self, name: str, grace: float) -> bool:
         """Kill a container the way kruise-daemon does for a ContainerRecreateRequest (no restart by us)."""
         st = self.containers.get(name)
@@ -666,7 +667,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         if sandbox is not None:
             await sandbox.close()
 
-    async def stop_all(self, grace: float) -> None:
+    async def stop_all(self, grace: float, minimum: bool = True) -> None:
         """Stop every running container (`killPodWithSyncResult` -> `killContainersWithSyncResult`): each is
         killed by `killContainer` with no message, which records Killing "Stopping container %s" about it
         before its preStop hook and stop (the same in 1.32 to 1.35)."""
@@ -679,18 +680,19 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             inst = st.current
             if inst is not None and inst.proc is not None and inst.exit_code is None:
                 self.event("Normal", "Killing", f"Stopping container {st.name}", container=st.name)
-            waits.append(self.kill(st, grace, reason=""))
+            waits.append(self.kill(st, grace, reason="", minimum=minimum))
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
 
-    async def terminate(self, grace: float, remove: bool = True) -> None:
-        """Graceful deletion: kill every container, then let the API server forget the pod."""
+    async def terminate(self, grace: float, remove: bool = True, minimum: bool = True) -> None:
+        """Graceful deletion: kill every container, then let the API server forget the pod. `minimum`: each
+        container gets at least `lifecycle.MINIMUM_GRACE_PERIOD` (not when the local cluster stops)."""
         if self.terminating:
             return
         self.terminating = True
         for st in self.containers.values():
             st.wake.set()
-        await self.stop_all(grace)
+        await self.stop_all(grace, minimum)
         if self.task and self.task is not asyncio.current_task():
             self.task.cancel()
         if self.update_task:
@@ -706,7 +708,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         """The local cluster stops: kill every container at once, also of a pod whose graceful termination
         is under way (its grace period is not waited for), and close the sandbox."""
         if not self.terminating:
-            await self.terminate(0, remove=False)
+            await self.terminate(0, remove=False, minimum=False)
             return
         states = [*self.init_containers.values(), *self.containers.values()]
         procs = [st.current.proc for st in states if st.current is not None and st.current.proc is not None]
