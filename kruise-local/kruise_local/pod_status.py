@@ -67,7 +67,7 @@ class PodStatusWriter:
             out["imageID"] = cur.image.image_id
             out["image"] = cur.image.ref
         last = st.previous if cur is None or cur.exit_code is None else cur
-        if st.waiting_reason and (cur is None or cur.exit_code is not None):
+        if st.waiting_reason and (cur is None or (cur.exit_code is not None and self.should_restart(cur))):
             out["state"] = {"waiting": {"reason": st.waiting_reason}}
             if st.waiting_message:
                 out["state"]["waiting"]["message"] = st.waiting_message
