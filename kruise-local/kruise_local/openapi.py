@@ -281,6 +281,11 @@ def _param_type(name: str) -> str:
     return "boolean" if name in _BOOL else "integer" if name in _INT else "string"
 
 
+_CREATE_ONLY = {"eviction": ("policy", "Eviction"), "token": ("authentication.k8s.io", "TokenRequest")}
+"""subresources that only create an object of another group (group, kind), as `createNamespacedPodEviction`
+and `createNamespacedServiceAccountToken`"""
+
+
 def _paths(served: list[tuple[Resource, str]], hidden: frozenset[str]) -> dict[str, Any]:
     """The paths of the served kinds, without the `hidden` subresources (`pods/resize`)."""
     paths: dict[str, Any] = {}
@@ -355,23 +360,14 @@ def _paths(served: list[tuple[Resource, str]], hidden: frozenset[str]) -> dict[s
                         op["parameters"].append({"name": p, "in": "query", "type": kind, "uniqueItems": True})
                     ops[method] = op
                 paths[sub_path] = ops
-            elif sub == "eviction":
-                eviction = "io.k8s.api.policy.v1.Eviction"
+            elif sub in _CREATE_ONLY:  # a POST of another group's kind: pods/eviction, serviceaccounts/token
+                group, kind = _CREATE_ONLY[sub]
+                definition = f"io.k8s.api.{group.split('.')[0]}.v1.{kind}"
                 kp = scope + res.kind + title
                 op = _operation(
-                    res, version, "create", "post", kp, _WRITE_PARAMS, eviction, eviction, gvk_kind="Eviction"
+                    res, version, "create", "post", kp, _WRITE_PARAMS, definition, definition, gvk_kind=kind
                 )
-                op["x-kubernetes-group-version-kind"]["group"] = "policy"
-                paths[sub_path] = {"post": op, "parameters": path_params + name_param}
-            elif (
-                sub == "token"
-            ):  # TokenRequest (authentication.k8s.io/v1), `createNamespacedServiceAccountToken`
-                token = "io.k8s.api.authentication.v1.TokenRequest"
-                kp = scope + res.kind + title
-                op = _operation(
-                    res, version, "create", "post", kp, _WRITE_PARAMS, token, token, gvk_kind="TokenRequest"
-                )
-                op["x-kubernetes-group-version-kind"]["group"] = "authentication.k8s.io"
+                op["x-kubernetes-group-version-kind"]["group"] = group
                 paths[sub_path] = {"post": op, "parameters": path_params + name_param}
             else:  # status, resize: the object itself
                 kp = scope + res.kind + title

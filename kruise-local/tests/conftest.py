@@ -30,3 +30,17 @@ def realistic_ns(realistic: Any) -> Iterator[str]:
     realistic.create_namespace({"metadata": {"name": name}})
     yield name
     realistic.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def rbac_cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A local cluster that authorizes by RBAC (one per module), with the module's namespace `NS` made:
+    {"cluster", "admin" (an ApiClient of the admin's token), "root" (a folder for kubeconfigs)}."""
+    from kruise_local import ClusterConfig, LocalCluster
+    from kubernetes import client, config
+
+    root = tmp_path_factory.mktemp("rbac")
+    with LocalCluster(ClusterConfig(profile="fast", root=str(root / "c"), authorization_mode="RBAC")) as c:
+        admin = config.new_client_from_config(str(c.write_kubeconfig(root / "admin")))
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": request.module.NS}})
+        yield {"cluster": c, "admin": admin, "root": root}

@@ -6,12 +6,10 @@ bootstrap policy, anonymous requests, and the escalation check of the role and b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kruise_local import ClusterConfig, LocalCluster
 from kruise_local.testing import service_account_token
 from kubernetes import client, config
 from kubernetes.client import ApiException
@@ -21,12 +19,8 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("rbac-authorizer")
-    with LocalCluster(ClusterConfig(profile="fast", root=str(root / "c"), authorization_mode="RBAC")) as c:
-        admin = config.new_client_from_config(str(c.write_kubeconfig(root / "admin")))
-        client.CoreV1Api(admin).create_namespace({"metadata": {"name": NS}})
-        yield {"cluster": c, "admin": admin, "root": root}
+def secured(rbac_cluster: dict[str, Any]) -> dict[str, Any]:
+    return rbac_cluster
 
 
 def as_token(secured: dict[str, Any], token: str) -> client.ApiClient:

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kruise_local import ClusterConfig, LocalCluster
 from kubernetes import client, config
 from kubernetes.client import ApiException
 
@@ -19,12 +17,8 @@ NS = "robots"
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("sa-tokens")
-    with LocalCluster(ClusterConfig(profile="fast", root=str(root / "c"), authorization_mode="RBAC")) as c:
-        admin = config.new_client_from_config(str(c.write_kubeconfig(root / "admin")))
-        client.CoreV1Api(admin).create_namespace({"metadata": {"name": NS}})
-        yield {"cluster": c, "admin": client.CoreV1Api(admin), "root": root}
+def secured(rbac_cluster: dict[str, Any]) -> dict[str, Any]:
+    return {**rbac_cluster, "admin": client.CoreV1Api(rbac_cluster["admin"])}
 
 
 def whoami(secured: dict[str, Any], token: str) -> Any:
