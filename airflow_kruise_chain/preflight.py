@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_kruise_chain.core.kruise import (
+    GATE_HELP,
     IMAGE_PULL_JOB_KIND,
     IMAGE_PULL_JOB_PLURAL,
     KRUISE_GROUP,
     KRUISE_VERSION,
 )
-from airflow_kruise_chain.hooks.retry import GATE_HELP
 
 if TYPE_CHECKING:
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook

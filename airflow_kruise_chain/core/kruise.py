@@ -12,6 +12,13 @@ KRUISE_VERSION = "v1alpha1"
 KRUISE_API_VERSION = f"{KRUISE_GROUP}/{KRUISE_VERSION}"
 IMAGE_PULL_JOB_KIND = "ImagePullJob"
 IMAGE_PULL_JOB_PLURAL = "imagepulljobs"
+GATE_HELP = (
+    "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
+    'Enable it with `helm upgrade kruise openkruise/kruise --set featureGates="ImagePullJobGate=true"` '
+    "(or add ImagePullJobGate=true to the kruise-manager --feature-gates flag), or set "
+    '`prewarm=False` / `on_prewarm_unavailable="skip"` on the chain to run without prewarming.'
+)
+"""what to do when OpenKruise's ImagePullJobGate is off (the hooks' error, preflight's finding)"""
 
 
 def image_pull_job_name(prefix: str, image: str, attempt: int = 1) -> str:

@@ -16,7 +16,7 @@ from kubernetes.client import ApiException
 from kubernetes_asyncio.client import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
-from airflow_kruise_chain.core.kruise import IMAGE_PULL_JOB_PLURAL
+from airflow_kruise_chain.core.kruise import GATE_HELP, IMAGE_PULL_JOB_PLURAL
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses worth another try: throttled (429) or a server/proxy hiccup (5xx)"""
@@ -26,13 +26,6 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 """A connection refused, reset or timed out (urllib3 and aiohttp, as cncf.kubernetes counts them)"""
-
-GATE_HELP = (
-    "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
-    'Enable it with `helm upgrade kruise openkruise/kruise --set featureGates="ImagePullJobGate=true"` '
-    "(or add ImagePullJobGate=true to the kruise-manager --feature-gates flag), or set "
-    '`prewarm=False` / `on_prewarm_unavailable="skip"` on the chain to run without prewarming.'
-)
 
 
 class KruiseApiError(RuntimeError):

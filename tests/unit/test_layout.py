@@ -1,11 +1,14 @@
 """Shape of the two packages (ARCHITECTURE.md): no import cycle in either (imports under `if TYPE_CHECKING:`
-count), no module and no test file over ~800 lines, the provider never imports the local cluster and the local
-cluster never imports the provider; the provider's wheel holds no local cluster file
+count, and imports inside functions), none between the provider's top-level parts either, the provider's
+layers (`LAYER_RULES`: the core imports nothing of Airflow nor of the Airflow-facing layer, the hooks no
+operator), no module and no test file over ~800 lines, the provider never imports the local cluster and the
+local cluster never imports the provider; the provider's wheel holds no local cluster file
 (tests/unit/test_packaging.py)."""
 
 from __future__ import annotations
 
 import functools
+import itertools
 from pathlib import Path
 
 import grimp
@@ -25,10 +28,64 @@ DRIVER_MAX_LINES = 500
 """core/driver.py stays well under the cap (issue 21): its follow loop and pod session are modules apart"""
 
 
+AIRFLOW_FACING = (
+    "chain",
+    "cli",
+    "config",
+    "connection",
+    "hooks",
+    "links",
+    "operators",
+    "plugins",
+    "preflight",
+    "sensors",
+    "templating",
+    "triggers",
+)
+"""the provider's Airflow-facing layer: every part but `core` (and `version`, which imports nothing)"""
+ABOVE_HOOKS = ("chain", "operators", "plugins", "sensors", "triggers")
+"""the Airflow-facing classes the hooks serve"""
+LAYER_RULES = [
+    (f"{PROVIDER}.core", "airflow", "the core imports nothing of Airflow"),
+    *(
+        (f"{PROVIDER}.core", f"{PROVIDER}.{part}", "the core imports nothing of the Airflow-facing layer")
+        for part in AIRFLOW_FACING
+    ),
+    *((f"{PROVIDER}.hooks", f"{PROVIDER}.{part}", "the hooks import no operator") for part in ABOVE_HOOKS),
+]
+"""(importer, imported, rule): no chain of imports may lead from the one to the other (ARCHITECTURE.md)"""
+
+
+def _build() -> grimp.ImportGraph:
+    """Both packages' import graph, imports under `if TYPE_CHECKING:` and inside functions included (they are
+    imports too), the external packages each imports as one node each."""
+    return grimp.build_graph(PROVIDER, LOCAL, include_external_packages=True, cache_dir=None)
+
+
 @functools.cache
 def _graph() -> grimp.ImportGraph:
-    """Both packages' import graph, imports under `if TYPE_CHECKING:` included (they are imports too)."""
-    return grimp.build_graph(PROVIDER, LOCAL, cache_dir=None)
+    return _build()
+
+
+def layer_violations(graph: grimp.ImportGraph) -> list[str]:
+    """Each chain of imports that breaks one of `LAYER_RULES`, with its rule."""
+    found = []
+    for importer, imported, rule in LAYER_RULES:
+        if imported in graph.modules:
+            for chain in graph.find_shortest_chains(importer=importer, imported=imported, as_packages=True):
+                found.append(f"{rule}: {' -> '.join(chain)}")
+    return sorted(found)
+
+
+def part_cycles(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
+    """Each pair of the provider's top-level parts (`core`, `hooks`, ...) that import each other."""
+    parts = sorted({m.split(".")[1] for m in graph.modules if m.startswith(f"{PROVIDER}.")})
+    return [
+        (a, b)
+        for a, b in itertools.combinations(parts, 2)
+        if graph.chain_exists(importer=f"{PROVIDER}.{a}", imported=f"{PROVIDER}.{b}", as_packages=True)
+        and graph.chain_exists(importer=f"{PROVIDER}.{b}", imported=f"{PROVIDER}.{a}", as_packages=True)
+    ]
 
 
 def _modules(top: str) -> list[str]:
@@ -55,6 +112,37 @@ def _cycles() -> set[tuple[str, str]]:
             if graph.find_shortest_chain(importer=imported, imported=importer) is not None:
                 pairs.add(tuple(sorted((importer, imported))))
     return pairs
+
+
+def test_the_provider_keeps_its_layers() -> None:
+    assert {rule[0] for rule in LAYER_RULES} <= set(_graph().modules)
+    assert "airflow" in _graph().modules  # the Airflow-facing layer imports it: the rule can see it
+    assert layer_violations(_graph()) == []
+    assert part_cycles(_graph()) == []
+
+
+def test_the_layer_rules_catch_a_core_module_that_imports_airflow_or_a_hook() -> None:
+    """A graph of the tree as it is, with a core module made to import Airflow (and one to import a hook, and
+    a hook an operator): the rules name each. Nothing broken is written to the tree."""
+    graph = _build()
+    core, hooks = f"{PROVIDER}.core.spec", f"{PROVIDER}.hooks.retry"
+    graph.add_import(importer=core, imported="airflow", line_number=1, line_contents="import airflow")
+    assert layer_violations(graph) == [f"the core imports nothing of Airflow: {core} -> airflow"]
+    graph.add_import(
+        importer=f"{PROVIDER}.core.errors",
+        imported=hooks,
+        line_number=1,
+        line_contents="from ..hooks import retry",
+    )
+    graph.add_import(
+        importer=hooks, imported=f"{PROVIDER}.operators.base", line_number=1, line_contents="import operators"
+    )
+    broken = layer_violations(graph)
+    assert (
+        f"the core imports nothing of the Airflow-facing layer: {PROVIDER}.core.errors -> {hooks}" in broken
+    )
+    assert f"the hooks import no operator: {hooks} -> {PROVIDER}.operators.base" in broken
+    assert ("core", "hooks") in part_cycles(graph)  # the hooks import the core: now a cycle
 
 
 def test_no_import_cycle_in_either_package() -> None:
