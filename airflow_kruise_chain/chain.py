@@ -6,10 +6,11 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, TriggerRule
 
+from airflow_kruise_chain import kpo
 from airflow_kruise_chain.config import default_deferrable
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, sources
-from airflow_kruise_chain.core.manifest import check_annotations_size
+from airflow_kruise_chain.core.manifest import check_annotations_size, deep_merge
 from airflow_kruise_chain.core.spec import check_name
 from airflow_kruise_chain.operators.base import ChainBaseOperator, check_defer_after, check_positive
 from airflow_kruise_chain.operators.chain import (
@@ -80,7 +81,7 @@ class KruiseChain:
         *,
         prewarm: bool = True,
         on_prewarm_unavailable: str = "fail",
-        keep_pod: bool = False,
+        keep_pod: bool | str = False,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
         cluster_context: str | None = None,
@@ -94,11 +95,27 @@ class KruiseChain:
         go_via_exec: bool = True,
         **pod_options: Any,
     ) -> None:
+        self.kpo_given = {k: v for k, v in pod_options.items() if k in kpo.ARGUMENTS}
+        pod_options = kpo.chain_arguments(pod_options, namespace)  # KubernetesPodOperator's names, models
+        keep_pod = _one("keep_pod", keep_pod, pod_options.pop("keep_pod", keep_pod))
+        if "startup_timeout" in pod_options:  # KPO's: the pod's start, then its scheduling as long again
+            seconds = pod_options.pop("startup_timeout")
+            startup_timeout = seconds + pod_options.pop("schedule_timeout", seconds)
+        elif "schedule_timeout" in pod_options:
+            startup_timeout += pod_options.pop("schedule_timeout")
+        if "pod_template_file" in pod_options:
+            found = kpo.read_pod_template_file(pod_options.pop("pod_template_file"), _template_searchpath())
+            pod = kpo.pod_template_of(found, "pod_template_file", namespace)
+            pod_options["pod_template"] = deep_merge(pod, pod_options.get("pod_template") or {})
         unknown = set(pod_options) - set(_POD_OPTIONS)
         if unknown:
             raise ChainConfigError(
-                sorted(unknown)[0], f"unknown chain option; choose from {', '.join(_POD_OPTIONS)}"
+                sorted(unknown)[0],
+                f"unknown chain option; choose from {', '.join(_POD_OPTIONS)} or KubernetesPodOperator's "
+                "(docs/writing-chains.md)",
             )
+        if keep_pod not in (True, False, "on_failure"):
+            raise ChainConfigError("keep_pod", f"must be True, False or 'on_failure', not {keep_pod!r}")
         if not namespace:
             raise ChainConfigError(
                 "namespace",
@@ -156,9 +173,20 @@ class KruiseChain:
             name=self.name,
             namespace=self.namespace,
             stages=self.stages,
-            keep_pod=self.keep_pod,
+            keep_pod=self.keep_pod is True,
             **self.pod_options,
         )
+
+    def option(self, name: str) -> Any:
+        """The chain's value of its option `name` (what a stage's chain-wide argument must say)."""
+        if name in KubeConnection.__dataclass_fields__:
+            return getattr(self.connection, name)
+        if name in self.pod_options:
+            return self.pod_options[name]
+        if name not in ChainSpec.__dataclass_fields__ or name in ("name", "namespace", "keep_pod"):
+            return getattr(self, name, None)
+        default = ChainSpec.__dataclass_fields__[name]
+        return default.default_factory() if callable(default.default_factory) else default.default
 
     def __enter__(self) -> KruiseChain:
         self._group = TaskGroup(group_id=self.name, tooltip=f"chain {self.name}: one persistent pod")
@@ -190,8 +218,8 @@ class KruiseChain:
         self,
         name: str,
         *,
-        image: str,
-        cmds: list[str],
+        image: str | None = None,
+        cmds: list[str] | None = None,
         arguments: list[str] | None = None,
         env: dict[str, Any] | None = None,
         resources: dict[str, dict[str, str]] | None = None,
@@ -206,7 +234,38 @@ class KruiseChain:
         Credentials and config come from Kubernetes Secrets and ConfigMaps, never as `env` values: `env`
         values may be ``{"secretKeyRef": {"name", "key"}}`` or ``{"configMapKeyRef": ...}``, `secrets` takes
         cncf.kubernetes' ``Secret("env", NAME, secret, key)``, `env_from` ``{"secretRef": {"name"}}`` or
-        ``{"configMapRef": ...}`` (see `core/sources.py`)."""
+        ``{"configMapRef": ...}`` (see `core/sources.py`). KubernetesPodOperator's arguments are taken
+        with its meaning, or refused naming the counterpart (`kpo.py`; docs/writing-chains.md)."""
+        where = self._where(name)
+        if cmds is None:
+            raise ChainConfigError(
+                f"{where}.cmds",
+                "is required: the image's ENTRYPOINT is not used (the stage runner is the slot's command); "
+                "give the command to run, e.g. cmds=['python', 'main.py']",
+            )
+        kwargs = self.stage_kwargs(
+            where,
+            image=image,
+            cmds=cmds,
+            arguments=arguments,
+            env=env,
+            resources=resources,
+            image_pull_policy=image_pull_policy,
+            secrets=secrets,
+            env_from=env_from,
+            volume_mounts=volume_mounts,
+            **operator_kwargs,
+        )
+        mounts = kwargs.pop("volume_mounts")
+        try:
+            task = KruiseChainOperator(task_id=name, stage_name=name, **kwargs)
+        except ChainConfigError as err:
+            raise ChainConfigError(_stage_field(where, err.field), err.message) from None
+        self.add_stage(task, where, mounts)
+        return task
+
+    def _where(self, name: str) -> str:
+        """``stages[i]`` of a new stage called `name`, after the checks of its name."""
         if self._group is None:
             raise ChainConfigError("stage", "declare stages inside `with KruiseChain(...) as chain:`")
         where = f"stages[{len(self.stages)}]"
@@ -221,39 +280,56 @@ class KruiseChain:
                 f"{where}.name",
                 f"duplicate stage name {name!r}: stage names must be unique within chain {self.name!r}",
             )
+        return where
+
+    def stage_kwargs(
+        self,
+        where: str,
+        *,
+        image: str | None,
+        env: dict[str, Any] | None = None,
+        resources: Any = None,
+        secrets: list[Any] | None = None,
+        env_from: list[Any] | None = None,
+        volume_mounts: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """A stage operator's keyword arguments (`volume_mounts` among them, for `add_stage`) from what the
+        author gave (KubernetesPodOperator's names and models too), with the chain's identity, connection
+        and stage defaults."""
+        if image is None:
+            raise ChainConfigError(f"{where}.image", "is required: the image the stage runs in")
         try:
-            env, env_sources, every = sources.from_arguments(env, secrets, env_from)
-        except ChainConfigError as err:
-            raise ChainConfigError(f"{where}.{err.field}", err.message) from None
-        operator_kwargs.setdefault("deferrable", self.deferrable)
-        operator_kwargs.setdefault("defer_after", self.defer_after)
-        operator_kwargs.setdefault("prepare_next", self.prepare_next)
-        operator_kwargs.setdefault("go_via_exec", self.go_via_exec)
-        try:
-            task = KruiseChainOperator(
-                task_id=name,
-                chain_name=self.name,
-                namespace=self.namespace,
-                stage_name=name,
-                image=image,
-                cmds=cmds,
-                arguments=arguments or [],
-                env=env,
-                env_sources=env_sources,
-                env_from=every,
-                container_resources=resources or {},
-                image_pull_policy=image_pull_policy,
-                swap_timeout=self.swap_timeout,
-                **self.connection.to_dict(),
-                **operator_kwargs,
+            extra = kpo.stage_arguments(kwargs, self)
+            env = _one("env", env, extra.pop("env", env))
+            resources = _one(
+                "resources", kpo.to_api(resources), extra.pop("resources", kpo.to_api(resources))
             )
+            every = [*kpo.env_from_sources(env_from), *extra.pop("env_from", [])]
+            env, env_sources, every = sources.from_arguments(env, secrets, every)
         except ChainConfigError as err:
-            raise ChainConfigError(_stage_field(where, err.field), err.message) from None
-        spec = self._check_stage(task, where, volume_mounts or [])
+            raise ChainConfigError(_stage_field(where, f"stage.{err.field}"), err.message) from None
+        for option in ("deferrable", "defer_after", "prepare_next", "go_via_exec", "swap_timeout"):
+            extra.setdefault(option, getattr(self, option))
+        return {
+            "chain_name": self.name,
+            "namespace": self.namespace,
+            "image": image,
+            "env": env,
+            "env_sources": env_sources,
+            "env_from": every,
+            "container_resources": resources or {},
+            "volume_mounts": kpo.to_api(volume_mounts or []),
+            **self.connection.to_dict(),
+            **extra,
+        }
+
+    def add_stage(self, task: KruiseChainOperator, where: str, volume_mounts: list[Any]) -> None:
+        """Make `task` a stage of this chain: checked, after the prewarm (or setup), in the chain's pod."""
+        spec = self._check_stage(task, where, volume_mounts)
         (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
         self.stages.append(spec)
         self.stage_tasks.append(task)
-        return task
 
     def _check_stage(self, task: KruiseChainOperator, where: str, volume_mounts: list[Any]) -> StageSpec:
         """The stage `task` runs, checked as far as it is known before rendering (ChainConfigError naming
@@ -362,3 +438,27 @@ def _words(field: str, value: Any) -> list[Any]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise ChainConfigError(field, f"must be a list of strings (one per word), not {value!r}")
     return list(value)
+
+
+def _one(field: str, given: Any, translated: Any) -> Any:
+    """The value of an option given under its own name and a KubernetesPodOperator name: one, or both the
+    same."""
+    if translated != given and given not in (None, False, {}, [], ()):
+        raise ChainConfigError(
+            field,
+            f"is given as {given!r} and, by a KubernetesPodOperator argument, as {translated!r}: give one",
+        )
+    return translated
+
+
+def _template_searchpath() -> list[str]:
+    """Where Airflow looks for the current DAG's template files: its template_searchpath, then its folder."""
+    import os
+
+    from airflow.sdk.definitions._internal.contextmanager import DagContext
+
+    dag = DagContext.get_current()
+    if dag is None:
+        return [os.getcwd()]
+    paths = dag.template_searchpath or []
+    return [*([paths] if isinstance(paths, str) else paths), os.path.dirname(dag.fileloc)]

@@ -2,7 +2,9 @@
 `get_provider_info()`, the chain's and the stage's options from the signatures of `KruiseChain`,
 `KruiseChain.stage`, `KruiseChainOperator` and the fields of `ChainSpec` (names, types, defaults), only the
 one-line descriptions of the chain's and stage's options written here; in docs/writing-chains.md a stage's
-XCom result, from the fields of `StageResult` and their descriptions (its `to_xcom` is made of them).
+XCom result, from the fields of `StageResult` and their descriptions (its `to_xcom` is made of them), and
+the table of KubernetesPodOperator's arguments from `airflow_kruise_chain.kpo.ARGUMENTS` (where a chain
+takes each, and how).
 
 `python -m tests.doc_tables` rewrites the tables; tests/unit/test_docs.py fails when they differ from what
 this module generates, or when an option has no description here.
@@ -81,6 +83,7 @@ STAGE = {
     "defer_after": "seconds to follow the stage on the worker before deferring",
     "prepare_next": "prepare the idle slot for the next stage",
     "go_via_exec": "hand a go's run spec to the slot's runner through `pods/exec` too",
+    "skip_on_exit_code": "exit code(s) that skip the task instead of failing it (KubernetesPodOperator's)",
 }
 
 DEFERRABLE = "`[operators] default_deferrable`"
@@ -179,11 +182,18 @@ def xcom_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
+def kpo_rows() -> list[tuple[str, str, str]]:
+    from airflow_kruise_chain.kpo import ARGUMENTS
+
+    return [(name, a.where, a.how) for name, a in ARGUMENTS.items()]
+
+
 TABLES = {
     "chain-options": (CONFIGURATION, chain_rows, None),
     "stage-options": (CONFIGURATION, stage_rows, None),
     "kruise-chain-options": (CONFIGURATION, config_rows, None),
     "xcom-result": (WRITING, xcom_rows, ("field", "type", "what")),
+    "kpo-arguments": (WRITING, kpo_rows, ("argument", "here", "how, or why not")),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
@@ -211,7 +211,7 @@ class KruiseChainOperator(ChainBaseOperator):
         stage_name: str,
         image: str,
         cmds: Sequence[str],
-        arguments: Sequence[str] = (),
+        arguments: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
         container_resources: dict[str, dict[str, str]] | None = None,
         image_pull_policy: str | None = None,
@@ -225,6 +225,7 @@ class KruiseChainOperator(ChainBaseOperator):
         defer_after: float = 1.0,
         prepare_next: bool = True,
         go_via_exec: bool = True,
+        skip_on_exit_code: int | Collection[int] | None = None,
         **kwargs: Any,
     ) -> None:
         check_prepare_next(prepare_next)
@@ -240,7 +241,7 @@ class KruiseChainOperator(ChainBaseOperator):
         self.go_via_exec = go_via_exec
         self.image = image
         self.cmds = cmds
-        self.arguments = arguments
+        self.arguments = arguments or []
         self.env = env or {}
         self.env_sources = env_sources or {}
         self.env_from = env_from
@@ -253,6 +254,8 @@ class KruiseChainOperator(ChainBaseOperator):
         self._running: tuple[StageDriver, str] | None = None
         self.deferrable = deferrable
         self.defer_after = defer_after
+        exit_codes(skip_on_exit_code)
+        self.skip_on_exit_code = skip_on_exit_code
         # what is not templated fails at parse; the template fields are checked once rendered (`stage_spec`)
         StageSpec(
             name=stage_name,
@@ -684,6 +687,12 @@ class KruiseChainOperator(ChainBaseOperator):
             result.exit_code,
             result.duration_seconds,
         )
+        if not result.succeeded and result.exit_code in exit_codes(self.skip_on_exit_code):
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(
+                f"stage {self.stage_name!r} exited with {result.exit_code}, one of skip_on_exit_code"
+            )
         if not result.succeeded:
             tail = "\n".join(result.log_tail[-10:]) or "(none: the stage printed nothing)"
             detail = f": {result.detail}" if result.detail else ""
@@ -706,6 +715,17 @@ def _exit_detail(exit_code: int, reason: str) -> str:
         except ValueError:
             notes.append(f"killed by signal {exit_code - 128}")
     return f" ({'; '.join(notes)})" if notes else ""
+
+
+def exit_codes(value: Any) -> frozenset[int]:
+    """KubernetesPodOperator's `skip_on_exit_code` (an int, a collection of ints or None) as a set; a
+    ChainConfigError names it otherwise."""
+    codes = () if value is None else (value,) if isinstance(value, int) else value
+    if isinstance(codes, (str, bytes)) or not all(
+        isinstance(code, int) and not isinstance(code, bool) for code in codes
+    ):
+        raise ChainConfigError("skip_on_exit_code", f"must be an exit code or a list of them, not {value!r}")
+    return frozenset(codes)
 
 
 def check_prepare_next(value: Any) -> None:

@@ -227,7 +227,8 @@ class ChainTeardownOperator(ChainBaseOperator):
     `KruiseChain` makes it a teardown with `on_failure_fail_dagrun=True`: Airflow then decides the DAG run's
     state from the teardown instead of the chain's last stages, so a run fails whenever any of its stages
     failed, also when a cleared middle stage failed while a later stage kept its success from an earlier
-    try (a run's state comes from its leaves only).
+    try (a run's state comes from its leaves only). `keep_pod`: True keeps the pod, "on_failure" keeps it
+    when the chain did not succeed (KubernetesPodOperator's `on_finish_action="delete_succeeded_pod"`).
     """
 
     ui_color = "#ffe4d4"
@@ -235,18 +236,24 @@ class ChainTeardownOperator(ChainBaseOperator):
     delete_margin: float = 15.0
     """seconds allowed beyond the pod's grace period for it to disappear"""
 
-    def __init__(self, *, keep_pod: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, keep_pod: bool | str = False, **kwargs: Any) -> None:
+        if keep_pod not in (True, False, "on_failure"):
+            raise ChainConfigError("keep_pod", f"must be True, False or 'on_failure', not {keep_pod!r}")
         super().__init__(**kwargs)
         self.keep_pod = keep_pod
 
     def execute(self, context: Context) -> None:
         name = self.pod_name(context)
-        if self.keep_pod:
-            self.log.info("keep_pod=True: leaving chain pod %s/%s in place", self.namespace, name)
+        failed = self.failed_upstream(context)
+        kept = self.keep_pod is True or (self.keep_pod == "on_failure" and bool(failed))
+        if kept:
+            self.log.info(
+                "keep_pod=%r: leaving chain pod %s/%s in place", self.keep_pod, self.namespace, name
+            )
             self.retire_run_specs(name)
         else:
             self.delete(name)
-        self.verdict(context)
+        self.verdict(failed, kept)
 
     def retire_run_specs(self, name: str) -> None:
         """Delete the kept pod's run specs (`core.swap.retire_run_specs`: every stage task has ended), so
@@ -266,26 +273,29 @@ class ChainTeardownOperator(ChainBaseOperator):
                 "could not retire the run specs of chain pod %s/%s: %s", self.namespace, name, err
             )
 
-    def verdict(self, context: Context) -> None:
-        """Fail (no retry) when a task upstream of this teardown failed in this DAG run."""
-        from airflow.sdk.exceptions import AirflowFailException
-
+    def failed_upstream(self, context: Context) -> dict[str, str]:
+        """task id -> state of each task upstream of this teardown that failed in this DAG run."""
         upstream = sorted(self.get_flat_relative_ids(upstream=True)) if self.has_dag() else []
         if not upstream:
-            return
+            return {}
         states = context["ti"].get_task_states(
             dag_id=context["dag"].dag_id, task_ids=upstream, run_ids=[context["run_id"]]
         )
-        failed = {
+        return {
             task: str(state)
             for task, state in sorted((states.get(context["run_id"]) or {}).items())
             if str(state) in FAILED_STATES
         }
+
+    def verdict(self, failed: dict[str, str], kept: bool) -> None:
+        """Fail (no retry) when a task upstream of this teardown failed in this DAG run (`failed`)."""
+        from airflow.sdk.exceptions import AirflowFailException
+
         if failed:
             listed = ", ".join(f"{task} ({state})" for task, state in failed.items())
             raise AirflowFailException(
                 f"chain {self.chain_id!r} did not succeed in this DAG run: {listed}. The chain pod was "
-                f"{'kept' if self.keep_pod else 'deleted'}; this teardown fails so that the DAG run is "
+                f"{'kept' if kept else 'deleted'}; this teardown fails so that the DAG run is "
                 "marked failed (on_failure_fail_dagrun), also when a later stage kept its success from an "
                 "earlier try"
             )

@@ -21,7 +21,6 @@ How a block is tested follows its language and an optional marker on the line be
 from __future__ import annotations
 
 import configparser
-import inspect
 import os
 import re
 import subprocess
@@ -249,23 +248,6 @@ def test_the_xcom_table_lists_every_key_of_a_result() -> None:
     table = doc_tables.WRITING.read_text().split("<!-- generated: xcom-result -->", 1)[1]
     rows = re.findall(r"^\| `(\w+)` \|", table.split("<!-- end generated -->", 1)[0], re.M)
     assert rows == list(result.to_xcom()) and "detail" in rows
-
-
-def test_every_kubernetes_pod_operator_argument_has_a_row() -> None:
-    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
-
-    text = (ROOT / "docs" / "writing-chains.md").read_text()
-    table = text.split("<!-- kpo-table -->", 1)[1].split("<!-- end kpo-table -->", 1)[0]
-    rows = re.findall(r"^\| `(\w+)` \| (chain|stage|chain, stage|always|no) \| .+ \|$", table, re.M)
-    names = [name for name, _ in rows]
-    wanted = [
-        p.name
-        for p in inspect.signature(KubernetesPodOperator.__init__).parameters.values()
-        if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    assert sorted(set(wanted) - set(names)) == [], "add a row to docs/writing-chains.md's table"
-    assert sorted(set(names) - set(wanted)) == [], "a row for an argument the operator no longer has"
-    assert len(names) == len(set(names))
 
 
 def test_relative_links_lead_to_files_that_exist() -> None:
