@@ -177,10 +177,13 @@ def _describe(binding: Obj, subject: Mapping[str, Any]) -> str:
 
 
 class RuleResolver:
-    """`DefaultRuleResolver` over the store (the authorizer's informers)."""
+    """`DefaultRuleResolver` over the store: through the authorizer's listers (`listers=True`: a missing role
+    is a lister's NotFound, `role.rbac.authorization.k8s.io "x" not found`) or the registry's storage (the
+    escalation check: `roles.rbac.authorization.k8s.io "x" not found`)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, listers: bool = False) -> None:
         self.store = store
+        self.listers = listers
 
     def role_reference_rules(self, ref: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
         """`GetRoleReferenceRules`: the rules of a binding's Role (in the binding's namespace) or
@@ -188,14 +191,13 @@ class RuleResolver:
         kind, name = ref.get("kind"), str(ref.get("name") or "")
         if kind == "Role":
             role = self.store.peek(R.ROLES, namespace, name)
-            plural = "roles"
         elif kind == "ClusterRole":
             role = self.store.peek(R.CLUSTER_ROLES, "", name)
-            plural = "clusterroles"
         else:
-            raise LookupError(f'unsupported role reference kind: "{kind}"')
+            raise ValueError(f'unsupported role reference kind: "{kind}"')
         if role is None:
-            raise LookupError(f'{plural}.rbac.authorization.k8s.io "{name}" not found')
+            what = str(kind).lower() if self.listers else f"{str(kind).lower()}s"
+            raise LookupError(f'{what}.rbac.authorization.k8s.io "{name}" not found')
         return [r for r in role.get("rules") or () if isinstance(r, dict)]
 
     def visit_rules_for(
@@ -222,7 +224,7 @@ class RuleResolver:
                 source = _describe(binding, subject)
                 try:
                     rules = self.role_reference_rules(binding.get("roleRef") or {}, ns)
-                except LookupError as e:
+                except (LookupError, ValueError) as e:
                     yield source, None, str(e)
                     continue
                 for rule in rules:
@@ -243,7 +245,7 @@ class RbacAuthorizer:
     """The cluster's authorizers with `--authorization-mode=RBAC`: privileged groups, then RBAC."""
 
     def __init__(self, store: Store) -> None:
-        self.resolver = RuleResolver(store)
+        self.resolver = RuleResolver(store, listers=True)
 
     def authorize(self, user: UserInfo, info: RequestInfo) -> tuple[bool, str]:
         """(allowed, reason): `system:masters` at once, else the first RBAC rule that allows the request

@@ -108,8 +108,10 @@ class RbacStrategy(Strategy):
                 return
         try:
             rules = self.resolver.role_reference_rules(ref, namespace)
-        except LookupError as e:
+        except LookupError as e:  # the role's storage's NotFound
             raise ApiError(404, str(e), kind=plural, name=str(ref.get("name") or ""), group=GROUP) from None
+        except ValueError as e:  # a plain error: an internal one, before validation could name the field
+            raise ApiError(500, str(e)) from None
         if problem := escalation(self.resolver, user, namespace, rules):
             raise self._forbidden(name, problem)
 

@@ -137,6 +137,10 @@ def test_a_cluster_role_bound_in_a_namespace_holds_there_only(secured):
     assert can(api, "list", "events", namespace="default")
     rbac.delete_cluster_role("event-reader")  # a binding to a missing role grants nothing
     assert not can(api, "list", "events")
+    with pytest.raises(ApiException) as err:  # and the denial says why
+        client.CoreV1Api(api).list_namespaced_event(NS)
+    missing = 'clusterrole.rbac.authorization.k8s.io "event-reader" not found'  # both bindings' role
+    assert status(err)["message"].endswith(f'in the namespace "team": RBAC: [{missing}, {missing}]')
 
 
 def test_a_refusal_is_the_api_servers_403(secured):
