@@ -36,15 +36,17 @@ ROLE_FIX = (
 
 PERMISSIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
     ("", "pods", "", ("create", "get", "watch", "patch", "delete"), True),
+    ("", "configmaps", "", ("get", "create"), True),
     ("", "pods", "resize", ("patch",), False),
     ("", "pods", "log", ("get",), True),
     ("", "pods", "exec", ("get", "create"), False),
     (KRUISE_GROUP, IMAGE_PULL_JOB_PLURAL, "", ("create", "get", "watch"), False),
     ("metrics.k8s.io", "pods", "", ("get",), False),
 )
-"""deploy/role.yaml as (group, resource, subresource, verbs, required): what the provider uses. Not required:
-pods/resize (static sizing without it), pods/exec (the go by annotation alone), imagepulljobs (prewarm=False),
-metrics (no peak memory)."""
+"""deploy/role.yaml as (group, resource, subresource, verbs, required): what the provider uses (configmaps:
+the stage runner's, `core/runnerinstall.py`; an identity without `create` runs once an admin applied it).
+Not required: pods/resize (static sizing without it), pods/exec (the go by annotation alone), imagepulljobs
+(prewarm=False), metrics (no peak memory)."""
 
 
 @dataclass(frozen=True)
