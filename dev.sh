@@ -9,7 +9,7 @@ VENV=${VENV:-.venv}
 case $VENV in /*) ;; *) VENV="$PWD/$VENV" ;; esac
 
 EXAMPLE_PACKAGES="bubblewrap busybox-static"
-TEST_PACKAGES="chromium chromium-driver postgresql redis-server"
+TEST_PACKAGES="chromium chromium-driver postgresql redis-server shellcheck"
 
 missing_packages() {
 	# The Debian packages of $* that are not installed yet.
@@ -21,8 +21,8 @@ missing_packages() {
 system_packages() {
 	# The local cluster sandboxes its "containers" with bubblewrap (mount namespaces) and models the static
 	# busybox images (the runner's) with busybox-static's /bin/busybox: all the example needs. The tests also
-	# drive headless Chromium through chromedriver (tests/ui) and start PostgreSQL and Redis servers of their
-	# own (tests/production). Installing them starts no system service: Debian's maintainer scripts ask
+	# drive headless Chromium through chromedriver (tests/ui), start PostgreSQL and Redis servers of their
+	# own (tests/production) and lint the shell scripts with shellcheck (tests/unit/test_shell_scripts.py). Installing them starts no system service: Debian's maintainer scripts ask
 	# invoke-rc.d, which asks policy-rc.d (exit 101: "action forbidden"), so nothing runs after the install.
 	missing=$(missing_packages "$@")
 	[ -z "$missing" ] && return
@@ -82,7 +82,7 @@ setup() {
 		# shellcheck disable=SC2086  # word lists
 		system_packages $EXAMPLE_PACKAGES $TEST_PACKAGES
 	else
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2086  # a word list
 		system_packages $EXAMPLE_PACKAGES
 	fi
 	python_env "$1"

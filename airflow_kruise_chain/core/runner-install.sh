@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=sh # busybox ash, checked as POSIX sh
 # airflow-kruise-chain runner image: installs the stage runner into a chain pod. The chain pod's init
 # container runs this file, /kruise-chain-runner/install (the kernel runs its `#!` line), with
 # KC_RUNNER_SHA256, the sha256 of this provider's runner (/kruise-chain-runner/runner, core/runner.sh)

@@ -1,4 +1,5 @@
 #!/kruise-chain/bin/busybox sh
+# shellcheck shell=sh # busybox ash, checked as POSIX sh: its extensions are annotated where they stand
 # airflow-kruise-chain stage runner (v3, sealed stages): the main process of both slot containers of a chain
 # pod, installed by the chain's init container as /kruise-chain/bin/runner (mode 0555) next to the image's
 # static busybox (mode 0111). The slots' command is that one path: the kernel runs the `#!` line above,
@@ -148,6 +149,7 @@ kc_now() {
 	kc_ts=${kc_ts%%time.tv_usec*}
 	kc_tu=${kc_adj#*tv_usec:}
 	kc_tu=${kc_tu%%return*}
+	# shellcheck disable=SC2086 # split on purpose: adjtimex's seconds and microseconds (digits)
 	set -- $kc_ts $kc_tu
 	case "$#:$1:$2" in
 	2:[0-9]*:[0-9]*)
@@ -176,11 +178,13 @@ kc_exec() {
 			case $kc_rest in *:*) kc_rest=${kc_rest#*:} ;; *) break ;; esac
 		done
 		if [ -z "$kc_p" ]; then
+			# shellcheck disable=SC2016 # $PATH is literal: the message runc gives
 			printf '%s error: exec: "%s": executable file not found in $PATH\n' "$kc_marker" "$kc_a0" >&2
 			exit 127
 		fi
 		;;
 	esac
+	# shellcheck disable=SC3038 # busybox ash's exec takes -a: argv[0] as given, as a runtime sets it
 	exec -a "$kc_a0" "$kc_p" "$@"
 }
 
@@ -317,6 +321,7 @@ kc_poll() {
 	fi
 	if [ "$kc_f" -gt "$kc_g" ]; then
 		kc_r=0
+		# shellcheck source=/dev/null # the run spec (kc_g=... assignments, core/wire.py), read as shell
 		. "$kc_from"
 		[ "$kc_r" = 1 ] && kc_skip=$kc_g
 	fi
@@ -327,6 +332,7 @@ kc_poll() {
 kc_alive() {
 	kc_st=
 	{ read -r kc_st <"/proc/$1/stat"; } 2>/dev/null || return 1
+	# shellcheck disable=SC2086 # split on purpose: /proc/PID/stat's fields after comm (no glob chars)
 	set -- ${kc_st##*) }
 	[ "$1" != Z ] && [ "$2" = "$$" ]
 }
@@ -337,6 +343,7 @@ kc_others() {
 		[ "$kc_p" = "/proc/$$" ] && continue
 		kc_st=
 		{ read -r kc_st <"$kc_p/stat"; } 2>/dev/null || continue
+		# shellcheck disable=SC2086 # split on purpose: /proc/PID/stat's fields after comm (no glob chars)
 		set -- ${kc_st##*) }
 		[ "$1" = Z ] || return 0
 	done
@@ -353,6 +360,7 @@ kc_descendants() {
 		for kc_p in /proc/[0-9]*; do
 			kc_st=
 			{ read -r kc_st <"$kc_p/stat"; } 2>/dev/null || continue
+			# shellcheck disable=SC2086 # split on purpose: /proc/PID/stat's fields after comm (no glob chars)
 			set -- ${kc_st##*) }
 			kc_p=${kc_p#/proc/}
 			case $kc_tree in *" $kc_p "*) continue ;; esac
@@ -375,6 +383,7 @@ kc_scan() {
 	for kc_p in /proc/[0-9]*; do
 		kc_st=
 		{ read -r kc_st <"$kc_p/stat"; } 2>/dev/null || continue
+		# shellcheck disable=SC2086 # split on purpose: /proc/PID/stat's fields after comm (no glob chars)
 		set -- ${kc_st##*) }
 		kc_p=${kc_p#/proc/}
 		[ "$1" = Z ] || [ "$kc_p" = "$$" ] || kc_all="$kc_all $kc_p:$2"
@@ -409,6 +418,7 @@ kc_end_all() {
 		if [ "$$" != 1 ]; then
 			kc_descendants
 			[ -n "$kc_pids" ] || return 0
+			# shellcheck disable=SC2086 # split on purpose: a list of pids
 			kill -KILL $kc_pids 2>/dev/null
 		elif [ "$kc_i" -ge 200 ]; then
 			kill -KILL -1 2>/dev/null
@@ -416,9 +426,11 @@ kc_end_all() {
 		else
 			kc_scan
 			[ -n "$kc_pids" ] || [ "$kc_execd" != " " ] || return 0
+			# shellcheck disable=SC2086 # split on purpose: a list of pids
 			[ -z "$kc_pids" ] || kill -KILL $kc_pids 2>/dev/null
 		fi
 		kc_i=$((kc_i + 1))
+		# shellcheck disable=SC3045,SC2162,SC2034 # busybox ash's read -t: a sleep a signal cuts short (kc_x unused)
 		read -t 0.01 kc_x <&3 # the kernel tears them down; SIGCHLD wakes the runner, which reaps them
 	done
 	echo "$kc_marker error: processes of generation $kc_g are still there after $kc_i kills" >&2
@@ -575,6 +587,7 @@ kc_wait_stage() {
 			kc_uptime
 			if [ "$kc_up" -ge "$kc_kill_at" ]; then kill -KILL "$kc_child" 2>/dev/null; fi
 		fi
+		# shellcheck disable=SC3045,SC2162,SC2034 # busybox ash's read -t: a sleep a signal cuts short (kc_x unused)
 		read -t 0.1 kc_x <&3
 	done
 	kc_code=0
@@ -680,6 +693,7 @@ while :; do
 		kc_wait=0.02
 		kc_hot=$((kc_hot - 1))
 	fi
+	# shellcheck disable=SC3045,SC2162,SC2034 # busybox ash's read -t: a sleep a signal cuts short (kc_x unused)
 	read -t "$kc_wait" kc_x <&3
 	kc_phase=idle
 done
