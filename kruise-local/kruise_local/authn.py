@@ -20,12 +20,16 @@ it is unexpired, meant for the API server's audience, and its account still exis
 TokenRequest (`pkg/registry/core/serviceaccount/storage/token.go` `TokenREST.Create`, `kubectl create
 token`): `serviceaccounts/<name>/token` mints a token for the account, `spec.expirationSeconds` 3600 by
 default and at least 600 (`ValidateTokenRequest`), `spec.audiences` the API server's by default.
+
+Impersonation (`kubectl --as`, `impersonate`) follows authentication, as `WithImpersonation` does.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.parse
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,11 +40,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from . import resources as R
 from .decoding import read_body
 from .errors import ApiError, invalid
-from .rbac import ADMIN_USER, UserInfo
+from .rbac import ADMIN_USER, RequestInfo, UserInfo, forbidden
 from .responses import json_response
 from .store import Obj, Store
 from .validation import invalid_value
 
+AUTHENTICATION = "authentication.k8s.io"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 """`--service-account-issuer` (and so the API audience, `--api-audiences` unset) as kind and kubeadm set it"""
 ADMIN_TOKEN = "kruise-local-admin"
@@ -161,6 +166,55 @@ class Authenticator:
         if strict:
             raise ApiError(401, "Unauthorized")
         return ADMIN_USER
+
+
+Authorize = Callable[[UserInfo, RequestInfo], tuple[bool, str]]
+_EXTRA_PREFIX = "impersonate-extra-"
+
+
+def impersonate(request: web.Request, requestor: UserInfo, authorize: Authorize) -> UserInfo:
+    """`WithImpersonation` (`apiserver/pkg/endpoints/filters/impersonation.go`): the user the
+    `Impersonate-User`, `-Group`, `-Uid` and `-Extra-*` headers ask for, once the requestor may `impersonate`
+    each (a ServiceAccount's username as `serviceaccounts`, others as `users`, `groups`, `uids`,
+    `userextras/<key>`); a 403 for the first it may not. A ServiceAccount gets its groups unless groups are
+    asked for; a user other than `system:anonymous` gets `system:authenticated`."""
+    headers = request.headers
+    username, uid = headers.get("Impersonate-User", ""), headers.get("Impersonate-Uid", "")
+    groups_asked = headers.getall("Impersonate-Group", [])
+    extras: dict[str, list[str]] = {}
+    for key, value in headers.items():
+        if key.lower().startswith(_EXTRA_PREFIX):
+            extras.setdefault(urllib.parse.unquote(key[len(_EXTRA_PREFIX) :]).lower(), []).append(value)
+    if not username:
+        if groups_asked or extras or uid:
+            raise ApiError(
+                500, "requested impersonation of groups, extra or uid without impersonating a user"
+            )
+        return requestor
+    checks: list[RequestInfo] = []
+    groups: list[str] = []
+    parts = username.split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] and parts[2] and parts[3]:
+        checks.append(RequestInfo("impersonate", "", "serviceaccounts", "", parts[2], parts[3], True))
+        if not groups_asked:
+            groups = ["system:serviceaccounts", f"system:serviceaccounts:{parts[2]}"]
+    else:
+        checks.append(RequestInfo("impersonate", "", "users", "", "", username, True))
+    for group in groups_asked:
+        checks.append(RequestInfo("impersonate", "", "groups", "", "", group, True))
+        groups.append(group)
+    if uid:
+        checks.append(RequestInfo("impersonate", AUTHENTICATION, "uids", "", "", uid, True))
+    for key, values in extras.items():
+        checks += [RequestInfo("impersonate", AUTHENTICATION, "userextras", key, "", v, True) for v in values]
+    for check in checks:
+        allowed, reason = authorize(requestor, check)
+        if not allowed:
+            raise forbidden(requestor, check, reason)
+    if not groups_asked and username != ANONYMOUS["username"]:
+        if not {"system:authenticated", "system:unauthenticated"} & set(groups):
+            groups.append("system:authenticated")
+    return {"username": username, "uid": uid, "groups": groups, "extra": extras}
 
 
 def _bound_object(store: Store, namespace: str, account: str, ref: Any) -> Obj | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from .authn import ANONYMOUS, Authenticator
+from .authn import ANONYMOUS, Authenticator, impersonate
 from .errors import ApiError
 from .rbac import USER_INFO, RbacAuthorizer, RequestInfo, UserInfo, forbidden, request_info, with_verb
 
@@ -29,8 +29,10 @@ class Filters:
         self.requests[f"{request.method} {request.path}"] += 1
 
     async def authenticate(self, request: web.Request) -> None:
-        """`WithAuthentication`: the request's user (USER_INFO), or a 401."""
-        USER_INFO.set(self.authenticator.authenticate(request, strict=self.authorizer is not None))
+        """`WithAuthentication`, then `WithImpersonation`: the request's user (USER_INFO), or a 401 (a 403
+        for an impersonation the requestor may not)."""
+        user = self.authenticator.authenticate(request, strict=self.authorizer is not None)
+        USER_INFO.set(impersonate(request, user, self.allows))
 
     def allows(self, user: UserInfo, info: RequestInfo) -> tuple[bool, str]:
         """The authorizer's decision and reason (everything is allowed without one)."""

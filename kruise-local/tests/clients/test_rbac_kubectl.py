@@ -132,3 +132,30 @@ def test_a_token_outlives_no_deleted_account(secured):
     ok(admin("delete", "serviceaccount", "temp", "-n", "default"))
     done = temp("auth", "whoami")
     assert done.returncode == 1 and "Unauthorized" in done.stderr
+
+
+def test_an_admin_asks_as_another_identity(secured, robot):
+    """`kubectl --as` (`WithImpersonation`): the admin may impersonate anyone and is then answered as that
+    user (a ServiceAccount with its groups); the robot may not impersonate."""
+    admin = kubectl_with(*secured)
+    as_robot = ("--as=system:serviceaccount:ops:robot", "-n", "ops")
+    assert ok(admin("auth", "can-i", "list", "pods", *as_robot)).strip() == "yes"
+    assert admin("auth", "can-i", "delete", "pods", *as_robot).stdout.strip() == "no"
+    who = yaml.safe_load(ok(admin("auth", "whoami", "-o", "yaml", *as_robot)))["status"]["userInfo"]
+    assert who["groups"] == ["system:serviceaccounts", "system:serviceaccounts:ops", "system:authenticated"]
+    # groups asked for are all the groups: without system:authenticated, not even system:basic-user
+    assert (
+        "selfsubjectreviews API is not enabled"
+        in admin("auth", "whoami", "--as=jane", "--as-group=devs").stderr
+    )
+    as_group = ("--as=jane", "--as-group=devs", "--as-group=system:authenticated")
+    assert yaml.safe_load(ok(admin("auth", "whoami", "-o", "yaml", *as_group)))["status"]["userInfo"] == {
+        "username": "jane",
+        "groups": ["devs", "system:authenticated"],
+    }
+    done = robot("get", "pods", "-n", "ops", "--as=kruise-local-admin")
+    assert done.returncode == 1
+    assert (
+        'users "kruise-local-admin" is forbidden: User "system:serviceaccount:ops:robot" cannot impersonate '
+        'resource "users" in API group "" at the cluster scope' in done.stderr
+    )
