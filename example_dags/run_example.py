@@ -2,7 +2,7 @@
 
 Starts kruise-local in-process, points Airflow's `kubernetes_default` connection at it, runs
 `example_kruise_chain` with `dag.test()`, and prints what the API server saw.
-Usage: python example_dags/run_example.py [--profile fast|realistic] [--keep-home]
+Usage: python example_dags/run_example.py [--profile fast|realistic]
 """
 
 from __future__ import annotations

@@ -251,9 +251,10 @@ class ChainTeardownOperator(ChainBaseOperator):
                 "keep_pod=%r: leaving chain pod %s/%s in place", self.keep_pod, self.namespace, name
             )
             self.retire_run_specs(name)
+            pod = "kept"
         else:
-            self.delete(name)
-        self.verdict(failed, kept)
+            pod = "deleted" if self.delete(name) else "not there to delete (never created, or already gone)"
+        self.verdict(failed, pod)
 
     def retire_run_specs(self, name: str) -> None:
         """Delete the kept pod's run specs (`core.swap.retire_run_specs`: every stage task has ended), so
@@ -287,21 +288,23 @@ class ChainTeardownOperator(ChainBaseOperator):
             if str(state) in FAILED_STATES
         }
 
-    def verdict(self, failed: dict[str, str], kept: bool) -> None:
-        """Fail (no retry) when a task upstream of this teardown failed in this DAG run (`failed`)."""
+    def verdict(self, failed: dict[str, str], pod: str) -> None:
+        """Fail (no retry) when a task upstream of this teardown failed in this DAG run (`failed`), saying
+        what became of the chain pod (`pod`: kept, deleted, not there)."""
         from airflow.sdk.exceptions import AirflowFailException
 
         if failed:
             listed = ", ".join(f"{task} ({state})" for task, state in failed.items())
             raise AirflowFailException(
                 f"chain {self.chain_id!r} did not succeed in this DAG run: {listed}. The chain pod was "
-                f"{'kept' if kept else 'deleted'}; this teardown fails so that the DAG run is "
+                f"{pod}; this teardown fails so that the DAG run is "
                 "marked failed (on_failure_fail_dagrun), also when a later stage kept its success from an "
                 "earlier try"
             )
 
-    def delete(self, name: str) -> None:
-        """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed).
+    def delete(self, name: str) -> bool:
+        """Delete the chain pod and wait until it is gone (or the grace period and a margin have passed);
+        False when there was none to delete.
 
         A stage a stop was asked for (its task's `on_kill` waits only a few seconds) is left the grace period
         and the margin to record its end first (`PodSession.settle_stops`: its runner's result line): the
@@ -316,7 +319,7 @@ class ChainTeardownOperator(ChainBaseOperator):
         found = self.hook.delete_pod(name, self.namespace)
         if not found:
             self.log.info("chain pod %s/%s was already gone", self.namespace, name)
-            return
+            return False
         # wait until the pod is really gone (its containers stopped), so the run ends with nothing left behind
         grace = pod.grace_period if pod is not None else 30.0
         version = pod.resource_version if pod is not None else None
@@ -329,6 +332,7 @@ class ChainTeardownOperator(ChainBaseOperator):
                 name,
                 grace + self.delete_margin,
             )
+        return True
 
 
 def _check_one_pod_per_chain(setup: ChainSetupOperator) -> None:
