@@ -13,6 +13,7 @@ DEFAULT_DASHBOARD_URL = (
 )
 DEFAULT_MEMORY_SAMPLE_INTERVAL = 1.0
 DEFAULT_MEMORY_SAMPLE_MAX_INTERVAL = 60.0
+DEFAULT_SCALE_UP_WAIT = 30.0
 
 OPTIONS: dict[str, dict[str, str | None]] = {
     "dashboard_url": {
@@ -69,6 +70,16 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "example": "registry.example.com/mirror/airflow-kruise-chain-runner:0.1.0",
         "default": DEFAULT_RUNNER_IMAGE,
     },
+    "scale_up_wait": {
+        "description": "Seconds a chain pod that no node can take (the scheduler's FailedScheduling) waits "
+        "for a cluster autoscaler to announce a node for it (its TriggeredScaleUp event) before the setup "
+        "fails, naming the scheduler's reason. After a TriggeredScaleUp the setup waits for the node up to "
+        "its startup_timeout; a NotTriggerScaleUp event (the autoscaler adds no node) fails it at once.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "120",
+        "default": str(DEFAULT_SCALE_UP_WAIT),
+    },
 }
 
 
@@ -106,6 +117,13 @@ def memory_sample_interval() -> float:
     from airflow.providers.common.compat.sdk import conf
 
     return max(0.0, conf.getfloat(SECTION, "memory_sample_interval", fallback=DEFAULT_MEMORY_SAMPLE_INTERVAL))
+
+
+def scale_up_wait() -> float:
+    """``[kruise_chain] scale_up_wait``: seconds an unschedulable chain pod waits for a scale-up."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return max(0.0, conf.getfloat(SECTION, "scale_up_wait", fallback=DEFAULT_SCALE_UP_WAIT))
 
 
 def memory_sample_max_interval() -> float:

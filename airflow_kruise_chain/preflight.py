@@ -37,6 +37,7 @@ ROLE_FIX = (
 PERMISSIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
     ("", "pods", "", ("create", "get", "watch", "patch", "delete"), True),
     ("", "configmaps", "", ("get", "create"), True),
+    ("", "events", "", ("list",), False),
     ("", "pods", "resize", ("patch",), False),
     ("", "pods", "log", ("get",), True),
     ("", "pods", "exec", ("get", "create"), False),
@@ -45,8 +46,8 @@ PERMISSIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
 )
 """deploy/role.yaml as (group, resource, subresource, verbs, required): what the provider uses (configmaps:
 the stage runner's, `core/runnerinstall.py`; an identity without `create` runs once an admin applied it).
-Not required: pods/resize (static sizing without it), pods/exec (the go by annotation alone), imagepulljobs
-(prewarm=False), metrics (no peak memory)."""
+Not required: events (a missing Secret is named at the startup timeout), pods/resize (static sizing without
+it), pods/exec (the go by annotation alone), imagepulljobs (prewarm=False), metrics (no peak memory)."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ _EXPORTS = {
     "MalformedTrack": "errors",
     "ResizeUnsupportedError": "errors",
     "ResultUnavailableError": "errors",
+    "PodStartError": "errors",
     "StageStartError": "errors",
     "StageTimeoutError": "errors",
     "ImageReference": "image",

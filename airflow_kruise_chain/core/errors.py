@@ -7,6 +7,7 @@ The hierarchy (all importable from ``airflow_kruise_chain.core`` and from this m
     ├── PodLostError                 the chain pod is gone, terminating, or has stopped for good
     ├── SlotBusyError                the slot a swap needs still hosts an unfinished generation
     ├── ConflictError                a conditional write lost a race (409): re-read and plan again
+    ├── PodStartError                the chain pod cannot start: a missing Secret, ConfigMap, image, node...
     ├── StageStartError              the stage's container could not start (pull failure, crash loop, ...)
     ├── StageTimeoutError            swap_timeout, pull_timeout or stage_timeout ran out
     ├── ResultUnavailableError       an earlier try's generation ended but its result can no longer be read
@@ -74,6 +75,16 @@ _START_HINTS = {
     "InvalidImageName": "; fix the image reference",
     "ErrImageNeverPull": "; with image_pull_policy='Never' the image must already be on the node",
 }
+
+
+class PodStartError(ChainError):
+    """The chain pod cannot start as things stand (`startup.wait_started`): `reason` is what the cluster
+    said (FailedMount, CreateContainerConfigError, FailedScheduling, ErrImagePull, ...); the message names
+    the missing object and the fix."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class StageStartError(ChainError):

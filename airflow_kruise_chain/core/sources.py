@@ -73,6 +73,16 @@ def of_stages(stages: Iterable[Any]) -> list[tuple[str, str]]:
     return sorted(found)
 
 
+def readers(stages: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
+    """(kind, name) of each Secret and ConfigMap the stages declare -> the stages that read it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for stage in stages:
+        refs = [*stage.env_sources.values(), *stage.env_from]
+        for key in sorted({(ref["kind"], ref["name"]) for ref in refs}):
+            found.setdefault(key, []).append(stage.name)
+    return found
+
+
 def volumes(sources: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """The pod volumes of `sources` (secret volumes keep their files readable by the owner only)."""
     out = []

@@ -169,6 +169,25 @@ class KruiseHook(KubernetesHook):
                 return None
             raise explain(e, "get", resource, namespace, name) from e
 
+    def pod_events(self, namespace: str, uid: str) -> list[dict[str, Any]] | None:
+        """The events about the pod of `uid` (core `wait_started` reads why it does not start); None when the
+        identity may not list events."""
+        selector = f"involvedObject.uid={uid}"
+        list_events = self.core_v1_client.list_namespaced_event
+        try:
+            body = self._call(
+                "list",
+                "events",
+                namespace,
+                "",
+                lambda _: self._raw(list_events, namespace, field_selector=selector),
+            )
+        except ApiException as e:
+            if e.status == 403:
+                return None
+            raise explain(e, "list", "events", namespace) from e
+        return list(body.get("items") or [])
+
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         try:
             return self._call(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,12 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 """A connection refused, reset or timed out (urllib3 and aiohttp, as cncf.kubernetes counts them)"""
+
+
+_SERVICE_ACCOUNT = re.compile(
+    r'error looking up service account [^/]+/(?P<name>\S+?): serviceaccount "[^"]*" not found'
+)
+"""the ServiceAccount admission plugin's refusal of a pod whose service account does not exist"""
 
 
 class KruiseApiError(RuntimeError):
@@ -171,6 +178,20 @@ def explain(
     if e.status == 403 and "violates PodSecurity" in message:
         return PodSecurityRefusedError(
             f"{verb} {target} in namespace {namespace!r}: {POD_SECURITY_HELP}. API said: {message}", 403
+        )
+    if e.status == 403 and (sa := _SERVICE_ACCOUNT.search(str(message))):
+        return KruiseApiError(
+            f"{verb} {target} in namespace {namespace!r}: the ServiceAccount {sa['name']!r} does not exist "
+            f"there: create it (kubectl create serviceaccount {sa['name']} -n {namespace}) or correct the "
+            f"chain's service_account_name. API said: {message}",
+            403,
+        )
+    if e.status == 404 and f'namespaces "{namespace}" not found' in str(message):
+        return KruiseApiError(
+            f"{verb} {target}: the namespace {namespace!r} does not exist: create it (kubectl create "
+            f"namespace {namespace}), or apply the provider's deploy/ there (kubectl apply -k deploy/, "
+            f"docs/rbac.md), or correct the chain's namespace. API said: {message}",
+            404,
         )
     if e.status == 403:
         return KruiseApiError(

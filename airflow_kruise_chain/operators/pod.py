@@ -3,7 +3,6 @@ deletes it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -11,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Context
 
 from airflow_kruise_chain.config import runner_image
-from airflow_kruise_chain.core.constants import SLOTS
-from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
+from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
 from airflow_kruise_chain.core.manifest import check_annotations_size
 from airflow_kruise_chain.core.resources import ChainSizing, plan_sizing
 from airflow_kruise_chain.core.spec import ChainSpec
@@ -127,7 +125,7 @@ class ChainSetupOperator(ChainBaseOperator):
             created = self.hook.create_pod(stamp(pod, digest), spec.namespace)
             self.log.info("chain pod %s/%s (uid %s)", spec.namespace, name, created["metadata"].get("uid"))
             self.pod_url(context)
-            pod = self.wait_parked(name, spec.namespace)
+            pod = self.wait_parked(spec, name)
         except BaseException:
             self.remove(name, spec.namespace)
             raise
@@ -178,41 +176,24 @@ class ChainSetupOperator(ChainBaseOperator):
         )
         return sizing
 
-    def wait_parked(self, name: str, namespace: str) -> ChainPod:
-        from airflow_kruise_chain.core.errors import StageTimeoutError
+    def wait_parked(self, spec: ChainSpec, name: str) -> ChainPod:
+        """The chain pod once both slots are parked; PodStartError as soon as the cluster says why it cannot
+        start (a missing Secret, ConfigMap or key, an image, no node: `core/startup.py`)."""
+        from airflow_kruise_chain.config import scale_up_wait
         from airflow_kruise_chain.core.manifest import INIT_CONTAINER
         from airflow_kruise_chain.core.runnerimage import install_failure
-        from airflow_kruise_chain.core.watch import pod_watch, watch_versions
+        from airflow_kruise_chain.core.sources import readers
+        from airflow_kruise_chain.core.startup import StartupWatch, wait_started
 
-        deadline = time.monotonic() + self.startup_timeout
-        last = ""
-        watch, read = pod_watch(self.hook, name, namespace)
-        for pod in watch_versions(watch, deadline, relist=read):
-            if pod is None:
-                raise PodLostError(f"chain pod {namespace}/{name} was deleted while starting")
-            if pod.phase in ("Failed", "Succeeded"):
-                raise PodLostError(
-                    f"chain pod {namespace}/{name} ended ({pod.phase}) while starting: {pod.status_message}"
-                )
-            waiting = [pod.slot(s) for s in SLOTS if pod.slot(s).waiting]
-            described = {slot.name: f"{slot.name} ({slot.image}) {slot.waiting_text()}" for slot in waiting}
-            reasons = "; ".join(described.values())
-            if reasons and reasons != last:
-                self.log.info("chain pod starting: %s", reasons)
-                last = reasons
-            if failure := install_failure(pod.raw, INIT_CONTAINER):
-                raise ChainError(f"chain pod {namespace}/{name} cannot start: {failure}")
-            bad = [described[slot.name] for slot in waiting if slot.failed_to_start]
-            if bad:
-                raise ChainError(
-                    f"chain pod {namespace}/{name} cannot start: {'; '.join(bad)}; check the "
-                    "stages' image references and the chain's image_pull_secrets"
-                )
-            if pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS):
-                return pod
-        raise StageTimeoutError(
-            f"startup timeout ({self.startup_timeout:.0f}s): chain pod {namespace}/{name} did "
-            f"not get both slots running; last state: {last or 'Pending'}"
+        watch = StartupWatch(spec.namespace, readers(spec.stages), scale_up_wait())
+        return wait_started(
+            self.hook,
+            name,
+            spec.namespace,
+            self.startup_timeout,
+            watch,
+            log=self.log.info,
+            install_failure=lambda pod: install_failure(pod.raw, INIT_CONTAINER),
         )
 
 
