@@ -74,3 +74,11 @@ def container_capabilities(container: Mapping[str, Any]) -> tuple[str, ...]:
     current |= {f"CAP_{c}" for c in add if c != "ALL"}
     current -= {f"CAP_{c}" for c in drop if c != "ALL"}
     return tuple(f"CAP_{name}" for name in CAPABILITY_NAMES if f"CAP_{name}" in current)
+
+
+def add_no_new_privileges(container: Mapping[str, Any]) -> bool:
+    """Whether the runtime sets no_new_privs on `container`'s process: only when its security context sets
+    `allowPrivilegeEscalation` to false (`pkg/securitycontext/util.go` `AddNoNewPrivileges`; unset counts as
+    allowed, whatever the API's documentation says of CAP_SYS_ADMIN and privileged containers: the API server
+    refuses false with those, `ValidateSecurityContext`)."""
+    return (container.get("securityContext") or {}).get("allowPrivilegeEscalation") is False

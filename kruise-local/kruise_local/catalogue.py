@@ -16,6 +16,9 @@ A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*`
   for a regular file), and runc's exec checks them (a file without an execute bit fails the start with
   "permission denied"). `provides` and `links` serve the host's files with the host's modes. Each file is
   copied once per content and mode into a folder of this process (`unpacked_files`), bound read-only.
+- `dirs`: `{path: mode}` or `{path: {"mode": "0700", "owner": "UID:GID"}}` folders the image has (root's
+  unless an owner is given), such as `/tmp` (1777) and `/root` (0700): a container's writable layer starts
+  from them (`rootfs.py`). A `host` image has a Debian image's (`HOST_DIRS`) unless it names its own.
 - `entrypoint` / `cmd`: the OCI config's Entrypoint and Cmd (both default to none). As a runtime does, a
   container's `command` replaces the Entrypoint and drops the Cmd; its `args` replace the Cmd.
 - `user`: the OCI config's User, numeric (`"65532"` or `"65532:65532"`; user names are not modelled): whom
@@ -57,9 +60,19 @@ PLUGIN_GROUP = "kruise_local.images"
 list of entries (the keys of `ENTRY_KEYS`)."""
 NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
 ENTRY_KEYS = frozenset(
-    {"ref", "size", "digest", "base", "provides", "links", "files", "entrypoint", "cmd", "env", "user"}
+    {"ref", "size", "digest", "base", "provides", "links", "files", "dirs", "entrypoint", "cmd", "env"}
+    | {"user"}
 )
 BASES = ("host", "scratch")
+HOST_DIRS: tuple[tuple[str, int, int, int], ...] = (
+    ("/root", 0o700, 0, 0),
+    ("/tmp", 0o1777, 0, 0),
+    ("/home", 0o755, 0, 0),
+    ("/run", 0o755, 0, 0),
+    ("/var/tmp", 0o1777, 0, 0),
+)
+"""The folders of a `host` image besides the host's userland, as a Debian image (python:3.11-slim) has them:
+root's home, the temporary folders (sticky, writable by all), /home and /run."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,7 @@ class Image:
     links: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str, int], ...] = ()  # (path in the image, host file, mode)
     user: str = ""  # the OCI config's User: "uid" or "uid:gid", "" for root
+    dirs: tuple[tuple[str, int, int, int], ...] = ()  # (path in the image, mode, uid, gid)
 
     @property
     def image_id(self) -> str:
@@ -126,6 +140,20 @@ def _file_mode(value: Any) -> int | None:
     else:
         return None
     return mode if 0 <= mode <= 0o7777 else None
+
+
+def _dir_attrs(value: Any) -> tuple[int, int, int] | None:
+    """(mode, uid, gid) of a `dirs` entry: a mode, or {"mode": mode, "owner": "UID:GID"}; None if invalid."""
+    if isinstance(value, dict):
+        if set(value) - {"mode", "owner"} or "mode" not in value:
+            return None
+        owner = str(value.get("owner", "0:0")).split(":")
+        if len(owner) != 2 or not all(o.isdigit() for o in owner):
+            return None
+        mode = _file_mode(value["mode"])
+        return None if mode is None else (mode, int(owner[0]), int(owner[1]))
+    mode = _file_mode(value)
+    return None if mode is None else (mode, 0, 0)
 
 
 def _size(value: Any) -> int:
@@ -185,6 +213,17 @@ def _check_entry(e: Any, where: str) -> None:
             f"{where}: 'files' must map absolute paths to {{'from': an absolute host path, 'mode': an octal "
             "mode such as '0555'}"
         )
+    dirs = e.get("dirs")
+    if dirs is not None and (
+        not isinstance(dirs, dict) or not all(isinstance(k, str) and k.startswith("/") for k in dirs)
+    ):
+        raise ValueError(f"{where}: 'dirs' must map absolute paths to folder modes")
+    for path, value in (dirs or {}).items():
+        if _dir_attrs(value) is None:
+            raise ValueError(
+                f"{where}: dirs[{path!r}] must be an octal mode such as '0755' or "
+                "{'mode': '0700', 'owner': 'UID:GID'}"
+            )
     if e.get("env") is not None and not isinstance(e["env"], dict):
         raise ValueError(f"{where}: 'env' must be a mapping")
     user = e.get("user")
@@ -208,6 +247,12 @@ def plugin_entries() -> list[dict[str, Any]]:
             _check_entry(entry, f"{where}, entry {i}")
         entries += found
     return entries
+
+
+def _dirs(entry: dict[str, Any]) -> tuple[tuple[str, int, int, int], ...]:
+    if entry.get("dirs") is None:
+        return HOST_DIRS if entry.get("base", "host") == "host" else ()
+    return tuple((path, *(_dir_attrs(value) or (0o755, 0, 0))) for path, value in entry["dirs"].items())
 
 
 class Catalogue:
@@ -250,7 +295,7 @@ class Catalogue:
         if found is None and self.permissive:
             full = normalize(ref)
             digest = split_reference(full)[2] or "sha256:" + hashlib.sha256(full.encode()).hexdigest()
-            return Image(ref=full, size=5 * 2**20, digest=digest, cmd=("sh",))
+            return Image(ref=full, size=5 * 2**20, digest=digest, cmd=("sh",), dirs=HOST_DIRS)
         return found
 
     def _find(self, ref: str) -> Image | None:
@@ -289,5 +334,6 @@ class Catalogue:
                     for path, f in (e.get("files") or {}).items()
                 ),
                 user=str(e.get("user") or ""),
+                dirs=_dirs(e),
             )
         return None

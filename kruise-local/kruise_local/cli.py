@@ -34,7 +34,7 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run with OpenKruise's ImagePullJobGate off, as OpenKruise installs by default",
     )
-    p.add_argument("--sandbox", choices=["auto", "bwrap", "unshare", "none"], default="auto")
+    p.add_argument("--sandbox", choices=["auto", "oci", "bwrap", "unshare", "none"], default="auto")
     p.add_argument(
         "--authorization-mode",
         choices=["AlwaysAllow", "RBAC"],

@@ -48,6 +48,9 @@ class ContainerLaunch:
     host_base: bool = True  # the root starts from the host's userland; False: empty (scratch)
     links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) symlinks of the image
     files: list[tuple[str, str]] = field(default_factory=list)  # (host, path) image files, bound read-only
+    dirs: list[tuple[str, int, int, int]] = field(default_factory=list)  # (path, mode, uid, gid) folders
+    read_only_root: bool = False  # `readOnlyRootFilesystem`: the writable layer is mounted read-only
+    no_new_privs: bool = False  # `allowPrivilegeEscalation: false`: no_new_privs before the exec
     pod_sandbox: PodSandbox | None = None  # the pod's network namespace to join (None: the runtime's own)
     capabilities: tuple[str, ...] | None = None  # the process's capability sets (None: the runtime's default)
     user: ProcessUser = field(default_factory=ProcessUser)  # the OCI process user (`users.py`)

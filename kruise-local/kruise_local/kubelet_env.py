@@ -41,8 +41,7 @@ class ContainerEnvironment:
         env: dict[str, str] = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOSTNAME": self.name,
-            "HOME": "/root",
-        }
+        }  # no HOME: runc sets it from the image's /etc/passwd when the env has none (the runtime's part)
         env.update(image.env)
         for src in spec.get("envFrom") or []:
             ref = src.get("configMapRef")

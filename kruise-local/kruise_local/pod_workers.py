@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import resources as R
 from .backoff import go_duration
-from .capabilities import container_capabilities
+from .capabilities import add_no_new_privileges, container_capabilities
 from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
@@ -554,6 +554,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             host_base=image.host_base,
             links=list(image.links),
             files=image.unpacked_files(),
+            dirs=list(image.dirs),
+            read_only_root=bool((spec.get("securityContext") or {}).get("readOnlyRootFilesystem")),
+            no_new_privs=add_no_new_privileges(spec),
             pod_sandbox=self.pod_sandbox,
             capabilities=container_capabilities(spec),
             user=container_user(

@@ -394,7 +394,9 @@ class RunningContainer:
         of the process), once it no longer runs one of the sandbox's own set-up commands."""
         if self._main is None and self.finished_at is None:
             init = self._init_pid()
-            if init is not None and _cmdline(init) not in self._wrappers:
+            # an empty command line is a process in the middle of an exec (its new memory has no arguments
+            # yet): a set-up command becoming the next, not yet the container's own
+            if init is not None and (command := _cmdline(init)) and command not in self._wrappers:
                 self._main = init
         return self._main
 

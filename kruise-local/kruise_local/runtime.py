@@ -1,9 +1,15 @@
 """Process runtime of the local kubelet: runs "containers" as sandboxed local processes (asyncio).
 
-Each container is one `bwrap` (bubblewrap) exec: a fresh tmpfs root holding the image's filesystem (either
-the host's `/usr`, `/etc`, `/bin` and `/lib*`, read-only, or for a scratch-based image nothing but the
-`host_paths` and `links` the image provides), a new `/proc`, a minimal `/dev`, a private `/tmp`, the volume
-mounts and the termination-message file, in new mount and pid namespaces. The command is looked up in that
+As root the default sandbox is `oci`: each container is built as containerd and runc build it (`rootfs.py`,
+`ociinit.py`): new mount and pid namespaces (`unshare`) whose pid 1 mounts the image's read-only layers with a
+writable layer of the instance's own over them (overlayfs; `readOnlyRootFilesystem` mounts it read-only), a
+new `/proc`, a tmpfs `/dev`, the volume mounts and the termination-message file, pivots into that root,
+applies the container's capabilities (the bounding set), user and no_new_privs, and execs the command.
+Otherwise (`bwrap`, the default without root, and the `unshare` fallback) each container is one `bwrap`
+(bubblewrap) exec: a fresh tmpfs root holding the image's filesystem read-only (either the host's `/usr`,
+`/etc`, `/bin` and `/lib*`, or for a scratch-based image nothing but the `host_paths` and `links` the image
+provides: `imagefs.py`), a new `/proc`, a minimal `/dev`, a private `/tmp`, the volume mounts and the
+termination-message file, in new mount and pid namespaces. Either way the command is looked up in that
 filesystem first: a missing or non-executable one fails the start as runc does (`StartError`).
 
 The container's command is pid 1 of its new pid namespace, as runc makes it (`libcontainer/
@@ -21,8 +27,9 @@ they do in a real container (pid_namespaces(7)):
   one process per container, nothing the container's command started outlives it.
 
 Capabilities: the container's process gets the sets runc gives it, containerd's default set and the
-container's `securityContext` (`capabilities.py`): bwrap `--cap-drop ALL --cap-add ...` when kruise-local
-runs as root (bwrap makes them the ambient set and sets no_new_privs: an exec keeps them and gains none).
+container's `securityContext` (`capabilities.py`): oci makes them the bounding set before it switches users
+and execs, as runc does; bwrap `--cap-drop ALL --cap-add ...` when kruise-local runs as root (bwrap makes them
+the ambient set and sets no_new_privs on every process: an exec keeps them and gains none).
 Without root, bwrap's sandbox is an unprivileged user namespace whose process has no capability at all. The
 `unshare` fallback keeps the runtime's own (every capability, as root).
 
@@ -53,7 +60,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import hashlib
+import json
 import os
 import shutil
 import signal as _signal
@@ -63,170 +70,29 @@ import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .capabilities import ALL_CAPABILITIES, CAPABILITY_NAMES
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
+from .imagefs import (
+    HOST_LINKS,
+    HOST_RO,
+    RUNC_EXEC_PREFIX,
+    check_executable,
+    host_layers,
+    image_layers,
+    in_binds,
+    layout,
+    oci_binds,
+    under,
+)
 from .processes import RunningContainer, descendants, exit_status
+from .rootfs import ImageRoot, container_realpath, home_of, host_path, image_root
 from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox, close_pipes
 from .users import ProcessUser
 
 T = TypeVar("T")
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-# ----------------------------------------------------------------------------------------------------
-# Sandboxes
-
-
-def _host_base() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The host userland a `host_base` image gets: read-only binds (host path, container path) of /usr, /etc
-    and the top-level /bin, /lib* and /sbin that are folders, and the (path, target) symlinks of the others
-    (on merged-/usr systems they point into /usr)."""
-    binds = [("/usr", "/usr"), ("/etc", "/etc")]
-    links: list[tuple[str, str]] = []
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        p = f"/{name}"
-        if os.path.islink(p):
-            links.append((p, os.readlink(p)))
-        elif os.path.isdir(p):
-            binds.append((p, p))
-    return binds, links
-
-
-_HOST_BINDS, _HOST_LINKS = _host_base()
-_HOST_RO = [(src, dst, True) for src, dst in _HOST_BINDS]
-_LINK_DIRS: list[str] = []
-
-
-def _link_dir() -> Path:
-    """A private host folder for the link folders `_place_links` builds (one per process)."""
-    if not _LINK_DIRS:
-        _LINK_DIRS.append(tempfile.mkdtemp(prefix="kruise-local-links-"))
-        atexit.register(lambda: shutil.rmtree(_LINK_DIRS[0], ignore_errors=True))
-    return Path(_LINK_DIRS[0])
-
-
-def _place_links(
-    links: list[tuple[str, str]], ro_dsts: list[str]
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """Split an image's symlinks into those the sandbox can create on its root tmpfs and, for those inside a
-    read-only bound folder, host folders holding just those links, to bind over that folder (the image's
-    folder then holds only its listed links). Returns (direct links, extra read-only binds)."""
-    direct: list[tuple[str, str]] = []
-    grouped: dict[str, list[tuple[str, str]]] = {}
-    for path, target in links:
-        parent = os.path.dirname(path.rstrip("/")) or "/"
-        if parent != "/" and any(_under(parent, d) for d in ro_dsts if d.strip("/")):
-            grouped.setdefault(parent, []).append((os.path.basename(path.rstrip("/")), target))
-        else:
-            direct.append((path, target))
-    binds: list[tuple[str, str]] = []
-    for parent, items in sorted(grouped.items()):
-        key = hashlib.sha256(repr(sorted(items)).encode()).hexdigest()[:16]
-        folder = _link_dir() / key
-        if not folder.exists():
-            tmp = Path(tempfile.mkdtemp(dir=_link_dir()))
-            for name, target in items:
-                os.symlink(target, tmp / name)
-            with contextlib.suppress(OSError):  # another container made it meanwhile
-                os.rename(tmp, folder)
-        binds.append((str(folder), parent))
-    return direct, binds
-
-
-_MAX_SYMLINKS = 40
-
-
-def _container_path(
-    path: str, binds: list[tuple[str, str]], links: dict[str, str], hops: int = 0
-) -> str | None:
-    """The host path behind `path` in a container whose root is a tmpfs with `binds` (host, container) and
-    `links` (container path -> target); "" for a folder of the root tmpfs itself; None if it does not exist.
-    Symlinks inside the container's view are followed there, as the kernel does for the container."""
-    if hops > _MAX_SYMLINKS:
-        return None
-    parts = [p for p in path.split("/") if p and p != "."]
-    cur = ""
-    for i, comp in enumerate(parts):
-        if comp == "..":
-            cur = cur.rsplit("/", 1)[0]
-            continue
-        cand = f"{cur}/{comp}"
-        rest = "/".join(parts[i + 1 :])
-        target = links.get(cand)
-        host: str | None = None
-        if target is None:
-            best = _bind_for(cand, binds)
-            if best is None:
-                if any(_under(d, cand) for _, d in binds) or any(_under(p, cand) for p in links):
-                    cur = cand  # a folder bwrap made on the root tmpfs for a mount point below it
-                    continue
-                return None
-            src, dst = best
-            if cand == dst.rstrip("/"):
-                host = os.path.realpath(src)  # a bind mount follows its source's symlinks
-            else:
-                host = os.path.join(src, cand[len(dst.rstrip("/")) + 1 :])
-                if os.path.islink(host):
-                    target = os.readlink(host)
-        if target is not None:
-            nxt = target if target.startswith("/") else f"{cur}/{target}"
-            return _container_path(f"{nxt}/{rest}" if rest else nxt, binds, links, hops + 1)
-        if host is None or not os.path.exists(host):
-            return None
-        cur = cand
-    best = _bind_for(cur, binds) if cur else None
-    if best is None:
-        return ""
-    src, dst = best
-    return (
-        os.path.realpath(src)
-        if cur == dst.rstrip("/")
-        else os.path.join(src, cur[len(dst.rstrip("/")) + 1 :])
-    )
-
-
-def _bind_for(path: str, binds: list[tuple[str, str]]) -> tuple[str, str] | None:
-    """The innermost bind (host, container) that `path` lies in, if any."""
-    inside = [b for b in binds if b[1].strip("/") and _under(path, b[1])]
-    return max(inside, key=lambda b: len(b[1].rstrip("/")), default=None)
-
-
-_RUNC_PREFIX = (
-    "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
-    "failed: unable to start container process: "
-)
-
-
-_RUNC_EXEC_PREFIX = "OCI runtime exec failed: exec failed: unable to start container process: "
-
-
-def _check_executable(
-    argv0: str,
-    path_env: str,
-    binds: list[tuple[str, str]],
-    links: dict[str, str],
-    prefix: str = _RUNC_PREFIX,
-) -> None:
-    """Look `argv0` up in the container's filesystem as runc does before it execs it (Go's `exec.LookPath`
-    with the container's PATH); raise `StartError` with runc's message (`prefix`: create or exec) when it
-    cannot be run."""
-
-    def runnable(path: str) -> bool | None:
-        host = _container_path(path, binds, links)
-        if host is None:
-            return None
-        return bool(host) and os.path.isfile(host) and os.access(host, os.X_OK)
-
-    if "/" in argv0:
-        ok = runnable(argv0 if argv0.startswith("/") else "/" + argv0)
-        if ok:
-            return
-        why = f"stat {argv0}: no such file or directory" if ok is None else "permission denied"
-        raise StartError(f'{prefix}exec: "{argv0}": {why}: unknown')
-    for folder in path_env.split(":"):
-        if folder and runnable(f"{folder.rstrip('/')}/{argv0}"):
-            return
-    raise StartError(f'{prefix}exec: "{argv0}": executable file not found in $PATH: unknown')
+_OCI_INIT = str(Path(__file__).with_name("ociinit.py"))
 
 
 # The unshare fallback. Outer `unshare --mount` runs this script: build the root on a private tmpfs, then
@@ -327,36 +193,17 @@ def _unshare_base_dir() -> str:
     return _base_dir[0]
 
 
-def _under(path: str, top: str) -> bool:
-    top = top.rstrip("/")
-    return path == top or path.startswith(top + "/") or top == ""
-
-
-def _layout(launch: ContainerLaunch) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]]]:
-    """A container's filesystem: its binds (host, container, read-only) in mount order and its symlinks."""
-    binds: list[tuple[str, str, bool]] = list(_HOST_RO) if launch.host_base else []
-    links = list(_HOST_LINKS) if launch.host_base else []
-    binds += [(p, p, True) for p in launch.host_paths]
-    direct, link_binds = _place_links(launch.links, [d for _, d, _ in binds])
-    links += direct
-    binds += [(src, dst, True) for src, dst in link_binds]
-    binds += [(host, path, True) for host, path in launch.files]  # after the folders they may lie in
-    for m in sorted(launch.mounts, key=lambda m: m.container_path.rstrip("/").count("/")):
-        binds.append((str(m.host_path), m.container_path, m.read_only))
-    binds.append((str(launch.termination_host_path), launch.termination_message_path, False))
-    return binds, links
-
-
 class ContainerRuntime:
     """Starts containers as sandboxed local processes.
 
-    `sandbox`: "bwrap" (bubblewrap), "unshare" (util-linux unshare), "none" (host, no mounts) or
-    "auto" (bwrap, then unshare). Raises `RuntimeUnavailable` when the requested method does not work here.
+    `sandbox`: "oci" (as root: runc's container set-up, `ociinit.py`), "bwrap" (bubblewrap), "unshare"
+    (util-linux unshare), "none" (host, no mounts) or "auto" (oci as root, then bwrap, then unshare). Raises
+    `RuntimeUnavailable` when the requested method does not work here.
     """
 
     def __init__(self, sandbox: str = "auto") -> None:
-        if sandbox not in ("auto", "bwrap", "unshare", "none"):
-            raise ValueError(f"sandbox must be auto, bwrap, unshare or none, not {sandbox!r}")
+        if sandbox not in ("auto", "oci", "bwrap", "unshare", "none"):
+            raise ValueError(f"sandbox must be auto, oci, bwrap, unshare or none, not {sandbox!r}")
         self._bwrap = shutil.which("bwrap")
         self._unshare = shutil.which("unshare")
         self._setpriv = shutil.which("setpriv")
@@ -370,7 +217,8 @@ class ContainerRuntime:
             self.sandbox = "none"
             return
         errors: list[str] = []
-        for kind in ("bwrap", "unshare") if sandbox == "auto" else (sandbox,):
+        kinds = ("oci", "bwrap", "unshare") if self._root else ("bwrap", "unshare")
+        for kind in kinds if sandbox == "auto" else (sandbox,):
             err = self._check(kind)
             if err is None:
                 self.sandbox = kind
@@ -386,19 +234,41 @@ class ContainerRuntime:
             "directly on the host without volume mounts."
         )
 
+    @property
+    def layered(self) -> bool:
+        """Whether each container gets a writable layer over its image (else the image is read-only and
+        `/tmp` a fresh tmpfs per start): the oci sandbox only."""
+        return self.sandbox == "oci"
+
+    @property
+    def models_privilege_escalation(self) -> bool:
+        """Whether a set-user-ID program can escalate when `allowPrivilegeEscalation` allows it (bwrap sets
+        no_new_privs on every process; unshare keeps the runtime's every capability): the oci sandbox only."""
+        return self.sandbox == "oci"
+
     def _check(self, kind: str) -> str | None:
         if kind in _probe_cache:
             return _probe_cache[kind]
-        if kind == "bwrap":
-            if not self._bwrap:
-                err: str | None = "`bwrap` not found"
+        if kind == "oci":
+            err: str | None = None
+            if not self._root:
+                err = "needs kruise-local to run as root"
+            elif not (self._unshare and self._setpriv):
+                err = "util-linux `unshare` and `setpriv` not found"
             else:
-                err = _probe(self._bwrap_cmd(_HOST_RO, None, ["true"], _HOST_LINKS))
+                host = image_root(*host_layers(), (), (), (), ())
+                probe = ContainerLaunch("probe", ["true"], {}, [], Path(os.devnull), "", Path(os.devnull))
+                err = _probe(self._oci_cmd(probe, host, "/", [])[0])
+        elif kind == "bwrap":
+            if not self._bwrap:
+                err = "`bwrap` not found"
+            else:
+                err = _probe(self._bwrap_cmd(HOST_RO, None, ["true"], HOST_LINKS))
         else:
             err = (
                 "unshare not found"
                 if not self._unshare
-                else _probe(self._unshare_cmd(_HOST_RO, None, ["true"], _HOST_LINKS))
+                else _probe(self._unshare_cmd(HOST_RO, None, ["true"], HOST_LINKS))
             )
         _probe_cache[kind] = err
         return err
@@ -427,10 +297,35 @@ class ContainerRuntime:
         for src, dst, ro in binds:
             cmd += ["--ro-bind" if ro else "--bind", src, dst]
         wd = wd or "/"
-        if not any(_under(wd, p) for p in ("/proc", "/dev", *(d for _, d, _ in binds if d.strip("/")))):
+        if not any(under(wd, p) for p in ("/proc", "/dev", *(d for _, d, _ in binds if d.strip("/")))):
             cmd += ["--dir", wd]  # a missing working dir on the root tmpfs is created, as runc does
         cmd += ["--chdir", wd, "--die-with-parent", "--unshare-pid", "--as-pid-1", "--", *argv]
         return cmd
+
+    def _oci_cmd(
+        self, launch: ContainerLaunch, root: ImageRoot, wd: str, binds: list[tuple[str, str, bool]]
+    ) -> tuple[list[str], tuple[tuple[str, ...], ...]]:
+        """The oci sandbox's command line and the command lines its pid 1 has before the container's command:
+        new mount and pid namespaces (`unshare`, the runtime's death kills them: `setpriv --pdeathsig`,
+        `--kill-child`), whose pid 1 is `ociinit.py` (the layers, mounts, pivot, user, exec)."""
+        caps = launch.capabilities if launch.capabilities is not None else ALL_CAPABILITIES
+        spec = {
+            "base": _unshare_base_dir(),
+            "overlays": [[target, list(lowers)] for target, lowers in root.mounts],
+            "binds": [[src, dst, ro] for src, dst, ro in binds],
+            "readonly": launch.read_only_root,
+            "workdir": wd,
+            "caps": [CAPABILITY_NAMES.index(c.removeprefix("CAP_")) for c in caps],
+            "uid": launch.user.uid,
+            "gid": launch.user.gid,
+            "groups": list(launch.user.groups),
+            "no_new_privs": launch.no_new_privs,
+            "argv": launch.argv,
+        }
+        init = (sys.executable, "-I", "-S", _OCI_INIT, json.dumps(spec, separators=(",", ":")))
+        unshare = (self._unshare or "unshare", "--mount", "--propagation", "private", "--pid", "--fork")
+        forked = (*unshare, "--kill-child", "--", *init)
+        return [self._setpriv or "setpriv", "--pdeathsig", "KILL", *forked], (forked, init)
 
     def _unshare_cmd(
         self,
@@ -560,18 +455,29 @@ class ContainerRuntime:
         launch.termination_host_path.chmod(0o666)
         env = dict(launch.env)
         env.setdefault("PATH", DEFAULT_PATH)
-        env.setdefault("HOME", "/root")
         wd = launch.working_dir or "/"
-        binds, links = _layout(launch)
+        binds, links = layout(launch)
         cwd: str | None = None
         wrappers: tuple[tuple[str, ...], ...] = ()
         if self.sandbox == "none":
+            env.setdefault("HOME", home_of(launch.user.uid, lambda p: p if os.path.lexists(p) else None))
             if shutil.which(launch.argv[0], path=env["PATH"]) is None:
-                _check_executable(launch.argv[0], env["PATH"], [("/", "/")], {})
+                check_executable(launch.argv[0], env["PATH"], in_binds([("/", "/")], {}))
             cmd = [*self._default_signals, *launch.argv]
             cwd = wd if os.path.isdir(wd) else None
+        elif self.sandbox == "oci":
+            root = image_layers(launch)
+            volumes = oci_binds(launch, root)
+            mounts = [*root.mounts, *((dst, (src,)) for src, dst, _ in volumes)]
+            env.setdefault("HOME", home_of(launch.user.uid, lambda p: host_path(p, mounts)))
+            check_executable(launch.argv[0], env["PATH"], lambda p: host_path(p, mounts))
+            workdir = container_realpath(wd, mounts)
+            cmd, wrappers = self._oci_cmd(launch, root, workdir, volumes)
+            cmd = [*self._join(launch.pod_sandbox), *cmd]
         else:
-            _check_executable(launch.argv[0], env["PATH"], [(s, d) for s, d, _ in binds], dict(links))
+            resolve = in_binds([(s, d) for s, d, _ in binds], dict(links))
+            env.setdefault("HOME", home_of(launch.user.uid, resolve))
+            check_executable(launch.argv[0], env["PATH"], resolve)
             self._ensure_workdir(wd, launch)
             switch = self._user_switch(launch.user)
             if self.sandbox == "bwrap":
@@ -685,7 +591,7 @@ class ContainerRuntime:
         with contextlib.suppress(OSError):
             if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
                 cmd += ["-U", *(ids if self._user_switch(user) else ["--preserve-credentials"])]
-            elif self._user_switch(user):
+            elif self._user_switch(user) or (self.sandbox == "oci" and not user.is_default):
                 cmd += ids
         return [*cmd, "-m", "-n", "-p", "-r", "-w", "--", *argv]  # -n: the pod's network namespace
 
@@ -694,14 +600,17 @@ class ContainerRuntime:
         the CRI's streaming `Exec` does; raises `StartError` with runc's message when `argv[0]` cannot be run
         there, `ProcessLookupError` when the container has no live process."""
         if not argv:
-            raise StartError(f'{_RUNC_EXEC_PREFIX}exec: "": executable file not found in $PATH: unknown')
+            raise StartError(f'{RUNC_EXEC_PREFIX}exec: "": executable file not found in $PATH: unknown')
         path_env = target._env.get("PATH", DEFAULT_PATH)
         if target._sandbox == "none":
-            _check_executable(argv[0], path_env, [("/", "/")], {}, _RUNC_EXEC_PREFIX)
+            check_executable(argv[0], path_env, in_binds([("/", "/")], {}), RUNC_EXEC_PREFIX)
+        elif target._sandbox == "oci":  # the container's own filesystem as it is now, its layer included
+            live = [("/", (f"/proc/{target._main_pid()}/root",))]
+            check_executable(argv[0], path_env, lambda p: host_path(p, live), RUNC_EXEC_PREFIX)
         else:
-            binds, links = _layout(target.launch)
-            pairs = [(s, d) for s, d, _ in binds]
-            _check_executable(argv[0], path_env, pairs, dict(links), _RUNC_EXEC_PREFIX)
+            binds, links = layout(target.launch)
+            resolve = in_binds([(s, d) for s, d, _ in binds], dict(links))
+            check_executable(argv[0], path_env, resolve, RUNC_EXEC_PREFIX)
         cmd = self._exec_cmd(target, argv)
         if cmd is None:
             raise ProcessLookupError(target.container_id)
@@ -738,7 +647,7 @@ class ContainerRuntime:
         except OSError as e:
             if master is not None:
                 os.close(master)
-            raise StartError(f"{_RUNC_EXEC_PREFIX}{e}: unknown") from e
+            raise StartError(f"{RUNC_EXEC_PREFIX}{e}: unknown") from e
         return StreamingExec(proc, master, nsenter=nsenter)
 
 

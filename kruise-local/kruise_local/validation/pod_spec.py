@@ -525,6 +525,23 @@ def _container_common_causes(
     elif pull not in ("Always", "IfNotPresent", "Never"):
         causes.append(not_supported(f"{path}.imagePullPolicy", pull, ("Always", "IfNotPresent", "Never")))
     causes += _resources_causes(ctr.get("resources"), f"{path}.resources")
+    causes += _security_context_causes(ctr.get("securityContext"), f"{path}.securityContext")
+    return causes
+
+
+def _security_context_causes(sc: Any, field: str) -> list[Cause]:
+    """`ValidateSecurityContext`'s rules on privilege escalation: false contradicts `privileged: true` and an
+    added `CAP_SYS_ADMIN` (compared as that exact string, as upstream does)."""
+    if not isinstance(sc, Mapping) or sc.get("allowPrivilegeEscalation") is not False:
+        return []
+    causes: list[Cause] = []
+    if sc.get("privileged") is True:
+        message = "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"
+        causes.append(invalid_value(field, sc, message))
+    added = (sc.get("capabilities") or {}).get("add") if isinstance(sc.get("capabilities"), Mapping) else None
+    if isinstance(added, list) and "CAP_SYS_ADMIN" in added:
+        message = "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"
+        causes.append(invalid_value(field, sc, message))
     return causes
 
 

@@ -6,11 +6,11 @@ import pytest
 from kruise_local.runtime import ContainerRuntime
 
 
-@pytest.fixture(params=["bwrap"])
+@pytest.fixture(params=["bwrap", "oci"])
 def runtime(request: pytest.FixtureRequest) -> ContainerRuntime:
     return ContainerRuntime(request.param)
 
 
-@pytest.fixture(params=["bwrap", "unshare"])
+@pytest.fixture(params=["bwrap", "unshare", "oci"])
 def any_runtime(request: pytest.FixtureRequest) -> ContainerRuntime:
     return ContainerRuntime(request.param)

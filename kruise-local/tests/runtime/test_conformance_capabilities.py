@@ -2,7 +2,7 @@
 default set (`pkg/oci/spec.go` `defaultUnixCaps`), every capability when privileged, else the security
 context's `add` and `drop` (`WithCapabilities`: ALL first, then the names). Read from the container's own
 `/proc/self/status` through the real `kubernetes` client; the sets are those of a root container, so the
-check needs kruise-local running as root with bwrap (an unprivileged sandbox has no capability at all)."""
+check needs kruise-local running as root, oci or bwrap (an unprivileged sandbox has no capability at all)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_the_security_context_sets_the_capability_sets():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a root container's capability sets need kruise-local as root")
 def test_a_containers_process_has_the_capabilities_of_its_security_context(cluster, core, namespace):
-    if cluster.kubelet.runtime.sandbox != "bwrap":
+    if cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
         pytest.skip("the unshare fallback keeps every capability")
     cases = {
         "default": {},

@@ -3,7 +3,7 @@
 is named, as containerd builds the OCI process user and runc switches to it before it execs the command; a
 process that is not root holds no capability; an exec into the container runs as that user too. Files it
 writes into a volume are its user's on the node. Through the real `kubernetes` client; kruise-local must run
-as root with bwrap to switch users."""
+as root (oci or bwrap) to switch users."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_the_process_user_is_the_containers_over_the_pods(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching a container's user needs kruise-local as root")
 def test_a_container_runs_and_is_execd_into_as_its_security_contexts_user(cluster, core, namespace) -> None:
-    if cluster.kubelet.runtime.sandbox != "bwrap":
-        pytest.skip("only the bwrap sandbox switches users")
+    if cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
+        pytest.skip("only the oci and bwrap sandboxes switch users")
     mount = [{"name": "data", "mountPath": "/data"}]
     body = pod_body(
         "users",
@@ -79,8 +79,8 @@ def test_the_images_user_is_the_default_and_passes_run_as_non_root(cluster, core
     runAsNonRoot check reads it (`verifyRunAsNonRoot`: an image of a non-root user passes)."""
     assert container_user({}, {}, None, "65532:65532") == ProcessUser(65532, 65532, ())
     assert container_user({"securityContext": {"runAsUser": 7}}, {}, None, "65532:65532").uid == 7
-    if os.geteuid() != 0 or cluster.kubelet.runtime.sandbox != "bwrap":
-        pytest.skip("switching a container's user needs kruise-local as root with bwrap")
+    if os.geteuid() != 0 or cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
+        pytest.skip("switching a container's user needs kruise-local as root (oci or bwrap)")
     show = "import os, time; print(os.getuid(), os.getgid(), flush=True); time.sleep(30)"
     body = pod_body(
         "imageuser",

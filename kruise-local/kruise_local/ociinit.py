@@ -1,0 +1,198 @@
+"""The container's init for the `oci` sandbox (`runtime.py`): what runc's `runc init` does between the new
+namespaces and the exec of the container's process, run by the runtime as `python -I -S ociinit.py SPEC` (a
+script of its own: it imports nothing of kruise_local, and all it needs is loaded before the pivot).
+
+It runs as pid 1 of the container's new pid and mount namespaces (`unshare --mount --pid --fork`), as root,
+and, from the JSON `SPEC` the runtime built (`rootfs.py`):
+
+1. mounts a tmpfs on `base` (private to this mount namespace: the container's writable layer lives there and
+   goes with the namespace, as containerd removes a container's snapshot), then each overlay of the image
+   (`lowerdir` the image's read-only folders, `upperdir` and `workdir` fresh on that tmpfs; the root first):
+   containerd's overlayfs snapshotter (`snapshots/overlay/overlay.go`) gives each container such an upper
+   folder over the image's layers, and each upper folder takes the owner and mode of the folder it covers;
+2. mounts `/proc`, a tmpfs `/dev` with the host's null, zero, full, random, urandom and tty, `/dev/pts`,
+   a tmpfs `/dev/shm` and the `/dev/fd`, `stdin`, `stdout` and `stderr` links (runc's default mounts and
+   `setupDevSymlinks`), then the volumes and the termination-message file: each mount point is made in the
+   layer when missing (`createIfNotExists`), a read-only one is remounted so (`prepareRootfs`,
+   `mountToRootfs`);
+3. with `readonly` (`readOnlyRootFilesystem`) remounts the image's overlays read-only (`finalizeRootfs`
+   `setReadonly`: the volumes, `/dev` and `/proc` stay as they are);
+4. pivots into the root and detaches the old one (`pivotRoot`: `pivot_root(".", ".")`, no folder left in
+   the root); umask 0022;
+5. drops every capability not in `caps` from the bounding set, switches to the OCI process user (groups,
+   gid, uid; the permitted set kept), makes `caps` its effective and permitted sets, sets no_new_privs when
+   asked (`allowPrivilegeEscalation: false`), and execs the command with every signal at its default
+   disposition (`finalizeNamespace`, `setupUser`, `ApplyCaps`, `standard_init_linux.go`). The process execs
+   with the container's capabilities, as under runc (the kernel's exec-time checks see them); after the exec
+   root keeps them and a non-root process has none; a set-user-ID root program run later gets at most the
+   bounding set, and nothing with no_new_privs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import warnings  # noqa: F401 (os.execvp imports it: it must be loaded before the pivot)
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 32, 4096, 16384, 1 << 18, 1 << 19
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
+CAPABILITY_VERSION_3 = 0x20080522
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"))
+LINKS += (("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx"))
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def fail(what: str, errno: int | None = None) -> None:
+    """End the container's start: its error on stderr (the container's log), exit 128 (runc's start error)."""
+    why = f": {os.strerror(errno)}" if errno else ""
+    sys.stderr.write(f"kruise-local oci init: {what}{why}\n")
+    sys.stderr.flush()
+    os._exit(128)
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    if LIBC.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]) != 0:
+        fail(f"mount {fstype or 'bind'} {source} on {target}", ctypes.get_errno())
+
+
+def prctl(option: int, arg: int) -> None:
+    if LIBC.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        fail(f"prctl {option}", ctypes.get_errno())
+
+
+def capset(caps: set[int]) -> None:
+    """The effective, permitted and inheritable sets: `caps`, nothing, and nothing inheritable or ambient
+    (runc's `ApplyCaps` with containerd's spec, which names no inheritable set)."""
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    for cap in caps:
+        word = 3 * (cap // 32)
+        data[word] |= 1 << (cap % 32)  # effective
+        data[word + 1] |= 1 << (cap % 32)  # permitted
+    if LIBC.capset(header, data) != 0:
+        fail("capset", ctypes.get_errno())
+
+
+def make_point(path: str, folder: bool) -> None:
+    """runc's createIfNotExists: a folder, or an empty file (its parents folders), where nothing is."""
+    if os.path.lexists(path):
+        return
+    if folder:
+        os.makedirs(path, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        with open(path, "ab"):
+            pass
+
+
+def layers(spec: dict, root: str) -> None:
+    base = spec["base"]
+    mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700")
+    for i, (target, lowers) in enumerate(spec["overlays"]):
+        upper, work = f"{base}/upper{i}", f"{base}/work{i}"
+        os.mkdir(work, 0o700)
+        os.mkdir(upper)
+        top = os.stat(lowers[0])
+        os.chown(upper, top.st_uid, top.st_gid)
+        os.chmod(upper, top.st_mode & 0o7777)
+        point = root + target.rstrip("/")
+        if target == "/":
+            os.mkdir(root, 0o755)
+        data = f"lowerdir={':'.join(lowers)},upperdir={upper},workdir={work}"
+        mount("overlay", point, "overlay", 0, data)
+
+
+def devices(root: str) -> None:
+    dev = f"{root}/dev"
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=65536k")
+    for name in DEVICES:
+        make_point(f"{dev}/{name}", folder=False)
+        mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)
+    for name in ("pts", "shm"):
+        os.mkdir(f"{dev}/{name}", 0o755)
+    mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+    mount("shm", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k")
+    for link, target in LINKS:
+        os.symlink(target, f"{dev}/{link}")
+
+
+def pivot(root: str) -> None:
+    """runc's pivotRoot: pivot_root(".", ".") in the new root, then detach the old one stacked on it."""
+    old = os.open("/", os.O_DIRECTORY | os.O_RDONLY)
+    new = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
+    os.fchdir(new)
+    if LIBC.syscall(PIVOT_ROOT[os.uname().machine], b".", b".") != 0:
+        fail("pivot_root", ctypes.get_errno())
+    os.fchdir(old)
+    mount(None, ".", None, MS_SLAVE | MS_REC)
+    if LIBC.umount2(b".", MNT_DETACH) != 0:
+        fail("detach the old root", ctypes.get_errno())
+    os.chdir("/")
+    os.close(old)
+    os.close(new)
+
+
+def main(spec: dict) -> None:
+    root = f"{spec['base']}/root"
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last_cap = int(f.read())
+    layers(spec, root)
+    mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    devices(root)
+    for source, target, read_only in spec["binds"]:
+        point = root + target
+        make_point(point, os.path.isdir(source))
+        mount(source, point, None, MS_BIND | MS_REC)
+        if read_only:
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    workdir = root + spec["workdir"]
+    if not os.path.lexists(workdir):
+        os.makedirs(workdir, 0o755, exist_ok=True)  # runc makes a missing working dir
+    if spec["readonly"]:
+        for target, _ in spec["overlays"]:
+            mount(None, root + target.rstrip("/"), None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    pivot(root)
+    os.umask(0o022)
+    keep = set(spec["caps"])
+    for cap in range(last_cap + 1):
+        if cap not in keep:
+            prctl(PR_CAPBSET_DROP, cap)
+    prctl(PR_SET_KEEPCAPS, 1)  # runc's finalizeNamespace: the user switch keeps the permitted set
+    os.setgroups(spec["groups"])
+    os.setresgid(spec["gid"], spec["gid"], spec["gid"])
+    os.setresuid(spec["uid"], spec["uid"], spec["uid"])
+    prctl(PR_SET_KEEPCAPS, 0)
+    # the container's capabilities, held at the exec (a non-root process loses them in it): the kernel decides
+    # with them whether the process stays dumpable (fs/exec.c would_dump: a file it cannot read)
+    capset(keep)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a change of user cleared it: the runtime's death still ends us
+    if spec["no_new_privs"]:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+    try:
+        os.chdir(spec["workdir"])
+    except OSError as e:
+        fail(f"chdir to cwd ({spec['workdir']!r}) set in config.json failed", e.errno)
+    for sig in range(1, signal.NSIG):
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    argv = spec["argv"]
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        fail(f'exec: "{argv[0]}"', e.errno)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
