@@ -56,6 +56,13 @@ def get_provider_info() -> dict:
             },
         ],
         "extra-links": ["airflow_kruise_chain.links.ChainPodLink"],
+        # @task.kruise_chain(image=...): a Python function as a stage of the chain it is called in
+        "task-decorators": [
+            {
+                "name": "kruise_chain",
+                "class-name": "airflow_kruise_chain.decorators.kruise_chain.kruise_chain_task",
+            },
+        ],
         # the UI plugin is registered by the `airflow.plugins` entry point: Airflow loads a provider's
         # "plugins" only with [core] lazy_discover_providers = False, and a second registration is an error
         "config": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import TaskGroup, TriggerRule
@@ -12,6 +13,7 @@ from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, sources
 from airflow_kruise_chain.core.manifest import check_annotations_size, deep_merge
 from airflow_kruise_chain.core.spec import check_name
+from airflow_kruise_chain.decorators.kruise_chain import ACTIVE_CHAINS, chain_task
 from airflow_kruise_chain.operators.base import ChainBaseOperator, check_defer_after, check_positive
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
@@ -22,6 +24,7 @@ from airflow_kruise_chain.operators.chain import (
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
 from airflow_kruise_chain.templating import (
     check_renderable,
+    largest_payloads,
     run_level,
     templated,
     unwrap_literals,
@@ -149,6 +152,8 @@ class KruiseChain:
         self.connection = KubeConnection(kubernetes_conn_id, config_file, cluster_context, in_cluster)
         self.stages: list[StageSpec] = []
         self.stage_tasks: list[KruiseChainOperator] = []
+        self.payload_later: set[str] = set()
+        """stages whose arguments are only known when they run (TaskFlow stages)"""
         ChainSpec(
             name=name,
             namespace=namespace,
@@ -191,6 +196,7 @@ class KruiseChain:
     def __enter__(self) -> KruiseChain:
         self._group = TaskGroup(group_id=self.name, tooltip=f"chain {self.name}: one persistent pod")
         self._group.__enter__()
+        ACTIVE_CHAINS.append(self)
         try:
             self.setup_task = ChainSetupOperator(
                 task_id="setup",
@@ -210,6 +216,7 @@ class KruiseChain:
                 )
                 self.setup_task >> self.prewarm_task
         except BaseException as err:  # leave no task group open behind a refused chain
+            ACTIVE_CHAINS.remove(self)
             self._group.__exit__(type(err), err, err.__traceback__)
             raise
         return self
@@ -236,7 +243,7 @@ class KruiseChain:
         cncf.kubernetes' ``Secret("env", NAME, secret, key)``, `env_from` ``{"secretRef": {"name"}}`` or
         ``{"configMapRef": ...}`` (see `core/sources.py`). KubernetesPodOperator's arguments are taken
         with its meaning, or refused naming the counterpart (`kpo.py`; docs/writing-chains.md)."""
-        where = self._where(name)
+        where = self.where(name)
         if cmds is None:
             raise ChainConfigError(
                 f"{where}.cmds",
@@ -264,7 +271,7 @@ class KruiseChain:
         self.add_stage(task, where, mounts)
         return task
 
-    def _where(self, name: str) -> str:
+    def where(self, name: str) -> str:
         """``stages[i]`` of a new stage called `name`, after the checks of its name."""
         if self._group is None:
             raise ChainConfigError("stage", "declare stages inside `with KruiseChain(...) as chain:`")
@@ -324,12 +331,31 @@ class KruiseChain:
             **extra,
         }
 
-    def add_stage(self, task: KruiseChainOperator, where: str, volume_mounts: list[Any]) -> None:
-        """Make `task` a stage of this chain: checked, after the prewarm (or setup), in the chain's pod."""
+    def add_stage(
+        self, task: KruiseChainOperator, where: str, volume_mounts: list[Any], *, payload_later: bool = False
+    ) -> None:
+        """Make `task` a stage of this chain: checked, after the prewarm (or setup), in the chain's pod.
+        `payload_later`: its arguments are only known when it runs (a TaskFlow stage's)."""
         spec = self._check_stage(task, where, volume_mounts)
         (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
         self.stages.append(spec)
         self.stage_tasks.append(task)
+        if payload_later:
+            self.payload_later.add(spec.name)
+
+    def task(
+        self,
+        python_callable: Callable[..., Any] | None = None,
+        *,
+        multiple_outputs: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``@chain.task(image=...)``: a Python function run as a stage of this chain's pod, as
+        ``@task.kubernetes`` runs one in a pod (`decorators/kruise_chain.py`: its source and JSON arguments
+        ship in the run spec, its return value comes back through ``$CHAIN_OUTPUT`` to XCom). Takes
+        `chain.stage`'s options (KubernetesPodOperator's names too) but `cmds`/`arguments`, and `python`
+        (the interpreter in the image, ``python3``)."""
+        return chain_task(self, python_callable, multiple_outputs, **kwargs)
 
     def _check_stage(self, task: KruiseChainOperator, where: str, volume_mounts: list[Any]) -> StageSpec:
         """The stage `task` runs, checked as far as it is known before rendering (ChainConfigError naming
@@ -357,8 +383,8 @@ class KruiseChain:
                 return
             spec = self.spec()
             validatable(spec).validate()
-            # the pod's annotations at their largest, naming the stages
-            check_annotations_size(validatable(spec))
+            # the pod's annotations at their largest (a TaskFlow stage's run spec too), naming the stages
+            check_annotations_size(largest_payloads(validatable(spec), self.payload_later))
             self.setup_task.chain = spec.to_dict()
             known = self._images_known_before_their_stage()
             self.setup_task.stage_images = {name: image for name, image in known.items() if templated(image)}
@@ -392,6 +418,7 @@ class KruiseChain:
             # also after a failed setup (its worker killed before it could clean up): nothing is left behind
             self.teardown_task.trigger_rule = TriggerRule.ALL_DONE
         finally:
+            ACTIVE_CHAINS.remove(self)
             self._group.__exit__(exc_type, exc, tb)
 
     def _images_known_before_their_stage(self) -> dict[str, str]:

@@ -143,6 +143,20 @@ def validatable(spec: ChainSpec) -> ChainSpec:
     return replace(spec, namespace=namespace, stages=[validatable_stage(s) for s in spec.stages])
 
 
+def largest_payloads(spec: ChainSpec, names: set[str]) -> ChainSpec:
+    """`spec` with the stages `names` (whose arguments are only known when they run: TaskFlow stages) at the
+    largest run spec a stage may have (`spec.MAX_STAGE_PAYLOAD`), for the check of the pod's annotations."""
+    from airflow_kruise_chain.core.spec import MAX_STAGE_PAYLOAD
+
+    stages = []
+    for stage in spec.stages:
+        room = MAX_STAGE_PAYLOAD - len(stage.run_spec().encode()) - 3  # the filler word's quotes and space
+        if stage.name in names and room > 0:
+            stage = replace(stage, arguments=[*stage.arguments, "x" * room])
+        stages.append(stage)
+    return replace(spec, stages=stages)
+
+
 def validatable_stage(stage: StageSpec) -> StageSpec:
     """`stage` with its image replaced by `STAND_IN_IMAGE` when it is templated (see `validatable`)."""
     return replace(stage, image=STAND_IN_IMAGE) if templated(stage.image) else stage

@@ -204,6 +204,8 @@ class KruiseChainOperator(ChainBaseOperator):
     template_fields_renderers = {"env": "json", "cmds": "py", "arguments": "py"}
     ui_color = "#c9e4ff"
     operator_extra_links = (ChainPodLink(),)
+    result_xcom_key = "return_value"
+    """the XCom key of the stage's result (a TaskFlow stage's return value is its ``return_value``)"""
 
     def __init__(
         self,
@@ -677,8 +679,8 @@ class KruiseChainOperator(ChainBaseOperator):
         """Report `result`: returned (Airflow pushes it as `return_value`), or, when the stage failed or
         the task does not push its return value, pushed here (a failed task returns nothing)."""
         data = result.to_xcom()
-        if not result.succeeded or not self.do_xcom_push:
-            context["ti"].xcom_push(key="return_value", value=data)
+        if not result.succeeded or not self.do_xcom_push or self.result_xcom_key != "return_value":
+            context["ti"].xcom_push(key=self.result_xcom_key, value=data)
         self.log.info(
             "::kruise-chain:: stage %s generation %s in %s exited %s after %.2fs",
             result.stage,

@@ -131,6 +131,8 @@ def test_python_dags_run_on_the_local_cluster(block: Block, e2e_cluster, tmp_pat
     assert set(states.values()) == {"success"}, states
     if dag.dag_id == "first_chain":  # README.md says what the second stage's result holds
         assert xcoms(run)["hello.read"]["outputs"] == {"chars": 13}
+    if dag.dag_id == "taskflow_chain":  # docs/writing-chains.md: the functions' return values
+        assert xcoms(run)["numbers.total"] == {"sum": 60, "median": 15}
 
 
 def _bash_env(tmp_path: Path) -> dict[str, str]:

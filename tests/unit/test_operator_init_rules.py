@@ -186,9 +186,14 @@ def test_template_fields_are_assigned_as_given_and_carry_no_logic(cls: type) -> 
 
 @pytest.mark.parametrize("cls", [c for c in CLASSES if issubclass(c, BaseOperator)], ids=lambda c: c.__name__)
 def test_every_template_field_is_assigned_by_a_constructor_of_the_class(cls: type) -> None:
-    """Airflow renders a template field by its attribute name: some constructor in the class's MRO sets it."""
-    ours = [k for k in cls.__mro__ if k.__module__.startswith("airflow_kruise_chain")]
-    assigned = set().union(*(check(cls, constructor(k))[1] for k in ours))
+    """Airflow renders a template field by its attribute name: some constructor in the class's MRO sets it
+    (Airflow's `DecoratedOperator` sets `op_args` and `op_kwargs`)."""
+    inits = [
+        k
+        for k in cls.__mro__
+        if k.__module__.startswith(("airflow_kruise_chain", "airflow.sdk.bases.decorator"))
+    ]
+    assigned = set().union(*(check(cls, constructor(k))[1] for k in inits))
     assert set(cls.template_fields) <= assigned
 
 

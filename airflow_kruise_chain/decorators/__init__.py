@@ -1,0 +1,1 @@
+"""TaskFlow stages: `@task.kruise_chain` and `@chain.task`."""
