@@ -1,11 +1,25 @@
 """`kruise-chain`: the provider's command line. `kruise-chain check` says whether chains can run in a
-namespace through a connection (see `preflight.py`), each missing item with its fix; exit status 1 when one
-fails."""
+namespace through a connection (see `preflight/`), each missing item with its fix. Exit status 0: chains can
+run there; 1: a check failed or could not tell; 2: the command line is wrong. `--output json` prints the
+findings as one JSON document (docs/connection.md)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+
+from airflow_kruise_chain.preflight.base import FEATURES
+
+
+def _features(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in FEATURES:
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is not an optional feature; choose from {', '.join(FEATURES)}"
+            )
+    return names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,13 +39,33 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--in-cluster", action="store_true", help="the pod's service account")
     check.add_argument("--context", help="the kubeconfig context")
     check.add_argument("--runner-image", help="the stage runner image (default: [kruise_chain] runner_image)")
+    check.add_argument(
+        "--without",
+        type=_features,
+        action="extend",
+        default=[],
+        metavar="FEATURE[,FEATURE]",
+        help=f"optional features the chains here go without, not checked: {', '.join(FEATURES)}",
+    )
+    check.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not start the probe chain pod (whether a node pulls the runner and starts a chain pod is "
+        "then not checked)",
+    )
+    check.add_argument(
+        "--probe-timeout", type=float, default=120.0, help="seconds the probe chain pod may take to start"
+    )
+    check.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="text (default) or json"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from airflow_kruise_chain.hooks.kruise import KruiseHook
-    from airflow_kruise_chain.preflight import FAIL, UNKNOWN, check
+    from airflow_kruise_chain.preflight import check
 
     if args.kubeconfig or args.in_cluster:
         hook = KruiseHook(
@@ -42,18 +76,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         hook = KruiseHook(conn_id=args.conn_id or "kubernetes_default", cluster_context=args.context)
-    findings = check(hook, args.namespace, args.runner_image)
-    for finding in findings:
-        print(finding.line())
-    failed = sum(f.status == FAIL for f in findings)
-    unknown = sum(f.status == UNKNOWN for f in findings)
-    if failed:
-        print(f"{failed} of {len(findings)} checks failed: chains will fail here until fixed")
-    elif unknown:
-        print(f"no check failed, {unknown} could not be made")
-    else:
-        print("chains can run here")
-    return 1 if failed else 0
+    report = check(
+        hook,
+        args.namespace,
+        args.runner_image,
+        without=args.without,
+        probe=not args.no_probe,
+        probe_timeout=args.probe_timeout,
+    )
+    print(json.dumps(report.to_json(), indent=2) if args.output == "json" else report.text())
+    return report.exit_code
 
 
 if __name__ == "__main__":

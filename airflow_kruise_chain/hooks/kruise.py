@@ -76,12 +76,15 @@ class KruiseHook(KubernetesHook):
         self.retry_policy = retry_policy or RetryPolicy()
 
     def test_connection(self) -> tuple[bool, str]:
-        """The connection form's Test button: the preflight check (`preflight.py`) in the connection's
-        namespace (its `namespace` field, else ``default``); False when a check fails."""
+        """The connection form's Test button: `kruise-chain check` (`preflight/`) in the connection's
+        namespace (extra `namespace`, else ``default``), without the features of extra `preflight_without`
+        (comma-separated); False when a check fails or cannot tell."""
         from airflow_kruise_chain.preflight import check, summary
 
+        without = [f.strip() for f in str(self._get_field("preflight_without") or "").split(",") if f.strip()]
         try:
-            return summary(check(self, self._get_field("namespace") or "default"))
+            namespace = self._get_field("namespace") or "default"
+            return summary(check(self, namespace, without=without, probe_timeout=60))
         except Exception as e:  # the form shows the message
             return False, f"{type(e).__name__}: {e}"
 

@@ -3,7 +3,9 @@ real one can fall short: each finding names what is missing and its fix."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import subprocess
 import sys
@@ -16,38 +18,41 @@ import yaml
 from kruise_local import ClusterConfig, LocalCluster
 from kruise_local.pod_security import PodSecurityConfiguration
 
-from airflow_kruise_chain.preflight import FAIL, OK, PERMISSIONS, UNKNOWN, WARN
+from airflow_kruise_chain.preflight import FAIL, OK, PERMISSIONS, SKIP, UNKNOWN, WARN
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
 
 
-def run_check(kubeconfig: Path, namespace: str = "default") -> tuple[int, dict[str, tuple[str, str]], str]:
-    """(exit status, check -> (status, text), output) of the console script against `kubeconfig`."""
-    done = subprocess.run(
-        [
-            Path(sys.executable).parent / "kruise-chain",
-            "check",
-            "--kubeconfig",
-            str(kubeconfig),
-            "-n",
-            namespace,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.stderr == "" or done.returncode in (0, 1), done.stderr
+def run_check(
+    kubeconfig: Path, namespace: str = "default", *extra: str
+) -> tuple[int, dict[str, tuple[str, str]], str]:
+    """(exit status, check -> (status, text), output) of `kruise-chain check` against `kubeconfig`, run in
+    this process (`cli.main`; test_the_console_script_runs_the_check runs the installed script)."""
+    from airflow_kruise_chain.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(["check", "--kubeconfig", str(kubeconfig), "-n", namespace, *extra])
+    return status, parse(out.getvalue()), out.getvalue()
+
+
+def parse(text: str) -> dict[str, tuple[str, str]]:
+    """check -> (status, text with its fix line) of `kruise-chain check`'s text output."""
     findings: dict[str, tuple[str, str]] = {}
     current = ""
-    for line in done.stdout.splitlines():
+    for line in text.splitlines():
         if line.startswith("        fix: "):
             findings[current] = (findings[current][0], findings[current][1] + "\n" + line.strip())
-        elif line.split(" ", 1)[0].lower() in (OK, WARN, FAIL, UNKNOWN):
+        elif line.split(" ", 1)[0].lower() in (OK, WARN, FAIL, UNKNOWN, SKIP):
             status, rest = line.split(maxsplit=1)
             current, text = rest.split(": ", 1)
             findings[current] = (status.lower(), text)
-    return done.returncode, findings, done.stdout
+    return findings
+
+
+NO_POLICY = ("--without", "admission-policy")
+"""a bare local cluster has no deploy/ applied, so no admission policy (test_preflight_setups.py has one)"""
 
 
 @pytest.fixture
@@ -84,26 +89,57 @@ def test_the_permissions_checked_are_the_documented_role() -> None:
 
 def test_a_complete_cluster_passes(local) -> None:
     _, kubeconfig = local
-    status, findings, out = run_check(kubeconfig)
+    status, findings, out = run_check(kubeconfig, "default", *NO_POLICY)
     assert status == 0, out
     for check in (
+        "connection",
+        "identity",
         "Kubernetes",
+        "namespace",
         "OpenKruise",
         "ImagePullJobGate",
         "in-place resize",
         "metrics API",
+        "Role",
         "Pod Security",
+        "runner",
     ):
         assert findings[check][0] == OK, out
     assert "v1.35.0" in findings["Kubernetes"][1]
     assert "ImagePullJob v1alpha1/v1beta1" in findings["OpenKruise"][1]
-    assert findings["Role"][0] == (OK if _serves_access_reviews(kubeconfig) else UNKNOWN), out
-    assert out.rstrip().endswith(("chains can run here", "no check failed, 1 could not be made"))
+    assert findings["admission policy"][0] == SKIP
+    assert "a probe chain pod" in findings["runner"][1] and "was deleted" in findings["runner"][1]
+    assert out.rstrip().endswith("chains can run here (without admission-policy)")
+    from kubernetes import client, config
+
+    pods = client.CoreV1Api(config.new_client_from_config(str(kubeconfig))).list_namespaced_pod("default")
+    assert [p.metadata.name for p in pods.items if p.metadata.deletion_timestamp is None] == []
 
 
-def test_nothing_is_created_by_a_check(local) -> None:
+def test_the_console_script_runs_the_check(local) -> None:
+    _, kubeconfig = local
+    done = subprocess.run(
+        [
+            Path(sys.executable).parent / "kruise-chain",
+            "check",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--no-probe",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # the bare cluster has no admission policy
+    findings = parse(done.stdout)
+    assert findings["runner"][0] == SKIP and findings["admission policy"][0] == FAIL
+    assert done.stdout.rstrip().endswith("1 of 12 checks failed: chains will fail here until fixed")
+
+
+def test_nothing_is_created_by_a_check_without_the_probe(local) -> None:
     cluster, kubeconfig = local
-    run_check(kubeconfig)
+    status, _, out = run_check(kubeconfig, "default", *NO_POLICY, "--no-probe")
+    assert status == 0 and out.rstrip().endswith("not checked: runner"), out
     posts = [p for m, p, c in cluster.audit if m == "POST" and c in (200, 201)]
     assert any(p.endswith("/pods") for p in posts) and any(p.endswith("/imagepulljobs") for p in posts)
     from kubernetes import client, config
@@ -125,12 +161,15 @@ def test_the_image_pull_job_gate_off_fails_with_how_to_enable_it(local) -> None:
     assert state == FAIL
     assert "ImagePullJobGate" in text and 'featureGates="ImagePullJobGate=true"' in text
     assert 'on_prewarm_unavailable="skip"' in text
+    status, findings, out = run_check(kubeconfig, "default", *NO_POLICY, "--without", "prewarm")
+    assert status == 0, out  # chains that go without prewarm run here
+    assert findings["ImagePullJobGate"][0] == SKIP and findings["OpenKruise"][0] == SKIP
 
 
 @pytest.mark.config(kubernetes_version="1.34.0", in_place_resize=False)  # GA and locked on from 1.35
 def test_no_in_place_resize_warns_of_the_static_sizing(local) -> None:
     _, kubeconfig = local
-    status, findings, out = run_check(kubeconfig)
+    status, findings, out = run_check(kubeconfig, "default", *NO_POLICY)
     assert status == 0, out
     assert findings["in-place resize"][0] == WARN
     assert "static sizing" in findings["in-place resize"][1] and "fix: Kubernetes >= 1.33" in out
@@ -160,7 +199,7 @@ def test_a_namespace_enforcing_restricted_refuses_the_default_chain_pod(local) -
 @pytest.mark.config(pod_security=PodSecurityConfiguration(warn="restricted"))
 def test_a_namespace_warning_at_restricted_is_a_warning(local) -> None:
     _, kubeconfig = local
-    status, findings, out = run_check(kubeconfig)
+    status, findings, out = run_check(kubeconfig, "default", *NO_POLICY)
     assert status == 0, out
     state, text = findings["Pod Security"]
     assert state == WARN and "restricted" in text and "pod_security='restricted'" in text, out
@@ -192,7 +231,7 @@ def test_the_documented_role_passes_with_authorization_on(local, tmp_path: Path)
     cluster, admin = local
     if not _serves_access_reviews(admin):
         pytest.skip("kruise-local serves no SelfSubjectAccessReview yet (helper apiserver adds it)")
-    status, findings, out = run_check(_with_token(cluster, tmp_path, ROLE))
+    status, findings, out = run_check(_with_token(cluster, tmp_path, ROLE), "default", *NO_POLICY)
     assert status == 0, out
     assert findings["Role"][0] == OK and findings["Pod Security"][0] == OK, out
 
@@ -206,7 +245,11 @@ def test_the_connection_test_button_runs_the_check(local, monkeypatch: pytest.Mo
         json.dumps(
             {
                 "conn_type": "kruise_chain",
-                "extra": {"kube_config_path": str(kubeconfig), "namespace": "default"},
+                "extra": {
+                    "kube_config_path": str(kubeconfig),
+                    "namespace": "default",
+                    "preflight_without": "admission-policy",
+                },
             }
         ),
     )
