@@ -60,7 +60,8 @@ class ContainerState:
     probe_failed: str = ""  # "livenessProbe" / "startupProbe" whose failure asks for a kill
     started: bool = False  # the startup probe passed (or there is none)
     frozen: dict[str, Any] | None = None
-    """while a postStart hook runs: the container's status as the sync that started it found it"""
+    """from a start until the PLEG's next relist saw it (and while its postStart hook runs): the container's
+    status as the sync that started it found it"""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     probe_task: asyncio.Task[None] | None = None

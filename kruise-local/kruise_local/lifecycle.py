@@ -122,10 +122,10 @@ class ContainerLifecycle:
 
     async def post_start(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> bool:
         """Run the postStart hook of `inst`, just started and already `st.current`; True if it passed. While
-        it runs, `st.frozen` holds the container's status as the sync found it. A failure kills the
-        container and leaves it waiting `PostStartHookError` (see the module's docstring)."""
+        it runs (and until the PLEG's next relist, `PodWorker.seen_started`), `st.frozen` holds the
+        container's status as the sync found it. A failure kills the container and leaves it waiting
+        `PostStartHookError` (see the module's docstring)."""
         message = await self.run_handler(inst, spec, spec["lifecycle"]["postStart"])
-        st.frozen = None
         if message is None or self.terminating:
             return message is None
         self.event("Warning", "FailedPostStartHook", "PostStartHook failed", container=st.name)

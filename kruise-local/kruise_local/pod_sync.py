@@ -63,6 +63,7 @@ class PodSyncs:
         self.seen_fingerprint = semantic_fingerprint(pod)
         self.update_task: asyncio.Task[None] | None = None
         self._resync: asyncio.TimerHandle | None = None
+        self._at_begin: list[Any] = []
 
     def _turn(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self._sync_lock if self.kubelet.profile.pod_worker_serial else contextlib.nullcontext()
@@ -97,6 +98,9 @@ class PodSyncs:
                     self._next_round = None  # what asks for a sync from now on waits for the next one
             self._update.clear()  # this sync carries every update requested so far (the latest pod wins)
             self.kubelet.volume_loops.reprocess_pod(self)
+            begun, self._at_begin = self._at_begin, []
+            for then in begun:
+                then()
             rnd.begun.set()
             if rnd.members:
                 await rnd.done.wait()
@@ -127,6 +131,12 @@ class PodSyncs:
             self.seen_fingerprint = fingerprint
             if not carried:
                 self.request_sync()
+
+    def at_next_sync(self, then: Any) -> None:
+        """Ask for a sync and call `then()` as the pod's next sync begins (where the status manager gets the
+        status `generateAPIPodStatus` makes of the PLEG cache, `kubelet.go` `SyncPod`)."""
+        self._at_begin.append(then)
+        self.request_sync()
 
     def after_relist(self, then: Any) -> None:
         """Call `then()` once the PLEG's next relist has seen what the runtime did just now."""

@@ -608,14 +608,24 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         )
         if (spec.get("lifecycle") or {}).get("postStart") and not await self.post_start(st, inst, spec):
             return 0.0  # the kill's exit is seen at the PLEG's next relist: a sync restarts it per policy
-        st.frozen = None
         st.waiting_reason = st.waiting_message = ""
-        if st.probe_task:
-            st.probe_task.cancel()
-        st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
         self.mark_dirty()
-        self.after_relist(self.request_sync)  # the PLEG's ContainerStarted event: a sync
+        # the PLEG's next relist sees the start: its ContainerStarted event asks for a sync
+        self.after_relist(lambda: self.at_next_sync(lambda: self.seen_started(st, inst, spec)))
         return 0.0
+
+    def seen_started(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> None:
+        """The sync that followed the PLEG's sight of the start begins: its status (the status manager's, made
+        as the sync begins) shows the container as the runtime has it, and the probe workers (which skip a
+        container the status does not show running) begin. Until then the status is the one the starting
+        sync found (`st.frozen`): a client cannot act on a start before the sync after it has begun."""
+        if st.current is inst and st.frozen is not None:
+            st.frozen = None
+            if inst.exit_code is None:
+                if st.probe_task:
+                    st.probe_task.cancel()
+                st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
+            self.mark_dirty()
 
     async def exited(self, st: ContainerState, code: int, *, relist: bool = True) -> None:
         """Record the instance's exit. `relist`: the kubelet learns of it through its PLEG's next relist

@@ -109,16 +109,17 @@ def downward_payload(
 class VolumeLoops:
     """The volume manager's two loops on a node's kubelet (`pkg/kubelet/volumemanager`): a sync's
     `WaitForAttachAndMount` calls `ReprocessPod`; the desired-state populator, on its next pass
-    (`desiredStateOfWorldPopulatorLoopSleepPeriod`, 100 ms), re-processes the pod and marks its remountable
-    volumes (configMap, secret, downwardAPI, projected) `MarkRemountRequired`; the reconciler, on its next
-    pass (`reconcilerLoopSleepPeriod`, 100 ms), sets them up again: their files are rewritten atomically from
-    the pod and the configMaps as the kubelet has them then. With `period` 0 (fast-profile shortcut) the
-    files are rewritten at once."""
+    (`desiredStateOfWorldPopulatorLoopSleepPeriod`, 100 ms), re-processes the pod as the pod manager has it
+    then (`processPodVolumes`: `AddPodToVolume` keeps that pod object) and marks its remountable volumes
+    (configMap, secret, downwardAPI, projected) `MarkRemountRequired`; the reconciler, on its next pass
+    (`reconcilerLoopSleepPeriod`, 100 ms), sets them up again: their files are rewritten atomically from that
+    pod object and the configMaps and secrets as the kubelet has them then. With `period` 0 (fast-profile
+    shortcut) the files are rewritten at once."""
 
     def __init__(self, period: float) -> None:
         self.period = period
         self.to_reprocess: dict[str, PodVolumes] = {}
-        self.remount_required: dict[str, PodVolumes] = {}
+        self.remount_required: dict[str, tuple[PodVolumes, Obj | None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -138,18 +139,26 @@ class VolumeLoops:
             return
         self.to_reprocess[pod.uid] = pod
 
+    def populate(self) -> None:
+        """One populator pass: the pods to reprocess, each as it is now, marked for a remount."""
+        batch, self.to_reprocess = self.to_reprocess, {}
+        self.remount_required.update({uid: (pod, pod.pod()) for uid, pod in batch.items()})
+
+    def reconcile(self) -> None:
+        """One reconciler pass: the marked pods' volumes rewritten from the pod objects the populator took."""
+        batch, self.remount_required = self.remount_required, {}
+        for pod, seen in batch.values():
+            pod.refresh_volumes(seen=seen)
+
     async def _populator(self) -> None:
         while True:
             await asyncio.sleep(self.period)
-            batch, self.to_reprocess = self.to_reprocess, {}
-            self.remount_required.update(batch)
+            self.populate()
 
     async def _reconciler(self) -> None:
         while True:
             await asyncio.sleep(self.period)
-            batch, self.remount_required = self.remount_required, {}
-            for pod in batch.values():
-                pod.refresh_volumes()
+            self.reconcile()
 
 
 class VolumeError(Exception):
@@ -310,11 +319,14 @@ class PodVolumes:
             raise VolumeError(f'MountVolume.SetUp failed for volume "{vol["name"]}" : {e}') from None
 
     def refresh_volumes(
-        self, kinds: tuple[str, ...] = ("configMap", "secret", "downwardAPI", "projected")
+        self,
+        kinds: tuple[str, ...] = ("configMap", "secret", "downwardAPI", "projected"),
+        seen: Obj | None = None,
     ) -> None:
-        """Rewrite the projected volumes of `kinds` from the API (the periodic sync does all of them)."""
-        pod = self.pod()
-        if pod is None or not self.sandbox_ready or self.terminating:
+        """Rewrite the projected volumes of `kinds` from the API (the periodic sync does all of them), from
+        the pod object `seen` (the volume populator's) or the current one."""
+        pod = self.pod() if seen is None else seen
+        if pod is None or self.pod() is None or not self.sandbox_ready or self.terminating:
             return
         for vol in pod["spec"].get("volumes") or []:
             if not any(k in vol for k in kinds):
