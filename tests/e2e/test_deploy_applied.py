@@ -75,6 +75,15 @@ def refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
     return done.stderr
 
 
+def bind_the_role_to(admin: Kubectl, account: str) -> str:
+    """Make the ServiceAccount `account` in the chains' namespace, bind deploy/'s Role to it, and answer a
+    token of it: an identity with the chains' verbs that the admission policy does not name."""
+    ok(admin("-n", NS, "create", "serviceaccount", account))
+    bind = ("--role=airflow-kruise-chain", f"--serviceaccount={NS}:{account}")
+    ok(admin("-n", NS, "create", "rolebinding", account, *bind))
+    return ok(admin("create", "token", account, "-n", NS, "--duration=1h")).strip()
+
+
 @pytest.fixture
 def deployed(tmp_path: Path, airflow_home: Path) -> Iterator[dict[str, Any]]:
     """A TLS + RBAC cluster with deploy/ applied, the Airflow connection acting as deploy/'s identity."""
@@ -190,19 +199,7 @@ def test_the_role_bound_to_another_identity_escapes_the_policy(deployed):
     policy in the way. The probe (a server dry run of a chain pod that adds a capability) tells them apart:
     refused to the identity the policy binds, admitted to any other. The preflight must catch this."""
     admin, chain = deployed["admin"], deployed["chain"]
-    ok(admin("-n", NS, "create", "serviceaccount", "other"))
-    ok(
-        admin(
-            "-n",
-            NS,
-            "create",
-            "rolebinding",
-            "other",
-            "--role=airflow-kruise-chain",
-            "--serviceaccount=chains:other",
-        )
-    )
-    token = ok(admin("create", "token", "other", "-n", NS)).strip()
+    token = bind_the_role_to(admin, "other")
     other = kubectl_for(
         deployed["cluster"].write_kubeconfig(deployed["tmp"] / "other", token=token), deployed["tmp"]
     )

@@ -191,22 +191,10 @@ def test_deploy_applied_as_a_whole_passes_as_its_identity(deployed, tmp_path: Pa
 def test_an_identity_the_admission_policy_does_not_hold_fails(deployed, tmp_path: Path, monkeypatch) -> None:
     """The same Role bound to another ServiceAccount: RBAC lets it do what chains do, but the policy, which
     names deploy/'s identity, does not hold it."""
-    from tests.e2e.test_deploy_applied import ok
+    from tests.e2e.test_deploy_applied import bind_the_role_to
 
     cluster, admin = deployed
-    ok(admin("-n", NS, "create", "serviceaccount", "other"))
-    ok(
-        admin(
-            "-n",
-            NS,
-            "create",
-            "rolebinding",
-            "other",
-            "--role=airflow-kruise-chain",
-            f"--serviceaccount={NS}:other",
-        )
-    )
-    kubeconfig = _as(cluster, admin, "other", tmp_path / "other")
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "other", token=bind_the_role_to(admin, "other"))
     status, doc = check_json(kubeconfig, "-n", NS, "--no-probe")
     assert status == 1
     policy = found(doc, "admission policy")
