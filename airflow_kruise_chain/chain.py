@@ -90,7 +90,7 @@ class KruiseChain:
         cluster_context: str | None = None,
         in_cluster: bool | None = None,
         deferrable: bool = default_deferrable(),
-        defer_after: float = 1.0,
+        defer_after: float | None = None,
         swap_timeout: float = 600,
         startup_timeout: float = 300,
         pull_timeout: int = 600,

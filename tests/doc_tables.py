@@ -35,7 +35,8 @@ CHAIN = {
     "cluster_context": "the kubeconfig context",
     "in_cluster": "use the worker's in-cluster service account",
     "deferrable": "the stages' default: hand a stage's wait to the triggerer after `defer_after` seconds",
-    "defer_after": "the stages' default: seconds a deferrable stage is followed on the worker first",
+    "defer_after": "the stages' default: seconds a deferrable stage is followed on the worker first; None: "
+    "the trigger's hold, `[workers] min_heartbeat_interval` + 3 s (8 s by default)",
     "swap_timeout": "seconds from a stage's swap to its container running",
     "startup_timeout": "seconds for setup to create the pod and see both slots parked",
     "pull_timeout": "the prewarm ImagePullJobs' timeout, seconds",

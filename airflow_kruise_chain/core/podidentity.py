@@ -7,13 +7,15 @@ pod only when it is healthy and built from the same definition; otherwise it del
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .conflicts import READ, Guarded, patch
 from .constants import SLOTS
-from .errors import ChainError
+from .errors import ChainError, ConflictError
 from .podview import ChainPod, records_patch
 from .watch import wait_pod_gone
 from .wire import PREFIX
@@ -121,3 +123,45 @@ def retire_patch(pod: ChainPod, stage: str) -> dict[str, Any]:
             "annotations": records_patch(pod, kept),
         }
     }
+
+
+def delivered_patch(pod: ChainPod, stage: str, generation: int) -> dict[str, Any] | None:
+    """A conditional patch marking `stage`'s record of `generation` delivered (`StageRecord.delivered`), for
+    a trigger that ends the stage's task itself: what `task_state_store` records for a task that returns
+    (a later try is then a clear, which runs the stage again). Guarded by `pod`'s resourceVersion (after a
+    409 the caller re-reads and marks again); None when there is nothing to mark (already marked, or the
+    record is of another generation: a swap of the stage since)."""
+    record = pod.record(stage)
+    if record is None or record.generation != generation or record.delivered:
+        return None
+    records = {
+        name: (dataclasses.replace(found, delivered=True) if name == stage else found)
+        for name, found in pod.records.items()
+    }
+    return {"metadata": {"resourceVersion": pod.resource_version, "annotations": records_patch(pod, records)}}
+
+
+DELIVER_CONFLICTS = 10
+"""conflicting updates in a row after which marking a generation delivered gives up"""
+
+
+def mark_delivered(stage: str, generation: int, pod: ChainPod | None = None) -> Guarded[bool]:
+    """Mark `stage`'s record of `generation` delivered (`delivered_patch`) as a guarded update
+    (`conflicts.arun` in a trigger), planned from `pod` (None: read it), again from a fresh read after a 409.
+    True once the record says delivered; False when it cannot (the pod gone, the record of another
+    generation, `DELIVER_CONFLICTS` conflicts in a row): the task must not then be ended as delivered."""
+    for _ in range(DELIVER_CONFLICTS):
+        pod = pod or (yield READ)
+        if pod is None:
+            return False
+        body = delivered_patch(pod, stage, generation)
+        if body is None:
+            record = pod.record(stage)
+            return record is not None and record.generation == generation and record.delivered
+        try:
+            yield patch(body)
+        except ConflictError:
+            pod = None
+            continue
+        return True
+    return False

@@ -62,6 +62,9 @@ class StageRecord:
     previous_reason: str = ""
     token: str = ""
     """the generation's token: the runner's markers for it carry it (see wire.py)"""
+    delivered: bool = False
+    """Airflow was told of the generation's success by its trigger (end from the triggerer): a later try of
+    the stage's task is a clear, which runs it again (`podidentity.delivered_patch`)"""
 
     def to_dict(self) -> dict[str, Any]:
         """The record's JSON object; ``try_number`` is stored as ``try``. What a user reads first comes first:
@@ -78,8 +81,9 @@ class StageRecord:
             "token": self.token,
             "previous_container_id": self.previous_container_id,
             "previous_reason": self.previous_reason,
+            "delivered": self.delivered,
         }
-        return {k: v for k, v in data.items() if v or k not in ("previous_reason", "token")}
+        return {k: v for k, v in data.items() if v or k not in ("previous_reason", "token", "delivered")}
 
     def to_annotation(self) -> str:
         """`to_dict` as compact JSON (one line)."""
@@ -100,6 +104,7 @@ class StageRecord:
                 action=str(data.get("action") or "patch"),
                 previous_reason=str(data.get("previous_reason") or ""),
                 token=str(data.get("token") or ""),
+                delivered=data.get("delivered") is True,
             )
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
             return None

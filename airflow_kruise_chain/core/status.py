@@ -115,6 +115,13 @@ class StageResult:
             f"reason={self.reason} duration={self.duration_seconds:.3f}s outputs={self.outputs_status}"
         )
 
+    def exit_line(self) -> str:
+        """The task log's line for the stage's exit, as the stage task reports it."""
+        return (
+            f"::kruise-chain:: stage {self.stage} generation {self.generation} in {self.slot} exited "
+            f"{self.exit_code} after {self.duration_seconds:.2f}s"
+        )
+
     @classmethod
     def from_marker(cls, marker: ResultMarker, *, image: str, log_tail: Iterable[str] = ()) -> StageResult:
         return cls(

@@ -110,6 +110,11 @@ def check_image(field: str, value: Any) -> None:
 
 
 def check_defer_after(value: Any) -> None:
-    """ChainConfigError naming `defer_after` unless `value` is a finite number of seconds >= 0."""
+    """ChainConfigError naming `defer_after` unless `value` is None (the default: the trigger's hold) or a
+    finite number of seconds >= 0."""
+    if value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise ChainConfigError("defer_after", f"must be a finite number of seconds >= 0, not {value!r}")
+        raise ChainConfigError(
+            "defer_after", f"must be a finite number of seconds >= 0, or None for the default, not {value!r}"
+        )

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import atexit
 import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -182,7 +185,10 @@ class KruiseChainOperator(ChainBaseOperator):
     interrupted or never started -> it runs the stage again, in place, as a new generation. `on_kill` stops
     the running stage. Timeouts: `swap_timeout`, `pull_timeout` (image pull while swapping in),
     `stage_timeout` (the stage's run; it is stopped when it runs out). `deferrable`: a stage still running
-    `defer_after` seconds after the swap is handed to `StageTrigger`, which logs its output live.
+    `defer_after` seconds after the swap (default: the trigger's hold, `deferral_delay`) is handed to
+    `StageTrigger`, which logs its output live and, when the stage succeeds, ends the task itself from the
+    triggerer (no second task start: `triggers/end.py`); otherwise the task resumes on a worker
+    (`execute_complete`).
 
     `prepare_next` (default True): once its stage runs, the task gives the idle slot the image of the stage
     predicted to run next (`next_stage`), so that stage's swap is annotations only. Only an image patch: the
@@ -224,7 +230,7 @@ class KruiseChainOperator(ChainBaseOperator):
         env_from: Sequence[dict[str, str]] = (),
         allow_secret_env: bool = False,
         deferrable: bool = default_deferrable(),
-        defer_after: float = 1.0,
+        defer_after: float | None = None,
         prepare_next: bool = True,
         go_via_exec: bool = True,
         skip_on_exit_code: int | Collection[int] | None = None,
@@ -353,7 +359,7 @@ class KruiseChainOperator(ChainBaseOperator):
                 driver,
                 plan,
                 sample_memory=False,
-                detach_at=time.monotonic() + self.defer_after,
+                detach_at=time.monotonic() + self.deferral_delay(),
                 ahead=following,
                 then=then,
             )
@@ -372,6 +378,8 @@ class KruiseChainOperator(ChainBaseOperator):
                         fire_after=time.time() + defer_exit_hold(),
                         ahead=following,
                         then=then,
+                        slot=plan.slot,
+                        end=self.trigger_end(context),
                     ),
                     method_name="execute_complete",
                     kwargs={"slot": plan.slot, "generation": plan.generation, "pod_uid": pod_uid},
@@ -380,6 +388,25 @@ class KruiseChainOperator(ChainBaseOperator):
         result = self.follow(context, driver, plan, ahead=following, then=then)
         settle_go()
         return self.finish(context, result, pod_uid)
+
+    def deferral_delay(self) -> float:
+        """Seconds a deferrable stage is followed on the worker before it is handed to the triggerer:
+        `defer_after`, or by default the trigger's hold (`config.defer_exit_hold`: `[workers]
+        min_heartbeat_interval` + 3 s, 8 s by default). Deferring costs Airflow's hand-over (the triggerer
+        picks the trigger up within its 1 s loops, and reports the stage's end at its next loop), and a
+        stage that fails soon after its deferral is held until the hold has passed; a stage that ends
+        within the hold is cheaper followed here, and one that runs longer frees its worker."""
+        return self.defer_after if self.defer_after is not None else defer_exit_hold()
+
+    def trigger_end(self, context: Context) -> dict[str, Any] | None:
+        """What the trigger needs to end this task itself on success (`triggers.end.TaskEnd`: it pushes the
+        result as `finish` does); None when only a worker can end it: a task with outlets (their asset
+        events are the worker's), or an operator that reports its result its own way (a TaskFlow stage)."""
+        from airflow_kruise_chain.triggers.end import TaskEnd
+
+        if self.outlets or type(self).finish is not KruiseChainOperator.finish:
+            return None
+        return TaskEnd(self.chain_id, context["ti"].try_number, self.do_xcom_push).to_dict()
 
     def prepare_try(self, context: Context, driver: StageDriver) -> ChainPod:
         """Check what this try finds in the chain pod before any swap; return the pod as read (the swap
@@ -398,8 +425,10 @@ class KruiseChainOperator(ChainBaseOperator):
             raise AirflowFailException(self.missing_inputs_message(driver, missing))
         store = context.get("task_state_store")
         record = pod.record(self.stage_name)
-        if store is not None and record is not None:
-            if store.get(DELIVERED_KEY) == generation_identity(pod, record.generation):
+        if record is not None:
+            # delivered by an earlier try: returned (task_state_store), or ended from its trigger (the record)
+            stored = store.get(DELIVERED_KEY) if store is not None else None
+            if record.delivered or stored == generation_identity(pod, record.generation):
                 self.log.info(
                     "::kruise-chain:: generation %s of stage %s already succeeded for an earlier try of this "
                     "task, which has been cleared since: running the stage again as a new generation in "
@@ -540,6 +569,11 @@ class KruiseChainOperator(ChainBaseOperator):
         that does not check) re-attach and read it, logging only the lines the trigger did not."""
         from airflow_kruise_chain.triggers.event import MalformedEvent, logged, stage_end
 
+        if not isinstance(event, dict):
+            # an end-from-trigger event's payload (its state), which only dag.test() resumes a task with:
+            # the trigger has logged the whole output and parked; read the result again, logging no line
+            self.log.info("::kruise-chain:: resumed with the trigger's %r: reading the pod", event)
+            event = {"status": "finished", "logged": sys.maxsize}
         status = event.get("status")
         if status == "timeout":
             from airflow_kruise_chain.core.errors import StageTimeoutError
@@ -670,9 +704,12 @@ class KruiseChainOperator(ChainBaseOperator):
         try:
             with monitor.sampling():
                 result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)
-        finally:
+        except BaseException:
             for park in parks:
                 park.settle()
+            raise
+        for park in parks:
+            settle_after_result(park, self.log.warning)
         return result
 
     def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:
@@ -681,14 +718,7 @@ class KruiseChainOperator(ChainBaseOperator):
         data = result.to_xcom()
         if not result.succeeded or not self.do_xcom_push or self.result_xcom_key != "return_value":
             context["ti"].xcom_push(key=self.result_xcom_key, value=data)
-        self.log.info(
-            "::kruise-chain:: stage %s generation %s in %s exited %s after %.2fs",
-            result.stage,
-            result.generation,
-            result.slot,
-            result.exit_code,
-            result.duration_seconds,
-        )
+        self.log.info("%s", result.exit_line())
         if not result.succeeded and result.exit_code in exit_codes(self.skip_on_exit_code):
             from airflow.sdk.exceptions import AirflowSkipException
 
@@ -706,6 +736,41 @@ class KruiseChainOperator(ChainBaseOperator):
         if store is not None and pod_uid:  # delivered: a later try of this task is a clear, not a retry
             store.set(DELIVERED_KEY, {"pod_uid": pod_uid, "generation": result.generation})
         return data
+
+
+def settle_after_result(park: BackgroundPark, warn: Callable[[str], None]) -> None:
+    """Let `park` (the work a stage's end starts for the next stages: park its slot, size the next stage's
+    ahead, prepare two ahead) finish after the task has reported its result, off the path from the stage's
+    end to the next task's start (issue 40). Airflow's task process is forked by its supervisor, reports its
+    result before it exits, and at its exit runs the `atexit` handlers registered since the fork (task-sdk
+    `_fork_main`): the park settles there, its lines still in the task log, a failure logged (the next swap
+    parks and sizes what was left undone; every step is guarded by the pod's resourceVersion, so the next
+    task's swap never plans from a stale pod). Anywhere else (`dag.test()`, a direct call: the process goes
+    on) a thread of its own settles it, which the interpreter waits for at its exit."""
+
+    def settle() -> None:
+        try:
+            park.settle()
+        except Exception as err:  # ahead-of-time work: never raised after the result
+            warn(f"::kruise-chain:: the work after the stage's end did not finish: {err}")
+
+    if _forked_task_process():
+        atexit.register(settle)
+    else:
+        threading.Thread(target=settle, name="settle-park", daemon=False).start()
+
+
+def _forked_task_process() -> bool:
+    """Whether this is a task process Airflow's supervisor forked (`task_runner.main` talks to it over a
+    socket, and its exit runs the atexit handlers registered since the fork)."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+        from airflow.sdk.execution_time.comms import CommsDecoder
+    except ImportError:
+        return False
+    return isinstance(getattr(task_runner, "SUPERVISOR_COMMS", None), CommsDecoder) and hasattr(
+        atexit, "_clear"
+    )
 
 
 def _exit_detail(exit_code: int, reason: str) -> str:

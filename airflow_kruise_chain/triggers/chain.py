@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core.podview import lost_reason
@@ -48,8 +48,10 @@ class StageTrigger(BaseTrigger):
     far it logged (`logged`), the last lines (`tail`) and the runner's result line (`result`), see
     `StageOutputFollower`, which also parks the stage's slot at its end and, when the stage succeeded, sizes
     the slot of `ahead` (the (name, image) of the stage predicted to run next) and prepares its own slot for
-    `then` (the stage predicted after that one: `prepare_two_ahead`). No event fires before
-    `fire_after` (a Unix time; see `airflow_kruise_chain.config.defer_exit_hold`).
+    `then` (the stage predicted after that one: `prepare_two_ahead`). With `end` (a `triggers.end.TaskEnd`
+    as a dict) and the generation's `slot`, a stage that succeeded ends its task from the triggerer
+    (`triggers.end.end_from_trigger`: a `TaskSuccessEvent`, no second task start, no hold); any other event
+    fires no sooner than `fire_after` (a Unix time; see `airflow_kruise_chain.config.defer_exit_hold`).
     """
 
     def __init__(
@@ -66,6 +68,8 @@ class StageTrigger(BaseTrigger):
         fire_after: float = 0.0,
         ahead: Sequence[str] | None = None,
         then: Sequence[str] | None = None,
+        slot: str = "",
+        end: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if target not in TARGETS:
@@ -83,6 +87,8 @@ class StageTrigger(BaseTrigger):
         self.fire_after = fire_after
         self.ahead = (str(ahead[0]), str(ahead[1])) if ahead else None
         self.then = (str(then[0]), str(then[1])) if then else None
+        self.slot = slot
+        self.end = dict(end) if end else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -99,6 +105,8 @@ class StageTrigger(BaseTrigger):
                 "fire_after": self.fire_after,
                 "ahead": list(self.ahead) if self.ahead else None,
                 "then": list(self.then) if self.then else None,
+                "slot": self.slot,
+                "end": self.end,
             },
         )
 
@@ -115,7 +123,7 @@ class StageTrigger(BaseTrigger):
         event = await self._event()
         if event is None:
             return
-        if (hold := self.fire_after - time.time()) > 0:
+        if not isinstance(event, TaskSuccessEvent) and (hold := self.fire_after - time.time()) > 0:
             await asyncio.sleep(hold)
         yield event
 
@@ -128,6 +136,7 @@ class StageTrigger(BaseTrigger):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         if self.generation and self.target == "finished":
+            from airflow_kruise_chain.triggers.end import TaskEnd, end_from_trigger
             from airflow_kruise_chain.triggers.output import StageOutputFollower
 
             follower = StageOutputFollower(
@@ -145,7 +154,19 @@ class StageTrigger(BaseTrigger):
             payload = await follower.run()
             if payload["status"] == "timeout":
                 payload["message"] = f"stage {self.stage!r} did not reach finished within {self.timeout:.0f}s"
-            yield TriggerEvent(payload)
+            ended = await end_from_trigger(
+                hook,
+                payload,
+                TaskEnd.from_dict(self.end) if self.slot else None,
+                self.task_instance,
+                pod_name=self.pod_name,
+                namespace=self.namespace,
+                stage=self.stage,
+                slot=self.slot,
+                generation=self.generation,
+                emit=self.emit,
+            )
+            yield ended or TriggerEvent(payload)
             return
         # read first: a watch of a pod that is already gone would wait out its window without an event
         pod = await hook.read_pod(self.pod_name, self.namespace)

@@ -251,7 +251,8 @@ echo "live: after the gate"
 AGAIN = ["/bin/sh", "-c", "echo live: second stage"]
 
 with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-    with KruiseChain("c", namespace="default", prewarm=False, deferrable=True,
+    # deferred after 1 s: "live: while deferred" (at 3 s) is the trigger's to log
+    with KruiseChain("c", namespace="default", prewarm=False, deferrable=True, defer_after=1,
                      pod_template={{"spec": {{"terminationGracePeriodSeconds": 2}}}}) as chain:
         work = chain.stage("work", image="busybox:1.36", cmds=["/bin/sh", "-c", WORK])
         if {second!r}:

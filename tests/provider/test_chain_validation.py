@@ -189,7 +189,7 @@ def test_the_setup_task_carries_the_whole_chain_as_a_dict():
                 "finite number of seconds >= 0",
                 id=f"bad-defer-after-{value!r}",
             )
-            for value in (-1, "1", True, None, float("nan"), float("inf"))
+            for value in (-1, "1", True, float("nan"), float("inf"))
         ),
         pytest.param(
             stages({"name": "extract", **OK, "defer_after": -0.5}),
@@ -244,9 +244,15 @@ def test_stages_inherit_the_chains_task_options_and_may_override_them():
     assert (load.deferrable, load.defer_after, load.prepare_next) == (False, 30, True)
 
 
-def test_defer_after_defaults_to_one_second():
-    dag = build(stages({"name": "extract", **OK}))
-    assert dag.task_dict["etl.extract"].defer_after == 1.0
+def test_defer_after_defaults_to_the_triggers_hold(monkeypatch):
+    """Issue 40: by default a deferrable stage is followed on the worker for the trigger's hold
+    (`[workers] min_heartbeat_interval` + 3 s, read when the task runs, not at parse); a number wins."""
+    dag = build(stages({"name": "extract", **OK}, {"name": "load", **OK, "defer_after": 2.5}))
+    extract, load = dag.task_dict["etl.extract"], dag.task_dict["etl.load"]
+    assert extract.defer_after is None and extract.deferral_delay() == 5 + 3
+    monkeypatch.setenv("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
+    assert extract.deferral_delay() == 1 + 3
+    assert load.deferral_delay() == 2.5
 
 
 def test_a_chain_without_stages_fails_at_parse():

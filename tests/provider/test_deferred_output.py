@@ -1,7 +1,9 @@
 """A deferred stage's output: logged live by `StageTrigger` in bounded memory, each line once across the
 worker, the trigger and the resumed task, through a cut log stream and when the stage fails.
 
-The tasks and the trigger are called directly against the local cluster, as in test_sensor_trigger.py.
+The tasks and the trigger are called directly against the local cluster, as in test_sensor_trigger.py: run
+outside a triggerer (no task instance), a trigger's event resumes the task, whatever the stage's outcome;
+the success a trigger ends itself is tests/provider/test_deferred_end.py's.
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def test_deferrable_sensor_fails_on_a_failure_event(chain_run):
 def test_deferrable_operator_swaps_defers_and_logs_the_stage_output_once(chain_run):
     """The worker logs what the stage prints within `defer_after`, the trigger what comes while it is deferred
     (it lands in the task's log), the resumed task only the end: each line once, in order."""
-    op = chain_run.stage("slow", deferrable=True)
+    op = chain_run.stage("slow", deferrable=True, defer_after=1)
     context = chain_run.context()
     with structlog.testing.capture_logs() as logs:
         with pytest.raises(TaskDeferred) as deferred:
@@ -262,18 +262,22 @@ def test_a_stage_pushes_its_result_itself_only_when_airflow_would_not(chain_run)
     assert context["ti"].pushes.count("return_value") == 1 and context["ti"].xcom["return_value"] == result
 
 
-def test_a_stage_task_parks_its_slot_while_it_publishes_the_stage_end(chain_run, monkeypatch):
+def test_a_stage_task_parks_its_slot_while_it_publishes_the_stage_end_and_returns_first(
+    chain_run, monkeypatch
+):
     """The park's requests (a read and a guarded resize) do not wait for the task's `chain_state` XCom at the
-    stage's end, nor it for them: they overlap; the park is done before the task returns."""
+    stage's end, nor it for them: they overlap; and the task returns (its result reported) without waiting for
+    the park, which then finishes on its own (issue 40: off the path to the next task's start)."""
     from airflow_kruise_chain.core.chainstate import XCOM_KEY
     from airflow_kruise_chain.core.sizing import SlotSizer
 
-    published, parked = threading.Event(), threading.Event()
+    published, returned, parked = threading.Event(), threading.Event(), threading.Event()
     overlapped: list[bool] = []
     real = SlotSizer.park_generation
 
     def park(self: SlotSizer, *args: Any, **kwargs: Any) -> None:
         overlapped.append(published.wait(timeout=10))  # the end's publish goes on meanwhile
+        returned.wait(timeout=10)  # held until the task has returned
         real(self, *args, **kwargs)
         parked.set()
 
@@ -288,7 +292,11 @@ def test_a_stage_task_parks_its_slot_while_it_publishes_the_stage_end(chain_run,
 
     context["ti"].xcom_push = recording
     assert chain_run.stage("quick").execute(context)["exit_code"] == 0
-    assert overlapped == [True] and parked.is_set()
+    assert not parked.is_set()  # returned while the park was held
+    returned.set()
+    assert parked.wait(timeout=20) and overlapped == [True]
+    for thread in [t for t in threading.enumerate() if t.name == "settle-park"]:
+        thread.join(timeout=20)
 
 
 def test_the_chain_pod_link_is_recorded_once_the_swap_is_made(chain_run, kube_env):

@@ -110,3 +110,67 @@ def test_retiring_a_record_is_a_conditional_patch_of_the_records_without_it() ->
         "metadata": {"resourceVersion": "7", "annotations": {"airflow-kruise-chain/stages": None}}
     }
     assert generation_identity(pod, 3) == {"pod_uid": "u-1", "generation": 3}
+
+
+def test_marking_a_generation_delivered_is_a_conditional_patch_of_its_record_alone() -> None:
+    from airflow_kruise_chain.core.podidentity import delivered_patch
+
+    one, two = (StageRecord(g, "slot-a", "busybox:1.36", 1, "", "", "go", token="t") for g in (1, 2))
+    pod = running(resource_version="42", records={"two": two, "one": one})
+    patch = delivered_patch(pod, "two", 2)
+    assert patch is not None and patch["metadata"]["resourceVersion"] == "42"
+    ((key, value),) = patch["metadata"]["annotations"].items()
+    assert key == "airflow-kruise-chain/stages" and list(json.loads(value)) == ["two", "one"]  # order kept
+    marked = ChainPod.of({**pod.raw, "metadata": {**pod.raw["metadata"], "annotations": {key: value}}})
+    assert marked.records["two"].delivered and not marked.records["one"].delivered
+    assert marked.records["one"] == one and json.loads(value)["one"] == one.to_dict()  # untouched, no flag
+    # nothing to mark: already marked, another generation (swapped in again since), or no record
+    assert delivered_patch(marked, "two", 2) is None
+    assert delivered_patch(pod, "two", 1) is None
+    assert delivered_patch(pod, "three", 1) is None
+    # a malformed flag is not a delivery
+    odd = {**json.loads(value), "one": {**one.to_dict(), "delivered": "yes"}}
+    assert not StageRecord.from_dict(odd["one"]).delivered
+
+
+def test_marking_delivered_replans_from_a_fresh_read_after_a_conflict_and_says_whether_it_holds() -> None:
+    import asyncio
+
+    from airflow_kruise_chain.core.conflicts import arun
+    from airflow_kruise_chain.core.errors import ConflictError
+    from airflow_kruise_chain.core.podidentity import DELIVER_CONFLICTS, mark_delivered
+
+    record = StageRecord(2, "slot-b", "busybox:1.36", 1, "", "", "go", token="t")
+
+    class Api:
+        def __init__(self, conflicts: int, pod: ChainPod | None) -> None:
+            self.conflicts, self.pod, self.calls = conflicts, pod, []
+
+        async def read_pod(self, name: str, namespace: str) -> ChainPod | None:
+            self.calls.append("read")
+            return self.pod
+
+        async def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod:
+            self.calls.append("patch")
+            if self.conflicts:
+                self.conflicts -= 1
+                raise ConflictError("409")
+            assert self.pod is not None
+            annotations = {**self.pod.annotations, **body["metadata"]["annotations"]}
+            self.pod = ChainPod.of(
+                {**self.pod.raw, "metadata": {**self.pod.raw["metadata"], "annotations": annotations}}
+            )
+            return self.pod
+
+    pod = running(resource_version="5", records={"two": record})
+    api = Api(1, pod)
+    assert asyncio.run(arun(mark_delivered("two", 2, pod), api, "p", "ns")) is True
+    assert api.calls == ["patch", "read", "patch"]  # planned from the pod given, then from a fresh read
+    assert api.pod is not None and api.pod.records["two"].delivered
+    assert asyncio.run(arun(mark_delivered("two", 2), api, "p", "ns")) is True  # already: no patch
+    assert api.calls[-1] == "read"
+    assert asyncio.run(arun(mark_delivered("two", 3), api, "p", "ns")) is False  # another generation
+    assert asyncio.run(arun(mark_delivered("two", 2), Api(0, None), "p", "ns")) is False  # the pod is gone
+    stubborn = Api(DELIVER_CONFLICTS, pod)
+    assert asyncio.run(arun(mark_delivered("two", 2), stubborn, "p", "ns")) is False
+    assert stubborn.calls.count("patch") == DELIVER_CONFLICTS
