@@ -84,8 +84,8 @@ def _expected(uid: int) -> dict[str, str]:
 
 
 def test_a_restricted_chain_reads_secret_env_and_a_secret_volume(e2e_cluster, capfd, tmp_path) -> None:
-    if e2e_cluster.kubelet.runtime.sandbox != "bwrap":
-        pytest.skip("only the bwrap sandbox switches users")
+    if e2e_cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
+        pytest.skip("only the oci and bwrap sandboxes switch users")
     ns = labelled_namespace(e2e_cluster, "restricted", tmp_path)
     _objects(e2e_cluster, ns, tmp_path)
     run = _run(ns, "restricted_secrets", pod_security="restricted")
@@ -95,8 +95,8 @@ def test_a_restricted_chain_reads_secret_env_and_a_secret_volume(e2e_cluster, ca
 
 
 def test_a_chain_of_a_non_root_image_reads_them(e2e_cluster, capfd, tmp_path) -> None:
-    if e2e_cluster.kubelet.runtime.sandbox != "bwrap":
-        pytest.skip("only the bwrap sandbox switches users")
+    if e2e_cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
+        pytest.skip("only the oci and bwrap sandboxes switch users")
     ns = labelled_namespace(e2e_cluster, "baseline", tmp_path)
     _objects(e2e_cluster, ns, tmp_path)
     run = _run(ns, "nonroot_image_secrets", image="gcr.io/distroless/python3-debian12:nonroot")
