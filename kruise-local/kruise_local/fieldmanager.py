@@ -16,8 +16,13 @@ clients' `apply` need, from the served schemas (`openapi.py`: `x-kubernetes-list
 - the stripped fields (`stripMeta`: apiVersion, kind, metadata.name/namespace/uid/resourceVersion/...), and
   `status` is not owned through the main resource (`ResetFieldsStrategy`).
 
+- the managedFields a create, update or patch sends replace the live ones before its own change is recorded
+  (`FieldManager.Update`: `DecodeManagedFields(newObj)` first, the live object's only when the sent ones are
+  empty or do not decode), so a client can move ownership (kubectl >= 1.26 does, with a JSON patch, when an
+  object moves from client-side to server-side apply: `csaupgrade`); `[{}]` resets them.
+
 Not modelled: managers per API version (one version per kind here), the status subresource's managers,
-managedFields sent by clients (ignored; `[{}]` resets them, as upstream), `x-kubernetes-unions`.
+`x-kubernetes-unions`.
 """
 
 from __future__ import annotations
@@ -243,10 +248,8 @@ def _without(entries: list[Obj], lost: set[Path], keep: tuple[str, str]) -> list
 def update(res: Resource, version: str, old: Obj | None, new: Obj, manager: str) -> None:
     """`Updater.Update` for a create/update/patch: sets `new`'s managedFields; `manager` owns what changed."""
     root, defs = _schemas(res, version)
-    sent = (new.get("metadata") or {}).get("managedFields")
-    entries = _managers(old) if old is not None else []
-    if sent == [{}]:  # a client resets the managed fields
-        entries = []
+    sent = _decoded((new.get("metadata") or {}).get("managedFields"))
+    entries = sent if sent is not None else _managers(old) if old is not None else []
     before = field_values(_without_meta(old), root, defs) if old is not None else {}
     after = field_values(_without_meta(new), root, defs)
     modified, added, removed = _compare(before, after)
@@ -265,6 +268,23 @@ def update(res: Resource, version: str, old: Obj | None, new: Obj, manager: str)
         entries.append(_entry(manager, "Update", res.api_version(version), owned))
     new["metadata"]["managedFields"] = entries or None
     _drop_empty(new)
+
+
+def _decoded(sent: Any) -> list[Obj] | None:
+    """The managedFields a write sends as `DecodeManagedFields` takes them, entries with no fields left out
+    (`[{}]` resets); None when there are none or one does not decode (the live ones are kept then)."""
+    if not isinstance(sent, list) or not sent:
+        return None
+    entries = []
+    for entry in sent:
+        if not isinstance(entry, dict):
+            return None
+        if not entry:
+            continue
+        if entry.get("fieldsType") != "FieldsV1" or not isinstance(entry.get("fieldsV1", {}), dict):
+            return None
+        entries.append(entry)
+    return entries
 
 
 def _without_meta(obj: Obj | None) -> Obj:

@@ -173,3 +173,28 @@ def test_an_empty_map_then_a_key_keeps_the_key(core, namespace):
     }
     emptied = _apply(core, namespace, {**_cm(), "metadata": {"name": "c"}}, "alice")
     assert not emptied.data and emptied.metadata.labels is None  # emptied maps are nulled (remove.go)
+
+
+def test_managed_fields_a_write_sends_replace_the_live_ones(core, namespace):
+    """`FieldManager.Update` takes the managedFields a write sends: a JSON patch that gives bob's fields to
+    alice's apply makes alice's next apply remove the key she leaves out; entries that do not decode leave
+    the live ones in place."""
+    core.create_namespaced_config_map(namespace, _cm(x="1", y="2"), field_manager="bob")
+    moved = [
+        {
+            "manager": "alice",
+            "operation": "Apply",
+            "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:x": {}, "f:y": {}}},
+        }
+    ]
+    patch = [{"op": "replace", "path": "/metadata/managedFields", "value": moved}]
+    patched = core.patch_namespaced_config_map("c", namespace, patch)
+    assert _managers(patched) == {("alice", "Apply"): {"f:data": {"f:x": {}, "f:y": {}}}}
+    assert _apply(core, namespace, _cm(x="1"), "alice").data == {"x": "1"}
+    bad = [
+        {"op": "replace", "path": "/metadata/managedFields", "value": [{"manager": "m", "fieldsType": "X"}]}
+    ]
+    kept = core.patch_namespaced_config_map("c", namespace, bad)
+    assert _managers(kept) == {("alice", "Apply"): {"f:data": {"f:x": {}}}}
