@@ -31,6 +31,15 @@ WORKER_BACKOFF_PERIOD = 10.0  # kubelet.go backOffPeriod: a pod worker's retry a
 WORKER_BACKOFF_JITTER = 0.5  # pod_workers.go workerBackOffPeriodJitterFactor (wait.Jitter: d to d * 1.5)
 
 
+def sync_error_requeue(jitter: float) -> float:
+    """Seconds until a pod worker syncs again after a sync that failed (`pod_workers.go` `completeWork`:
+    `wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor)`, 10-15 s; `jitter` in [0, 1) is its random
+    draw), e.g. after a start that failed with CreateContainerConfigError (`kuberuntime_container.go`
+    `startContainer` returns `ErrCreateContainerConfig`, which `SyncPod` returns); an earlier sync of the pod
+    (a pod update, another container's PLEG event) tries again before."""
+    return WORKER_BACKOFF_PERIOD * (1 + WORKER_BACKOFF_JITTER * jitter)
+
+
 IMAGE_BACKOFF_INITIAL = 10.0  # kubelet.go imageBackOffPeriod
 IMAGE_BACKOFF_MAX = 300.0  # kubelet.go MaxImageBackOff
 IMAGE_BACKOFF_EXPIRY = 2 * IMAGE_BACKOFF_MAX

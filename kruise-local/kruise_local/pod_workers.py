@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import resources as R
-from .backoff import go_duration
+from .backoff import go_duration, sync_error_requeue
 from .capabilities import add_no_new_privileges, container_capabilities
 from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
@@ -509,14 +509,14 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", str(e)
             self.event("Warning", "Failed", f"Error: {e}", container=st.name)
             self.mark_dirty()
-            return 1.0
+            return sync_error_requeue(random.random())
         pod_ref = f"{self.name}_{self.ns}({self.uid})"
         refused = verify_run_as_non_root(pod, spec, pod_ref, image_uid(image.user))
         if refused is not None:
             st.waiting_reason, st.waiting_message = "CreateContainerConfigError", refused
             self.event("Warning", "Failed", f"Error: {refused}", container=st.name)
             self.mark_dirty()
-            return 1.0
+            return sync_error_requeue(random.random())
         if not argv:  # neither the image nor the container names a command: containerd refuses it
             st.waiting_reason = "CreateContainerError"
             st.waiting_message = (
@@ -525,7 +525,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             )
             self.event("Warning", "Failed", f"Error: {st.waiting_message}", container=st.name)
             self.mark_dirty()
-            return 1.0
+            return sync_error_requeue(random.random())
         await asyncio.sleep(self.kubelet.profile.container_start)
         cid = uuid.uuid4().hex + uuid.uuid4().hex
         st.runs += 1
@@ -593,7 +593,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             st.waiting_reason, st.waiting_message = "CreateContainerError", str(e)
             self.event("Warning", "Failed", f"Error: {e}", container=st.name)
             self.mark_dirty()
-            return 1.0
+            return sync_error_requeue(random.random())
         inst.started_at = inst.proc.started_at
         st.allocated = resources
         st.frozen = self.container_status(st, spec)  # what the status shows until a postStart hook ends

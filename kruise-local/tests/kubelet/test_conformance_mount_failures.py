@@ -2,7 +2,8 @@
 volume manager's `FailedMount` events (`mounting.py`: each volume's mount retried on the
 `nestedpendingoperations` back-off, 500 ms doubling, one event per failure aggregated into a growing `count`,
 no sandbox before the volumes are mounted) and the container runtime's `CreateContainerConfigError`
-(`kubelet_env.py`: `makeEnvironmentVariables`' errors, the configMap and secret managers' NotFound).
+(`kubelet_env.py`: `makeEnvironmentVariables`' errors, the configMap and secret managers' NotFound), tried
+again when the pod worker syncs again after the failed sync (`backoff.sync_error_requeue`: 10-15 s).
 
 Timing is asserted only as lower bounds the back-off guarantees (a loaded machine can only be later) and
 generous upper bounds."""
@@ -75,3 +76,23 @@ def test_a_config_map_key_ref_to_a_missing_config_map_names_the_config_map(core,
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "settings"}, "data": {"y": "1"}})
     expected = ("CreateContainerConfigError", f"couldn't find key x in ConfigMap {namespace}/settings")
     wait_for(lambda: _waiting(core, namespace, "p") == expected, timeout=30, what=str(expected))
+
+
+def test_a_container_config_error_is_tried_again_at_the_worker_s_requeue(core, namespace):
+    """The failed start is a sync error: the pod worker syncs again `backOffPeriod` (10 s, jittered up to
+    15 s) later (`completeWork`), not at once: the second Failed event comes 10 s after the first at the
+    earliest; a Secret created meanwhile is found then."""
+    env = [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "later", "key": "x"}}}]
+    created = time.monotonic()
+    core.create_namespaced_pod(namespace, pod_body("p", container("c", "echo $X; sleep 30", env=env)))
+
+    def failures() -> int:
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=p").items
+        return sum(e.count or 1 for e in events if e.reason == "Failed")
+
+    wait_for(lambda: failures() >= 1, timeout=15, what="the first Failed event")
+    wait_for(lambda: failures() >= 2, timeout=40, what="the second try")
+    assert time.monotonic() - created >= 10
+    secret = {"metadata": {"name": "later"}, "stringData": {"x": "here"}}
+    core.create_namespaced_secret(namespace, secret)
+    wait_for(lambda: running(core, namespace, "p", "c"), timeout=40, what="running at the next try")
