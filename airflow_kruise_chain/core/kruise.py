@@ -13,10 +13,15 @@ KRUISE_API_VERSION = f"{KRUISE_GROUP}/{KRUISE_VERSION}"
 IMAGE_PULL_JOB_KIND = "ImagePullJob"
 IMAGE_PULL_JOB_PLURAL = "imagepulljobs"
 GATE_HELP = (
-    "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off (the default). "
-    'Enable it with `helm upgrade kruise openkruise/kruise --set featureGates="ImagePullJobGate=true"` '
-    "(or add ImagePullJobGate=true to the kruise-manager --feature-gates flag), or set "
-    '`prewarm=False` / `on_prewarm_unavailable="skip"` on the chain to run without prewarming.'
+    "OpenKruise refused the ImagePullJob because its ImagePullJobGate feature gate is off: OpenKruise's "
+    "own default, which the kruise Helm chart turns on (its default value "
+    'featureGates="ImagePullJobGate=true") unless the release sets feature gates of its own. Add the gate '
+    "to those, at the chart version the release runs and with its other values kept: "
+    "`helm upgrade kruise openkruise/kruise --version <that version> --reuse-values "
+    '--set featureGates="<the gates it sets>\\,ImagePullJobGate=true"` '
+    "(docs/getting-started-cluster.md; or add ImagePullJobGate=true to the --feature-gates flag of "
+    'kruise-manager and kruise-daemon), or set `prewarm=False` / `on_prewarm_unavailable="skip"` on the '
+    "chain to run without prewarming."
 )
 """what to do when OpenKruise's ImagePullJobGate is off (the hooks' error, preflight's finding)"""
 

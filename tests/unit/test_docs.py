@@ -10,8 +10,10 @@ How a block is tested follows its language and an optional marker on the line be
   KRUISE_LOCAL_HOME; marker ``run against the local cluster``: with $KUBECONFIG naming a local cluster;
   marker ``provider-installed``: the same (it needs this package installed, as the test
   venv has it); marker ``run in order against a local cluster with RBAC``: every such block of a page, in
-  order, as one script, in a folder holding a copy of deploy/, with $KUBECONFIG the admin's of a fresh local
-  cluster that authorizes by RBAC and serves TLS (so kubectl sends tokens); marker ``options only:
+  order, as one script (`tests/doc_pages.py`, which also says what ``; saved as PATH``, ``; variant NAME`` and
+  ``real cluster only: REASON`` mean), in a folder holding a copy of deploy/, with $KUBECONFIG the admin's of
+  a fresh local cluster that authorizes by RBAC and serves TLS (so kubectl sends tokens), once without the
+  page's optional steps and once with each; marker ``options only:
   REASON``: each ``python SCRIPT --options`` line's script answers ``--help`` naming every option; marker
   ``skip: REASON``: not runnable here, REASON says why.
 - ``ini``: an `airflow.cfg` excerpt: every option of `[kruise_chain]` exists (`get_provider_info`).
@@ -25,20 +27,18 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from tests import doc_tables
+from tests import doc_pages, doc_tables
+from tests.doc_pages import Block
 from tests.e2e.conftest import airflow_home, e2e_cluster, xcoms  # noqa: F401  (fixtures of the DAG run below)
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(
-    r"^(?:<!-- docs-test: (?P<marker>[^\n]*?) -->\n)?```(?P<lang>[^\n]*)\n(?P<code>.*?)^```$", re.S | re.M
-)
 MARKERS = (
     "run on the local cluster",
     "run as a script with the argument scheduler",
@@ -46,32 +46,7 @@ MARKERS = (
     "run against the local cluster",
     "run in order against a local cluster with RBAC",
 )
-
-
-@dataclass(frozen=True)
-class Block:
-    page: Path
-    line: int
-    lang: str
-    marker: str
-    code: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
-
-
-def _blocks() -> list[Block]:
-    found = []
-    for page in PAGES:
-        text = page.read_text()
-        for m in FENCE.finditer(text):
-            line = text.count("\n", 0, m.start("lang")) + 1
-            found.append(Block(page, line, m.group("lang").strip(), m.group("marker") or "", m.group("code")))
-    return found
-
-
-BLOCKS = _blocks()
+BLOCKS = [block for page in PAGES for block in doc_pages.page_blocks(page)]
 
 
 def _of(lang: str) -> list[Block]:
@@ -89,7 +64,7 @@ def test_every_block_has_a_language_and_a_known_marker() -> None:
         marker = block.marker
         if marker.startswith(("skip:", "options only:")):
             assert len(marker.split(":", 1)[1].strip()) > 10, f"{block.id}: say why it is not run"
-        else:
+        elif doc_pages.step(block) is None:  # ValueError for a run-in-order marker it cannot follow
             assert marker in ("", *MARKERS), f"{block.id}: unknown marker {marker!r}"
 
 
@@ -104,9 +79,15 @@ def _parse_dags(tmp_path: Path, code: str) -> dict:
     return bag.dags
 
 
-@pytest.mark.parametrize(
-    "block", [b for b in _of("python") if not b.marker], ids=_ids([b for b in _of("python") if not b.marker])
-)
+def _saved(block: Block) -> bool:
+    step = doc_pages.step(block)
+    return step is not None and step.saved_as is not None
+
+
+DAG_FILES = [b for b in _of("python") if not b.marker or _saved(b)]
+
+
+@pytest.mark.parametrize("block", DAG_FILES, ids=_ids(DAG_FILES))
 def test_python_blocks_are_dags_that_parse(block: Block, tmp_path: Path) -> None:
     _parse_dags(tmp_path, block.code)
 
@@ -169,35 +150,75 @@ def test_bash_blocks_run(block: Block, tmp_path: Path, request: pytest.FixtureRe
     assert done.returncode == 0, f"{block.id}:\n{done.stdout}\n{done.stderr}"
 
 
-IN_ORDER = "run in order against a local cluster with RBAC"
-IN_ORDER_PAGES = sorted({b.page for b in _of("bash") if b.marker == IN_ORDER})
+IN_ORDER_PAGES = sorted({b.page for b in BLOCKS if doc_pages.step(b) is not None})
+IN_ORDER_RUNS = [(page, v) for page in IN_ORDER_PAGES for v in ("default", *doc_pages.variants_of(page))]
+MIRROR = "registry.example.com/library/busybox:1.37.0-musl"
+"""the runner image's copy in a mirror, as docs/getting-started-cluster.md's optional step names it"""
 
 
-@pytest.mark.parametrize("page", IN_ORDER_PAGES, ids=[p.name for p in IN_ORDER_PAGES])
-def test_pages_run_in_order_against_a_local_cluster_with_rbac(page: Path, tmp_path: Path) -> None:
-    import shutil
+def _mirror_only(cluster) -> None:
+    """Variant `mirror`: the nodes pull the stage runner from the mirror only. The registry holds the default
+    runner image under the mirror's name, and no longer under its own: a chain that ignored the option would
+    fail its setup on the pull."""
+    from importlib import resources
 
+    import yaml
+    from kruise_local.catalogue import plugin_entries
+    from kruise_local.imageref import normalize
+
+    from airflow_kruise_chain.core.wire import DEFAULT_RUNNER_IMAGE
+
+    shipped = yaml.safe_load(resources.files("kruise_local").joinpath("images.yaml").read_text())["images"]
+    (entry,) = [
+        e for e in shipped + plugin_entries() if normalize(e["ref"]) == normalize(DEFAULT_RUNNER_IMAGE)
+    ]
+    cluster.catalogue.remove(DEFAULT_RUNNER_IMAGE)
+    cluster.catalogue.add({**entry, "ref": MIRROR})
+    assert cluster.catalogue.lookup(DEFAULT_RUNNER_IMAGE) is None and cluster.catalogue.lookup(MIRROR)
+
+
+CLUSTER_OF_VARIANT: dict[str, Callable[..., None]] = {"mirror": _mirror_only}
+
+
+@pytest.fixture(scope="module")
+def migrated_airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated Airflow database, copied by each page run that calls `airflow` (a fresh one each)."""
+    work = tmp_path_factory.mktemp("airflow-template")
+    env = doc_pages.environment(work, work / "no-kubeconfig", os.environ)
+    doc_pages.migrate(env)
+    return work / "airflow" / "airflow.db"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("page", "variant"), IN_ORDER_RUNS, ids=[f"{p.name}-{v}" for p, v in IN_ORDER_RUNS])
+def test_pages_run_in_order_against_a_local_cluster_with_rbac(
+    page: Path, variant: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     from kruise_local import ClusterConfig, LocalCluster
 
-    blocks = [b for b in _of("bash") if b.page == page and b.marker == IN_ORDER]
-    script = "\n".join(f"echo '### {b.id}'\n{b.code}" for b in blocks)
-    work = tmp_path / "work"
-    shutil.copytree(ROOT / "deploy", work / "deploy")
+    variants = () if variant == "default" else (variant,)
+    steps = doc_pages.steps(page, variants)
+    airflow_db = request.getfixturevalue("migrated_airflow_db") if doc_pages.needs_airflow(steps) else None
     config = ClusterConfig(
         profile="fast", root=str(tmp_path / "cluster"), tls=True, authorization_mode="RBAC"
     )
     with LocalCluster(config) as cluster:
-        env = _bash_env(tmp_path)
-        env.update(KUBECONFIG=str(cluster.write_kubeconfig(tmp_path / "admin")), HOME=str(tmp_path / "home"))
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        CLUSTER_OF_VARIANT.get(variant, lambda _: None)(cluster)
+        done = doc_pages.run(
+            page,
+            cluster.write_kubeconfig(tmp_path / "admin"),
+            tmp_path / "work",
+            variants=variants,
+            airflow_db=airflow_db,
         )
-    assert done.returncode == 0, f"{page.name}:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"{page.name} ({variant}):\n{done.stdout}\n{done.stderr}"
+
+
+def test_the_mirror_variant_names_the_mirror_the_cluster_serves() -> None:
+    page = ROOT / "docs" / "getting-started-cluster.md"
+    assert "mirror" in doc_pages.variants_of(page)
+    (mirror,) = [s for s in doc_pages.steps(page, ["mirror"]) if s.variant == "mirror"]
+    assert f"AIRFLOW__KRUISE_CHAIN__RUNNER_IMAGE={MIRROR}" in mirror.block.code
 
 
 OPTIONS_ONLY = [b for b in _of("bash") if b.marker.startswith("options only:")]
