@@ -4,7 +4,9 @@
   `volumeManager.WaitForAttachAndMount` before `containerRuntime.SyncPod` creates the sandbox, so a pod whose
   Secret is missing gets no sandbox (no pod IP, no container started) while it waits; the populator and the
   reconciler (`volume_manager.go` `desiredStateOfWorldPopulatorLoopSleepPeriod`,
-  `reconcilerLoopSleepPeriod`: 100 ms each, the profile's `volume_loop_period`) start the mounts at once.
+  `reconcilerLoopSleepPeriod`: 100 ms each, the profile's `volume_loop_period`) start the mounts within their
+  next passes, 0-0.2 s after the pod reaches the kubelet; here the first try is at once and the retries
+  follow the reconciler's loop.
 - Each volume on its own: the reconciler starts one `volume_mount` operation per volume
   (`operationexecutor`); a volume that fails does not hold the others up.
 - Retries: `nestedpendingoperations` refuses a failed operation's next start until its back-off passed
