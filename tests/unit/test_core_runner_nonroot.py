@@ -8,9 +8,11 @@ less the chain's drops, against a root stage that locks the state and terminatio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -73,6 +75,19 @@ def container(
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", *argv] if root else [*cmd, "--", SETPRIV, *USER, "--", *argv]
+
+
+def stop(slot: subprocess.Popen) -> None:
+    """End a slot started with `container`: its pid 1 (SIGKILL from here, an ancestor pid namespace, reaches
+    a namespace's init), then bwrap. Ending bwrap alone left a non-root runner running, reparented to init:
+    the user switch clears the parent-death signal bwrap's `--die-with-parent` sets (prctl(2)), and even set
+    again it does not reach a non-root init from bwrap (observed)."""
+    children = Path(f"/proc/{slot.pid}/task/{slot.pid}/children")
+    for pid in children.read_text().split() if children.exists() else ():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    slot.kill()
+    slot.wait(timeout=10)
 
 
 def init_container(runner: Path, script: str) -> list[str]:
@@ -205,8 +220,7 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
         check = container(binds, list(STARTUP_COMMAND), {"KC_SLOT": "slot-a", "PATH": "/usr/bin"})
         assert subprocess.run(check, timeout=30).returncode == 0
     finally:
-        slot.terminate()
-        slot.wait(timeout=10)
+        stop(slot)
 
 
 # A root stage (the image's user is root: it keeps CHOWN and FOWNER, not DAC_OVERRIDE) takes every record
@@ -285,5 +299,4 @@ def test_a_root_stage_taking_the_state_and_termination_log_away_breaks_nothing(t
         assert parse_marker(term.read_text()) == second
         assert not any("error" in line for line in lines), lines
     finally:
-        slot.terminate()
-        slot.wait(timeout=10)
+        stop(slot)
