@@ -34,6 +34,7 @@ from .filters import Filters
 from .image_puller import image_pull_settings
 from .kruise import Kruise
 from .kubelet import Kubelet
+from .leftovers import reap
 from .pod_security import PodSecurityAdmission, PodSecurityConfiguration
 from .profiles import Profile, get_profile
 from .rbac import RbacAuthorizer
@@ -302,7 +303,10 @@ class LocalCluster:
         self.kruise.ensure_node_image(name, node_labels)
 
     def start(self) -> LocalCluster:
-        """Start serving in a background thread; returns when the API answers."""
+        """Start serving in a background thread; returns when the API answers. Containers a previous run of
+        the same `root` left running (it was killed, say) are ended first (`leftovers.reap`)."""
+        if self.config.root:
+            reap(self.root)
         ready: Future[None] = Future()
 
         def main() -> None:

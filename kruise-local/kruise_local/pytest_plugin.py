@@ -3,14 +3,19 @@ official `kubernetes` client (`cluster`, `kubeconfig`, `api_client`, `core`, `cu
 fresh namespace per test). Load it with `-p kruise_local.pytest_plugin` (or `pytest_plugins` in a top-
 level conftest).
 
-Loaded, it also makes `ast.parse` take one lock: see `serialize_ast_parse`."""
+Loaded, it also makes `ast.parse` take one lock: see `serialize_ast_parse`, and fails a session that leaves a
+container running: see `pytest_sessionfinish`."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import os
+import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +24,7 @@ from typing import Any
 import pytest
 
 from kruise_local import ClusterConfig, LocalCluster
+from kruise_local.testing import leftover_containers
 
 
 def serialize_ast_parse() -> None:
@@ -86,3 +92,32 @@ def namespace(core: Any) -> Iterator[str]:
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+LEAK_GRACE_SECONDS = 5.0
+"""how long a container ended by the session's last teardown may take to go before it counts as left"""
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when a container it started still runs once its tests and fixtures are done (pid 1
+    of its namespace with a mount from the session's temporary folder, `testing.leftover_containers`): the
+    container is killed and named. Nothing a local cluster or a test starts may outlive it."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)
+    if basetemp is None:  # the session made no temporary folder: it mounted none in a container
+        return
+    deadline = time.monotonic() + LEAK_GRACE_SECONDS
+    while (left := leftover_containers(basetemp)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not left:
+        return
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"containers left running by the session (killed now): {left}"
+    if reporter is not None:
+        reporter.write_line(message, red=True)
+    else:
+        print(message, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

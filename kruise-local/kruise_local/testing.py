@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .leftovers import containers_using
+
 T = TypeVar("T")
 
 
@@ -176,6 +178,13 @@ def child_processes() -> dict[int, str]:
 def new_child_processes(before: dict[int, str]) -> dict[int, str]:
     """The child processes (`child_processes`) that were not there `before`."""
     return {pid: cmd for pid, cmd in child_processes().items() if pid not in before}
+
+
+def leftover_containers(folder: str | Path) -> dict[int, str]:
+    """Containers still running that mount from `folder` (a cluster's root, a test's temporary folder), pid ->
+    the head of its command line (`leftovers.containers_using`): once whatever started them has ended, they
+    are leaks."""
+    return {pid: cmd for pid, (_, cmd) in containers_using(folder).items()}
 
 
 @contextlib.contextmanager
