@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from airflow_kruise_chain.preflight.base import FEATURES
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             in_cluster=args.in_cluster or None,
             cluster_context=args.context,
         )
-    else:
+    else:  # an Airflow connection, read as `airflow connections get` reads it: the metadata database too
+        os.environ["_AIRFLOW_PROCESS_CONTEXT"] = "server"
         hook = KruiseHook(conn_id=args.conn_id or "kubernetes_default", cluster_context=args.context)
     report = check(
         hook,
