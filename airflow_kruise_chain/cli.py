@@ -1,7 +1,8 @@
 """`kruise-chain`: the provider's command line. `kruise-chain check` says whether chains can run in a
 namespace through a connection (see `preflight/`), each missing item with its fix. Exit status 0: chains can
 run there; 1: a check failed or could not tell; 2: the command line is wrong. `--output json` prints the
-findings as one JSON document (docs/connection.md)."""
+findings as one JSON document (docs/connection.md). `kruise-chain runner-configmap` prints the stage runner's
+ConfigMap (`core/runnerinstall.py`) for an admin to apply where the chain's identity may not create it."""
 
 from __future__ import annotations
 
@@ -60,11 +61,22 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="text (default) or json"
     )
+    manifest = sub.add_parser(
+        "runner-configmap",
+        help="print the stage runner's ConfigMap for an admin to apply (kubectl apply -f -), for a chain "
+        "identity that may not create ConfigMaps",
+    )
+    manifest.add_argument("-n", "--namespace", default="default", help="the chains' namespace")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "runner-configmap":
+        from airflow_kruise_chain.core.runnerinstall import runner_configmap
+
+        print(json.dumps(runner_configmap(args.namespace), indent=2))
+        return 0
     from airflow_kruise_chain.hooks.kruise import KruiseHook
     from airflow_kruise_chain.preflight import check
 

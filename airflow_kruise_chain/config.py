@@ -61,13 +61,14 @@ OPTIONS: dict[str, dict[str, str | None]] = {
     },
     "runner_image": {
         "description": "Image of the chain pod's init container that installs the stage runner: the "
-        "runner image of this provider's version (ghcr.io/airflow-kruise-chain/runner:<version>, built "
-        "from airflow_kruise_chain/core/runner.Dockerfile), or a copy of it in your registry. An image "
-        "whose runner script is not this provider's fails the chain's setup. A chain's own "
-        "`runner_image` option wins.",
+        "official static busybox image, or a copy of it in a registry your nodes can pull from (the one "
+        "option to set when you mirror images). Its shell checks the runner script, which the chain's "
+        "setup keeps in a ConfigMap of the chain's namespace, against the sum in the pod spec, and copies "
+        "it and the image's /bin/busybox into the pod; the stages run on that busybox, so it must be "
+        "statically linked. A chain's own `runner_image` option wins.",
         "version_added": "0.1.0",
         "type": "string",
-        "example": "registry.example.com/mirror/airflow-kruise-chain-runner:0.1.0",
+        "example": "registry.example.com/mirror/busybox:1.37.0-musl",
         "default": DEFAULT_RUNNER_IMAGE,
     },
     "scale_up_wait": {

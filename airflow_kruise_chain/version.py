@@ -1,3 +1,3 @@
-"""The provider's version (its wheel's, and the tag of its runner image)."""
+"""The provider's version (its wheel's)."""
 
 __version__ = "0.1.0"

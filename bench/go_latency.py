@@ -58,6 +58,7 @@ def main() -> None:
     with work, LocalCluster(ClusterConfig(profile=args.profile, root=str(root / "cluster"))) as cluster:
         hook = KruiseHook(conn_id=None, config_file=str(cluster.write_kubeconfig(root / "kubeconfig")))
         chain = ChainSpec(name="go", namespace="default", stages=[StageSpec("s", IMAGE, ["true"])])
+        hook.ensure_runner_configmap("default")  # as a chain's setup does
         hook.create_pod(
             build_chain_pod(chain, pod_name="go", dag_id="go", run_id="r", first_images=(IMAGE, IMAGE)),
             "default",

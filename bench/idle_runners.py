@@ -89,12 +89,14 @@ def main() -> None:
     from kubernetes import client, config
 
     from airflow_kruise_chain.core.manifest import build_chain_pod
+    from airflow_kruise_chain.core.runnerinstall import runner_configmap
     from airflow_kruise_chain.core.spec import ChainSpec, StageSpec
 
     root = Path(tempfile.mkdtemp(prefix="bench-idle-"))
     with LocalCluster(ClusterConfig(profile=args.profile, root=str(root / "cluster"))) as cluster:
         config.load_kube_config(str(cluster.write_kubeconfig(root / "kubeconfig")))
         api = client.CoreV1Api()
+        api.create_namespaced_config_map("default", runner_configmap("default"))  # as a chain's setup does
         for k in range(args.pods):
             chain = ChainSpec(name=f"idle{k}", namespace="default", stages=[StageSpec("s", IMAGE, ["true"])])
             pod = build_chain_pod(

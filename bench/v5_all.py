@@ -341,8 +341,8 @@ def summary(
 
 def stale_install(repo: Path) -> list[str]:
     """The entry points the checkout's pyproject files declare that the installed packages lack (an editable
-    install older than the checkout: e.g. the provider's runner image for the local cluster, without which
-    no chain pod starts). Empty when the install is current."""
+    install older than the checkout: e.g. the provider's Airflow plugin, without which the chain page is
+    missing). Empty when the install is current."""
     import tomllib
     from importlib.metadata import entry_points
 

@@ -55,7 +55,8 @@ CHAIN = {
     "annotations": "extra annotations of the pod",
     "sizing": "`auto`, `in-place` or `static` ([how-it-works.md](how-it-works.md#how-a-chain-is-sized))",
     "parked_resources": "what an idle slot keeps under in-place sizing (`requests`/`limits`)",
-    "runner_image": "the stage runner's image (default `[kruise_chain] runner_image`)",
+    "runner_image": "the image of the init container that installs the stage runner: a static busybox "
+    "(default `[kruise_chain] runner_image`)",
     "volumes": "pod volumes the stages may mount (`volume_mounts`): both slots mount every stage's mounts",
     "pod_security": "`baseline` or `restricted`: the Pod Security level the chain pod meets "
     "([pod-security.md](pod-security.md))",

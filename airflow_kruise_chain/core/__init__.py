@@ -48,7 +48,7 @@ _EXPORTS = {
     "chain_selector": "manifest",
     "label_value": "manifest",
     "pod_name_for": "manifest",
-    "runner_script": "runnerimage",
+    "runner_script": "runnerinstall",
     "ChainPod": "podview",
     "StageRecord": "podview",
     "ChainSpec": "spec",

@@ -24,7 +24,7 @@ from .constants import (
 from .errors import ChainConfigError
 from .podview import StageRecord, records_annotation
 from .resources import slot_resources
-from .runnerimage import INIT_COMMAND, SHA_ENV, runner_sha256
+from .runnerinstall import init_container
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value
 from .wire import (
     DEFAULT_RUNNER_IMAGE,
@@ -209,17 +209,6 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
     return container
 
 
-def _init_container(runner_image: str) -> dict[str, Any]:
-    return {
-        "name": INIT_CONTAINER,
-        "image": runner_image,
-        "imagePullPolicy": effective_pull_policy(runner_image, None),
-        "command": list(INIT_COMMAND),
-        "env": [{"name": SHA_ENV, "value": runner_sha256()}],
-        "volumeMounts": [{"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT}],
-    }
-
-
 def _meta_volume(slot: str) -> dict[str, Any]:
     def item(path: str, field: str) -> dict[str, Any]:
         fieldpath = f"metadata.annotations['{slot_annotation(slot, field)}']"
@@ -362,10 +351,11 @@ def build_chain_pod(
 ) -> dict[str, Any]:
     """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
 
-    `chain` must have passed `validate()`. An init container of `chain.runner_image` (`runnerimage.py`)
-    checks its runner script and copies it and its static busybox into the runner's emptyDir; both slots
-    run them from there, read-only. Each slot has its own state emptyDir and its own downwardAPI volume.
-    `chain_path` (the chain's full task-group path, default its name) goes into the chain label.
+    `chain` must have passed `validate()`. An init container of `chain.runner_image` (a static busybox,
+    `runnerinstall.py`) checks the runner script of its ConfigMap against the sum in the pod spec and copies
+    it and its busybox into the runner's emptyDir; both slots run them from there, read-only. Each slot has
+    its own state emptyDir and its own downwardAPI volume. `chain_path` (the chain's full task-group path,
+    default its name) goes into the chain label.
     """
     labels = {**chain.labels, **chain_labels(dag_id, run_id, chain_path or chain.name)}
     annotations = {
@@ -376,6 +366,7 @@ def build_chain_pod(
         annotations.update({slot_annotation(slot, key): "" for key in SLOT_FIELDS})
         annotations[slot_annotation(slot, GENERATION_FIELD)] = "0"
     pull_policy, resources = slot_pull_policy(chain.stages), slot_resources(chain.stages)
+    runner_image = chain.runner_image or DEFAULT_RUNNER_IMAGE
     chain_sources = sources.of_stages(chain.stages)
     scratch: dict[str, Any] = {}
     if chain.scratch_size_limit:
@@ -386,7 +377,9 @@ def build_chain_pod(
             _slot_container(slot, image, pull_policy, resources)
             for slot, image in zip(SLOTS, first_images, strict=True)
         ],
-        "initContainers": [_init_container(chain.runner_image or DEFAULT_RUNNER_IMAGE)],
+        "initContainers": [
+            init_container(INIT_CONTAINER, runner_image, effective_pull_policy(runner_image, None))
+        ],
         "volumes": [
             {"name": SCRATCH_VOLUME, "emptyDir": scratch},
             {"name": RUNNER_VOLUME, "emptyDir": {}},

@@ -200,8 +200,8 @@ class ChainSpec:
     parked_resources: Mapping[str, Mapping[str, str]] | None = None
     """what an idle slot keeps under in-place sizing (default: `core.resources` PARKED_REQUESTS/LIMITS)"""
     runner_image: str | None = None
-    """image of the init container that installs the stage runner: this provider's runner image or a copy
-    (`core/runnerimage.py`; None: `wire.DEFAULT_RUNNER_IMAGE`, or ``[kruise_chain] runner_image``)"""
+    """image of the init container that installs the stage runner: a static busybox image
+    (`core/runnerinstall.py`; None: ``[kruise_chain] runner_image``, default `wire.DEFAULT_RUNNER_IMAGE`)"""
     pod_security: str = "baseline"
     """the Pod Security Standard the chain pod meets: "baseline" (as built), or "restricted" (every
     container non-root, no privilege escalation, all capabilities dropped, RuntimeDefault seccomp), for a
@@ -286,7 +286,7 @@ class ChainSpec:
                 parse_image_reference(self.runner_image)
             except (TypeError, ValueError) as err:
                 raise ChainConfigError(
-                    "runner_image", f"{err}; use this provider's runner image, {DEFAULT_RUNNER_IMAGE}"
+                    "runner_image", f"{err}; use a static busybox image: {DEFAULT_RUNNER_IMAGE} or a copy"
                 ) from None
         _check_string_map("node_selector", self.node_selector)
         for i, toleration in enumerate(self.tolerations):

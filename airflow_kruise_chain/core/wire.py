@@ -68,8 +68,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kruise_chain.version import __version__
-
 PREFIX = "airflow-kruise-chain/"
 """Prefix of every label and annotation the provider owns."""
 MARKER = "::kruise-chain::"
@@ -142,10 +140,9 @@ META_MOUNT = "/kruise-chain-meta"
 """Each slot's own downwardAPI volume: the files ``<slot>`` (its run spec annotation) and ``<slot>.stop``."""
 RUNNER_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/runner",)
 """The slots' command: the runner (`runner.sh`), run by the kernel through its `#!` line (its busybox)."""
-RUNNER_IMAGE_REPOSITORY = "ghcr.io/airflow-kruise-chain/runner"
-DEFAULT_RUNNER_IMAGE = f"{RUNNER_IMAGE_REPOSITORY}:{__version__}"
-"""the runner image of this provider's version (`runnerimage.py`): a static /bin/busybox and this version's
-runner script, which the init container checks and copies"""
+DEFAULT_RUNNER_IMAGE = "busybox:1.37.0-musl"
+"""the image of the chain pod's init container (`runnerinstall.py`): the official static busybox image, whose
+shell checks and installs the runner from its ConfigMap and whose /bin/busybox the runner runs on"""
 
 _START = re.compile(re.escape(MARKER) + r" (start|result|stderr-start|stderr-end)((?: [a-z_]+=\S*)+)\s*$")
 _FRACTION = re.compile(r"\.(\d+)Z$")

@@ -431,6 +431,13 @@ class KruiseHook(KubernetesHook):
         with ApiClient(self.core_v1_client.api_client.configuration) as client:
             return exec_in_pod(CoreV1Api(client), name, namespace, container, command, stdin, timeout)
 
+    def ensure_runner_configmap(self, namespace: str) -> str:
+        """This provider's stage runner ConfigMap in `namespace`, read, made when missing and checked
+        (`hooks/runnerconfigmap.py`): its name, or `RunnerUnavailableError` naming the fix."""
+        from airflow_kruise_chain.hooks.runnerconfigmap import ensure_runner_configmap
+
+        return ensure_runner_configmap(self, namespace)
+
     def pod_metrics(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The pod's metrics.k8s.io PodMetrics, or None when no metrics server answers."""
         try:

@@ -59,6 +59,14 @@ POD_SECURITY_HELP = (
 )
 
 
+class RunnerUnavailableError(KruiseApiError, AirflowFailException):
+    """The stage runner cannot reach the chain pod: its ConfigMap is not this provider's, or is missing and
+    the connection's identity may not create it (`core/runnerinstall.py`).
+
+    An `AirflowFailException`: retrying cannot help until an admin acts (the message says what to do).
+    """
+
+
 class PrewarmUnavailableError(KruiseApiError, AirflowFailException):
     """OpenKruise's ImagePullJobGate is off, so images cannot be prewarmed.
 

@@ -111,6 +111,7 @@ class ChainSetupOperator(ChainBaseOperator):
         )
         pod = size_pod(pod, self.sizing(spec))
         digest = spec_hash(pod)
+        self.hook.ensure_runner_configmap(spec.namespace)  # what the init container installs
         # never another run's pod; one of this run is reused only if healthy and built from this chain
         prepare_pod(
             self.hook,
@@ -181,7 +182,7 @@ class ChainSetupOperator(ChainBaseOperator):
         start (a missing Secret, ConfigMap or key, an image, no node: `core/startup.py`)."""
         from airflow_kruise_chain.config import scale_up_wait
         from airflow_kruise_chain.core.manifest import INIT_CONTAINER
-        from airflow_kruise_chain.core.runnerimage import install_failure
+        from airflow_kruise_chain.core.runnerinstall import install_failure
         from airflow_kruise_chain.core.sources import readers
         from airflow_kruise_chain.core.startup import StartupWatch, wait_started
 

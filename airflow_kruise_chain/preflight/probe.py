@@ -19,7 +19,7 @@ _WHERE = "the message says what (docs/troubleshooting.md)"
 def runner(p: Preflight) -> Finding:
     from airflow_kruise_chain.core.errors import ChainError, StageTimeoutError
     from airflow_kruise_chain.core.manifest import INIT_CONTAINER
-    from airflow_kruise_chain.core.runnerimage import install_failure
+    from airflow_kruise_chain.core.runnerinstall import install_failure
     from airflow_kruise_chain.core.startup import StartupWatch, wait_started
 
     if not p.probe:
@@ -35,6 +35,7 @@ def runner(p: Preflight) -> Finding:
     pod = chain_pod(p, p.pod_security, name)
     started = time.monotonic()
     try:
+        hook.ensure_runner_configmap(p.namespace)  # as the setup does: the runner the probe pod installs
         hook.create_pod(pod, p.namespace)
         try:
             ready = wait_started(

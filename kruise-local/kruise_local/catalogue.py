@@ -25,11 +25,6 @@ A YAML (or JSON) file lists images by reference (a glob such as `acme/extract:*`
   the container runs as when its security context names no `runAsUser` (default: root).
 - `env`, `size` (drives the modeled pull time), `digest` (default: derived from the reference).
 
-Installed packages add images of their own through the entry point group `kruise_local.images` (see
-`PLUGIN_GROUP`): each entry point names a callable that returns a list of entries; `load` adds them after the
-file's. That is how a package that needs an image of its own files (a tool image, a runner image) makes it
-exist on the local cluster without kruise-local knowing the package.
-
 Images not in the catalogue cannot be pulled (the pull fails with a message naming the catalogue), unless the
 catalogue is permissive: then any reference runs as a generic image with the host's userland and `cmd [sh]`.
 """
@@ -46,7 +41,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +50,6 @@ import yaml
 from .imageref import normalize, repository, split_reference
 
 DEFAULT_CATALOGUE = "images.yaml"
-PLUGIN_GROUP = "kruise_local.images"
-"""Entry point group of installed packages' catalogue entries: each entry point is a callable returning a
-list of entries (the keys of `ENTRY_KEYS`)."""
 NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
 ENTRY_KEYS = frozenset(
     {"ref", "size", "digest", "base", "provides", "links", "files", "dirs", "entrypoint", "cmd", "env"}
@@ -231,24 +223,6 @@ def _check_entry(e: Any, where: str) -> None:
         raise ValueError(f"{where}: 'user' must be a numeric uid or uid:gid such as '65532:65532', or ''")
 
 
-def plugin_entries() -> list[dict[str, Any]]:
-    """The catalogue entries installed packages declare under `PLUGIN_GROUP`; a broken one is refused with a
-    ValueError naming its entry point."""
-    entries: list[dict[str, Any]] = []
-    for point in sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda p: p.name):
-        where = f"image catalogue entry point {point.name} ({point.value}, group {PLUGIN_GROUP})"
-        try:
-            found = point.load()()
-        except Exception as e:
-            raise ValueError(f"{where}: failed: {e}") from e
-        if not isinstance(found, list):
-            raise ValueError(f"{where}: must return a list of catalogue entries, not {type(found).__name__}")
-        for i, entry in enumerate(found):
-            _check_entry(entry, f"{where}, entry {i}")
-        entries += found
-    return entries
-
-
 def _dirs(entry: dict[str, Any]) -> tuple[tuple[str, int, int, int], ...]:
     if entry.get("dirs") is None:
         return HOST_DIRS if entry.get("base", "host") == "host" else ()
@@ -283,7 +257,7 @@ class Catalogue:
         else:
             text = Path(path).read_text()
         data = yaml.safe_load(text) or {}
-        return cls(list(data.get("images") or []) + plugin_entries(), permissive=permissive)
+        return cls(list(data.get("images") or []), permissive=permissive)
 
     def lookup(self, ref: str) -> Image | None:
         """The catalogue's image for `ref`, or None when the image does not exist.

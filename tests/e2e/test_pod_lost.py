@@ -162,7 +162,8 @@ def test_a_failed_setup_leaves_no_pod(e2e_cluster):
     with pytest.raises(ChainError, match=r"cannot start: .*(ErrImagePull|ImagePullBackOff)"):
         setup.execute(make_context("d", "run-1"))
     created = [p for m, p, c in cluster.audit if m == "POST" and c == 201]
-    assert [p.rsplit("/", 1)[1] for p in created] == ["pods"]  # it did create it (and nothing else)
+    # it did create it (and the runner's ConfigMap, nothing else)
+    assert [p.rsplit("/", 1)[1] for p in created] == ["configmaps", "pods"]
     pods = lambda: cluster.call(lambda: list(cluster.store.items(R.PODS, "default")))  # noqa: E731
     wait_for(lambda: not pods(), 30, what="the pod to be gone")
 

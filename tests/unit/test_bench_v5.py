@@ -224,6 +224,6 @@ def test_a_stale_install_is_found_before_anything_runs(tmp_path: Any) -> None:
     (tmp_path / "kruise-local").mkdir()
     (tmp_path / "kruise-local" / "pyproject.toml").write_text('[project]\nname = "k"\n')
     (tmp_path / "pyproject.toml").write_text(
-        '[project.entry-points."kruise_local.images"]\nairflow_kruise_chain = "x:y"\nnot_installed = "x:z"\n'
+        '[project.entry-points."airflow.plugins"]\nkruise_chain = "x:y"\nnot_installed = "x:z"\n'
     )
-    assert v5_all.stale_install(tmp_path) == ["kruise_local.images: not_installed"]
+    assert v5_all.stale_install(tmp_path) == ["airflow.plugins: not_installed"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
-from airflow_kruise_chain.core.runnerimage import runner_script
+from airflow_kruise_chain.core.runnerinstall import runner_script
 from tests.unit.test_core_runner import script_argv
 
 BUSYBOX = shutil.which("busybox")

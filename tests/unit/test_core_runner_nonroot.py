@@ -3,13 +3,12 @@ container's script and a slot's runner run under uid 65532 (gid 0, no capabiliti
 mounts, as runc switches to the OCI process user after setting up the container's root) in the pod's layout
 (`/kruise-chain` written by the init container then mounted read-only, the slot's state and scratch as
 emptyDirs, which the kubelet makes mode 0777, the downwardAPI folder with 0444 files, the termination log
-mode 0666), with the static busybox of the runner image; and as root with containerd's default capabilities
+mode 0666), with the static busybox of the busybox image; and as root with containerd's default capabilities
 less the chain's drops, against a root stage that locks the state and termination log away."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import signal
@@ -26,7 +25,7 @@ from airflow_kruise_chain.core.manifest import (
     STARTUP_COMMAND,
     UNREADABLE_RUNNER_CAPABILITIES,
 )
-from airflow_kruise_chain.core.runnerimage import STALE_EXIT_CODE, installer_path, runner_sha256
+from airflow_kruise_chain.core.runnerinstall import CHECK_FAILED_EXIT
 from airflow_kruise_chain.core.wire import META_MOUNT, RUNNER_COMMAND, RUNNER_MOUNT, RUNNER_STATE, run_spec
 
 BUSYBOX = shutil.which("busybox")
@@ -42,7 +41,7 @@ def container(
     binds: list[tuple[Path, str, bool]], argv: list[str], env: dict[str, str], root: bool = False
 ) -> list[str]:
     """`argv` as a runtime runs a container's command: its own root (the host's /usr read-only as the
-    image's userland, the runner image's busybox at /bin/busybox) and pid namespace, the volumes bound, then
+    image's userland) and pid namespace, the volumes bound, then
     the process user switched to the non-root one; `root`: run as root with containerd's default
     capabilities less the chain's drops (a chain pod of an image whose user is root)."""
     cmd = [BWRAP, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"]
@@ -90,27 +89,37 @@ def stop(slot: subprocess.Popen) -> None:
     slot.wait(timeout=10)
 
 
+APPLETS = ("sh", "sha256sum", "cp", "chmod", "mkdir", "mv", "cat", "ls")
+
+
 def init_container(runner: Path, script: str) -> list[str]:
-    """The chain pod's init container of a runner image whose runner script is `script`."""
-    image = runner.parent / "image"
-    image.mkdir()
-    image.chmod(0o755)
-    (image / "runner").write_text(script)
-    shutil.copy(installer_path(), image / "install")
-    for name in ("runner", "install"):
-        (image / name).chmod(0o555)  # the Dockerfile's COPY --chmod
-    term = runner.parent / "init-termination-log"
-    term.write_text("")
-    term.chmod(0o666)
-    binds = [
-        (runner, RUNNER_MOUNT, False),
-        (Path(BUSYBOX), "/bin/busybox", True),
-        (image, "/kruise-chain-runner", True),
-        (term, "/dev/termination-log", False),
+    """The chain pod's init container as a runtime runs it, as the non-root user: the busybox image's root
+    (`FROM scratch`: /bin/busybox and its applet links, PATH /bin; the host's /usr only for setpriv), the
+    runner's emptyDir, and the env as the kubelet resolves it: ``KC_RUNNER`` the ConfigMap's value (here
+    `script`), ``KC_RUNNER_SHA256`` the pod spec's."""
+    spec = _init_spec()
+    cmd = [
+        BWRAP,
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
     ]
-    (sha,) = _init_spec()["env"]
-    env = {sha["name"]: sha["value"], "PATH": "/usr/bin:/bin"}
-    return container(binds, _init_spec()["command"], env)
+    cmd += ["--dir", "/bin", "--ro-bind", str(BUSYBOX), "/bin/busybox"]
+    for applet in APPLETS:
+        cmd += ["--symlink", "busybox", f"/bin/{applet}"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(runner), RUNNER_MOUNT]
+    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--unshare-pid", "--as-pid-1", "--die-with-parent", "--clearenv", "--setenv", "PATH", "/bin"]
+    for env in spec["env"]:
+        value = script if "valueFrom" in env else env["value"]
+        cmd += ["--setenv", env["name"], value]
+    return [*cmd, "--", SETPRIV, *USER, "--", *spec["command"]]
 
 
 def _init_spec() -> dict:
@@ -121,18 +130,35 @@ def _init_spec() -> dict:
     return pod["spec"]["initContainers"][0]
 
 
-def test_a_stale_runner_image_fails_the_init_container_with_a_message(tmp_path: Path) -> None:
-    runner = tmp_path / "runner"
-    runner.mkdir()
-    runner.chmod(0o777)
-    stale = runner_script().replace("v3", "v2", 1)
-    done = subprocess.run(init_container(runner, stale), capture_output=True, text=True, timeout=30)
-    assert done.returncode == STALE_EXIT_CODE
-    files = stale.encode() + installer_path().read_bytes()
-    message = f"its runner files have sha256 {hashlib.sha256(files).hexdigest()}, this provider's "
-    assert done.stderr == message + runner_sha256() + "\n"
-    assert (tmp_path / "init-termination-log").read_text() == done.stderr.strip()  # the pod's status says it
-    assert not (runner / "bin" / "runner").exists()  # nothing installed
+def _emptydir(path: Path) -> Path:
+    path.mkdir()
+    path.chmod(0o777)  # the kubelet's emptyDir mode
+    return path
+
+
+def test_a_runner_that_is_not_the_providers_is_refused_before_anything_is_installed(tmp_path: Path) -> None:
+    runner = _emptydir(tmp_path / "runner")
+    for other in (runner_script().replace("v3", "v2", 1), runner_script() + "\n", runner_script()[:-1], ""):
+        done = subprocess.run(init_container(runner, other), capture_output=True, text=True, timeout=30)
+        assert done.returncode == CHECK_FAILED_EXIT, done.stderr
+        assert not (runner / "bin").exists()  # nothing installed, nothing run
+
+
+def test_the_install_gives_the_runner_and_its_busybox_their_modes_and_can_run_again(tmp_path: Path) -> None:
+    runner = _emptydir(tmp_path / "runner")
+    for _ in range(2):  # an init container runs again when its pod's sandbox is made again
+        done = subprocess.run(
+            init_container(runner, runner_script()), capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in runner.iterdir()) == ["bin"]
+        assert sorted(p.name for p in (runner / "bin").iterdir()) == ["busybox", "runner"]
+        installed = runner / "bin" / "runner"
+        assert installed.read_text() == runner_script()
+        mode = stat.S_IMODE(installed.stat().st_mode)
+        assert (installed.stat().st_uid, mode) == (RESTRICTED_RUN_AS_USER, 0o555)
+        assert stat.S_IMODE((runner / "bin" / "busybox").stat().st_mode) == 0o111  # execute-only
+        assert (runner / "bin" / "busybox").stat().st_size == Path(str(BUSYBOX)).stat().st_size
 
 
 def slot_files(tmp_path: Path) -> tuple[Path, Path, Path, Path, Path]:
@@ -171,10 +197,8 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     (meta / "slot-a").write_text(spec)
     (meta / "slot-a").chmod(0o444)
 
-    # the init container (the runner image: a static busybox at /bin/busybox, the runner script and the
-    # installer at /kruise-chain-runner/runner and install) checks the script and installs the runner, its
-    # busybox execute-only
-    assert _init_spec()["command"] == ["/kruise-chain-runner/install"]  # exec'd by the kernel: `#!` line
+    # the init container (the busybox image: its shell, the runner from the ConfigMap as env) checks the
+    # script and installs the runner, its busybox execute-only
     done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert (runner / "bin" / "runner").stat().st_uid == RESTRICTED_RUN_AS_USER

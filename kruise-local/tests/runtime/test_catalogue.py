@@ -112,46 +112,6 @@ def test_permissive_catalogue_runs_unknown_references_as_generic_images() -> Non
     assert loose.lookup("busybox:1.36") == strict.lookup("busybox:1.36")
 
 
-def _entry_points(monkeypatch, target: str) -> None:
-    """Make `target` (module:attribute) the one entry point of the `kruise_local.images` group."""
-    from importlib import metadata
-
-    from kruise_local import catalogue
-
-    point = metadata.EntryPoint(name="tool", value=target, group=catalogue.PLUGIN_GROUP)
-    monkeypatch.setattr(
-        catalogue.metadata, "entry_points", lambda group: [point] if group == point.group else []
-    )
-
-
-def tool_images() -> list:
-    return [{"ref": "example.com/tool:1", "base": "scratch", "provides": ["/bin/busybox"], "cmd": ["sh"]}]
-
-
-def broken_images() -> list:
-    return [{"ref": "example.com/broken:1", "base": "nowhere"}]
-
-
-def test_installed_packages_add_images_through_an_entry_point(monkeypatch):
-    from kruise_local.catalogue import Catalogue
-
-    _entry_points(monkeypatch, f"{__name__}:tool_images")
-    image = Catalogue.load().lookup("example.com/tool:1")
-    assert image is not None and not image.host_base and image.cmd == ("sh",)
-    assert Catalogue.load().lookup("busybox:1.36") is not None  # the file's entries stay
-
-
-def test_a_broken_image_entry_point_is_refused_naming_it(monkeypatch):
-    from kruise_local.catalogue import Catalogue
-
-    _entry_points(monkeypatch, f"{__name__}:broken_images")
-    with pytest.raises(ValueError, match=r"entry point tool \(.*broken_images.*'base' must be one of"):
-        Catalogue.load()
-    _entry_points(monkeypatch, f"{__name__}:no_such_function")
-    with pytest.raises(ValueError, match=r"entry point tool .* failed"):
-        Catalogue.load()
-
-
 def test_image_files_carry_the_mode_the_image_declares(tmp_path: Path) -> None:
     """`files`: a file of the image at its path with its own mode (a layer's tar header's, as the
     snapshotter unpacks it), whatever the mode of the host file it is made from; one copy per content and
