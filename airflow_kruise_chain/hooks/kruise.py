@@ -431,9 +431,9 @@ class KruiseHook(KubernetesHook):
         with ApiClient(self.core_v1_client.api_client.configuration) as client:
             return exec_in_pod(CoreV1Api(client), name, namespace, container, command, stdin, timeout)
 
-    def ensure_runner_configmap(self, namespace: str) -> str:
+    def ensure_runner_configmap(self, namespace: str) -> bool:
         """This provider's stage runner ConfigMap in `namespace`, read, made when missing and checked
-        (`hooks/runnerconfigmap.py`): its name, or `RunnerUnavailableError` naming the fix."""
+        (`hooks/runnerconfigmap.py`): whether this call made it; `RunnerUnavailableError` naming the fix."""
         from airflow_kruise_chain.hooks.runnerconfigmap import ensure_runner_configmap
 
         return ensure_runner_configmap(self, namespace)

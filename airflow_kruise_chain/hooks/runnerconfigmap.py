@@ -16,11 +16,11 @@ from airflow_kruise_chain.core.runnerinstall import (
 from airflow_kruise_chain.hooks.retry import KruiseApiError, RunnerUnavailableError, api_message, explain
 
 
-def ensure_runner_configmap(hook: Any, namespace: str) -> str:
+def ensure_runner_configmap(hook: Any, namespace: str) -> bool:
     """Make sure this provider's runner ConfigMap is in `namespace` (through `hook`, a `KruiseHook`: its
-    retried calls) and return its name: read it, create it when it is missing (another setup's create at the
-    same time: 409, read again), and raise `RunnerUnavailableError` when the one found is not this
-    provider's or the identity may not create it."""
+    retried calls): read it, create it when it is missing (another setup's create at the same time: 409, read
+    again), and raise `RunnerUnavailableError` when the one found is not this provider's or the identity may
+    not create it. True when this call made it."""
     body = runner_configmap(namespace)
     name = body["metadata"]["name"]
     core = hook.core_v1_client
@@ -40,15 +40,14 @@ def ensure_runner_configmap(hook: Any, namespace: str) -> str:
             if e.status != 409:
                 raise explain(e, "create", "configmaps", namespace, name) from e
         else:
-            hook.log.info("made the stage runner's ConfigMap %s/%s", namespace, name)
-            return name
+            return True
         found = _read(hook, name, namespace)  # made meanwhile, or by this create's lost answer
         if found is None:
             raise KruiseApiError(f'configmaps "{name}" in {namespace!r} vanished while being created; retry')
     problem = configmap_problem(found)
     if problem is not None:
         raise RunnerUnavailableError(not_ours(namespace, problem))
-    return name
+    return False
 
 
 def _read(hook: Any, name: str, namespace: str) -> dict[str, Any] | None:

@@ -85,6 +85,7 @@ class ChainSetupOperator(ChainBaseOperator):
     def execute(self, context: Context) -> dict[str, str]:
         from airflow_kruise_chain.core.manifest import build_chain_pod, chain_labels, pod_name_for
         from airflow_kruise_chain.core.podidentity import prepare_pod, spec_hash, stamp
+        from airflow_kruise_chain.core.runnerinstall import configmap_name
         from airflow_kruise_chain.core.sizing import size_pod
 
         # everything is checked before the first write: an invalid chain creates nothing in the cluster
@@ -111,7 +112,8 @@ class ChainSetupOperator(ChainBaseOperator):
         )
         pod = size_pod(pod, self.sizing(spec))
         digest = spec_hash(pod)
-        self.hook.ensure_runner_configmap(spec.namespace)  # what the init container installs
+        if self.hook.ensure_runner_configmap(spec.namespace):  # what the init container installs
+            self.log.info("made the stage runner's ConfigMap %s/%s", spec.namespace, configmap_name())
         # never another run's pod; one of this run is reused only if healthy and built from this chain
         prepare_pod(
             self.hook,

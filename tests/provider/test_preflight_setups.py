@@ -107,11 +107,8 @@ def test_a_missing_namespace_fails_naming_the_commands_that_make_it(bare) -> Non
 @pytest.mark.parametrize(
     ("image", "said"),
     [
-        (
-            "ghcr.io/airflow-kruise-chain/runner:0.0.1",
-            "cannot be pulled",
-        ),  # an older version, not on any node
-        ("busybox:1.36", "not this provider's runner image"),
+        ("registry.example.com/mirror/busybox:1.37.0-musl", "cannot be pulled"),  # not on any registry
+        ("gcr.io/distroless/static-debian12:nonroot", "cannot run /bin/sh"),  # not a busybox: no shell
     ],
 )
 def test_a_runner_the_cluster_cannot_deliver_fails(bare, image: str, said: str) -> None:
