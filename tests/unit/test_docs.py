@@ -163,15 +163,12 @@ def _mirror_only(cluster) -> None:
     from importlib import resources
 
     import yaml
-    from kruise_local.catalogue import plugin_entries
     from kruise_local.imageref import normalize
 
     from airflow_kruise_chain.core.wire import DEFAULT_RUNNER_IMAGE
 
     shipped = yaml.safe_load(resources.files("kruise_local").joinpath("images.yaml").read_text())["images"]
-    (entry,) = [
-        e for e in shipped + plugin_entries() if normalize(e["ref"]) == normalize(DEFAULT_RUNNER_IMAGE)
-    ]
+    (entry,) = [e for e in shipped if normalize(e["ref"]) == normalize(DEFAULT_RUNNER_IMAGE)]
     cluster.catalogue.remove(DEFAULT_RUNNER_IMAGE)
     cluster.catalogue.add({**entry, "ref": MIRROR})
     assert cluster.catalogue.lookup(DEFAULT_RUNNER_IMAGE) is None and cluster.catalogue.lookup(MIRROR)
