@@ -31,6 +31,7 @@ def get_provider_info() -> dict:
                 "python-modules": [
                     "airflow_kruise_chain.operators.chain",
                     "airflow_kruise_chain.operators.pod",
+                    "airflow_kruise_chain.operators.prewarm",
                 ],
             },
         ],

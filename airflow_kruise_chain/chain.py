@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import update_wrapper
 from typing import Any
 
 from airflow.sdk import TaskGroup, TriggerRule
@@ -14,6 +15,7 @@ from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, so
 from airflow_kruise_chain.core.manifest import check_annotations_size, deep_merge
 from airflow_kruise_chain.core.spec import check_name
 from airflow_kruise_chain.decorators.kruise_chain import ACTIVE_CHAINS, chain_task
+from airflow_kruise_chain.mapped import MappedStage, literal_images
 from airflow_kruise_chain.operators.base import ChainBaseOperator, check_defer_after, check_positive
 from airflow_kruise_chain.operators.chain import (
     ChainPrewarmOperator,
@@ -23,6 +25,7 @@ from airflow_kruise_chain.operators.chain import (
 )
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
 from airflow_kruise_chain.templating import (
+    STAND_IN_IMAGE,
     check_renderable,
     largest_payloads,
     run_level,
@@ -53,6 +56,35 @@ _POD_OPTIONS = (
     "automount_service_account_token",
     "volumes",
 )
+
+
+class StageDeclaration:
+    """`KruiseChain.stage`: ``chain.stage(name, ...)`` declares a stage, ``chain.stage.partial(name, ...)``
+    a mapped one (`.expand(...)` / `.expand_kwargs(...)`, see `mapped.py`)."""
+
+    def __init__(self, declare: Callable[..., KruiseChainOperator]) -> None:
+        self.declare = declare
+        update_wrapper(self, declare)
+
+    def __get__(self, chain: KruiseChain | None, owner: type | None = None) -> Any:
+        return self.declare if chain is None else BoundStage(chain, self.declare)
+
+
+class BoundStage:
+    """A chain's `stage` (see `StageDeclaration`)."""
+
+    def __init__(self, chain: KruiseChain, declare: Callable[..., KruiseChainOperator]) -> None:
+        self.chain = chain
+        self.declare = declare
+        update_wrapper(self, declare)
+
+    def __call__(self, name: str, **kwargs: Any) -> KruiseChainOperator:
+        return self.declare(self.chain, name, **kwargs)
+
+    def partial(self, name: str, **kwargs: Any) -> MappedStage:
+        """A mapped stage: what every map index shares (`chain.stage`'s options, `max_map_length`); its
+        `expand(...)` / `expand_kwargs(...)` give the rest."""
+        return MappedStage(self.chain, name, kwargs)
 
 
 class KruiseChain:
@@ -153,7 +185,9 @@ class KruiseChain:
         self.stages: list[StageSpec] = []
         self.stage_tasks: list[KruiseChainOperator] = []
         self.payload_later: set[str] = set()
-        """stages whose arguments are only known when they run (TaskFlow stages)"""
+        """stages whose arguments are only known when they run (TaskFlow and mapped stages)"""
+        self.mapped_images: dict[str, list[str]] = {}
+        """mapped stage -> the images of its literal map indexes"""
         ChainSpec(
             name=name,
             namespace=namespace,
@@ -271,6 +305,8 @@ class KruiseChain:
         self.add_stage(task, where, mounts)
         return task
 
+    stage = StageDeclaration(stage)  # chain.stage.partial(...) too
+
     def where(self, name: str) -> str:
         """``stages[i]`` of a new stage called `name`, after the checks of its name."""
         if self._group is None:
@@ -320,6 +356,7 @@ class KruiseChain:
             extra.setdefault(option, getattr(self, option))
         return {
             "chain_name": self.name,
+            "chain_path": self.path,
             "namespace": self.namespace,
             "image": image,
             "env": env,
@@ -342,6 +379,17 @@ class KruiseChain:
         self.stage_tasks.append(task)
         if payload_later:
             self.payload_later.add(spec.name)
+
+    def add_mapped_stage(self, task: Any, where: str, spec: StageSpec, indexes: list[StageSpec]) -> None:
+        """Make the mapped `task` a stage of this chain (`mapped.py`): `spec` what its partial says, checked
+        with each literal map index's values (`indexes`), after the prewarm (or setup)."""
+        for index in indexes:
+            validatable_stage(index).validate(where)
+        (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
+        self.stages.append(spec)
+        self.stage_tasks.append(task)
+        self.payload_later.add(spec.name)  # expanded values are only known when each index runs
+        self.mapped_images[spec.name] = literal_images(indexes)
 
     def task(
         self,
@@ -387,9 +435,11 @@ class KruiseChain:
             check_annotations_size(largest_payloads(validatable(spec), self.payload_later))
             self.setup_task.chain = spec.to_dict()
             known = self._images_known_before_their_stage()
-            self.setup_task.stage_images = {name: image for name, image in known.items() if templated(image)}
+            self.setup_task.stage_images = {
+                name: images[0] for name, images in known.items() if templated(images[0])
+            }
             if self.prewarm_task is not None:
-                self.prewarm_task.images = list(dict.fromkeys(known.values()))
+                self.prewarm_task.images = list(dict.fromkeys(i for images in known.values() for i in images))
             self.teardown_task = ChainTeardownOperator(
                 task_id="teardown",
                 chain_name=self.name,
@@ -421,18 +471,21 @@ class KruiseChain:
             ACTIVE_CHAINS.remove(self)
             self._group.__exit__(exc_type, exc, tb)
 
-    def _images_known_before_their_stage(self) -> dict[str, str]:
-        """stage name -> image, for the images the setup and prewarm tasks can know: plain ones, and
-        templates that render the same in their context as in the stage's (`templating.run_level`, and the
-        stage has no params of its own)."""
+    def _images_known_before_their_stage(self) -> dict[str, list[str]]:
+        """stage name -> its images the setup and prewarm tasks can know (a mapped stage's literal map
+        indexes' several): plain ones, and templates that render the same in their context as in the
+        stage's (`templating.run_level`, and the stage has no params of its own)."""
         assert self.setup_task is not None
         env = self.setup_task.get_template_env()
-        known = {}
+        known: dict[str, list[str]] = {}
         for spec, task in zip(self.stages, self.stage_tasks, strict=True):
-            if not templated(spec.image) or (
-                run_level(spec.image, env) and task.params.dump() == self.setup_task.params.dump()
-            ):
-                known[spec.name] = spec.image
+            for image in self.mapped_images.get(spec.name) or [spec.image]:
+                if image == STAND_IN_IMAGE:
+                    continue  # expanded from an XCom: known when its map index runs
+                if not templated(image) or (
+                    run_level(image, env) and task.params.dump() == self.setup_task.params.dump()
+                ):
+                    known.setdefault(spec.name, []).append(image)
         return known
 
     def _check_task(self, task: ChainBaseOperator) -> None:
@@ -446,7 +499,14 @@ class KruiseChain:
                 check_stage_name(task.stage)
             except ChainConfigError as err:
                 raise ChainConfigError(f"{task.task_id}.stage", err.message) from None
-            if task.stage not in {s.name for s in self.stages}:
+            mapped = {s.name for s in self.stages if s.map_length}
+            if task.stage in mapped:
+                raise ChainConfigError(
+                    f"{task.task_id}.stage",
+                    f"stage {task.stage!r} is mapped: each map index i is a stage of its own, "
+                    f"{task.stage}-i: name one (e.g. {task.stage}-0)",
+                )
+            if task.stage not in {name for s in self.stages for name in s.stage_names()}:
                 raise ChainConfigError(
                     f"{task.task_id}.stage",
                     f"chain {self.name!r} has no stage {task.stage!r}; its stages: "

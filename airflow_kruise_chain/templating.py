@@ -102,12 +102,16 @@ def check_renderable(task: Any, where: str, fields: Mapping[str, str] | None = N
     Jinja cannot parse, so the render that runs it would fail: Airflow renders every string of a template
     field, so a shell's ``${#VAR}`` or an unclosed ``{#`` is a Jinja syntax error. `fields` names a field as
     the author wrote it (``{"container_resources": "resources"}``)."""
+    values = {(fields or {}).get(f, f): getattr(task, f, None) for f in task.template_fields}
+    check_renderable_values(task.get_template_env(), values, where)
+
+
+def check_renderable_values(env: jinja2.Environment, values: Mapping[str, Any], where: str) -> None:
+    """`check_renderable` for values about to be template fields (`values`: field -> value)."""
     import jinja2
 
-    env = task.get_template_env()
-    for field in task.template_fields:
-        named = (fields or {}).get(field, field)
-        for path, text in _strings(getattr(task, field, None), f"{where}{named}"):
+    for field, value in values.items():
+        for path, text in _strings(value, f"{where}{field}"):
             if not any(mark in text for mark in JINJA_MARKS):
                 continue
             try:

@@ -86,6 +86,8 @@ STAGE = {
     "prepare_next": "prepare the idle slot for the next stage",
     "go_via_exec": "hand a go's run spec to the slot's runner through `pods/exec` too",
     "skip_on_exit_code": "exit code(s) that skip the task instead of failing it (KubernetesPodOperator's)",
+    "max_map_length": "a mapped stage's most map indexes (`chain.stage.partial`; 128 there): the pod records "
+    "each",
 }
 
 DEFERRABLE = "`[operators] default_deferrable`"

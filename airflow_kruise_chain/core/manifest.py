@@ -293,7 +293,7 @@ def check_annotations_size(chain: ChainSpec) -> None:
         for key in SLOT_FIELDS:
             fixed.pop(slot_annotation(slot, key), None)
     records = {
-        stage.name: StageRecord(
+        name: StageRecord(
             generation=10**9,
             slot=SLOTS[0],
             image=stage.image,
@@ -305,6 +305,7 @@ def check_annotations_size(chain: ChainSpec) -> None:
             token="f" * 16,
         )
         for stage in chain.stages
+        for name in stage.stage_names()
     }
     recorded = _annotations_bytes({STAGES_ANNOTATION: records_annotation(records)})
     sized = sorted(

@@ -115,6 +115,10 @@ class ChainSizing:
     stages: Mapping[str, Resources] = field(default_factory=dict)
 
     def for_stage(self, name: str) -> Resources:
+        """The size of stage `name`: a map index (``name-N``, `spec.index_stage_name`) has its mapped
+        stage's; a stage unknown here the parked size."""
+        if name not in self.stages and (mapped := name.rpartition("-")[0]) in self.stages:
+            return self.stages[mapped]
         return self.stages.get(name, self.parked)
 
     def annotation(self) -> str:

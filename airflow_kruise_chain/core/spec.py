@@ -43,6 +43,11 @@ end and reach the other slot's processes, memory and files (`/proc/<pid>/root`).
 _SLOT_CONTAINER_FORBIDDEN = ("command", "args", "env", "image", "readinessProbe", "startupProbe")
 
 
+def index_stage_name(name: str, index: int) -> str:
+    """The name map index `index` of mapped stage `name` runs under in the pod (``name-3``)."""
+    return f"{name}-{index}"
+
+
 def is_label_value(value: str) -> bool:
     """True when `value` is a valid Kubernetes label value."""
     return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
@@ -78,6 +83,9 @@ class StageSpec:
     and `env`"""
     volume_mounts: Sequence[Mapping[str, Any]] = ()
     """mounts of the chain's `volumes` this stage uses (both slots mount every stage's: `mounts.py`)"""
+    map_length: int = 0
+    """a mapped stage: up to `map_length` map indexes, each a stage of the pod named `index_stage_name`
+    (its own record, generations and result); 0: not mapped"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cmds", tuple(self.cmds))
@@ -87,6 +95,12 @@ class StageSpec:
         object.__setattr__(self, "env_from", tuple(dict(v) for v in self.env_from))
         object.__setattr__(self, "volume_mounts", tuple(self.volume_mounts))
         object.__setattr__(self, "resources", {k: dict(v) for k, v in self.resources.items()})
+
+    def stage_names(self) -> list[str]:
+        """The names this stage runs under in the pod: its own, or each map index's (`index_stage_name`)."""
+        if not self.map_length:
+            return [self.name]
+        return [index_stage_name(self.name, i) for i in range(self.map_length)]
 
     def run_spec(self, generation: int = 0, token: str = "", restart: bool = False) -> str:
         """The runner's run spec for this stage (see `wire.run_spec`): its exact argv and env."""
@@ -163,6 +177,12 @@ class StageSpec:
         _check_resources(f"{where}.resources", self.resources)
         if self.image_pull_policy is not None and self.image_pull_policy not in PULL_POLICIES:
             raise ChainConfigError(f"{where}.image_pull_policy", f"must be one of {', '.join(PULL_POLICIES)}")
+        if isinstance(self.map_length, bool) or not isinstance(self.map_length, int) or self.map_length < 0:
+            raise ChainConfigError(
+                f"{where}.max_map_length", f"must be a positive int, not {self.map_length!r}"
+            )
+        if self.map_length:
+            check_name(f"{where}.max_map_length", index_stage_name(self.name, self.map_length - 1))
         if (
             not isinstance(self.max_outputs_bytes, int)
             or not 0 <= self.max_outputs_bytes <= MAX_OUTPUTS_BYTES
@@ -273,11 +293,14 @@ class ChainSpec:
             if not isinstance(stage, StageSpec):
                 raise ChainConfigError(f"stages[{i}]", "must be a StageSpec")
             stage.validate(f"stages[{i}]")
-            if stage.name in seen:
-                raise ChainConfigError(
-                    f"stages[{i}].name", f"duplicate stage name {stage.name!r}: names must be unique"
-                )
-            seen.add(stage.name)
+            for name in stage.stage_names():
+                if name in seen:
+                    raise ChainConfigError(
+                        f"stages[{i}].name",
+                        f"duplicate stage name {name!r}: names must be unique (a mapped stage's index i runs "
+                        "as stage NAME-i)",
+                    )
+                seen.add(name)
         mounts.check(self.volumes, self.stages)
         if self.scratch_size_limit is not None:
             _check_quantity("scratch_size_limit", self.scratch_size_limit)

@@ -24,7 +24,7 @@ import inspect
 import json
 import re
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import attr
@@ -32,7 +32,9 @@ from airflow.sdk.bases.decorator import DecoratedOperator, _TaskDecorator, get_u
 from airflow.sdk.definitions.context import KNOWN_CONTEXT_KEYS
 
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
+from airflow_kruise_chain.core.spec import StageSpec
 from airflow_kruise_chain.core.wire import MAX_OUTPUTS_BYTES
+from airflow_kruise_chain.mapped import concurrency, map_length
 from airflow_kruise_chain.operators.base import ChainBaseOperator
 from airflow_kruise_chain.operators.chain import KruiseChainOperator
 
@@ -105,14 +107,15 @@ class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
         from airflow.sdk.log import redact
 
         named = {**{f"op_args[{i}]": v for i, v in enumerate(self.op_args)}, **dict(self.op_kwargs)}
+        plain = {}
         for name, value in named.items():
             try:
-                json.dumps(value, allow_nan=False)
+                plain[name] = json.loads(json.dumps(value, default=_sequence, allow_nan=False))
             except (TypeError, ValueError) as err:
                 raise ChainConfigError(
                     name, f"is not JSON ({err}): a TaskFlow stage gets its arguments as JSON"
                 ) from None
-            if redact(value) != value and not self.allow_secret_env:
+            if redact(plain[name]) != plain[name] and not self.allow_secret_env:
                 raise ChainConfigError(
                     name,
                     "holds a value Airflow's secrets masker knows, and a TaskFlow stage's arguments travel "
@@ -120,7 +123,11 @@ class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
                     "Secret (secrets=[Secret('env', NAME, SECRET, KEY)]) instead, or set "
                     "allow_secret_env=True",
                 )
-        text = json.dumps({"args": list(self.op_args), "kwargs": dict(self.op_kwargs)}, allow_nan=False)
+        arguments = {
+            "args": [plain[f"op_args[{i}]"] for i in range(len(self.op_args))],
+            "kwargs": {k: plain[k] for k in self.op_kwargs},
+        }
+        text = json.dumps(arguments, allow_nan=False)
         if len(text.encode()) > MAX_ARGUMENTS_BYTES:
             raise ChainConfigError(
                 "op_args",
@@ -137,6 +144,7 @@ class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
         problem = self.problem(result)
         if problem:
             context["ti"].xcom_push(key=self.result_xcom_key, value=result.to_xcom())
+            self.remember_failure(context, result, pod_uid)
             raise ChainError(problem)
         super().finish(context, result, pod_uid)
         return result.outputs["return_value"]
@@ -164,6 +172,16 @@ class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
         return ""
 
 
+def _sequence(value: Any) -> Any:
+    """JSON for what XCom hands a function besides JSON types: the values of a mapped task (a lazy
+    sequence), a mapping."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 # -- the decorators ----------------------------------------------------------------------------------------
 class StageChain(Protocol):
     """What a TaskFlow stage needs of its `KruiseChain`."""
@@ -173,6 +191,8 @@ class StageChain(Protocol):
     def where(self, name: str) -> str: ...
 
     def add_stage(self, task: Any, where: str, volume_mounts: list[Any], *, payload_later: bool) -> None: ...
+
+    def add_mapped_stage(self, task: Any, where: str, spec: StageSpec, indexes: list[StageSpec]) -> None: ...
 
 
 ACTIVE_CHAINS: list[StageChain] = []
@@ -231,6 +251,31 @@ class ChainTaskDecorator(_TaskDecorator):
         chain, where, stage, mounts = self._stage_kwargs()
         xcom = _TaskDecorator.__call__(attr.evolve(self, kwargs=stage), *args, **kwargs)
         chain.add_stage(xcom.operator, where, mounts, payload_later=True)
+        return xcom
+
+    def _expand(self, expand_input: Any, *, strict: bool) -> Any:
+        """`.expand(...)` / `.expand_kwargs(...)`: a mapped stage of the chain (`mapped.py`), one map index
+        per element of the function's expanded arguments."""
+        chain, where, stage, mounts = self._stage_kwargs()
+        limit = map_length(where, stage)
+        concurrency(where, stage)
+        xcom = _TaskDecorator._expand(
+            attr.evolve(self, kwargs={**stage, "max_map_length": limit}), expand_input, strict=strict
+        )
+        python = stage.get("python", "python3")
+        spec = StageSpec(
+            name=stage["stage_name"],
+            image=stage["image"],
+            cmds=[python, "-c", BOOTSTRAP, self.function.__name__, function_source(self.function)],
+            env=stage["env"],
+            resources=stage["container_resources"],
+            image_pull_policy=stage.get("image_pull_policy"),
+            env_sources=stage["env_sources"],
+            env_from=stage["env_from"],
+            volume_mounts=mounts,
+            map_length=limit,
+        )
+        chain.add_mapped_stage(xcom.operator, where, spec, [spec])
         return xcom
 
 

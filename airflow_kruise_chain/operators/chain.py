@@ -1,5 +1,5 @@
-"""Operators of a chain: prewarm (ImagePullJobs) and one task per stage. The setup and teardown operators
-(`operators/pod.py`) are importable from here too."""
+"""The operator of a chain's stages (one task per stage). The setup and teardown (`operators/pod.py`) and
+prewarm (`operators/prewarm.py`) operators are importable from here too."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
@@ -20,23 +20,22 @@ from airflow_kruise_chain.config import (
     memory_sample_interval,
     memory_sample_max_interval,
 )
-from airflow_kruise_chain.core.errors import ChainConfigError, ChainError, PodLostError
-from airflow_kruise_chain.core.spec import StageSpec
+from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
+from airflow_kruise_chain.core.spec import StageSpec, index_stage_name
 from airflow_kruise_chain.links import ChainPodLink
 from airflow_kruise_chain.operators.base import (
     ChainBaseOperator,
     check_defer_after,
-    check_image,
     check_positive,
 )
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
+from airflow_kruise_chain.operators.prewarm import ChainPrewarmOperator
 from airflow_kruise_chain.templating import STAND_IN_IMAGE, templated, unwrap_literals
 
 if TYPE_CHECKING:
     # Imported when a task runs, not when its DAG file is parsed (every task process parses it).
     from airflow_kruise_chain.core.chainstate import StageMonitor
     from airflow_kruise_chain.core.driver import StageDriver, Timeouts
-    from airflow_kruise_chain.core.kruise import Outcome
     from airflow_kruise_chain.core.podview import ChainPod, StageRecord
     from airflow_kruise_chain.core.sizing import BackgroundPark
     from airflow_kruise_chain.core.status import StageResult
@@ -59,118 +58,8 @@ when the server says the task should not run any more, e.g. marked failed or suc
 it saw before that, and the stop request stays with the pod whatever the task process does next."""
 DELIVERED_KEY = "delivered_generation"
 """task_state_store key: the pod uid and generation whose success a try of this stage task delivered"""
-
-
-class ChainPrewarmOperator(ChainBaseOperator):
-    """Prewarm the chain's images on the chain pod's node with one OpenKruise ImagePullJob per image.
-
-    Success follows OpenKruise's rule: a job is done when `status.completionTime` is set, and succeeded only
-    if `failed == 0 and succeeded == desired > 0`. When the ImagePullJobGate feature gate is off, fails
-    with how to enable it, or (`on_unavailable="skip"`) logs a warning and lets the stages pull on demand.
-    Each try has its own job names (from the try number): a replay of a try adopts its own jobs, a retry
-    creates new ones (an earlier try's failed job would fail it at once); OpenKruise deletes finished jobs
-    after their TTL. `images` is templated: each is checked once rendered (`KruiseChain` gives it the stage
-    images known before their stages run: plain, or templated on the DAG run alone).
-    """
-
-    template_fields: Sequence[str] = (*ChainBaseOperator.template_fields, "images")
-    ui_color = "#e8ffd4"
-
-    def __init__(
-        self,
-        *,
-        images: Sequence[str] = (),
-        on_unavailable: str = "fail",
-        pull_timeout: int = 600,
-        backoff_limit: int = 3,
-        **kwargs: Any,
-    ) -> None:
-        if on_unavailable not in ("fail", "skip"):
-            raise ChainConfigError("on_unavailable", f"must be 'fail' or 'skip', not {on_unavailable!r}")
-        check_positive("pull_timeout", pull_timeout)
-        super().__init__(**kwargs)
-        self.images = images
-        self.on_unavailable = on_unavailable
-        self.pull_timeout = pull_timeout
-        self.backoff_limit = backoff_limit
-
-    def execute(self, context: Context) -> dict[str, str]:
-        from airflow_kruise_chain.core.kruise import (
-            IMAGE_PULL_JOB_PLURAL,
-            build_image_pull_job,
-            image_pull_job_name,
-        )
-        from airflow_kruise_chain.core.manifest import chain_labels
-        from airflow_kruise_chain.hooks.kruise import KruiseApiError, PrewarmUnavailableError
-
-        images = self.rendered_images()
-        name = self.pod_name(context)
-        pod = self.hook.read_pod(name, self.namespace)
-        if pod is None or not pod.node_name:
-            raise PodLostError(
-                f"chain pod {self.namespace}/{name} is missing or unscheduled: prewarm runs after "
-                "the chain's setup task"
-            )
-        node = pod.node_name
-        labels = chain_labels(context["dag"].dag_id, context["run_id"], self.chain_id)
-        jobs: dict[str, str] = {}
-        for image in images:
-            job = build_image_pull_job(
-                image_pull_job_name(name, image, context["ti"].try_number),
-                self.namespace,
-                image,
-                node_name=node,
-                timeout_seconds=self.pull_timeout,
-                backoff_limit=self.backoff_limit,
-                labels=labels,
-            )
-            try:
-                self.hook.create_kruise(IMAGE_PULL_JOB_PLURAL, job, self.namespace)
-            except PrewarmUnavailableError as e:
-                if self.on_unavailable == "skip":
-                    self.log.warning("prewarm skipped: %s", e)
-                    return {}
-                raise
-            jobs[image] = job["metadata"]["name"]
-            self.log.info(
-                "::kruise-chain:: prewarm %s on node %s (ImagePullJob %s)", image, node, jobs[image]
-            )
-        deadline = time.monotonic() + self.pull_timeout * (self.backoff_limit + 1) + 30
-        results: dict[str, str] = {}
-        for image, job_name in jobs.items():
-            outcome = self.wait_pull_job(job_name, image, deadline)
-            if outcome == "failed":
-                raise KruiseApiError(f"prewarm failed: {outcome.message}")
-            self.log.info("::kruise-chain:: prewarmed %s: %s", image, outcome.message)
-            results[image] = job_name
-        return results
-
-    def rendered_images(self) -> list[str]:
-        """The images as rendered, once each, checked (ChainConfigError naming `images[i]`)."""
-        for i, image in enumerate(self.images):
-            check_image(f"images[{i}]", image)
-        return list(dict.fromkeys(self.images))
-
-    def wait_pull_job(self, job_name: str, image: str, deadline: float) -> Outcome:
-        """The outcome of ImagePullJob `job_name` once it completes (StageTimeoutError at `deadline`)."""
-        from airflow_kruise_chain.core.errors import StageTimeoutError
-        from airflow_kruise_chain.core.kruise import IMAGE_PULL_JOB_PLURAL, image_pull_job_outcome
-        from airflow_kruise_chain.core.watch import watch_until
-
-        def watch(seconds: int, version: str | None) -> Iterator[dict[str, Any]]:
-            return self.hook.watch_kruise(IMAGE_PULL_JOB_PLURAL, job_name, self.namespace, seconds, version)
-
-        done, job = watch_until(
-            watch,
-            lambda job: job is not None and image_pull_job_outcome(job) != "running",
-            deadline,
-            relist=lambda: self.hook.get_kruise(IMAGE_PULL_JOB_PLURAL, job_name, self.namespace),
-        )
-        if not done or job is None:
-            raise StageTimeoutError(
-                f"image pull timeout: ImagePullJob {job_name} for {image} did not complete"
-            )
-        return image_pull_job_outcome(job)
+FAILED_KEY = "failed_generation"
+"""task_state_store key: the pod uid and generation whose failure a try of this stage task reported"""
 
 
 class KruiseChainOperator(ChainBaseOperator):
@@ -234,6 +123,7 @@ class KruiseChainOperator(ChainBaseOperator):
         prepare_next: bool = True,
         go_via_exec: bool = True,
         skip_on_exit_code: int | Collection[int] | None = None,
+        max_map_length: int | None = None,
         **kwargs: Any,
     ) -> None:
         check_prepare_next(prepare_next)
@@ -264,6 +154,9 @@ class KruiseChainOperator(ChainBaseOperator):
         self.defer_after = defer_after
         exit_codes(skip_on_exit_code)
         self.skip_on_exit_code = skip_on_exit_code
+        self.max_map_length = max_map_length
+        self.map_index = -1
+        """the task instance's map index once it runs (a map index of a mapped stage: >= 0)"""
         # what is not templated fails at parse; the template fields are checked once rendered (`stage_spec`)
         StageSpec(
             name=stage_name,
@@ -274,6 +167,22 @@ class KruiseChainOperator(ChainBaseOperator):
             env_sources=self.env_sources,
             env_from=env_from,
         ).validate("stage")
+
+    def index_stage(self, context: Context) -> None:
+        """A map index of a mapped stage runs as its own stage of the pod, `index_stage_name` (its record,
+        generations and result its own); refused past `max_map_length` (what the pod's annotations were
+        sized for)."""
+        index = getattr(context["ti"], "map_index", -1)
+        if index is None or index < 0 or self.map_index >= 0:
+            return
+        if self.max_map_length is not None and index >= self.max_map_length:
+            raise AirflowFailException(
+                f"map index {index} of stage {self.stage_name!r} is past its max_map_length "
+                f"{self.max_map_length}: the chain pod records every map index, and was checked at parse for "
+                f"{self.max_map_length} of them; raise max_map_length on the mapped stage (or map fewer)"
+            )
+        self.map_index = index
+        self.stage_name = index_stage_name(self.stage_name, index)
 
     def stage_spec(self) -> StageSpec:
         """The stage as rendered, validated (ChainConfigError naming the field: ``stage.image``, ...). Before
@@ -323,6 +232,7 @@ class KruiseChainOperator(ChainBaseOperator):
         return Timeouts(swap=self.swap_timeout, execution=self.stage_timeout, pull=self.pull_timeout)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.index_stage(context)
         self.check_env_holds_no_secret()
         stage = self.stage_spec()
         driver = self.driver(context)
@@ -427,12 +337,23 @@ class KruiseChainOperator(ChainBaseOperator):
         record = pod.record(self.stage_name)
         if record is not None:
             # delivered by an earlier try: returned (task_state_store), or ended from its trigger (the record)
+            identity = generation_identity(pod, record.generation)
             stored = store.get(DELIVERED_KEY) if store is not None else None
-            if record.delivered or stored == generation_identity(pod, record.generation):
+            if record.delivered or stored == identity:
                 self.log.info(
                     "::kruise-chain:: generation %s of stage %s already succeeded for an earlier try of this "
                     "task, which has been cleared since: running the stage again as a new generation in "
                     "the same pod (scratch as the earlier stages left it)",
+                    record.generation,
+                    self.stage_name,
+                )
+                pod = self.retire(driver, pod, record.generation)
+            elif store is not None and store.get(FAILED_KEY) == identity:
+                # its slot may have run other stages since (a map index, a parallel branch): its result is
+                # known from the try that reported it, not from the slot's log
+                self.log.info(
+                    "::kruise-chain:: generation %s of stage %s failed in an earlier try of this task: "
+                    "running the stage again as a new generation",
                     record.generation,
                     self.stage_name,
                 )
@@ -472,29 +393,30 @@ class KruiseChainOperator(ChainBaseOperator):
 
     def two_ahead(self) -> tuple[str, str] | None:
         """The stage after next (`stage_after_next`), for which this stage's successful end prepares its own
-        slot (`core.swap.prepare_two_ahead`); None: prepare_next or go_via_exec off (a go by annotation
+        slot (`core.driver.prepare_two_ahead`); None: prepare_next or go_via_exec off (a go by annotation
         waits for the kubelet's sync of the pod, which that slot's restart would hold)."""
         return self.stage_after_next() if self.prepare_next and self.go_via_exec else None
 
     def next_stage(self) -> tuple[str, str] | None:
         """(name, image) of the stage predicted to run after this one: of the chain's stages that follow
         this task (directly, or through tasks that are not stages, e.g. a branch), the first declared; None
-        when there is none or its image is templated (only known once that task renders it)."""
-        following = self.following_stage()
-        if following is None or templated(following.image):
+        when there is none or its image is templated (only known once that task renders it), or when this
+        is a map index (the next to run is most likely another index, in the slot it is about to free)."""
+        if self.map_index >= 0:
             return None
-        return following.stage_name, following.image
+        return stage_and_image(self.following_stage())
 
     def stage_after_next(self) -> tuple[str, str] | None:
         """(name, image) of the stage predicted to run after the next one (`next_stage`'s rule applied to
-        that stage); None when either is unknown (none, or its image templated)."""
+        that stage); None when either is unknown (none, its image templated, a mapped stage)."""
         following = self.following_stage()
-        if following is None or templated(following.image):
+        if stage_and_image(following) is None or not isinstance(following, KruiseChainOperator):
             return None
         return following.next_stage()
 
-    def following_stage(self) -> KruiseChainOperator | None:
-        """The stage task predicted to run after this one (see `next_stage`), None when there is none."""
+    def following_stage(self) -> Any:
+        """The stage task predicted to run after this one (see `next_stage`; a mapped stage's
+        `MappedOperator`), None when there is none."""
         if not self.has_dag():
             return None
         seen: set[str] = set()
@@ -505,23 +427,25 @@ class KruiseChainOperator(ChainBaseOperator):
             if task.task_id in seen:
                 continue
             seen.add(task.task_id)
-            if isinstance(task, KruiseChainOperator):
-                if task.chain_id == self.chain_id:
+            if is_stage_task(task):
+                if stage_option(task, "chain_id") == self.chain_id:
                     found.add(task.task_id)
                 continue
             if not isinstance(task, ChainTeardownOperator):
                 todo.extend(task.downstream_list)
-        following = next((t for t in self.dag.tasks if t.task_id in found), None)
-        return following if isinstance(following, KruiseChainOperator) else None
+        return next((t for t in self.dag.tasks if t.task_id in found), None)
 
     def chain_predecessors(self) -> list[str]:
-        """The stages of this chain that this stage directly depends on (none outside a DAG)."""
+        """The stages of this chain that this stage directly depends on (none outside a DAG): a mapped
+        stage by its first map index's name."""
         if not self.has_dag():
             return []
         return sorted(
-            task.stage_name
+            stage_option(task, "stage_name")
+            if isinstance(task, KruiseChainOperator)
+            else index_stage_name(stage_option(task, "stage_name"), 0)
             for task in self.upstream_list
-            if isinstance(task, KruiseChainOperator) and task.chain_id == self.chain_id
+            if is_stage_task(task) and stage_option(task, "chain_id") == self.chain_id
         )
 
     def missing_inputs_message(self, driver: StageDriver, missing: list[str]) -> str:
@@ -569,6 +493,7 @@ class KruiseChainOperator(ChainBaseOperator):
         that does not check) re-attach and read it, logging only the lines the trigger did not."""
         from airflow_kruise_chain.triggers.event import MalformedEvent, logged, stage_end
 
+        self.index_stage(context)
         if not isinstance(event, dict):
             # an end-from-trigger event's payload (its state), which only dag.test() resumes a task with:
             # the trigger has logged the whole output and parked; read the result again, logging no line
@@ -712,6 +637,14 @@ class KruiseChainOperator(ChainBaseOperator):
             settle_after_result(park, self.log.warning)
         return result
 
+    def remember_failure(self, context: Context, result: Any, pod_uid: str) -> None:
+        """Record in `task_state_store` that this try failed with `result`'s generation: a retry runs the
+        stage again, also when its slot has run other stages since (a map index, a parallel branch) and the
+        slot's log no longer shows that result."""
+        store = context.get("task_state_store")
+        if store is not None and pod_uid:
+            store.set(FAILED_KEY, {"pod_uid": pod_uid, "generation": result.generation})
+
     def finish(self, context: Context, result: Any, pod_uid: str = "") -> dict[str, Any]:
         """Report `result`: returned (Airflow pushes it as `return_value`), or, when the stage failed or
         the task does not push its return value, pushed here (a failed task returns nothing)."""
@@ -725,14 +658,15 @@ class KruiseChainOperator(ChainBaseOperator):
             raise AirflowSkipException(
                 f"stage {self.stage_name!r} exited with {result.exit_code}, one of skip_on_exit_code"
             )
+        store = context.get("task_state_store")
         if not result.succeeded:
+            self.remember_failure(context, result, pod_uid)
             tail = "\n".join(result.log_tail[-10:]) or "(none: the stage printed nothing)"
             detail = f": {result.detail}" if result.detail else ""
             raise ChainError(
                 f"stage {self.stage_name!r} failed with exit code {result.exit_code}"
                 f"{_exit_detail(result.exit_code, result.reason)}{detail}; last lines:\n{tail}"
             )
-        store = context.get("task_state_store")
         if store is not None and pod_uid:  # delivered: a later try of this task is a clear, not a retry
             store.set(DELIVERED_KEY, {"pod_uid": pod_uid, "generation": result.generation})
         return data
@@ -782,6 +716,37 @@ def _exit_detail(exit_code: int, reason: str) -> str:
         except ValueError:
             notes.append(f"killed by signal {exit_code - 128}")
     return f" ({'; '.join(notes)})" if notes else ""
+
+
+def is_stage_task(task: Any) -> bool:
+    """Whether `task` is a chain stage: a `KruiseChainOperator`, or the `MappedOperator` of a mapped one
+    (classic or TaskFlow)."""
+    if isinstance(task, KruiseChainOperator):
+        return True
+    cls = getattr(task, "operator_class", None)
+    return isinstance(cls, type) and issubclass(cls, KruiseChainOperator)
+
+
+def stage_option(task: Any, name: str) -> Any:
+    """A stage task's `name` (`chain_id`, `stage_name`, `image`...): the operator's, or the mapped one's
+    partial argument (None when it is expanded)."""
+    if isinstance(task, KruiseChainOperator):
+        return getattr(task, name)
+    kwargs = task.partial_kwargs
+    if name == "chain_id":
+        return kwargs.get("chain_path") or kwargs.get("chain_name")
+    return kwargs.get(name)
+
+
+def stage_and_image(task: Any) -> tuple[str, str] | None:
+    """(stage name, image) of a stage task, None when there is none or its image is not known before it
+    runs (templated, or expanded per map index)."""
+    if task is None:
+        return None
+    image = stage_option(task, "image")
+    if not isinstance(image, str) or templated(image):
+        return None
+    return stage_option(task, "stage_name"), image
 
 
 def exit_codes(value: Any) -> frozenset[int]:

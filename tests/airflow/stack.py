@@ -272,11 +272,11 @@ class AirflowStack:
     def states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
         return {task: ti["state"] for task, ti in self.task_instances(dag_id, run_id).items()}
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
         """The task's log for one try as the API server serves it (events joined as text lines)."""
         data = self.get(
             f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
-            f"/logs/{try_number}?full_content=true"
+            f"/logs/{try_number}?full_content=true&map_index={map_index}"
         )
         content = data.get("content")
         if isinstance(content, str):
@@ -288,8 +288,9 @@ class AirflowStack:
             for e in content or []
         )
 
-    def clear(self, dag_id: str, run_id: str, task_ids: list[str], *, downstream: bool = False) -> list[str]:
-        """Clear task instances of a run as the UI does (not only failed ones); the cleared task ids."""
+    def clear(self, dag_id: str, run_id: str, task_ids: list[Any], *, downstream: bool = False) -> list[str]:
+        """Clear task instances of a run as the UI does (not only failed ones; a [task_id, map_index] pair
+        clears one map index); the cleared task ids."""
         out = self.request(
             "POST",
             f"/api/v2/dags/{dag_id}/clearTaskInstances",

@@ -114,6 +114,8 @@ def test_python_dags_run_on_the_local_cluster(block: Block, e2e_cluster, tmp_pat
         assert xcoms(run)["hello.read"]["outputs"] == {"chars": 13}
     if dag.dag_id == "taskflow_chain":  # docs/writing-chains.md: the functions' return values
         assert xcoms(run)["numbers.total"] == {"sum": 60, "median": 15}
+    if dag.dag_id == "mapped_chain":  # docs/writing-chains.md: 1 + 2 + 3 + 4 lines over four map indexes
+        assert xcoms(run)["parts.total"] == 10
 
 
 def _bash_env(tmp_path: Path) -> dict[str, str]:
