@@ -15,7 +15,47 @@ from airflow_kruise_chain.preflight.checks import chain_pod
 _WHERE = "the message says what (docs/troubleshooting.md)"
 
 
-@register("runner", needs=("connection", "namespace", "Pod Security"))
+@register("runner ConfigMap", needs=("connection", "namespace"))
+def runner_configmap(p: Preflight) -> Finding:
+    """The stage runner's ConfigMap (`core/runnerinstall.py`) is this provider's, or is missing and the
+    identity may create it (the setup then does); nothing is created here."""
+    from airflow_kruise_chain.core.runnerinstall import (
+        APPLY_COMMAND,
+        configmap_name,
+        configmap_problem,
+        not_ours,
+        replace_advice,
+    )
+    from airflow_kruise_chain.preflight.checks import may
+
+    name = configmap_name()
+    status, body = p.get(f"/api/v1/namespaces/{p.namespace}/configmaps/{name}")
+    check = "runner ConfigMap"
+    if status == 200:
+        problem = configmap_problem(body)
+        if problem is not None:
+            return Finding(
+                check, FAIL, not_ours(p.namespace, problem, name), replace_advice(p.namespace, name)
+            )
+        return Finding(check, OK, f"{name} is this provider's runner")
+    if status != 404:
+        said = f"reading {name} answered {status}: {body.get('message', '')}"
+        return Finding(check, UNKNOWN, said, "grant get on configmaps (deploy/role.yaml)")
+    allowed = may(p, "", "configmaps", "", "create")  # True, False, or why the review could not say
+    if allowed is True:
+        return Finding(check, OK, f"{name} is missing: the first setup makes it")
+    if allowed is False:
+        return Finding(
+            check,
+            FAIL,
+            f"{name} is missing and the connection's identity may not create it",
+            f"have an admin apply it once: {APPLY_COMMAND.format(namespace=p.namespace)}, or grant create on "
+            "configmaps (deploy/role.yaml)",
+        )
+    return Finding(check, UNKNOWN, f"{name} is missing and {allowed}")
+
+
+@register("runner", needs=("connection", "namespace", "Pod Security", "runner ConfigMap"))
 def runner(p: Preflight) -> Finding:
     from airflow_kruise_chain.core.errors import ChainError, StageTimeoutError
     from airflow_kruise_chain.core.manifest import INIT_CONTAINER

@@ -20,6 +20,7 @@ from kruise_local import ClusterConfig, LocalCluster
 
 from airflow_kruise_chain.preflight import CHECKS, FAIL, OK, SCHEMA, SKIP, UNKNOWN, WARN
 
+ROOT = Path(__file__).resolve().parents[2]
 NO_POLICY = ("--without", "admission-policy")
 NS = "chains"
 IDENTITY = "system:serviceaccount:chains:airflow-kruise-chain"
@@ -214,3 +215,55 @@ def test_the_admin_reads_which_identity_the_policy_names(deployed, tmp_path: Pat
     assert status == 1
     policy = found(doc, "admission policy")
     assert policy["status"] == FAIL and f"its matchConditions name '{IDENTITY}'" in policy["detail"]
+
+
+def test_a_runner_configmap_the_identity_may_not_create_fails_until_an_admin_applies_it(
+    bare, tmp_path
+) -> None:
+    """deploy/role.yaml without `create` on configmaps: the runner's ConfigMap must be made by an admin (the
+    command the finding names); once it is, chains can run."""
+    import copy
+
+    from kruise_local.testing import service_account_token
+    from kubernetes import client, config
+
+    from airflow_kruise_chain.core.runnerinstall import runner_configmap
+
+    cluster, admin_kubeconfig = bare
+    role = copy.deepcopy(yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text()))
+    for rule in role["rules"]:
+        if rule["resources"] == ["configmaps"]:
+            rule["verbs"] = ["get"]
+    cluster.enable_rbac()
+    admin = config.new_client_from_config(str(admin_kubeconfig))
+    token = service_account_token(admin, "default", "airflow", role["rules"])
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "sa", token=token)
+    status, doc = check_json(kubeconfig, *NO_POLICY)
+    assert status == 1
+    finding = found(doc, "runner ConfigMap")
+    assert finding["status"] == FAIL and "may not create it" in finding["detail"]
+    assert "kruise-chain runner-configmap --namespace default | kubectl apply -f -" in finding["fix"]
+    assert found(doc, "runner")["status"] == SKIP and found(doc, "Role")["status"] == WARN
+
+    client.CoreV1Api(admin).create_namespaced_config_map("default", runner_configmap("default"))
+    status, doc = check_json(kubeconfig, *NO_POLICY)
+    assert status == 0, json.dumps(doc, indent=1)
+    assert found(doc, "runner ConfigMap")["status"] == OK and found(doc, "runner")["status"] == OK
+
+
+def test_a_runner_configmap_that_is_not_this_provider_s_fails(bare) -> None:
+    from kubernetes import client, config
+
+    from airflow_kruise_chain.core.runnerinstall import runner_configmap
+
+    _, kubeconfig = bare
+    squatted = runner_configmap("default")
+    squatted["data"] = {"runner": "#!/bin/sh\necho not the runner\n"}
+    client.CoreV1Api(config.new_client_from_config(str(kubeconfig))).create_namespaced_config_map(
+        "default", squatted
+    )
+    status, doc = check_json(kubeconfig, *NO_POLICY)
+    assert status == 1
+    finding = found(doc, "runner ConfigMap")
+    assert finding["status"] == FAIL and "is not this provider's" in finding["detail"]
+    assert "kubectl delete configmap" in finding["fix"]
