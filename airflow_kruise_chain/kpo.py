@@ -395,11 +395,11 @@ ARGUMENTS: dict[str, Argument] = {
         chain=_to("automount_service_account_token"),
     ),
     "hostnetwork": Argument(
-        "chain",
-        f"`KruiseChain(hostnetwork=True)`, into {POD_TEMPLATE}; a chain pod on the host network is not "
-        "recommended ([pod-security.md](pod-security.md))",
-        chain=_pod("hostNetwork"),
+        "no",
+        "a chain pod never joins the node's network namespace: it keeps Pod Security baseline, which forbids "
+        "host namespaces ([security.md](security.md))",
         default=False,
+        accepts=lambda v: not v,
     ),
     "host_aliases": Argument(
         "chain", f"`KruiseChain(host_aliases=[...])`, into {POD_TEMPLATE}", chain=_pod("hostAliases")

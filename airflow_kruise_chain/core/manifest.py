@@ -25,6 +25,7 @@ from .errors import ChainConfigError
 from .podview import StageRecord, records_annotation
 from .resources import slot_resources
 from .runnerinstall import init_container
+from .seal import check_pod_template
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value
 from .wire import (
     DEFAULT_RUNNER_IMAGE,
@@ -423,6 +424,7 @@ def build_chain_pod(
     }
     if not chain.pod_template:
         return pod
+    check_pod_template(chain.pod_template, pod)  # what a template may set (seal.py)
     merged = deep_merge(pod, chain.pod_template)
     _check_sealed(pod, merged)
     return merged
@@ -485,7 +487,8 @@ def _check_sealed_container(
     section: str, container: dict[str, Any], built: dict[str, Any] | None, owned_volumes: Mapping[str, Any]
 ) -> None:
     where = f"pod_template.spec.{section}[{container.get('name')}]"
-    if built is not None and built["name"] == INIT_CONTAINER and container != built:
+    unsized = {k: v for k, v in container.items() if k != "resources"}  # its resources may be set (seal.py)
+    if built is not None and built["name"] == INIT_CONTAINER and unsized != built:
         raise ChainConfigError(
             where, "is the runner's installer and cannot be changed; leave it out of pod_template"
         )

@@ -102,7 +102,7 @@ SAMPLES: dict[str, tuple[Any, str]] = {
     "image_pull_secrets": ("a,b", "ok"),
     "service_account_name": ("runner", "ok"),
     "automount_service_account_token": (True, "ok"),
-    "hostnetwork": (True, "ok"),
+    "hostnetwork": (True, "refused"),
     "host_aliases": ([k8s.V1HostAlias(ip="10.0.0.1", hostnames=["db"])], "ok"),
     "tolerations": ([k8s.V1Toleration(key="k", operator="Exists")], "ok"),
     "security_context": (k8s.V1PodSecurityContext(run_as_user=1000), "ok"),

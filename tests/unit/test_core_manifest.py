@@ -261,11 +261,11 @@ def test_pod_template_is_merged_last() -> None:
                     ]
                 }
             },
-            "[slot-a].securityContext",
+            "[slot-a].securityContext.capabilities.add[0]",
         ),
         (
             {"spec": {"containers": [{"name": "slot-b", "securityContext": {"privileged": True}}]}},
-            "[slot-b].securityContext",
+            "[slot-b].securityContext.privileged",
         ),
         (
             {
@@ -275,7 +275,7 @@ def test_pod_template_is_merged_last() -> None:
                     ]
                 }
             },
-            "initContainers[kruise-chain-runner]",
+            "initContainers[kruise-chain-runner].securityContext",
         ),
         (
             {
