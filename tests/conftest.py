@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import hypothesis  # noqa: F401  (see below)
 import pytest
@@ -50,6 +51,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next((i for i, top in enumerate(LONGEST_FIRST) if path.startswith(top)), len(LONGEST_FIRST))
 
     items.sort(key=rank)  # stable: each file's tests keep their order
+
+
+ONE_WORKER = ("tests/airflow/",)
+"""Folders whose files share a session fixture too costly to start on both workers: tests/airflow's files
+share one real Airflow (`airflow_stack`: four components on a fresh database), which each pytest-xdist
+worker that runs one of them would start for itself."""
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work `--dist loadfile` hands a worker: the test's file, or the whole `ONE_WORKER` folder
+    it is in."""
+    path = nodeid.split("::", 1)[0]
+    return next((folder for folder in ONE_WORKER if path.startswith(folder)), path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with each `ONE_WORKER` folder one unit (`xdist_scope`)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FoldersOnOneWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return FoldersOnOneWorker(config, log)
 
 
 CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "kruise-crds"

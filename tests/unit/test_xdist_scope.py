@@ -1,0 +1,54 @@
+"""Under `./dev.sh test` (`pytest -n 2 --dist loadfile`), the files of tests/airflow run on one worker, so
+that their session's real Airflow (`airflow_stack`) starts once, not on both workers (tests/conftest.py
+`pytest_xdist_make_scheduler`); every other file is a unit of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, xdist_scope
+
+RECORD = """
+import os, pathlib
+def test_{name}():
+    pathlib.Path(__file__).with_suffix(".worker").write_text(os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+
+def test_a_one_worker_folder_is_one_unit_and_other_files_their_own() -> None:
+    assert xdist_scope("tests/airflow/test_scheduler.py::test_x") == "tests/airflow/"
+    assert xdist_scope("tests/airflow/test_operations.py::test_y[a-b]") == "tests/airflow/"
+    assert xdist_scope("tests/e2e/test_prepare.py::test_z") == "tests/e2e/test_prepare.py"
+    assert (
+        xdist_scope("kruise-local/tests/apiserver/test_fuzz_api.py::t")
+        == "kruise-local/tests/apiserver/test_fuzz_api.py"
+    )
+
+
+def test_the_scheduler_sends_a_one_worker_folder_to_one_worker(tmp_path: Path) -> None:
+    """Six files under tests/airflow and six elsewhere, on two workers: the six share one."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+        "from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n"
+    )
+    for folder in ("airflow", "other"):
+        (tmp_path / "tests" / folder).mkdir(parents=True)
+        for k in range(6):
+            (tmp_path / "tests" / folder / f"test_{folder}_{k}.py").write_text(RECORD.format(name=k))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers = {
+        folder: {p.read_text() for p in (tmp_path / "tests" / folder).glob("*.worker")}
+        for folder in ("airflow", "other")
+    }
+    assert len(workers["airflow"]) == 1, workers
+    assert sum(1 for _ in (tmp_path / "tests").rglob("*.worker")) == 12
