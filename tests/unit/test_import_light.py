@@ -57,8 +57,12 @@ def loaded(modules: set[str], prefix: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "dag_file",
-    [ROOT / "example_dags" / "example_kruise_chain.py", ROOT / "tests" / "unit" / "sensor_dag.py"],
-    ids=["example_dag", "sensor_dag"],
+    [
+        ROOT / "example_dags" / "example_kruise_chain.py",
+        ROOT / "tests" / "unit" / "sensor_dag.py",
+        ROOT / "tests" / "unit" / "authoring_dag.py",
+    ],
+    ids=["example_dag", "sensor_dag", "authoring_dag"],
 )
 def test_parsing_a_chain_dag_loads_no_kubernetes_client(dag_file: Path, tmp_path: Path) -> None:
     modules = modules_after_import(dag_file, tmp_path)
