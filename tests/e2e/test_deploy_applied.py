@@ -165,6 +165,27 @@ def test_the_identity_is_refused_what_the_docs_say(deployed):
     host = {"spec": {"hostNetwork": True, "containers": [{"name": "p", "image": "busybox:1.36"}]}}
     refused(chain(*labelled, f"--overrides={json.dumps(host)}"), "hostNetwork")  # Pod Security baseline first
     refused(chain("-n", NS, "exec", "foreign", "--", "cat", "/etc/hostname"), policy, "may only exec")
+
+    # ConfigMaps: only the stage runner's (kruise-chain-runner-<16 hex>), immutable and labelled; the Role
+    # lets the identity create any
+    def configmap(name: str, **fields: Any) -> str:
+        labels = {"app.kubernetes.io/managed-by": "airflow-kruise-chain"}
+        meta = {"name": name, "namespace": NS, "labels": labels}
+        return json.dumps(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}, **fields}
+        )
+
+    def create(body: str) -> subprocess.CompletedProcess[str]:
+        return chain("-n", NS, "create", "--dry-run=server", "-f", "-", stdin=body)
+
+    runner = "kruise-chain-runner-" + "0" * 16
+    for name, fields in (
+        ("settings", {"immutable": True}),
+        (runner, {}),
+        (runner + "0", {"immutable": True}),
+    ):
+        refused(create(configmap(name, **fields)), policy, "may only create the stage runner's ConfigMap")
+    assert "created (server dry run)" in ok(create(configmap(runner, immutable=True)))
     # what it still reaches (docs/rbac.md): a chain pod of its own reads any Secret of the namespace, and it
     # reads every pod's log there
     reader = {
