@@ -469,9 +469,9 @@ COLUMNS = (
     "back-off container·s / events", "peak RSS MiB (metrics-server; stages measured)",
     "reserved GiB·s per pipeline (peak MiB)",
     "API req/stage",
-    "get / list / watch / create / patch / update / delete / metrics per stage", "pods", "ok",
+    "get / list / watch / create / patch / update / delete / metrics / prewarm per stage", "pods", "ok",
 )  # fmt: skip
-VERBS = ("get", "list", "watch", "create", "patch", "update", "delete", "metrics")
+VERBS = ("get", "list", "watch", "create", "patch", "update", "delete", "metrics", "prewarm")
 
 
 def table(rows: list[dict[str, Any]]) -> str:

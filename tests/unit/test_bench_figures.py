@@ -371,12 +371,20 @@ def test_target_requests_bounded_and_watch_based() -> None:
     )
     clocked["workload"] = "distinct/uniform/10s"
     assert lines_for([clocked], "watch-based")[0].startswith("MISSED: ")
+    # the prewarm's ImagePullJob requests (a create and a watch per image) are counted apart too
+    prewarmed = dict(short, api_requests_per_stage=16.8, api_by_verb_per_stage={"watch": 2.0, "prewarm": 2.0})
+    (line,) = lines_for([prewarmed, dict(long, api_requests_per_stage=16.9)], "watch-based")
+    assert "prewarm 0.0-2.0 (one ImagePullJob create and watch per image)" in line
+    assert "N=10: 14.8 (0.2 s) vs 16.9 (5 s)" in line and line.startswith("MISSED: ")  # 16.9 > 14.8 + 1
 
 
 def test_requests_grouped_by_verb_with_the_metrics_reads_apart() -> None:
     assert figures.request_group("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ns/pods/p", "") == "metrics"
     assert figures.request_group("GET", "/api/v1/namespaces/ns/pods/p", "") == "get"
     assert figures.request_group("GET", "/api/v1/namespaces/ns/pods", "watch=1") == "watch"
+    jobs = "/apis/apps.kruise.io/v1alpha1/namespaces/ns/imagepulljobs"
+    assert figures.request_group("POST", jobs, "") == "prewarm"
+    assert figures.request_group("GET", jobs, "watch=True&fieldSelector=metadata.name%3Dj") == "prewarm"
     assert figures.stage_seconds("distinct/uniform/0.2s") == 0.2
     assert figures.stage_seconds("one/uniform/5s") == 5.0
     assert figures.stage_seconds("scheduler") is None
