@@ -48,7 +48,7 @@ from typing import Any
 if not __package__:  # run as a script: the repository on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import figures
+from bench import figures, warmup
 from bench.pipeline_dags import DAG_HEADER, WORKLOADS, chain_variants
 from bench.pipelines import create_namespace
 
@@ -211,6 +211,9 @@ def main() -> int:
                 stack.wait_run(
                     "bench_sched_warmup", stack.trigger("bench_sched_warmup"), timeout=args.timeout
                 )
+                # and the triggerer's first request of a trigger (bench/warmup.py): its start-up too
+                stack.add_dag("sched_warmup_triggerer.py", warmup.WARMUP_DAG)
+                stack.wait_run(warmup.DAG_ID, stack.trigger(warmup.DAG_ID), timeout=args.timeout)
                 variants = chain_variants()  # e.g. chain-deferrable: deferrable with the provider's defaults
                 for pause, n in itertools.product(pauses, stages):
                     workload = (*base[:2], pause)

@@ -136,7 +136,7 @@ class StageTrigger(BaseTrigger):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         if self.generation and self.target == "finished":
-            from airflow_kruise_chain.triggers.end import TaskEnd, end_from_trigger
+            from airflow_kruise_chain.triggers.end import TaskEnd, end_from_trigger, open_xcom_channel
             from airflow_kruise_chain.triggers.output import StageOutputFollower
 
             follower = StageOutputFollower(
@@ -151,13 +151,23 @@ class StageTrigger(BaseTrigger):
                 ahead=self.ahead,
                 then=self.then,
             )
-            payload = await follower.run()
+            task_end = TaskEnd.from_dict(self.end) if self.slot and self.task_instance is not None else None
+            # while the stage runs, not after its end
+            opening = asyncio.create_task(open_xcom_channel(self.task_instance)) if task_end else None
+            try:
+                payload = await follower.run()
+            except BaseException:
+                if opening is not None:
+                    opening.cancel()
+                raise
+            if opening is not None:
+                await opening
             if payload["status"] == "timeout":
                 payload["message"] = f"stage {self.stage!r} did not reach finished within {self.timeout:.0f}s"
             ended = await end_from_trigger(
                 hook,
                 payload,
-                TaskEnd.from_dict(self.end) if self.slot else None,
+                task_end,
                 self.task_instance,
                 pod_name=self.pod_name,
                 namespace=self.namespace,

@@ -21,6 +21,8 @@ as delivered (`podview.StageRecord.delivered`) before it ends the task.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -120,20 +122,42 @@ async def end_from_trigger(
         return None
     if end is None or not end.parked or not end.result.succeeded:
         return None
-    if not await arun(mark_delivered(stage, generation), hook, pod_name, namespace):
-        return None
     lines: list[str] = []
     xcoms = success_xcoms(end, task, namespace=namespace, pod=pod_name, log=lines.append)
-    try:
-        await push_xcoms(ti, xcoms)
-    except Exception as err:  # the resumed task pushes them
+    # at once (the pod and the triggerer's supervisor): a task resumed after either failed delivers again
+    marked, pushed = await asyncio.gather(
+        arun(mark_delivered(stage, generation), hook, pod_name, namespace),
+        push_xcoms(ti, xcoms),
+        return_exceptions=True,
+    )
+    if isinstance(pushed, BaseException):  # the resumed task pushes them
         await emit(
-            [f"::kruise-chain:: could not push the stage's XComs from the triggerer ({err}): resuming"]
+            [f"::kruise-chain:: could not push the stage's XComs from the triggerer ({pushed}): resuming"]
         )
+        return None
+    if marked is not True:  # an error, or the record moved on: the resumed task reads the pod
         return None
     lines.append(end.result.exit_line() + " (ended from the triggerer: no second task start)")
     await emit(lines)
     return TaskSuccessEvent()
+
+
+async def open_xcom_channel(ti: Any) -> None:
+    """Read the task's own `chain_state` XCom through the Task SDK once, as the trigger starts: the
+    triggerer's supervisor builds its in-process Execution API on its first such request (seconds: 12 s on
+    a loaded 2-core machine, during which it serves no trigger), so that happens while the stage runs, not
+    between its end and the task's success (`push_xcoms`). Anything it raises is ignored: the push tries
+    again."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    with contextlib.suppress(Exception):
+        await XCom.aget_one(
+            key=XCOM_CHAIN_STATE,
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=ti.run_id,
+            map_index=ti.map_index,
+        )
 
 
 async def push_xcoms(ti: Any, xcoms: Mapping[str, Any]) -> None:

@@ -99,11 +99,22 @@ def pushed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     pushes: dict[str, Any] = {}
 
     async def push(ti: Any, xcoms: dict[str, Any]) -> None:
-        assert ti is TI
+        assert ti is TI and CALLS[-1:] == ["open"]  # the channel opened while the stage ran
+        CALLS.append("push")
         pushes.update(xcoms)
 
+    async def open_channel(ti: Any) -> None:
+        assert ti is TI
+        CALLS.append("open")
+
+    CALLS.clear()
     monkeypatch.setattr(end, "push_xcoms", push)
+    monkeypatch.setattr(end, "open_xcom_channel", open_channel)
     return pushes
+
+
+CALLS: list[str] = []
+"""the trigger's calls of the Task SDK's XCom channel, in order (`pushed`)"""
 
 
 def first_event(trigger: StageTrigger, ti: Any = TI) -> TriggerEvent:
@@ -145,6 +156,7 @@ def test_a_deferred_success_ends_the_task_from_the_trigger_at_once_with_its_xcom
         for line in lines
     )
     assert not event.xcoms  # pushed through the SDK's backend, not in the event (see triggers/end.py)
+    assert CALLS == ["open", "push"]  # opened as the trigger started, pushed at the stage's end
     assert set(pushed) == {"return_value", XCOM_KEY}
     result = pushed["return_value"]
     assert result["exit_code"] == 0 and result["log_tail"] == ["work-1", "work-2"]

@@ -36,3 +36,21 @@ def test_the_preimport_settings_import_the_clients_only_where_chain_tasks_and_tr
     )
     expected = ["airflow_kruise_chain.hooks.kruise", "kubernetes", "kubernetes_asyncio"] if imported else []
     assert out.stdout.strip() == str(expected)
+
+
+def test_the_triggerer_warm_up_defers_once_to_a_trigger_the_triggerer_can_import() -> None:
+    """bench/warmup.py: the triggerer builds its in-process Execution API on a trigger's first request (a
+    start-up cost, seconds); bench/scheduler.py's warm-up makes one before the measured runs."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from bench import warmup
+
+    namespace: dict[str, object] = {}
+    exec(compile(warmup.WARMUP_DAG, "sched_warmup_triggerer.py", "exec"), namespace)
+    dag = namespace["dag"]
+    assert dag.dag_id == warmup.DAG_ID and dag.task_ids == ["defer_once"]
+    with pytest.raises(TaskDeferred) as deferred:
+        dag.get_task("defer_once").execute({})
+    classpath, kwargs = deferred.value.trigger.serialize()
+    module, name = classpath.rsplit(".", 1)
+    assert getattr(__import__(module, fromlist=[name]), name)(**kwargs).serialize() == (classpath, kwargs)
