@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,12 +24,10 @@ from kruise_local import LocalCluster
 
 from airflow_kruise_chain.core.chainstate import XCOM_KEY
 from airflow_kruise_chain.operators.chain import (
-    ChainSetupOperator,
-    ChainTeardownOperator,
     KruiseChainOperator,
 )
 from airflow_kruise_chain.triggers.chain import StageTrigger
-from tests.provider.support import FAST_POD, make_context
+from tests.provider.support import ShellChain, make_context
 
 CHAIN = "e"
 NS = "default"
@@ -41,30 +38,15 @@ STAGES = {
 }
 
 
-class Run:
-    """A chain pod of this module's stages for one (fake) DAG run."""
+class Run(ShellChain):
+    """A chain pod of this module's stages for one (fake) DAG run; stages deferred at once by default."""
 
     def __init__(self, cluster: LocalCluster) -> None:
-        self.run_id = f"manual__{uuid.uuid4().hex[:8]}"
+        super().__init__(CHAIN, "deferred_end", STAGES)
         self.cluster = cluster
 
-    def context(self, try_number: int = 1) -> dict[str, Any]:
-        return make_context("deferred_end", self.run_id, try_number)
-
     def stage(self, name: str, **kwargs: Any) -> KruiseChainOperator:
-        return KruiseChainOperator(
-            task_id=name,
-            chain_name=CHAIN,
-            namespace=NS,
-            stage_name=name,
-            image="busybox:1.36",
-            cmds=["/bin/sh", "-c", STAGES[name]],
-            swap_timeout=20,
-            **{"deferrable": True, "defer_after": 0, **kwargs},
-        )
-
-    def teardown(self) -> ChainTeardownOperator:
-        return ChainTeardownOperator(task_id="teardown", chain_name=CHAIN, namespace=NS)
+        return super().stage(name, **{"defer_after": 0, **kwargs})
 
     def runs(self) -> int:
         """How many times a `work` stage ran: the lines it appended to the chain's scratch volume."""
@@ -77,12 +59,7 @@ class Run:
 @pytest.fixture
 def run(kube_env: LocalCluster) -> Iterator[Run]:
     chain = Run(kube_env)
-    stages = [{"name": n, "image": "busybox:1.36", "cmds": ["/bin/sh", "-c", c]} for n, c in STAGES.items()]
-    ChainSetupOperator(
-        task_id="setup",
-        chain={"name": CHAIN, "namespace": NS, "stages": stages, **FAST_POD},
-        startup_timeout=30,
-    ).execute(chain.context())
+    chain.set_up()
     yield chain
     chain.teardown().execute(chain.context())
 

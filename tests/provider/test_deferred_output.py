@@ -14,7 +14,6 @@ import re
 import threading
 import time
 import tracemalloc
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from airflow_kruise_chain.operators.chain import (
 )
 from airflow_kruise_chain.triggers.chain import StageTrigger
 from tests.provider.faultproxy import Rule, faulty_proxy
-from tests.provider.support import FAST_POD, make_context
+from tests.provider.support import FAST_POD, ShellChain
 from tests.provider.test_sensor_trigger import run_trigger, wait_until
 
 CHAIN = "c"
@@ -50,41 +49,17 @@ STAGES = {
 }
 
 
-class Chain:
+class Chain(ShellChain):
     """A chain pod of this module's stages for one (fake) DAG run."""
 
     def __init__(self) -> None:
-        self.run_id = f"manual__{uuid.uuid4().hex[:8]}"
-
-    def context(self) -> dict[str, Any]:
-        return make_context("deferred_output", self.run_id)
-
-    def stage(self, name: str, **kwargs: Any) -> KruiseChainOperator:
-        return KruiseChainOperator(
-            task_id=name,
-            chain_name=CHAIN,
-            namespace=NS,
-            stage_name=name,
-            image="busybox:1.36",
-            cmds=["/bin/sh", "-c", STAGES[name]],
-            swap_timeout=20,
-            deferrable=True,
-            **kwargs,
-        )
-
-    def teardown(self) -> ChainTeardownOperator:
-        return ChainTeardownOperator(task_id="teardown", chain_name=CHAIN, namespace=NS)
+        super().__init__(CHAIN, "deferred_output", STAGES)
 
 
 @pytest.fixture
 def chain(kube_env) -> Iterator[Chain]:
     run = Chain()
-    stages = [{"name": n, "image": "busybox:1.36", "cmds": ["/bin/sh", "-c", c]} for n, c in STAGES.items()]
-    ChainSetupOperator(
-        task_id="setup",
-        chain={"name": CHAIN, "namespace": NS, "stages": stages, **FAST_POD},
-        startup_timeout=30,
-    ).execute(run.context())
+    run.set_up()
     yield run
     run.teardown().execute(run.context())
 
