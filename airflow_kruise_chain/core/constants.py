@@ -14,6 +14,11 @@ SCRATCH_VOLUME = "scratch"
 SCRATCH_MOUNT = "/scratch"
 RUNNER_VOLUME = "kruise-chain"
 TERMINATION_LOG = "/dev/termination-log"
+TMP_MOUNT = "/tmp"
+SHM_MOUNT = "/dev/shm"
+STAGE_HOME = f"{TMP_MOUNT}/.kruise-chain-home"
+"""The HOME each stage gets: made empty by the runner for each generation in the slot's /tmp volume (the first
+folder of its KC_TMP)."""
 
 DAG_ID_LABEL = PREFIX + "dag-id"
 RUN_ID_LABEL = PREFIX + "run-id"

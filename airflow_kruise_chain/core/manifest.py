@@ -18,8 +18,10 @@ from .constants import (
     RUNNER_VOLUME,
     SCRATCH_MOUNT,
     SCRATCH_VOLUME,
+    SHM_MOUNT,
     SLOTS,
     TERMINATION_LOG,
+    TMP_MOUNT,
 )
 from .errors import ChainConfigError
 from .podview import StageRecord, records_annotation
@@ -95,12 +97,18 @@ that their modes do not let it write)."""
 
 
 def container_security_context(chain: ChainSpec) -> dict[str, Any]:
-    """What every container of the chain pod sets: the drops of `UNREADABLE_RUNNER_CAPABILITIES` (baseline
+    """What every container of the chain pod sets: no privilege escalation (no_new_privs: a set-user-ID
+    program of a stage's image grants nothing, so no stage becomes another user than its runner's, which
+    could outlive it and write the runner's state), the drops of `UNREADABLE_RUNNER_CAPABILITIES` (baseline
     allows any drop), and for `pod_security="restricted"` what k8s.io/pod-security-admission's
     restricted checks require (`allowPrivilegeEscalation`, `capabilities_restricted`, `runAsNonRoot`,
-    `seccompProfile_restricted`), with a non-root user unless the pod's own security context names one."""
+    `seccompProfile_restricted`), with a non-root user unless the pod's own security context names one.
+    The slots add `SLOT_SECURITY_CONTEXT`."""
     if chain.pod_security != "restricted":
-        return {"capabilities": {"drop": list(UNREADABLE_RUNNER_CAPABILITIES)}}
+        return {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": list(UNREADABLE_RUNNER_CAPABILITIES)},
+        }
     context: dict[str, Any] = {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -110,6 +118,26 @@ def container_security_context(chain: ChainSpec) -> dict[str, Any]:
     if "runAsUser" not in (chain.security_context or {}):
         context["runAsUser"] = RESTRICTED_RUN_AS_USER
     return context
+
+
+SLOT_SECURITY_CONTEXT: dict[str, Any] = {"readOnlyRootFilesystem": True}
+"""What the slots set besides `container_security_context`: a read-only root filesystem. A same-image swap
+keeps the slot's container, and with it the container's writable layer: a stage that could write it
+(`/bin/sh`, site-packages, `.pth` files, `$HOME` and rc files, `/tmp`) would change what a later stage of its
+slot runs. Read-only, a stage writes only to the volumes: the scratch (shared by design), and the slot's own
+`/tmp` and `/dev/shm` (`tmp_volume`, `shm_volume`), which the runner empties after each generation and gives
+the next stage empty, with a fresh `$HOME` in `/tmp`."""
+
+
+def tmp_volume(slot: str) -> str:
+    """The emptyDir `slot` mounts at /tmp (its stages' temporary files and `$HOME`), emptied by its runner."""
+    return f"kruise-chain-tmp-{slot}"
+
+
+def shm_volume(slot: str) -> str:
+    """The memory-backed emptyDir `slot` mounts at /dev/shm instead of the pod's (shared by every container of
+    the pod and kept for its life), emptied by its runner after each generation."""
+    return f"kruise-chain-shm-{slot}"
 
 
 def meta_volume(slot: str) -> str:
@@ -187,6 +215,8 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             # resolved when the container starts (a restarted runner starts its generation at once); the
             # runner then follows the downwardAPI volume
             {"name": "KC_RUN", "valueFrom": annotation(RUN_FIELD)},
+            # the runner empties these after each generation, and makes the stages' HOME in the first afresh
+            {"name": "KC_TMP", "value": f"{TMP_MOUNT} {SHM_MOUNT}"},
         ],
         "volumeMounts": [
             {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
@@ -194,6 +224,8 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             {"name": RUNNER_VOLUME, "mountPath": RUNNER_MOUNT, "readOnly": True},
             {"name": state_volume(slot), "mountPath": RUNNER_STATE},
             {"name": meta_volume(slot), "mountPath": META_MOUNT, "readOnly": True},
+            {"name": tmp_volume(slot), "mountPath": TMP_MOUNT},
+            {"name": shm_volume(slot), "mountPath": SHM_MOUNT},
         ],
         "startupProbe": {
             "exec": {"command": list(STARTUP_COMMAND)},
@@ -386,6 +418,8 @@ def build_chain_pod(
             {"name": SCRATCH_VOLUME, "emptyDir": scratch},
             {"name": RUNNER_VOLUME, "emptyDir": {}},
             *({"name": state_volume(slot), "emptyDir": {}} for slot in SLOTS),
+            *({"name": tmp_volume(slot), "emptyDir": {}} for slot in SLOTS),
+            *({"name": shm_volume(slot), "emptyDir": {"medium": "Memory"}} for slot in SLOTS),
             *(_meta_volume(slot) for slot in SLOTS),
             *sources.volumes(chain_sources),
             *(copy.deepcopy(dict(volume)) for volume in chain.volumes),
@@ -409,8 +443,10 @@ def build_chain_pod(
         spec.setdefault("securityContext", {})["fsGroup"] = SOURCES_FS_GROUP
     spec["automountServiceAccountToken"] = chain.automount_service_account_token
     context = container_security_context(chain)
-    for container in (*spec["initContainers"], *spec["containers"]):
+    for container in spec["initContainers"]:
         container["securityContext"] = copy.deepcopy(context)
+    for container in spec["containers"]:
+        container["securityContext"] = {**copy.deepcopy(context), **SLOT_SECURITY_CONTEXT}
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -460,7 +496,9 @@ def _check_sealed(built: dict[str, Any], merged: dict[str, Any]) -> None:
     files, each slot's state and run spec, the scratch) replaced or mounted otherwise than as built (a
     writable runner volume would let a stage rewrite the next stage's runner)."""
     spec, built_spec = merged["spec"], built["spec"]
-    owned = {SCRATCH_VOLUME, RUNNER_VOLUME, *map(state_volume, SLOTS), *map(meta_volume, SLOTS)}
+    owned = {SCRATCH_VOLUME, RUNNER_VOLUME}
+    for slot in SLOTS:
+        owned |= {state_volume(slot), meta_volume(slot), tmp_volume(slot), shm_volume(slot)}
     owned_volumes = {v["name"]: v for v in built_spec["volumes"] if v["name"] in owned}
     for volume in spec.get("volumes") or ():
         name = volume.get("name")
@@ -513,4 +551,17 @@ def _check_sealed_container(
             "cannot be privileged, add or stop dropping "
             f"{', '.join(UNREADABLE_RUNNER_CAPABILITIES)}: with any of them a stage can read and write its "
             "runner's memory (docs/security.md); leave them to the chain",
+        )
+    if context.get("allowPrivilegeEscalation") is not False:
+        raise ChainConfigError(
+            f"{where}.securityContext.allowPrivilegeEscalation",
+            "must stay false: a stage that runs a set-user-ID program of its image becomes another user than "
+            "its runner, outlives it and can write its state (docs/security.md); leave it to the chain",
+        )
+    if section == "containers" and context.get("readOnlyRootFilesystem") is not True:
+        raise ChainConfigError(
+            f"{where}.securityContext.readOnlyRootFilesystem",
+            "must stay true: a slot's writable layer outlives its stage (a same-image swap keeps the "
+            "container), so a stage could change what a later one runs (docs/security.md); write to $HOME, "
+            "/tmp or a volume instead",
         )

@@ -1,11 +1,12 @@
 #!/kruise-chain/bin/busybox sh
 # shellcheck shell=sh # busybox ash, checked as POSIX sh: its extensions are annotated where they stand
-# airflow-kruise-chain stage runner (v3, sealed stages): the main process of both slot containers of a chain
-# pod, installed by the chain's init container as /kruise-chain/bin/runner (mode 0555) next to the image's
-# static busybox (mode 0111). The slots' command is that one path: the kernel runs the `#!` line above,
-# `/kruise-chain/bin/busybox sh /kruise-chain/bin/runner ARGS` ($0 is the runner's path, so `${0%/*}` is its
-# folder), and checks the busybox it loads: execute-only, it makes the runner not dumpable (fs/exec.c
-# begin_new_exec, would_dump on the interpreter; see core/manifest.py UNREADABLE_RUNNER_CAPABILITIES). It uses
+# airflow-kruise-chain stage runner (v4, sealed stages, their filesystem too): the main process of both slot
+# containers of a chain pod, installed by the chain's init container as /kruise-chain/bin/runner (mode 0555)
+# next to the image's static busybox (mode 0111). The slots' command is that one path: the kernel runs the
+# `#!` line above, `/kruise-chain/bin/busybox sh /kruise-chain/bin/runner ARGS` ($0 is the runner's path, so
+# `${0%/*}` is its folder), and checks the busybox it loads: execute-only, it makes the runner not dumpable
+# (fs/exec.c begin_new_exec, would_dump on the interpreter; see core/manifest.py
+# UNREADABLE_RUNNER_CAPABILITIES). It uses
 # only that busybox (its shell builtins and `$kc_bb APPLET`), never the stage image's tools, so stage images
 # need nothing (distroless and scratch images work). Both files sit on a volume the slots mount read-only.
 #
@@ -34,6 +35,15 @@
 #   runner out: it has the stage's rights and undoes it (kc_reclaim, kc_terminate). The captured
 #   env stays in the runner's memory; nothing is sourced or executed from a path a stage can write, but for
 #   the fast go's file below, which is read only while no stage process is left.
+# - Nothing a stage writes reaches a later stage of its slot but through the scratch. The slot's root
+#   filesystem is read-only (`readOnlyRootFilesystem`: a same-image swap keeps the container and its layer);
+#   what a stage may write besides the scratch is the slot's own temporary folders ($KC_TMP: /tmp and
+#   /dev/shm, volumes of this slot only), which the runner empties once the stage's processes are gone
+#   (kc_clean, at its start too) and finds empty before it starts the next stage (kc_pristine), with a fresh
+#   empty HOME in the first of them (.kruise-chain-home); and, as root, /dev (the runtime's tmpfs, not the
+#   layer): a generation that changed it (a planted file, a replaced /dev/null or /dev/stdout) is the
+#   container's last: the runner records its result, then exits, and the kubelet starts the container afresh
+#   with a new /dev (kc_devices).
 # - A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
 #   (interrupted); one whose records are gone is not run again (exit 70, reason lost-record). A stage CAN
 #   forge its own generation's result (it shares the runner's user and can read its slot's run spec): put
@@ -76,6 +86,10 @@ kc_scratch=${KC_SCRATCH:-/scratch}
 kc_term=${KC_TERMINATION_LOG:-/dev/termination-log}
 kc_serving=$kc_state/$kc_slot.serving
 kc_hwmfile=$kc_state/$kc_slot.started
+kc_tmp=${KC_TMP-}
+kc_home=
+[ -z "$kc_tmp" ] || kc_home=${kc_tmp%% *}/.kruise-chain-home
+kc_renew=
 
 # One handler for the stop signals, set before anything else (as PID 1 the runner would otherwise ignore
 # them). While a stage runs, the signal is passed on to it as TERM (sh starts background jobs with INT and
@@ -443,31 +457,79 @@ kc_end_all() {
 # searchable (a+rwX: whoever owns it, with FOWNER or as its owner). A non-root runner does what its user may:
 # its stages could change nothing else.
 kc_reclaim() {
-	"$kc_bb" chown -R "$kc_ids" "$kc_state" 2>/dev/null
-	"$kc_bb" chmod -R a+rwX "$kc_state" 2>/dev/null
+	"$kc_bb" chown -R "$kc_ids" "${1:-$kc_state}" 2>/dev/null
+	"$kc_bb" chmod -R a+rwX "${1:-$kc_state}" 2>/dev/null
 }
 
-# kc_wipe: empty the slot's state, reclaimed first, but for the startup probe's record, made again (kc_serve).
-# Without FOWNER (CHOWN kept) each round reclaims one more level of folders a stage gave away; whatever is still
-# left is reported and never obeyed.
-kc_wipe() {
+# kc_empty DIR: remove everything in DIR, reclaimed first (kc_reclaim DIR). Without FOWNER (CHOWN kept) each
+# round reclaims one more level of folders a stage gave away; kc_left lists what is still there after 64.
+kc_empty() {
 	kc_i=0
 	while :; do
-		kc_reclaim
-		"$kc_bb" rm -rf "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?* 2>/dev/null
+		kc_reclaim "$1"
+		"$kc_bb" rm -rf "$1"/* "$1"/.[!.]* "$1"/..?* 2>/dev/null
 		kc_left=
-		for kc_p in "$kc_state"/* "$kc_state"/.[!.]* "$kc_state"/..?*; do
+		for kc_p in "$1"/* "$1"/.[!.]* "$1"/..?*; do
 			if [ -e "$kc_p" ] || [ -h "$kc_p" ]; then kc_left="$kc_left ${kc_p##*/}"; fi
 		done
-		[ -n "$kc_left" ] || break
+		[ -n "$kc_left" ] || return 0
 		kc_i=$((kc_i + 1))
-		if [ "$kc_i" -ge 64 ]; then
-			echo "$kc_marker error: cannot remove what generation $kc_g left in $kc_state:$kc_left" >&2
-			kc_serve
-			return 1
-		fi
+		[ "$kc_i" -lt 64 ] || return 1
 	done
+}
+
+# kc_wipe: empty the slot's state, but for the startup probe's record, made again (kc_serve). Whatever is
+# still left is reported and never obeyed.
+kc_wipe() {
+	if ! kc_empty "$kc_state"; then
+		echo "$kc_marker error: cannot remove what generation $kc_g left in $kc_state:$kc_left" >&2
+		kc_serve
+		return 1
+	fi
 	kc_serve
+}
+
+# kc_clean: empty the slot's temporary folders ($KC_TMP) and make the stages' HOME in the first afresh, empty
+# (mode 0700). False, said on stderr, when something stays.
+kc_clean() {
+	kc_unclean=
+	for kc_d in $kc_tmp; do
+		kc_empty "$kc_d" || kc_unclean="$kc_unclean $kc_d:$kc_left"
+	done
+	if [ -z "$kc_unclean" ] && [ -n "$kc_home" ]; then
+		"$kc_bb" mkdir -m 700 "$kc_home" 2>/dev/null || kc_unclean=" $kc_home"
+	fi
+	[ -z "$kc_unclean" ] && return 0
+	echo "$kc_marker error: cannot empty the slot's temporary folders:$kc_unclean" >&2
+	return 1
+}
+
+# kc_pristine: the temporary folders hold nothing but the empty HOME that kc_clean made (builtins only: the
+# check before each stage starts no process).
+kc_pristine() {
+	for kc_d in $kc_tmp; do
+		for kc_p in "$kc_d"/* "$kc_d"/.[!.]* "$kc_d"/..?*; do
+			if [ "$kc_p" = "$kc_home" ] && [ -d "$kc_p" ] && [ ! -h "$kc_p" ]; then
+				for kc_q in "$kc_p"/* "$kc_p"/.[!.]* "$kc_p"/..?*; do
+					if [ -e "$kc_q" ] || [ -h "$kc_q" ]; then return 1; fi
+				done
+			elif [ -e "$kc_p" ] || [ -h "$kc_p" ]; then
+				return 1
+			fi
+		done
+	done
+	[ -z "$kc_home" ] || [ -d "$kc_home" ]
+}
+
+# kc_devices: kc_devs is what /dev holds (each entry's inode, type and mode, owner, device numbers and link
+# target), the termination log (which the runner writes) left out. /dev is the runtime's tmpfs, writable by
+# root whatever the root filesystem: a stage that changed it leaves its container to be started afresh.
+kc_devices() {
+	set --
+	for kc_p in /dev/* /dev/.[!.]* /dev/..?*; do
+		if [ "$kc_p" != "$kc_term" ] && { [ -e "$kc_p" ] || [ -h "$kc_p" ]; }; then set -- "$@" "$kc_p"; fi
+	done
+	kc_devs=$("$kc_bb" stat -c '%i %f %u %g %t:%T %N' "$@" 2>&1)
 }
 
 # kc_serve: the startup probe's record that the runner serves the slot, made unless something is there (a
@@ -483,6 +545,8 @@ kc_finish() {
 	kc_now
 	kc_end_all
 	kc_reclaim
+	kc_devices
+	[ "$kc_devs" = "$kc_devs0" ] || kc_renew="generation $kc_g changed /dev"
 	kc_out=$kc_dir/outputs.json
 	kc_enc=-
 	kc_number "$kc_m" 16384
@@ -500,6 +564,7 @@ kc_finish() {
 	fi
 	[ -n "$kc_started" ] || kc_started=$kc_stamp
 	kc_wipe
+	kc_clean
 	if ! "$kc_bb" mkdir "$kc_dir"; then
 		echo "$kc_marker error: cannot create $kc_dir" >&2
 		exit 70
@@ -617,6 +682,11 @@ kc_run() {
 		kc_finish 70 lost-record
 		return
 	fi
+	if ! kc_pristine && ! kc_clean; then
+		# never run a stage over what another left: recorded as failed, never run again
+		kc_finish 70 unclean
+		return
+	fi
 	kc_wipe
 	if ! "$kc_bb" mkdir "$kc_dir"; then
 		echo "$kc_marker error: cannot create $kc_dir" >&2
@@ -633,6 +703,7 @@ kc_run() {
 	(
 		trap - CHLD
 		eval "$kc_envsh"
+		[ -z "$kc_home" ] || export HOME="$kc_home"
 		kc_stage_env
 		CHAIN_SCRATCH=$kc_scratch CHAIN_OUTPUT=$kc_dir/outputs.json CHAIN_GENERATION=$kc_g
 		export CHAIN_SCRATCH CHAIN_OUTPUT CHAIN_GENERATION
@@ -658,6 +729,9 @@ kc_ids=$("$kc_bb" id -u):$("$kc_bb" id -g)
 kc_fifo=$kc_state/.wait.$$
 "$kc_bb" mkdir -p "$kc_state" 2>/dev/null
 kc_reclaim # a stage may have locked the state before this container restarted
+kc_devices
+kc_devs0=$kc_devs
+kc_clean # what a stage of an earlier container of this slot left in the temporary folders (they outlive it)
 "$kc_bb" rm -rf "$kc_fifo" 2>/dev/null
 if ! "$kc_bb" mkdir -p "$kc_state" || ! "$kc_bb" mkfifo -m 600 "$kc_fifo" || ! exec 3<>"$kc_fifo"; then
 	echo "$kc_marker error: cannot write the runner's state under $kc_state" >&2
@@ -682,6 +756,10 @@ while :; do
 		kc_phase=idle
 		# stopped while it recorded (an interrupted or lost generation's too): leave now, not at the kill
 		[ "$kc_signals" -gt 0 ] && exit 0
+		if [ -n "$kc_renew" ]; then # the kubelet starts the container afresh (restartPolicy Always)
+			echo "$kc_marker $kc_renew: the container of $kc_slot ends, to start afresh" >&2
+			exit 0
+		fi
 		kc_done=$kc_g
 		kc_hot=$kc_hot_polls
 		continue

@@ -10,7 +10,7 @@ and, from the JSON `SPEC` the runtime built (`rootfs.py`):
    (`lowerdir` the image's read-only folders, `upperdir` and `workdir` fresh on that tmpfs; the root first):
    containerd's overlayfs snapshotter (`snapshots/overlay/overlay.go`) gives each container such an upper
    folder over the image's layers, and each upper folder takes the owner and mode of the folder it covers;
-2. mounts `/proc`, a tmpfs `/dev` with the host's null, zero, full, random, urandom and tty, `/dev/pts`,
+2. mounts `/proc`, a tmpfs `/dev` with the null, zero, full, random, urandom and tty device nodes, `/dev/pts`,
    a tmpfs `/dev/shm` and the `/dev/fd`, `stdin`, `stdout` and `stderr` links (runc's default mounts and
    `setupDevSymlinks`), then the volumes and the termination-message file: each mount point is made in the
    layer when missing (`createIfNotExists`), a read-only one is remounted so (`prepareRootfs`,
@@ -34,6 +34,7 @@ import ctypes
 import json
 import os
 import signal
+import stat
 import sys
 import warnings  # noqa: F401 (os.execvp imports it: it must be loaded before the pivot)
 
@@ -43,7 +44,8 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
 CAPABILITY_VERSION_3 = 0x20080522
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9), "tty": (5, 0)}
+"""runc's default devices (`specconv.AllowedDevices`): character devices, mode 0666, root's"""
 LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"))
 LINKS += (("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx"))
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -113,9 +115,9 @@ def layers(spec: dict, root: str) -> None:
 def devices(root: str) -> None:
     dev = f"{root}/dev"
     mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=65536k")
-    for name in DEVICES:
-        make_point(f"{dev}/{name}", folder=False)
-        mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)
+    for name, (major, minor) in DEVICES.items():  # runc createDeviceNode: mknod (a bind in a user ns)
+        os.mknod(f"{dev}/{name}", stat.S_IFCHR | 0o666, os.makedev(major, minor))
+        os.chmod(f"{dev}/{name}", 0o666)
     for name in ("pts", "shm"):
         os.mkdir(f"{dev}/{name}", 0o755)
     mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")

@@ -102,8 +102,17 @@ def test_pod_layout() -> None:
             {"name": "kruise-chain", "mountPath": "/kruise-chain", "readOnly": True},
             {"name": f"kruise-chain-state-{slot}", "mountPath": "/kruise-chain-state"},
             {"name": f"kruise-chain-meta-{slot}", "mountPath": "/kruise-chain-meta", "readOnly": True},
+            # the slot's own temporary folders, emptied by its runner after each generation
+            {"name": f"kruise-chain-tmp-{slot}", "mountPath": "/tmp"},
+            {"name": f"kruise-chain-shm-{slot}", "mountPath": "/dev/shm"},
         ]
         assert volumes[f"kruise-chain-state-{slot}"] == {"name": f"kruise-chain-state-{slot}", "emptyDir": {}}
+        assert volumes[f"kruise-chain-tmp-{slot}"] == {"name": f"kruise-chain-tmp-{slot}", "emptyDir": {}}
+        shm = {"name": f"kruise-chain-shm-{slot}", "emptyDir": {"medium": "Memory"}}
+        assert volumes[f"kruise-chain-shm-{slot}"] == shm
+        # sealed: no writable layer (a same-image swap keeps it), no privilege escalation
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
         meta = volumes[f"kruise-chain-meta-{slot}"]["projected"]
         assert meta["defaultMode"] == 0o444 and len(meta["sources"]) == 1
         assert meta["sources"][0]["downwardAPI"]["items"] == [
@@ -117,7 +126,10 @@ def test_pod_layout() -> None:
         assert env["KC_SLOT"]["value"] == slot
         field_ref = env["KC_RUN"]["valueFrom"]["fieldRef"]
         assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.run']"
-        assert set(env) == {"KC_SLOT", "KC_RUN"}  # the runner reads no other (its generation is in KC_RUN)
+        # the runner reads no other (its generation is in KC_RUN) but the folders it empties (the stages'
+        # HOME is /tmp/.kruise-chain-home)
+        assert set(env) == {"KC_SLOT", "KC_RUN", "KC_TMP"}
+        assert env["KC_TMP"]["value"] == "/tmp /dev/shm"
         # Ready while its runner serves it, running a stage too: no readiness probe to fail while one runs
         assert "readinessProbe" not in container
         probe = container["startupProbe"]
@@ -234,7 +246,9 @@ def test_pod_template_is_merged_last() -> None:
     assert [c["name"] for c in spec["containers"]] == ["slot-a", "slot-b", "sidecar"]
     assert spec["containers"][0]["securityContext"] == {
         "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["DAC_OVERRIDE", "DAC_READ_SEARCH", "SYS_PTRACE"]},
+        "readOnlyRootFilesystem": True,
     }
     assert spec["containers"][0]["command"] == list(RUNNER_COMMAND)
     assert spec["volumes"][0] == {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi", "medium": "Memory"}}
@@ -319,6 +333,65 @@ def test_pod_template_is_merged_last() -> None:
             "volumes[kruise-chain]",
         ),
         ({"spec": {"volumes": [{"name": "scratch", "hostPath": {"path": "/"}}]}}, "volumes[scratch]"),
+        (  # a set-user-ID program would make a stage another user than its runner
+            {
+                "spec": {
+                    "containers": [{"name": "slot-a", "securityContext": {"allowPrivilegeEscalation": True}}]
+                }
+            },
+            "[slot-a].securityContext.allowPrivilegeEscalation",
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [{"name": "slot-b", "securityContext": {"allowPrivilegeEscalation": None}}]
+                }
+            },
+            "[slot-b].securityContext.allowPrivilegeEscalation",
+        ),
+        (
+            {
+                "spec": {
+                    "initContainers": [
+                        {"name": "kruise-chain-runner", "securityContext": {"allowPrivilegeEscalation": True}}
+                    ]
+                }
+            },
+            "initContainers[kruise-chain-runner]",
+        ),
+        (  # the layer would outlive the stage
+            {
+                "spec": {
+                    "containers": [{"name": "slot-a", "securityContext": {"readOnlyRootFilesystem": False}}]
+                }
+            },
+            "[slot-a].securityContext.readOnlyRootFilesystem",
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [{"name": "slot-b", "securityContext": {"readOnlyRootFilesystem": None}}]
+                }
+            },
+            "[slot-b].securityContext.readOnlyRootFilesystem",
+        ),
+        (  # another slot's temporary folder, or one kept across stages
+            {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "slot-a",
+                            "volumeMounts": [{"name": "kruise-chain-tmp-slot-b", "mountPath": "/x"}],
+                        }
+                    ]
+                }
+            },
+            "[slot-a].volumeMounts",
+        ),
+        (
+            {"spec": {"volumes": [{"name": "kruise-chain-shm-slot-a", "hostPath": {"path": "/dev/shm"}}]}},
+            "volumes[kruise-chain-shm-slot-a]",
+        ),
     ],
 )
 def test_pod_template_cannot_reopen_the_runner(template: dict, field: str) -> None:

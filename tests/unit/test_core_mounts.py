@@ -55,6 +55,12 @@ def test_both_slots_mount_the_union_of_the_stages_mounts() -> None:
             "stages[0].volume_mounts[0].mountPath",
             "chain's own",
         ),
+        (  # the slots' own temporary folders, which the runner empties after each generation
+            [[{"name": "tmp", "mountPath": "/tmp/cache"}]],
+            "stages[0].volume_mounts[0].mountPath",
+            "chain's own",
+        ),
+        ([[{"name": "tmp", "mountPath": "/dev/shm"}]], "stages[0].volume_mounts[0].mountPath", "chain's own"),
         ([[{"name": "tmp", "mountPath": "rel"}]], "stages[0].volume_mounts[0].mountPath", "absolute"),
         (
             [[{"name": "tmp", "mountPath": "/a", "mountPropagation": "x"}]],

@@ -29,7 +29,8 @@ def violations(pod: dict, level: str) -> list[str]:
 def test_default_chain_pod_meets_baseline_but_not_restricted() -> None:
     pod = make_pod()
     assert violations(pod, "baseline") == []
-    assert "allowPrivilegeEscalation != false" in violations(pod, "restricted")
+    assert "allowPrivilegeEscalation != false" not in violations(pod, "restricted")  # every chain's
+    assert "runAsNonRoot != true" in violations(pod, "restricted")
     assert pod["spec"]["automountServiceAccountToken"] is False
 
 
@@ -39,12 +40,14 @@ def test_restricted_chain_pod_meets_restricted_on_every_container() -> None:
     containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
     assert [c["name"] for c in containers] == [INIT_CONTAINER, "slot-a", "slot-b"]
     for c in containers:
+        slot = {"readOnlyRootFilesystem": True} if c["name"] != INIT_CONTAINER else {}
         assert c["securityContext"] == {
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
             "runAsNonRoot": True,
             "runAsUser": RESTRICTED_RUN_AS_USER,
             "seccompProfile": {"type": "RuntimeDefault"},
+            **slot,
         }
 
 

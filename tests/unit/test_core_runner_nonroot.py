@@ -138,7 +138,12 @@ def _emptydir(path: Path) -> Path:
 
 def test_a_runner_that_is_not_the_providers_is_refused_before_anything_is_installed(tmp_path: Path) -> None:
     runner = _emptydir(tmp_path / "runner")
-    for other in (runner_script().replace("v3", "v2", 1), runner_script() + "\n", runner_script()[:-1], ""):
+    for other in (
+        runner_script().replace("runner (v", "runner (v0", 1),
+        runner_script() + "\n",
+        runner_script()[:-1],
+        "",
+    ):
         done = subprocess.run(init_container(runner, other), capture_output=True, text=True, timeout=30)
         assert done.returncode == CHECK_FAILED_EXIT, done.stderr
         assert not (runner / "bin").exists()  # nothing installed, nothing run

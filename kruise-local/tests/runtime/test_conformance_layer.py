@@ -194,6 +194,10 @@ def test_a_read_only_root_filesystem_leaves_the_volumes_writable(core, namespace
         "rc=0",
     ]
     assert "Read-only file system" in sh(core, namespace, "readonly", "touch /usr/kl")
+    # runc mknods the devices on its /dev tmpfs (binds them only in a user namespace): root may replace one
+    devices = "stat -c '%F %t:%T' /dev/null; rm /dev/null && : > /dev/null && stat -c %F /dev/null"
+    replaced = "character special file 1:3\nregular empty file\nrc=0\n"
+    assert sh(core, namespace, "readonly", devices) == replaced
 
 
 def test_a_scratch_images_root_holds_only_its_files(core, namespace) -> None:
