@@ -357,7 +357,7 @@ def test_pod_template_is_merged_last() -> None:
                     ]
                 }
             },
-            "initContainers[kruise-chain-runner]",
+            "initContainers[kruise-chain-runner].securityContext",
         ),
         (  # the layer would outlive the stage
             {
