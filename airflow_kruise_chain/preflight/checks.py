@@ -272,6 +272,59 @@ def metrics_api(p: Preflight) -> Finding:
     )
 
 
+UNSEALED_HANDLERS = ("runsc",)
+"""RuntimeClass handlers under which the runner stays readable by its stages: gVisor's (its sentry does not
+make an unreadable executable non-dumpable: `pkg/sentry/kernel/task_exec.go`'s FIXME)"""
+
+
+def _kernel(version: str) -> tuple[int, int]:
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else (99, 0)
+
+
+@register("seal", needs=("connection",))
+def seal(p: Preflight) -> Finding:
+    """Where the runner would stay readable by its stages (docs/security.md), as far as the API shows it:
+    gVisor runtime classes, nodes on Linux before 5.7. What only a node shows (`fs.suid_dumpable`, the
+    runtime a node really runs) the runner's init container checks on each chain's node: the runner probe
+    and every setup fail there (`runnerinstall.seal_failure`)."""
+    concerns, unread = [], []
+    status, body = p.get("/apis/node.k8s.io/v1/runtimeclasses")
+    if status == 200:
+        items = body.get("items") or []
+        gvisor = sorted(r["metadata"]["name"] for r in items if r.get("handler") in UNSEALED_HANDLERS)
+        if gvisor:
+            concerns.append(
+                f"runtime classes {', '.join(gvisor)} run gVisor, where a stage can read its runner"
+            )
+    else:
+        unread.append(f"runtime classes ({status})")
+    status, body = p.get("/api/v1/nodes")
+    if status == 200:
+        old = []
+        for node in body.get("items") or []:
+            kernel = ((node.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion") or ""
+            if _kernel(kernel) < (5, 7):
+                old.append(f"{node['metadata']['name']} ({kernel})")
+        if old:
+            concerns.append(
+                f"nodes on Linux before 5.7, where a stage can read its runner unless the kernel has 'exec: "
+                f"Move would_dump into flush_old_exec': {', '.join(old)}"
+            )
+    else:
+        unread.append(f"nodes ({status})")
+    checked = "each chain's setup checks its node (the runner's init container)"
+    if concerns:
+        return Finding(
+            "seal",
+            WARN,
+            f"{'; '.join(concerns)}; {checked} and fails there",
+            "run chains elsewhere (runtime_class_name, node_selector): docs/security.md",
+        )
+    seen = f"cannot read {' or '.join(unread)}" if unread else "no gVisor runtime class, no kernel before 5.7"
+    return Finding("seal", OK, f"{seen}; {checked}")
+
+
 def may(p: Preflight, group: str, resource: str, sub: str, verb: str) -> bool | str:
     """Whether the identity may `verb` the resource in the namespace (SelfSubjectAccessReview), or why the
     review could not say."""

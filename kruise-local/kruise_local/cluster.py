@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import platform
 import random
 import tempfile
 import threading
@@ -288,7 +289,7 @@ class LocalCluster:
                         "operatingSystem": "linux",
                         "architecture": "amd64",
                         "osImage": "kruise-local",
-                        "kernelVersion": "local",
+                        "kernelVersion": platform.release(),  # the kubelet's uname
                         "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
                         "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
                         "bootID": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),

@@ -133,7 +133,7 @@ def test_the_console_script_runs_the_check(local) -> None:
     assert done.returncode == 1, done.stdout + done.stderr  # the bare cluster has no admission policy
     findings = parse(done.stdout)
     assert findings["runner"][0] == SKIP and findings["admission policy"][0] == FAIL
-    assert done.stdout.rstrip().endswith("1 of 13 checks failed: chains will fail here until fixed")
+    assert done.stdout.rstrip().endswith("1 of 14 checks failed: chains will fail here until fixed")
 
 
 def test_nothing_is_created_by_a_check_without_the_probe(local) -> None:
