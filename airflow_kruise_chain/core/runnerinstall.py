@@ -49,6 +49,11 @@ RUNNER_ENV = "KC_RUNNER"
 SHA_ENV = "KC_RUNNER_SHA256"
 CHECK_FAILED_EXIT = 65
 """The init container's exit code when the runner it was given is not this provider's."""
+UNSEALED_EXIT = 66
+"""The init container's exit code when the runner, started as the slots start it, stays readable by its
+stages: the node's runtime or kernel does not make it non-dumpable (`seal_failure`)."""
+PROBE_FAILED_EXIT = 67
+"""The init container's exit code when its probe of the seal could not run the installed busybox."""
 MAX_ENV_STRING = 128 * 1024
 """Linux's limit on one ``NAME=value`` string of a process's environment (`MAX_ARG_STRLEN`, 32 pages): an
 exec with a longer one fails with E2BIG."""
@@ -61,11 +66,20 @@ INSTALL_COMMAND: tuple[str, ...] = (
     "-c",
     f'set -e;cd {RUNNER_MOUNT};printf %s "${RUNNER_ENV}">runner;'
     f'echo "${SHA_ENV}  runner"|sha256sum -cs||exit {CHECK_FAILED_EXIT};'
-    f"cp /bin/busybox .;chmod 555 runner;chmod 111 busybox;mkdir -p {_BIN};mv -f runner busybox {_BIN}",
+    f"cp /bin/busybox .;chmod 555 runner;chmod 111 busybox;mkdir -p {_BIN};mv -f runner busybox {_BIN};"
+    f"b={RUNNER_BIN}/busybox;printf '#!%s sh\\nsleep 9\\n' \"$b\">p;chmod 555 p;./p& q=$!;"
+    f'until [ "$(head -c{len(RUNNER_BIN) + 8} /proc/$q/cmdline)" = "$b" ];'
+    f"do [ -d /proc/$q ]||exit {PROBE_FAILED_EXIT};done;"
+    f"cat /proc/$q/environ>/dev/null 2>&1&&exit {UNSEALED_EXIT};kill $q||:;rm p",
 )
 """The init container's command: busybox's shell writes the runner (``$KC_RUNNER``) to a file, checks it
 against ``$KC_RUNNER_SHA256`` (a mismatch: exit `CHECK_FAILED_EXIT`, nothing installed), then installs it
-(0555) and the image's busybox (0111) into the runner's emptyDir, each renamed into place."""
+(0555) and the image's busybox (0111) into the runner's emptyDir, each renamed into place. Last it probes the
+seal where the pod runs (runtime, kernel, sysctls, the pod's user and capabilities): a script whose `#!` line
+names the installed busybox, started as the slots start the runner, must not be readable by its own user
+(its `/proc/<pid>/environ`); if it is, the runner would be readable by its stages: exit `UNSEALED_EXIT`
+(`seal_failure` says why and where the seal holds). The probe is the real thing, not a list of runtimes: it
+sees gVisor, `fs.suid_dumpable=1` and the kernels (4.10 to 5.6) that judged a script by the script alike."""
 
 
 def runner_path() -> Path:
@@ -200,6 +214,8 @@ def install_failure(pod: Mapping[str, Any], container: str) -> str | None:
         if ended.get("exitCode") == CHECK_FAILED_EXIT:
             problem = f"its runner's sha256 is not the {SHA_ENV} of this provider in the pod spec"
             return not_ours(namespace, problem, configmap)
+        if ended.get("exitCode") in (UNSEALED_EXIT, PROBE_FAILED_EXIT):
+            return seal_failure(pod, ended["exitCode"])
         if ended.get("reason") == "StartError":
             return _cannot_start(image, ended.get("message") or ended.get("reason") or "", image_fix)
         if ended.get("exitCode"):
@@ -225,6 +241,25 @@ def install_failure(pod: Mapping[str, Any], container: str) -> str | None:
     if reason in _START_ERRORS:
         return _cannot_start(image, said or reason, image_fix)
     return None
+
+
+def seal_failure(pod: Mapping[str, Any], exit_code: int) -> str:
+    """The message for a chain pod whose init container found that its node does not seal the runner."""
+    runtime = (pod.get("spec") or {}).get("runtimeClassName")
+    where = f"runtime class {runtime!r}" if runtime else "its node's default runtime"
+    if exit_code == PROBE_FAILED_EXIT:
+        return (
+            f"the runner's init container could not run the runner's busybox to check the seal ({where}): "
+            "the node's runtime or security policy does not let a container run an execute-only file"
+        )
+    return (
+        f"the chain pod's node ({where}) leaves the stage runner readable by the stages it runs: a program "
+        "started as the runner is did not become non-dumpable (its /proc/<pid>/environ could be read by its "
+        "own user), so a stage could read and change its runner's memory. The seal needs Linux (runc, crun, "
+        "Kata Containers' guest) with fs.suid_dumpable 0 or 2 and a kernel of 5.7 or later (or a stable "
+        "kernel with 'exec: Move would_dump into flush_old_exec'); gVisor (runsc) does not give it. Run the "
+        "chain on such nodes (runtime_class_name, node_selector), docs/security.md"
+    )
 
 
 def _cannot_start(image: str, said: str, image_fix: str) -> str:

@@ -78,7 +78,7 @@ def test_the_init_container_runs_public_busybox_with_the_sum_in_the_spec_and_no_
     built = chain_pod()
     (init,) = built["spec"]["initContainers"]
     assert init["image"] == DEFAULT_RUNNER_IMAGE == "busybox:1.37.0-musl"
-    assert init["command"] == list(INSTALL_COMMAND) and len(INSTALL_COMMAND[2]) <= 200
+    assert init["command"] == list(INSTALL_COMMAND) and len(INSTALL_COMMAND[2]) <= 440
     env = {e["name"]: e for e in init["env"]}
     assert env["KC_RUNNER_SHA256"]["value"] == DIGEST
     assert env[RUNNER_ENV]["valueFrom"] == {"configMapKeyRef": {"name": configmap_name(), "key": "runner"}}
