@@ -34,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     where = check.add_mutually_exclusive_group()
     where.add_argument(
         "--conn-id",
-        help="an Airflow connection (kubernetes or kruise_chain type; read as Airflow reads it, "
-        "e.g. from AIRFLOW_CONN_<ID>)",
+        help="an Airflow connection (kubernetes or kruise_chain type; read as Airflow's command line reads "
+        "it: AIRFLOW_CONN_<ID>, a secrets backend, or the metadata database)",
     )
     where.add_argument("--kubeconfig", help="a kubeconfig file instead of a connection")
     where.add_argument("--in-cluster", action="store_true", help="the pod's service account")

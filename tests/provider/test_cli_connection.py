@@ -1,0 +1,65 @@
+"""`kruise-chain check --conn-id ID` reads the connection where Airflow keeps it: a connection made with
+`airflow connections add` or the UI lives in the metadata database, which the Task SDK's hooks do not read
+outside a task or an Airflow server process (only the environment and secrets backends there).
+docs/getting-started-cluster.md checks its connection so; before 758d7c4, the check failed with "The conn_id
+`kruise_chains` isn't defined"."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kruise_local import ClusterConfig, LocalCluster
+
+from airflow_kruise_chain.preflight import FAIL, OK
+from tests.e2e.conftest import airflow_home  # noqa: F401  (a migrated metadata database)
+
+CONN_ID = "chains_in_the_database"
+
+
+@pytest.fixture
+def stored_connection(tmp_path: Path, airflow_home: Path) -> Iterator[None]:  # noqa: F811
+    """A local cluster, and a kruise_chain connection to it in Airflow's metadata database (its kubeconfig in
+    the connection, as `airflow connections add --conn-extra '{"kube_config": ...}'` stores it)."""
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "cluster"))) as cluster:
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig").read_text()
+        extra = json.dumps({"kube_config": kubeconfig, "namespace": "default"})
+        with create_session() as session:
+            session.add(Connection(conn_id=CONN_ID, conn_type="kruise_chain", extra=extra))
+        try:
+            yield
+        finally:
+            with create_session() as session:
+                session.query(Connection).filter(Connection.conn_id == CONN_ID).delete()
+
+
+def test_a_connection_in_the_metadata_database_is_checked(stored_connection) -> None:
+    from airflow_kruise_chain.cli import main
+
+    assert f"AIRFLOW_CONN_{CONN_ID.upper()}" not in os.environ  # only in the database
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--conn-id", CONN_ID, "--no-probe", "--without", "admission-policy"])
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith(f"{OK.upper():7} connection: http") for line in lines), out.getvalue()
+    assert any(line.startswith(f"{OK.upper():7} Kubernetes: v1.") for line in lines), out.getvalue()
+
+
+def test_a_connection_nowhere_still_fails_naming_the_fix(airflow_home: Path) -> None:  # noqa: F811
+    from airflow_kruise_chain.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(["check", "--conn-id", "no_such_connection", "--output", "json"])
+    doc = json.loads(out.getvalue())
+    (connection,) = [f for f in doc["findings"] if f["check"] == "connection"]
+    assert status == 1 and connection["status"] == FAIL
+    assert "no_such_connection" in connection["detail"] and "--conn-id" in connection["fix"]
