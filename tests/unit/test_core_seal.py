@@ -328,3 +328,6 @@ def test_a_restricted_chains_non_root_user_and_read_only_root_stay() -> None:
     with pytest.raises(ChainConfigError) as caught:
         build(_slot(securityContext={"runAsNonRoot": False}), pod_security="restricted")
     assert caught.value.field == "pod_template.spec.containers[slot-a].securityContext.runAsNonRoot"
+    with pytest.raises(ChainConfigError) as caught:  # the slots' layer is read-only (a stage cannot plant)
+        build(_slot(securityContext={"readOnlyRootFilesystem": False}))
+    assert caught.value.field == "pod_template.spec.containers[slot-a].securityContext.readOnlyRootFilesystem"
