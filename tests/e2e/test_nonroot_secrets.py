@@ -83,23 +83,22 @@ def _expected(uid: int) -> dict[str, str]:
     return {"uid": str(uid), "env": digest, "file": digest, "config": "3", "modes": "440 440 "}
 
 
-def test_a_restricted_chain_reads_secret_env_and_a_secret_volume(e2e_cluster, capfd, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("level", "options"),
+    [
+        ("restricted", {"pod_security": "restricted"}),  # runs as 65532
+        ("baseline", {"image": "gcr.io/distroless/python3-debian12:nonroot"}),  # the image's user, 65532
+    ],
+    ids=["restricted-chain", "non-root-image"],
+)
+def test_a_non_root_chain_reads_secret_env_a_secret_volume_and_a_configmap(
+    e2e_cluster, capfd, tmp_path, level: str, options: dict[str, Any]
+) -> None:
     if e2e_cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
         pytest.skip("only the oci and bwrap sandboxes switch users")
-    ns = labelled_namespace(e2e_cluster, "restricted", tmp_path)
+    ns = labelled_namespace(e2e_cluster, level, tmp_path)
     _objects(e2e_cluster, ns, tmp_path)
-    run = _run(ns, "restricted_secrets", pod_security="restricted")
-    out = capfd.readouterr().out
-    assert str(run.state) == "success", (task_states(run), out[-3000:])
-    assert xcoms(run)["c.use"]["outputs"] == _expected(65532)
-
-
-def test_a_chain_of_a_non_root_image_reads_them(e2e_cluster, capfd, tmp_path) -> None:
-    if e2e_cluster.kubelet.runtime.sandbox not in ("oci", "bwrap"):
-        pytest.skip("only the oci and bwrap sandboxes switch users")
-    ns = labelled_namespace(e2e_cluster, "baseline", tmp_path)
-    _objects(e2e_cluster, ns, tmp_path)
-    run = _run(ns, "nonroot_image_secrets", image="gcr.io/distroless/python3-debian12:nonroot")
+    run = _run(ns, f"{level}_secrets", **options)
     out = capfd.readouterr().out
     assert str(run.state) == "success", (task_states(run), out[-3000:])
     assert xcoms(run)["c.use"]["outputs"] == _expected(65532)

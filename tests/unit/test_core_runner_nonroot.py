@@ -92,11 +92,11 @@ def stop(slot: subprocess.Popen) -> None:
 APPLETS = ("sh", "sha256sum", "cp", "chmod", "mkdir", "mv", "cat", "ls")
 
 
-def init_container(runner: Path, script: str) -> list[str]:
-    """The chain pod's init container as a runtime runs it, as the non-root user: the busybox image's root
-    (`FROM scratch`: /bin/busybox and its applet links, PATH /bin; the host's /usr only for setpriv), the
-    runner's emptyDir, and the env as the kubelet resolves it: ``KC_RUNNER`` the ConfigMap's value (here
-    `script`), ``KC_RUNNER_SHA256`` the pod spec's."""
+def init_container(runner: Path, script: str, root_capabilities: set[str] | None = None) -> list[str]:
+    """The chain pod's init container as a runtime runs it, as the non-root user (or as root with
+    `root_capabilities`): the busybox image's root (`FROM scratch`: /bin/busybox and its applet links, PATH
+    /bin; the host's /usr only for setpriv), the runner's emptyDir, and the env as the kubelet resolves it:
+    ``KC_RUNNER`` the ConfigMap's value (here `script`), ``KC_RUNNER_SHA256`` the pod spec's."""
     spec = _init_spec()
     cmd = [
         BWRAP,
@@ -113,13 +113,15 @@ def init_container(runner: Path, script: str) -> list[str]:
     cmd += ["--dir", "/bin", "--ro-bind", str(BUSYBOX), "/bin/busybox"]
     for applet in APPLETS:
         cmd += ["--symlink", "busybox", f"/bin/{applet}"]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(runner), RUNNER_MOUNT]
-    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(runner), RUNNER_MOUNT, "--cap-drop", "ALL"]
+    for cap in sorted(root_capabilities if root_capabilities is not None else {"CAP_SETUID", "CAP_SETGID"}):
+        cmd += ["--cap-add", cap]
     cmd += ["--unshare-pid", "--as-pid-1", "--die-with-parent", "--clearenv", "--setenv", "PATH", "/bin"]
     for env in spec["env"]:
         value = script if "valueFrom" in env else env["value"]
         cmd += ["--setenv", env["name"], value]
-    return [*cmd, "--", SETPRIV, *USER, "--", *spec["command"]]
+    user = [SETPRIV, *USER, "--"] if root_capabilities is None else []
+    return [*cmd, "--", *user, *spec["command"]]
 
 
 def _init_spec() -> dict:

@@ -15,16 +15,8 @@ import pytest
 from kruise_local.capabilities import DEFAULT_CAPABILITIES
 
 from airflow_kruise_chain.core.manifest import UNREADABLE_RUNNER_CAPABILITIES
-from airflow_kruise_chain.core.runnerinstall import (
-    INSTALL_COMMAND,
-    RUNNER_ENV,
-    SHA_ENV,
-    UNSEALED_EXIT,
-    install_failure,
-    runner_script,
-    runner_sha256,
-)
-from airflow_kruise_chain.core.wire import RUNNER_MOUNT
+from airflow_kruise_chain.core.runnerinstall import UNSEALED_EXIT, install_failure, runner_script
+from tests.unit.test_core_runner_nonroot import init_container
 
 BUSYBOX, BWRAP = shutil.which("busybox"), shutil.which("bwrap")
 pytestmark = pytest.mark.skipif(
@@ -33,27 +25,10 @@ pytestmark = pytest.mark.skipif(
 
 
 def install(volume: Path, capabilities: set[str]) -> subprocess.CompletedProcess[str]:
-    """The init container's command in its own root (the host's /usr, busybox at /bin/busybox and
-    /bin/sh) and pid namespace, as root with `capabilities`."""
-    cmd = [BWRAP, "--ro-bind", "/usr", "/usr", "--ro-bind", BUSYBOX, "/bin/busybox"]
-    cmd += [
-        "--symlink",
-        "busybox",
-        "/bin/sh",
-        "--ro-bind",
-        "/etc",
-        "/etc",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-    ]
-    cmd += ["--bind", str(volume), RUNNER_MOUNT, "--cap-drop", "ALL"]
-    for cap in sorted(capabilities):
-        cmd += ["--cap-add", cap]
-    cmd += ["--unshare-pid", "--as-pid-1", "--die-with-parent", "--clearenv", "--setenv", "PATH", "/bin"]
-    cmd += ["--setenv", RUNNER_ENV, runner_script(), "--setenv", SHA_ENV, runner_sha256(), "--"]
-    return subprocess.run([*cmd, *INSTALL_COMMAND], capture_output=True, text=True, timeout=60)
+    """The init container's command as a runtime runs it (`init_container`), as root with `capabilities`."""
+    return subprocess.run(
+        init_container(volume, runner_script(), capabilities), capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_probe_passes_with_the_chains_drops_and_fails_where_the_runner_stays_readable(tmp_path) -> None:
