@@ -2,7 +2,8 @@
 carried out over the sync client (a task) or the async one (a trigger).
 
 A guarded update is a generator (`Guarded`): it yields the call it needs (`READ`: the chain pod's snapshot,
-None once it is gone; `patch(body)`: the patched pod's snapshot) and is sent the answer; a call that failed
+None once it is gone; `patch(body)`, `resize(body)`: the pod's snapshot as the patch or the `pods/resize`
+left it) and is sent the answer; a call that failed
 is thrown into it where it yielded (`ConflictError` on a 409: both hooks raise it, `KruiseHook` and
 `AsyncKruiseHook` keeping one contract), so it reads as the blocking code it replaces and decides, once,
 what a conflict or an error means. `run` carries it out over a `ChainApi`, `arun` over an `AsyncPodApi`.
@@ -24,7 +25,7 @@ T = TypeVar("T")
 class Call:
     """One call a guarded update needs: the client's `method` on the chain pod, with `body` if any."""
 
-    method: Literal["read_pod", "patch_pod"]
+    method: Literal["read_pod", "patch_pod", "resize_pod"]
     body: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
@@ -42,16 +43,24 @@ def patch(body: dict[str, Any]) -> Call:
     return Call("patch_pod", body)
 
 
+def resize(body: dict[str, Any]) -> Call:
+    """A `pods/resize` patch of the chain pod: sent the pod's snapshot; `ConflictError` (a stale
+    resourceVersion), `ResizeRefusedError` or `ResizeUnsupportedError` thrown in."""
+    return Call("resize_pod", body)
+
+
 Guarded = Generator[Call, ChainPod | None, T]
 """a guarded update that ends with a `T`"""
 
 
 class AsyncPodApi(Protocol):
-    """What `arun` needs of an async client (`AsyncKruiseHook`): `ChainApi`'s pod read and patch, awaited."""
+    """What `arun` needs of an async client (`AsyncKruiseHook`): `ChainApi`'s pod calls, awaited."""
 
     async def read_pod(self, name: str, namespace: str) -> ChainPod | None: ...
 
     async def patch_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod: ...
+
+    async def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod: ...
 
 
 class _Walk(Generic[T]):
@@ -88,8 +97,9 @@ async def _aoutcome(answer: Awaitable[Any]) -> tuple[Any, Exception | None]:
         return None, error
 
 
-def run(steps: Guarded[T], api: ChainApi, pod_name: str, namespace: str) -> T:
-    """Carry out `steps` over a blocking client; what it returns (an error it does not handle is raised)."""
+def run(steps: Guarded[T], api: ChainApi | Any, pod_name: str, namespace: str) -> T:
+    """Carry out `steps` over a blocking client (`ChainApi`, or a part of it that has the calls `steps`
+    yields); what it returns (an error it does not handle is raised)."""
     walk = _Walk(steps)
     while (call := walk.call) is not None:
         walk.go_on(*_outcome(lambda: getattr(api, call.method)(pod_name, namespace, *call.args)))

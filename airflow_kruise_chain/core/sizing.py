@@ -22,8 +22,9 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from .conflicts import READ, AsyncPodApi, Guarded, arun, resize, run
 from .constants import other_slot
 from .errors import (
     ChainError,
@@ -259,16 +260,85 @@ def limit_kept(
     return _keep_memory_limit(target, current)
 
 
-class AsyncResizeApi(Protocol):
-    """What a park from the triggerer needs from an async Kubernetes client (`AsyncKruiseHook`)."""
+def _resized(request: SlotResize, stage: str, log: Callable[[str], None]) -> Guarded[ChainPod]:
+    """Make `request`'s resize, its memory limit kept when the API server refuses to lower it: the pod as
+    it left it. A stale resourceVersion: `ConflictError`."""
+    slot, sizing, target = request.slot, request.sizing, request.target
+    try:
+        return cast(ChainPod, (yield resize(resize_body(slot, target, request.version))))
+    except ResizeRefusedError as refused:
+        target = limit_kept(refused, stage, slot, request.current, target, sizing, log)
+    try:  # refused: the pod did not change
+        return cast(ChainPod, (yield resize(resize_body(slot, target, request.version))))
+    except ResizeRefusedError as refused:  # refused again
+        raise refused_message(stage, slot, target, sizing, refused) from refused
 
-    async def read_pod(self, name: str, namespace: str) -> ChainPod | None: ...
 
-    async def resize_pod(self, name: str, namespace: str, body: dict[str, Any]) -> ChainPod: ...
+def guarded_park(
+    stage: str, slot: str, generation: int, log: Callable[[str], None], seen: ChainPod | None = None
+) -> Guarded[ChainPod | None]:
+    """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
+    that generation: a guarded update (in a task `SlotSizer.park_generation`, in a deferred stage's trigger
+    `apark_generation`). The resize is guarded by the pod's resourceVersion (read again after a conflict),
+    since a slot another task has swapped since holds that task's stage, which must not be shrunk. `seen`:
+    the pod as the caller last read it; one sized statically needs no read (the sizing annotation is fixed
+    when setup creates the pod). Ends with the pod as the resize left it (None: nothing parked).
+
+    Ends once the API server took the resize, without waiting for the kubelet to apply it: nothing waits on
+    a parked slot. The next swap's sizing copes with a resize still in progress (a resize of its own slot is
+    done only once the pod's is) and with a limit the kubelet refused to lower (the usage is above it:
+    `SlotSizer._keep_refused_limit`)."""
+    if seen is not None and ChainSizing.from_pod(seen) is None:
+        return None
+    for _ in range(PARK_CONFLICTS):
+        request = park_request((yield READ), slot, generation)
+        if request is None:
+            return None
+        log(request.says(stage))
+        try:
+            return (yield from _resized(request, stage, log))
+        except ConflictError:
+            continue
+    return None
+
+
+def guarded_size_ahead(
+    stage: str,
+    image: str,
+    ended: str,
+    idle: Callable[[ChainPod, str], bool],
+    log: Callable[[str], None],
+    pod: ChainPod | None = None,
+) -> Guarded[ChainPod | None]:
+    """Size the slot other than `ended` for `stage`, predicted to run next on `image`, once the stage that ran
+    in `ended` has ended and `ended` is parked (`guarded_park`), as a guarded update (in a task
+    `SlotSizer.size_ahead`; in a deferred stage's trigger with `idle_by_pod`: no log read there): the next
+    stage's swap then finds its slot sized, and the kubelet applies the resize while Airflow starts that
+    stage's task instead of after its swap asked for it (a sync of the pod: up to a PLEG relist, ~1 s). Ends
+    with the pod as the resize left it; None when it asked for none.
+
+    Only when that slot holds `image` (the swap will say go there) and `idle` says no generation runs there,
+    and only while `ended` reserves no more than the parked minimum (`ahead_request`). One request, guarded
+    by the resourceVersion of `pod` (as the park left it; None: read it), read again after a conflict
+    (`AHEAD_CONFLICTS` tries); it does not wait for the kubelet. A wrong prediction is sized by the swap that
+    runs instead, as without it."""
+    for _ in range(AHEAD_CONFLICTS):
+        pod = pod or (yield READ)
+        request = ahead_request(pod, image, ended, stage, idle)
+        if request is None:
+            return None
+        try:
+            resized = yield from _resized(request, stage, log)
+        except ConflictError:
+            pod = None
+            continue
+        log(request.says_ahead(stage, ended))
+        return resized
+    return None
 
 
 async def apark_generation(
-    api: AsyncResizeApi,
+    api: AsyncPodApi,
     pod_name: str,
     namespace: str,
     stage: str,
@@ -277,68 +347,9 @@ async def apark_generation(
     log: Callable[[str], None],
     seen: ChainPod | None = None,
 ) -> ChainPod | None:
-    """`SlotSizer.park_generation` over an async client (a deferred stage's trigger parks its slot); the pod
-    as its resize left it (None: nothing to park)."""
-    if seen is not None and ChainSizing.from_pod(seen) is None:
-        return None
-    for _ in range(PARK_CONFLICTS):
-        request = park_request(await api.read_pod(pod_name, namespace), slot, generation)
-        if request is None:
-            return None
-        log(request.says(stage))
-        try:
-            return await _apark(api, pod_name, namespace, stage, request, log)
-        except ConflictError:
-            continue
-    return None
-
-
-async def asize_ahead(
-    api: AsyncResizeApi,
-    pod_name: str,
-    namespace: str,
-    stage: str,
-    image: str,
-    ended: str,
-    log: Callable[[str], None],
-    pod: ChainPod | None = None,
-) -> bool:
-    """`SlotSizer.size_ahead` over an async client, from `pod` (the park's answer; None: read it), with the
-    slot idle only when the pod alone says so (`idle_by_pod`; no log read: else the next swap sizes it)."""
-    for _ in range(AHEAD_CONFLICTS):
-        pod = pod or await api.read_pod(pod_name, namespace)
-        request = ahead_request(pod, image, ended, stage, idle_by_pod)
-        if request is None:
-            return False
-        try:
-            await _apark(api, pod_name, namespace, stage, request, log)
-        except ConflictError:
-            pod = None
-            continue
-        log(request.says_ahead(stage, ended))
-        return True
-    return False
-
-
-async def _apark(
-    api: AsyncResizeApi,
-    pod_name: str,
-    namespace: str,
-    stage: str,
-    request: SlotResize,
-    log: Callable[[str], None],
-) -> ChainPod:
-    """Make `request`'s resize (its memory limit kept if the API server refuses to lower it); the pod as it
-    left it."""
-    slot, sizing = request.slot, request.sizing
-    try:
-        return await api.resize_pod(pod_name, namespace, resize_body(slot, request.target, request.version))
-    except ResizeRefusedError as refused:
-        kept = limit_kept(refused, stage, slot, request.current, request.target, sizing, log)
-    try:
-        return await api.resize_pod(pod_name, namespace, resize_body(slot, kept, request.version))
-    except ResizeRefusedError as refused:  # refused again: the pod did not change
-        raise refused_message(stage, slot, kept, sizing, refused) from refused
+    """`guarded_park` over an async client (a deferred stage's trigger parks its slot); the pod as its
+    resize left it (None: nothing to park)."""
+    return await arun(guarded_park(stage, slot, generation, log, seen), api, pod_name, namespace)
 
 
 class SlotSizer:
@@ -417,62 +428,19 @@ class SlotSizer:
         return self.size(pod, stage, slot, other, idle, deadline, restarting)
 
     def park_generation(self, stage: str, slot: str, generation: int, seen: ChainPod | None = None) -> None:
-        """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
-        that generation: the resize is guarded by the pod's resourceVersion (read again after a conflict),
-        since a slot another task has swapped since holds that task's stage, which must not be shrunk.
-        `seen`: the pod as the caller last read it; one sized statically needs no read (the sizing
-        annotation is fixed when setup creates the pod). Does not wait for the kubelet (see `park`)."""
-        if seen is not None and ChainSizing.from_pod(seen) is None:
-            return
-        for _ in range(PARK_CONFLICTS):
-            request = park_request(self.api.read_pod(self.pod_name, self.namespace), slot, generation)
-            if request is None:
-                return
-            try:
-                self.park(request, stage)
-                return
-            except ConflictError:
-                continue
+        """`guarded_park` over this sizer's client."""
+        parked = run(
+            guarded_park(stage, slot, generation, self.log, seen), self.api, self.pod_name, self.namespace
+        )
+        self.last = parked or self.last
 
     def size_ahead(self, stage: str, image: str, ended: str, idle: Callable[[ChainPod, str], bool]) -> bool:
-        """Size the slot other than `ended` for `stage`, predicted to run next on `image`, once the stage
-        that ran in `ended` has ended and `ended` is parked (`park_generation`): the next stage's swap then
-        finds its slot sized, and the kubelet applies the resize while Airflow starts that stage's task
-        instead of after its swap asked for it (a sync of the pod: up to a PLEG relist, ~1 s). True if it
-        asked for the resize.
-
-        Only when that slot holds `image` (the swap will say go there) and `idle` says no generation runs
-        there, and only while `ended` reserves no more than the parked minimum (`ahead_request`). One
-        request, guarded by the resourceVersion of the pod as the park left it (read again after a conflict,
-        3 tries); it does not wait for the kubelet. A wrong prediction is sized by the swap that runs
-        instead, as without it."""
-        pod = self.last
-        for _ in range(AHEAD_CONFLICTS):
-            pod = pod or self.api.read_pod(self.pod_name, self.namespace)
-            request = ahead_request(pod, image, ended, stage, idle)
-            if request is None:
-                return False
-            try:
-                self._request(
-                    stage, request.slot, request.current, request.target, request.sizing, request.version
-                )
-            except ConflictError:
-                pod = None
-                continue
-            self.log(request.says_ahead(stage, ended))
-            return True
-        return False
-
-    def park(self, request: SlotResize, stage: str) -> None:
-        """Shrink the slot of `request`, whose stage `stage` has ended, to the parked minimum. The resize is
-        guarded by the request's resourceVersion: the client's ConflictError (409) when the pod changed.
-
-        Returns once the API server took the resize, without waiting for the kubelet to apply it: nothing
-        waits on a parked slot. The next swap's sizing copes with a resize still in progress (a resize of its
-        own slot is done only once the pod's is) and with a limit the kubelet refused to lower (the usage
-        is above it: `_keep_refused_limit`)."""
-        self.log(request.says(stage))
-        self._request(stage, request.slot, request.current, request.target, request.sizing, request.version)
+        """`guarded_size_ahead` over this sizer's client, from the pod as the park left it (`last`);
+        True if it asked for the resize."""
+        steps = guarded_size_ahead(stage, image, ended, idle, self.log, self.last)
+        resized = run(steps, self.api, self.pod_name, self.namespace)
+        self.last = resized or self.last
+        return resized is not None
 
     def _keep_refused_limit(self, pod: ChainPod, other: str, sizing: ChainSizing) -> bool:
         """When the kubelet refused to lower idle slot `other`'s memory limit to the parked one (its usage is

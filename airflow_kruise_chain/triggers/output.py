@@ -19,7 +19,7 @@ from airflow_kruise_chain.core.constants import other_slot
 from airflow_kruise_chain.core.errors import ChainError
 from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
 from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead, idle_by_pod
+from airflow_kruise_chain.core.sizing import apark_generation, guarded_size_ahead, idle_by_pod
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
 from airflow_kruise_chain.core.swap import prepare_two_ahead
 from airflow_kruise_chain.core.watch import awatch_versions
@@ -201,7 +201,8 @@ class StageOutputFollower:
 
     async def park(self, pod: ChainPod | None) -> bool:
         """Park the ended generation's slot (`apark_generation`) and, when the stage succeeded, size the next
-        stage's slot ahead (`asize_ahead`) and prepare the ended slot two ahead (`prepare_two_ahead`), as a
+        stage's slot ahead (`guarded_size_ahead`, the slot idle only when the pod alone says so: no log read)
+        and prepare the ended slot two ahead (`prepare_two_ahead`), as a
         stage task does at its stage's end; their lines go to the task log. False when the park failed
         otherwise than with a ChainError (which the next swap mends, as the stage task's park): the resumed
         task parks it then."""
@@ -218,13 +219,16 @@ class StageOutputFollower:
             return False
         else:
             if self.ahead is not None and result is not None and result.exit_code == 0:
+                sized = None
                 try:
-                    await asize_ahead(*args, *self.ahead, slot, lines.append, parked)
+                    ahead = guarded_size_ahead(*self.ahead, slot, idle_by_pod, lines.append, parked)
+                    sized = await arun(ahead, *args)
                 except Exception as err:  # ahead-of-time work: the next swap sizes its slot itself
                     lines.append(f"::kruise-chain:: not sizing {other_slot(slot)} ahead: {err}")
-                if self.then is not None:
+                if self.then is not None:  # from the pod as the last resize left it, as the task does
+                    latest = sized or parked or pod
                     steps = prepare_two_ahead(
-                        lines.append, slot, self.generation, self.ahead, self.then, idle_by_pod, parked or pod
+                        lines.append, slot, self.generation, self.ahead, self.then, idle_by_pod, latest
                     )
                     await arun(steps, *args)
         if lines:

@@ -531,8 +531,8 @@ def test_the_swap_into_a_slot_sized_ahead_asks_for_nothing_and_waits_only_for_th
 
 
 class _AsyncParkApi:
-    """`_ParkApi` as the triggerer's async hook answers (`AsyncResizeApi`); `refuse`: the API server's 422
-    message for the first resize (as before 1.34 for a lower memory limit)."""
+    """`_ParkApi` as the triggerer's async hook answers (`conflicts.AsyncPodApi`); `refuse`: the API
+    server's 422 message for the first resize (as before 1.34 for a lower memory limit)."""
 
     def __init__(self, api: _ParkApi, refuse: str = "") -> None:
         self.api, self.refuse = api, refuse
@@ -599,16 +599,19 @@ def test_the_triggerers_park_keeps_a_memory_limit_the_api_server_will_not_lower(
 
 
 def test_the_triggerer_sizes_the_next_stage_s_slot_ahead_from_the_park_s_answer():
-    """A deferred stage's trigger sizes ahead as its task would (`asize_ahead`), from the pod its park left
-    (no read), and only when the pod alone says the slot is idle (no log read in the triggerer)."""
+    """A deferred stage's trigger sizes ahead as its task would (`guarded_size_ahead` over the async client),
+    from the pod its park left (no read), and only when the pod alone says the slot is idle (no log read in
+    the triggerer)."""
     import asyncio
 
-    from airflow_kruise_chain.core.sizing import apark_generation, asize_ahead
+    from airflow_kruise_chain.core.conflicts import arun
+    from airflow_kruise_chain.core.sizing import apark_generation, guarded_size_ahead, idle_by_pod
     from airflow_kruise_chain.core.wire import slot_annotation
 
     async def park_and_size(api: _AsyncParkApi, lines: list[str]) -> bool:
         parked = await apark_generation(api, "p", "ns", "big", "slot-a", 3, lines.append)
-        return await asize_ahead(api, "p", "ns", "small", "acme/small:1", "slot-a", lines.append, parked)
+        ahead = guarded_size_ahead("small", "acme/small:1", "slot-a", idle_by_pod, lines.append, parked)
+        return await arun(ahead, api, "p", "ns") is not None
 
     pod, sizing = _ended_in_a()
     api, lines = _ParkApi(pod), []
