@@ -260,16 +260,19 @@ def limit_kept(
     return _keep_memory_limit(target, current)
 
 
-def _resized(request: SlotResize, stage: str, log: Callable[[str], None]) -> Guarded[ChainPod]:
-    """Make `request`'s resize, its memory limit kept when the API server refuses to lower it: the pod as
-    it left it. A stale resourceVersion: `ConflictError`."""
+def _resized(
+    request: SlotResize, stage: str, log: Callable[[str], None]
+) -> Guarded[tuple[ChainPod, Resources]]:
+    """Make `request`'s resize, its memory limit kept when the API server refuses to lower it (before 1.34
+    it refuses any in-place memory limit decrease): the pod as it left it, and the target it took. A stale
+    resourceVersion: `ConflictError`."""
     slot, sizing, target = request.slot, request.sizing, request.target
     try:
-        return cast(ChainPod, (yield resize(resize_body(slot, target, request.version))))
+        return cast(ChainPod, (yield resize(resize_body(slot, target, request.version)))), target
     except ResizeRefusedError as refused:
         target = limit_kept(refused, stage, slot, request.current, target, sizing, log)
     try:  # refused: the pod did not change
-        return cast(ChainPod, (yield resize(resize_body(slot, target, request.version))))
+        return cast(ChainPod, (yield resize(resize_body(slot, target, request.version)))), target
     except ResizeRefusedError as refused:  # refused again
         raise refused_message(stage, slot, target, sizing, refused) from refused
 
@@ -296,9 +299,10 @@ def guarded_park(
             return None
         log(request.says(stage))
         try:
-            return (yield from _resized(request, stage, log))
+            parked, _ = yield from _resized(request, stage, log)
         except ConflictError:
             continue
+        return parked
     return None
 
 
@@ -328,7 +332,7 @@ def guarded_size_ahead(
         if request is None:
             return None
         try:
-            resized = yield from _resized(request, stage, log)
+            resized, _ = yield from _resized(request, stage, log)
         except ConflictError:
             pod = None
             continue
@@ -472,9 +476,12 @@ class SlotSizer:
         version: str | None = None,
         admitted: bool = False,
     ) -> None:
-        """Resize `slot` from `current` to `target` (only if the pod is still at `version`, when given) and
-        wait until the kubelet applied it (`admitted`: until it allocated it)."""
-        pod, target = self._request(stage, slot, current, target, sizing, version)
+        """Resize `slot` from `current` to `target` (only if the pod is still at `version`, when given: the
+        limit kept when the API server refused to lower it, `_resized`) and wait until the kubelet applied it
+        (`admitted`: until it allocated it)."""
+        request = SlotResize(slot, dict(current), target, sizing, version)
+        pod, target = run(_resized(request, stage, self.log), self.api, self.pod_name, self.namespace)
+        self.last = pod
         self._await(stage, slot, pod, current, target, sizing, shrinking, deadline, admitted)
 
     def _await(
@@ -525,26 +532,6 @@ class SlotSizer:
             f"swap timeout: resizing {slot} for stage {stage!r} to {_describe(target)} did not complete: "
             + "; ".join(sorted(said) or ["not applied yet"])
         )
-
-    def _request(
-        self,
-        stage: str,
-        slot: str,
-        current: Mapping[str, Mapping[str, str]],
-        target: Resources,
-        sizing: ChainSizing,
-        version: str | None,
-    ) -> tuple[ChainPod, Resources]:
-        """Ask the API server to resize `slot` from `current` to `target` (only if the pod is still at
-        `version`, when given): the pod it answers and the target it took (the limit kept when it refused
-        to lower a memory limit)."""
-        try:
-            pod = self.api.resize_pod(self.pod_name, self.namespace, resize_body(slot, target, version))
-        except ResizeRefusedError as refused:
-            target = limit_kept(refused, stage, slot, current, target, sizing, self.log)
-            pod = self._resize(stage, slot, target, sizing, version)  # refused: the pod did not change
-        self.last = pod
-        return pod, target
 
     def _resize(
         self, stage: str, slot: str, target: Resources, sizing: ChainSizing, version: str | None = None
