@@ -3,10 +3,10 @@ carried out over the sync client (a task) or the async one (a trigger).
 
 A guarded update is a generator (`Guarded`): it yields the call it needs (`READ`: the chain pod's snapshot,
 None once it is gone; `patch(body)`, `resize(body)`: the pod's snapshot as the patch or the `pods/resize`
-left it) and is sent the answer; a call that failed
-is thrown into it where it yielded (`ConflictError` on a 409: both hooks raise it, `KruiseHook` and
-`AsyncKruiseHook` keeping one contract), so it reads as the blocking code it replaces and decides, once,
-what a conflict or an error means. `run` carries it out over a `ChainApi`, `arun` over an `AsyncPodApi`.
+left it) and is sent the answer; a call that failed is thrown into it where it yielded (`ConflictError` on a
+409: both hooks raise it, `KruiseHook` and `AsyncKruiseHook` keeping one contract), so it reads as the
+blocking code it replaces and decides, once, what a conflict or an error means. `run` carries it out over a
+`ChainApi`, `arun` over an `AsyncPodApi`.
 """
 
 from __future__ import annotations
