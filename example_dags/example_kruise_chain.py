@@ -1,9 +1,10 @@
 """Example: a four-stage chain in one persistent pod, passing data through the scratch volume.
 
 generate (1,000 CSV records) -> transform (clean and enrich) -> aggregate (per region) -> report.
-Every stage is a different image; `prewarm` pulls them onto the chain pod's node before the first swap.
-Runs unchanged on a real cluster with OpenKruise (given those images) or on the embedded local cluster,
-whose shipped image catalogue provides them (`kruise-local up`, or `python example_dags/run_example.py`).
+Every stage is a different public image (busybox, alpine, debian, python); `prewarm` pulls them onto the
+chain pod's node before the first swap. Runs unchanged on a real cluster with OpenKruise or on the embedded
+local cluster, whose shipped image catalogue models them (`kruise-local up`, or
+`python example_dags/run_example.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from airflow.sdk import DAG
 
 from airflow_kruise_chain.chain import KruiseChain
 
-REGISTRY = "ghcr.io/airflow-kruise-chain"
 NAMESPACE = os.environ.get("KRUISE_CHAIN_NAMESPACE", "default")
 
 GENERATE = r"""
@@ -67,22 +67,22 @@ with DAG(
     with KruiseChain("etl", namespace=NAMESPACE, prewarm=True, scratch_size_limit="256Mi") as chain:
         generate = chain.stage(
             "generate",
-            image=f"{REGISTRY}/generate:1.0",
+            image="busybox:1.36",
             cmds=["/bin/sh", "-c", GENERATE],
             env={"RECORDS": "1000"},
             resources={"requests": {"memory": "16Mi"}, "limits": {"memory": "64Mi"}},
         )
         transform = chain.stage(
             "transform",
-            image=f"{REGISTRY}/transform:2.1",
+            image="alpine:3.20",
             cmds=["/bin/sh", "-c", TRANSFORM],
             env={"MIN_VALUE": "250"},
             resources={"requests": {"memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         )
         aggregate = chain.stage(
             "aggregate",
-            image=f"{REGISTRY}/aggregate:1.3",
+            image="debian:bookworm-slim",
             cmds=["/bin/sh", "-c", AGGREGATE],
         )
-        report = chain.stage("report", image=f"{REGISTRY}/report:0.9", cmds=["/bin/sh", "-c", REPORT])
+        report = chain.stage("report", image="python:3.11-slim", cmds=["/bin/sh", "-c", REPORT])
         generate >> transform >> aggregate >> report
