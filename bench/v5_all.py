@@ -2,7 +2,7 @@
 
     python bench/v5_all.py            # the quiet set: about 46 min on the quiet 2-core machine
     python bench/v5_all.py --list     # the commands it runs, each with its expected duration
-    python bench/v5_all.py --smoke    # the same commands made small (N = 3, few modes): about 12 min
+    python bench/v5_all.py --smoke    # the same commands made small (N = 3, few modes): about 17 min loaded
 
 Runs, one after the other (nothing else should run meanwhile: every figure is a time), the commands of `STEPS`
 (`bench/pipelines.py` scenarios on the realistic profile: chain with the go by exec and by the annotation
@@ -364,7 +364,9 @@ def git_commit() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--smoke", action="store_true", help="the same commands made small (about 12 min)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="the same commands made small (about 17 min on a loaded machine)"
+    )
     ap.add_argument("--list", action="store_true", help="print the commands and their expected durations")
     ap.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in STEPS))
     args = ap.parse_args()
