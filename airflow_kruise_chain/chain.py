@@ -14,7 +14,7 @@ from airflow_kruise_chain.connection import KubeConnection
 from airflow_kruise_chain.core import ChainConfigError, ChainSpec, StageSpec, sources
 from airflow_kruise_chain.core.manifest import check_annotations_size, deep_merge
 from airflow_kruise_chain.core.spec import check_name
-from airflow_kruise_chain.decorators.kruise_chain import ACTIVE_CHAINS, chain_task
+from airflow_kruise_chain.decorators.kruise_chain import ACTIVE_CHAINS, chain_task, stage_name_of
 from airflow_kruise_chain.mapped import MappedStage, literal_images
 from airflow_kruise_chain.operators.base import ChainBaseOperator, check_defer_after, check_positive
 from airflow_kruise_chain.operators.chain import (
@@ -26,9 +26,12 @@ from airflow_kruise_chain.operators.chain import (
 from airflow_kruise_chain.operators.pod import ChainSetupOperator, ChainTeardownOperator
 from airflow_kruise_chain.templating import (
     STAND_IN_IMAGE,
+    STAND_IN_WORD,
     check_renderable,
     largest_payloads,
+    resolved_later,
     run_level,
+    stand_in,
     templated,
     unwrap_literals,
     validatable,
@@ -78,13 +81,14 @@ class BoundStage:
         self.declare = declare
         update_wrapper(self, declare)
 
-    def __call__(self, name: str, **kwargs: Any) -> KruiseChainOperator:
+    def __call__(self, name: str | None = None, /, **kwargs: Any) -> KruiseChainOperator:
         return self.declare(self.chain, name, **kwargs)
 
-    def partial(self, name: str, **kwargs: Any) -> MappedStage:
+    def partial(self, name: str | None = None, /, **kwargs: Any) -> MappedStage:
         """A mapped stage: what every map index shares (`chain.stage`'s options, `max_map_length`); its
         `expand(...)` / `expand_kwargs(...)` give the rest."""
-        return MappedStage(self.chain, name, kwargs)
+        task_id, stage_name = self.chain.naming(name, kwargs)
+        return MappedStage(self.chain, task_id, stage_name, kwargs)
 
 
 class KruiseChain:
@@ -255,9 +259,32 @@ class KruiseChain:
             raise
         return self
 
+    def naming(self, name: str | None, kwargs: dict[str, Any]) -> tuple[str, str]:
+        """(task id, stage name) of a stage declared as ``chain.stage(NAME, ...)`` or as KubernetesPodOperator
+        tasks are, ``chain.stage(task_id=..., name=...)`` (both popped from `kwargs`): the task id is
+        `task_id` or NAME; the stage's name in the pod is KPO's `name`, else the task id, made a DNS label as
+        KPO makes a pod's name (``write_xcom`` runs as stage ``write-xcom``)."""
+        where = f"stages[{len(self.stages)}]"
+        task_id, pod_name = kwargs.pop("task_id", None), kwargs.pop("name", None)
+        if name is not None and task_id is not None and name != task_id:
+            raise ChainConfigError(
+                f"{where}.task_id",
+                f"the stage is named {name!r} and given task_id={task_id!r}: give one",
+            )
+        task_id = task_id if task_id is not None else name if name is not None else pod_name
+        if not isinstance(task_id, str) or not task_id:
+            raise ChainConfigError(
+                f"{where}.task_id",
+                "is required: name the stage, chain.stage('extract', ...) (or task_id='extract', as for "
+                "KubernetesPodOperator)",
+            )
+        named = pod_name if isinstance(pod_name, str) and pod_name else task_id
+        return task_id, stage_name_of(named) or named
+
     def stage(
         self,
-        name: str,
+        name: str | None = None,
+        /,
         *,
         image: str | None = None,
         cmds: list[str] | None = None,
@@ -270,14 +297,17 @@ class KruiseChain:
         volume_mounts: list[dict[str, Any]] | None = None,
         **operator_kwargs: Any,
     ) -> KruiseChainOperator:
-        """Declare a stage (a `KruiseChainOperator` task named `name`); validated now, at parse time.
+        """Declare a stage (a `KruiseChainOperator` task called `name`, or as KubernetesPodOperator tasks are
+        declared, ``task_id=...`` and the pod's ``name=...``: see `naming`); validated now, at parse time.
 
         Credentials and config come from Kubernetes Secrets and ConfigMaps, never as `env` values: `env`
         values may be ``{"secretKeyRef": {"name", "key"}}`` or ``{"configMapKeyRef": ...}``, `secrets` takes
         cncf.kubernetes' ``Secret("env", NAME, secret, key)``, `env_from` ``{"secretRef": {"name"}}`` or
         ``{"configMapRef": ...}`` (see `core/sources.py`). KubernetesPodOperator's arguments are taken
         with its meaning, or refused naming the counterpart (`kpo.py`; docs/writing-chains.md)."""
-        where = self.where(name)
+        task_id, stage_name = self.naming(name, operator_kwargs)
+        where = self.where(stage_name)
+        kpo.refuse_xcom_file(where, operator_kwargs)
         if cmds is None:
             raise ChainConfigError(
                 f"{where}.cmds",
@@ -299,7 +329,7 @@ class KruiseChain:
         )
         mounts = kwargs.pop("volume_mounts")
         try:
-            task = KruiseChainOperator(task_id=name, stage_name=name, **kwargs)
+            task = KruiseChainOperator(task_id=task_id, stage_name=stage_name, **kwargs)
         except ChainConfigError as err:
             raise ChainConfigError(_stage_field(where, err.field), err.message) from None
         self.add_stage(task, where, mounts)
@@ -309,8 +339,12 @@ class KruiseChain:
 
     def where(self, name: str) -> str:
         """``stages[i]`` of a new stage called `name`, after the checks of its name."""
-        if self._group is None:
-            raise ChainConfigError("stage", "declare stages inside `with KruiseChain(...) as chain:`")
+        if self._group is None or self not in ACTIVE_CHAINS:
+            raise ChainConfigError(
+                "stage",
+                f"declare {name!r} and the other stages of chain {self.name!r} inside `with KruiseChain(...) "
+                "as chain:` (when the block ends, the chain's pod is defined)",
+            )
         where = f"stages[{len(self.stages)}]"
         if name in CHAIN_TASKS:
             raise ChainConfigError(
@@ -345,11 +379,13 @@ class KruiseChain:
         try:
             extra = kpo.stage_arguments(kwargs, self)
             env = _one("env", env, extra.pop("env", env))
-            resources = _one(
-                "resources", kpo.to_api(resources), extra.pop("resources", kpo.to_api(resources))
+            resources = kpo.quantities(
+                _one("resources", kpo.to_api(resources), extra.pop("resources", kpo.to_api(resources)))
             )
             every = [*kpo.env_from_sources(env_from), *extra.pop("env_from", [])]
-            env, env_sources, every = sources.from_arguments(env, secrets, every)
+            whole = env if resolved_later(env) else None  # an XComArg: a dict of strings once resolved
+            env, env_sources, every = sources.from_arguments(None if whole else env, secrets, every)
+            env = whole or env
         except ChainConfigError as err:
             raise ChainConfigError(_stage_field(where, f"stage.{err.field}"), err.message) from None
         for option in ("deferrable", "defer_after", "prepare_next", "go_via_exec", "swap_timeout"):
@@ -371,21 +407,20 @@ class KruiseChain:
     def add_stage(
         self, task: KruiseChainOperator, where: str, volume_mounts: list[Any], *, payload_later: bool = False
     ) -> None:
-        """Make `task` a stage of this chain: checked, after the prewarm (or setup), in the chain's pod.
+        """Make `task` a stage of this chain: checked, in the chain's pod (after the prewarm or setup: see
+        `_after_setup`).
         `payload_later`: its arguments are only known when it runs (a TaskFlow stage's)."""
         spec = self._check_stage(task, where, volume_mounts)
-        (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
         self.stages.append(spec)
         self.stage_tasks.append(task)
-        if payload_later:
-            self.payload_later.add(spec.name)
+        if payload_later or any(templated(getattr(task, f)) for f in ("cmds", "arguments", "env")):
+            self.payload_later.add(spec.name)  # the pod's annotations counted at the largest run spec
 
     def add_mapped_stage(self, task: Any, where: str, spec: StageSpec, indexes: list[StageSpec]) -> None:
         """Make the mapped `task` a stage of this chain (`mapped.py`): `spec` what its partial says, checked
-        with each literal map index's values (`indexes`), after the prewarm (or setup)."""
+        with each literal map index's values (`indexes`)."""
         for index in indexes:
             validatable_stage(index).validate(where)
-        (self.prewarm_task or self.setup_task) >> task  # type: ignore[operator]
         self.stages.append(spec)
         self.stage_tasks.append(task)
         self.payload_later.add(spec.name)  # expanded values are only known when each index runs
@@ -407,14 +442,15 @@ class KruiseChain:
 
     def _check_stage(self, task: KruiseChainOperator, where: str, volume_mounts: list[Any]) -> StageSpec:
         """The stage `task` runs, checked as far as it is known before rendering (ChainConfigError naming
-        `where`'s field): its template fields as Jinja will parse them, its image once rendered."""
+        `where`'s field): its template fields as Jinja will parse them, its image once rendered, what an
+        XComArg gives when the stage runs (`templating.stand_in`)."""
         check_renderable(task, f"{where}.", {"container_resources": "resources"})
         spec = StageSpec(
             name=task.stage_name,
-            image=unwrap_literals(task.image),
-            cmds=_words(f"{where}.cmds", unwrap_literals(task.cmds)),
-            arguments=_words(f"{where}.arguments", unwrap_literals(task.arguments)),
-            env=unwrap_literals(task.env),
+            image=stand_in(unwrap_literals(task.image), STAND_IN_IMAGE),
+            cmds=_words(f"{where}.cmds", stand_in(unwrap_literals(task.cmds), [STAND_IN_WORD])),
+            arguments=_words(f"{where}.arguments", stand_in(unwrap_literals(task.arguments), [])),
+            env=stand_in(unwrap_literals(task.env), {}),
             resources=task.container_resources,
             image_pull_policy=task.image_pull_policy,
             env_sources=task.env_sources,
@@ -451,6 +487,7 @@ class KruiseChain:
             # HotSwapSensor or a task reading the stages' results): roots after setup, teardown after leaves
             members = [t for t in self._group.iter_tasks() if t is not self.teardown_task]
             ids = {t.task_id for t in members}
+            self._after_setup(ids)
             for task in members:
                 if task is not self.setup_task and not (task.upstream_task_ids & ids):
                     self.setup_task >> task
@@ -470,6 +507,26 @@ class KruiseChain:
         finally:
             ACTIVE_CHAINS.remove(self)
             self._group.__exit__(exc_type, exc, tb)
+
+    def _after_setup(self, ids: set[str]) -> None:
+        """Each stage after the prewarm, or the setup: directly, but for a stage with another trigger rule
+        than all_success (a clean-up's all_done) without the prewarm, which follows the setup through the
+        tasks before it, as Airflow wants a setup task's direct downstream tasks all_success (it holds such a
+        stage while an indirect setup has not succeeded, `trigger_rule_dep`); one that no other task of the
+        chain precedes is refused."""
+        assert self.setup_task is not None
+        for i, task in enumerate(self.stage_tasks):
+            if self.prewarm_task is not None or task.trigger_rule == TriggerRule.ALL_SUCCESS:
+                (self.prewarm_task or self.setup_task) >> task
+            elif not (task.upstream_task_ids & (ids - {self.setup_task.task_id})):
+                rule = getattr(task.trigger_rule, "value", task.trigger_rule)
+                raise ChainConfigError(
+                    f"stages[{i}].trigger_rule",
+                    f"{rule!r} on a stage no other task of the chain precedes: it would follow the chain's "
+                    "setup task directly, whose direct downstream tasks Airflow wants all_success; put it "
+                    "after another stage (the rule then applies to the ends of the tasks before it), or keep "
+                    "the prewarm (prewarm=True)",
+                )
 
     def _images_known_before_their_stage(self) -> dict[str, list[str]]:
         """stage name -> its images the setup and prewarm tasks can know (a mapped stage's literal map

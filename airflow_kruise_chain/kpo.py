@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from airflow_kruise_chain.core.errors import ChainConfigError
 from airflow_kruise_chain.core.manifest import deep_merge
+from airflow_kruise_chain.templating import resolved_later
 
 SLOT_NAMES = ("slot-a", "slot-b")
 KPO_BASE_CONTAINER = "base"
@@ -56,6 +57,22 @@ def to_api(value: Any) -> Any:
     return value
 
 
+def quantities(resources: Any) -> Any:
+    """`resources` (``{"requests": {...}, "limits": {...}}``) with the numbers Kubernetes takes as quantities
+    (``{"cpu": 1}``, ``0.5``: the client sends them as JSON numbers) as the quantity strings they mean."""
+    if not isinstance(resources, Mapping):
+        return resources
+    return {
+        kind: {
+            name: str(q) if isinstance(q, (int, float)) and not isinstance(q, bool) else q
+            for name, q in values.items()
+        }
+        if isinstance(values, Mapping)
+        else values
+        for kind, values in resources.items()
+    }
+
+
 def image_pull_secret_names(value: Any) -> list[str]:
     """Secret names from any form KPO takes: ``"a,b"`` (comma-separated, as KPO splits it), a list of names,
     of ``{"name": ...}`` dicts or of `V1LocalObjectReference`s."""
@@ -75,7 +92,10 @@ def image_pull_secret_names(value: Any) -> list[str]:
 
 def env_from_env_vars(value: Any) -> dict[str, Any]:
     """KPO's `env_vars` (a dict, or a list of `V1EnvVar`s / ``{"name", "value" | "valueFrom"}`` dicts) as a
-    stage's `env` (a `valueFrom` Secret or ConfigMap key as its ``{"secretKeyRef": ...}`` value)."""
+    stage's `env` (a `valueFrom` Secret or ConfigMap key as its ``{"secretKeyRef": ...}`` value); an XComArg
+    as it is (a dict of strings once it resolves, when the stage runs)."""
+    if resolved_later(value):
+        return value
     if isinstance(value, Mapping):
         return dict(value)
     env: dict[str, Any] = {}
@@ -257,7 +277,9 @@ ARGUMENTS: dict[str, Argument] = {
     "name": Argument(
         "chain, stage",
         'the chain\'s name names its pod (`KruiseChain("etl")`: the pod is `etl-` and a hash of the DAG '
-        "and run); a stage's name is its task id",
+        'and run); `chain.stage(task_id="write_xcom", name="writer")` names the stage in the pod, made a '
+        "DNS label as KPO makes a pod's name (by default from the task id: `write-xcom`); a TaskFlow stage's "
+        "name is its task id's",
     ),
     "random_name_suffix": Argument(
         "always",
@@ -455,7 +477,13 @@ ARGUMENTS: dict[str, Argument] = {
     "log_events_on_startup": Argument(
         "always", "the same, while a stage starts; `False` is refused", default=True, accepts=_is(True)
     ),
-    "do_xcom_push": Argument("stage", "as for any operator: the stage's result is its `return_value`"),
+    "do_xcom_push": Argument(
+        "stage",
+        "`True` is refused on `chain.stage`: KPO pushes the JSON its container wrote to "
+        "`/airflow/xcom/return.json`, a chain stage writes a JSON object to `$CHAIN_OUTPUT`, read as its "
+        "XCom `return_value['outputs']` (a stage's result is always pushed, `False` too); a TaskFlow "
+        "stage's return value is its `return_value`, as with `@task.kubernetes`",
+    ),
     "pod_template_file": Argument(
         "chain",
         "`KruiseChain(pod_template_file=...)`: the file read when the DAG is parsed (found as Airflow finds "
@@ -566,6 +594,23 @@ NATIVE_STAGE = frozenset(
 """KPO arguments that are `chain.stage`'s own (or any operator's), of the same name and meaning."""
 
 
+XCOM_FILE_HELP = (
+    "is KubernetesPodOperator's push of the JSON its container writes to /airflow/xcom/return.json, a file a "
+    "chain stage's result does not read (a slot outlives its stage and runs the next one): have the stage "
+    'write a JSON object to $CHAIN_OUTPUT instead (e.g. echo \'{"values": [1, 2]}\' > "$CHAIN_OUTPUT"), '
+    "which downstream tasks read as the stage's XCom return_value['outputs']; drop do_xcom_push (a stage's "
+    "result is always pushed), or make a Python function a stage with @chain.task (its return value is its "
+    "return_value, as with @task.kubernetes)"
+)
+
+
+def refuse_xcom_file(where: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse KPO's ``do_xcom_push=True`` on a command stage (`XCOM_FILE_HELP`); `False`, or none given, asks
+    for nothing a stage does not do."""
+    if kwargs.get("do_xcom_push") is True:
+        raise ChainConfigError(f"{where}.do_xcom_push", XCOM_FILE_HELP)
+
+
 def chain_arguments(kwargs: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
     """`KruiseChain`'s keyword arguments with each KPO argument replaced by the chain options it means
     (`namespace`: the chain's, which a KPO pod's must match); ChainConfigError names one it refuses, and
@@ -605,7 +650,7 @@ def _translate(name: str, argument: Argument, value: Any, translate: Translate |
     if argument.accepts is not None and argument.accepts(value):
         return {}
     if argument.where in ("always", "no"):
-        raise ChainConfigError(name, f"{value!r} is not what a chain does: {_plain(argument.how)}")
+        raise ChainConfigError(name, f"{to_api(value)!r} is not what a chain does: {_plain(argument.how)}")
     raise ChainConfigError(name, f"is a stage's, not the chain's: {_plain(argument.how)}")
 
 
@@ -628,7 +673,7 @@ def _same_as_chain(name: str, argument: Argument, value: Any, chain: ChainOption
         raise ChainConfigError(
             name,
             f"is chain-wide (one pod runs every stage): set it on the chain, KruiseChain({name}=...) "
-            f"({_plain(argument.how)}); this stage's {value!r} differs from the chain's",
+            f"({_plain(argument.how)}); this stage's {to_api(value)!r} differs from the chain's",
         )
 
 

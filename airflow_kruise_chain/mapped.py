@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.errors import ChainConfigError
 from airflow_kruise_chain.core.spec import StageSpec
+from airflow_kruise_chain.kpo import refuse_xcom_file
 from airflow_kruise_chain.operators.chain import KruiseChainOperator
 from airflow_kruise_chain.templating import STAND_IN_IMAGE, check_renderable_values, unwrap_literals
 
@@ -64,11 +65,13 @@ def map_length(where: str, kwargs: dict[str, Any]) -> int:
 
 
 class MappedStage:
-    """``chain.stage.partial(name, **kwargs)``: a stage whose `expand` / `expand_kwargs` make one stage of
+    """``chain.stage.partial(name, **kwargs)`` (or ``partial(task_id=..., name=...)``, see
+    `KruiseChain.naming`): a stage whose `expand` / `expand_kwargs` make one stage of
     the chain's pod per map index (see the module's docstring)."""
 
-    def __init__(self, chain: MappingChain, name: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, chain: MappingChain, task_id: str, name: str, kwargs: dict[str, Any]) -> None:
         self.chain = chain
+        self.task_id = task_id
         self.name = name
         self.kwargs = kwargs
 
@@ -110,6 +113,7 @@ class MappedStage:
 
     def _make(self, where: str, expanded: set[str], samples: list[dict[str, Any]], expand: Any) -> Any:
         kwargs = dict(self.kwargs)
+        refuse_xcom_file(where, kwargs)
         limit = map_length(where, kwargs)
         concurrency(where, kwargs)
         if "cmds" not in kwargs and "cmds" not in expanded:
@@ -122,7 +126,7 @@ class MappedStage:
         for field in expanded:
             stage.pop(field, None)
         stage["max_map_length"] = limit
-        task = expand(KruiseChainOperator.partial(task_id=self.name, stage_name=self.name, **stage))
+        task = expand(KruiseChainOperator.partial(task_id=self.task_id, stage_name=self.name, **stage))
         spec = StageSpec(
             name=self.name,
             image=unwrap_literals(stage.get("image", STAND_IN_IMAGE)),

@@ -73,9 +73,35 @@ def unwrap_literals(value: Any) -> Any:
     return value
 
 
+def resolved_later(value: Any) -> bool:
+    """Whether `value` is an XComArg (or any of Airflow's runtime-resolved values but `literal()`): rendering
+    replaces it by what it resolves to when the task runs."""
+    from airflow.sdk.definitions._internal.mixins import ResolveMixin
+
+    return isinstance(value, ResolveMixin) and not isinstance(value, _LITERAL)
+
+
+STAND_IN_WORD = "rendered-when-its-stage-runs"
+"""What a word or env value resolved from an XCom is validated as before it is rendered."""
+
+
+def stand_in(value: Any, whole: Any = STAND_IN_WORD) -> Any:
+    """`value` with each XComArg in it replaced by `STAND_IN_WORD` (`whole` when `value` is one), for the
+    checks made before rendering: the stage checks what it resolves to when it runs."""
+    if resolved_later(value):
+        return whole
+    if isinstance(value, Mapping):
+        return {k: stand_in(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stand_in(v) for v in value]
+    return value
+
+
 def templated(value: Any) -> bool:
-    """Whether rendering may change `value` (a string in it holds Jinja syntax; `literal()` never renders).
-    Dict keys are not rendered."""
+    """Whether rendering may change `value` (a string in it holds Jinja syntax, or an XComArg is in it;
+    `literal()` never renders). Dict keys are not rendered."""
+    if resolved_later(value):
+        return True
     if isinstance(value, str):
         return any(mark in value for mark in JINJA_MARKS)
     if isinstance(value, Mapping):
@@ -133,6 +159,8 @@ def run_level(template: str, env: jinja2.Environment) -> bool:
     import jinja2
     from jinja2 import meta
 
+    if not isinstance(template, str):
+        return False  # an XComArg: the stage's own context
     try:
         return meta.find_undeclared_variables(env.parse(template)) <= RUN_LEVEL
     except jinja2.TemplateSyntaxError:

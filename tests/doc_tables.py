@@ -64,7 +64,9 @@ CHAIN = {
 }
 
 STAGE = {
-    "name": "the stage's name and task id (not `setup`, `prewarm` or `teardown`)",
+    "name": "the stage's name and task id (not `setup`, `prewarm` or `teardown`); or, as for "
+    "KubernetesPodOperator, `task_id=` and the pod's `name=` (the stage's name in the pod: a DNS label, "
+    "`write_xcom` runs as `write-xcom`)",
     "image": "the stage's image (templated)",
     "cmds": "the command, exactly as run (no shell unless it names one; the image's ENTRYPOINT is not used; "
     "templated)",

@@ -18,6 +18,7 @@ outputs through ``$CHAIN_OUTPUT``):
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
 import inspect
@@ -69,6 +70,69 @@ def function_source(function: Callable[..., Any]) -> str:
             "python_callable", "must be a function defined with `def` (not async, not a lambda)"
         )
     return "\n".join(source.splitlines()[node.lineno - 1 :]) + "\n"
+
+
+def check_self_contained(function: Callable[..., Any]) -> None:
+    """Refuse, naming the function, what its source cannot do in the chain's pod, where only that source
+    runs (as with ``@task.kubernetes``): call ``get_current_context()`` (the pod has no Airflow context), or
+    use a name its source does not define: a module, constant or function of the DAG file, a variable of the
+    function it is defined in (every one would be a NameError when the stage runs)."""
+    import builtins
+    import dis
+    from types import CodeType
+
+    name = function.__name__
+    source = function_source(function)
+    for node in ast.walk(ast.parse(source)):
+        called = (
+            node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        )
+        if called == "get_current_context":
+            raise ChainConfigError(
+                name,
+                "calls get_current_context(), but a TaskFlow stage runs in the chain's pod without Airflow's "
+                "context (as a @task.kubernetes function does): pass what it needs as arguments, such as "
+                "'{{ ds }}' or '{{ run_id }}' (rendered when the stage runs), or make it a plain @task",
+            )
+    code = compile(source, f"<stage {name}>", "exec", __future__.annotations.compiler_flag, dont_inherit=True)
+    codes, loads, stored = [code], [], {name, "__name__"}
+    while codes:  # the module (the def: its defaults), the function, the functions and comprehensions in it
+        current = codes.pop()
+        for ins in dis.get_instructions(current):
+            if ins.opname == "LOAD_GLOBAL" or (current is code and ins.opname == "LOAD_NAME"):
+                loads.append(ins.argval)
+            elif ins.opname in ("STORE_GLOBAL", "STORE_NAME"):
+                stored.add(ins.argval)
+        codes.extend(c for c in current.co_consts if isinstance(c, CodeType))
+    missing = next((n for n in loads if n not in stored and not hasattr(builtins, n)), None)
+    if missing is None:
+        return
+    closure = dict(zip(function.__code__.co_freevars, function.__closure__ or (), strict=True))
+    value = function.__globals__.get(missing)
+    if missing in closure:
+        what, fix = "a variable of the function it is defined in", "pass it as an argument"
+    elif inspect.ismodule(value):
+        parent, _, last = value.__name__.rpartition(".")
+        statement = (
+            f"import {missing}"
+            if value.__name__ == missing
+            else f"from {parent} import {missing}"
+            if last == missing
+            else f"import {value.__name__} as {missing}"
+        )
+        what, fix = "a module the DAG file imports", f"import it inside the function ({statement})"
+    elif missing in function.__globals__:
+        what, fix = (
+            "a name of the DAG file",
+            "pass it as an argument, or import or define it inside the function",
+        )
+    else:
+        what, fix = "a name nothing defines", "define it"
+    raise ChainConfigError(
+        name,
+        f"uses {missing!r}, {what}, but only the function's source ships to the chain's pod (as with "
+        f"@task.kubernetes), where {missing!r} is not defined: {fix}",
+    )
 
 
 class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
@@ -229,6 +293,7 @@ class ChainTaskDecorator(_TaskDecorator):
                 raise ChainConfigError(
                     owned, f"a TaskFlow stage's command is its function: drop {owned}= (use @chain.stage)"
                 )
+        check_self_contained(self.function)
         context_keys = sorted(set(self.function_signature.parameters) & KNOWN_CONTEXT_KEYS)
         if context_keys:
             raise ChainConfigError(
@@ -240,6 +305,7 @@ class ChainTaskDecorator(_TaskDecorator):
         from airflow.sdk.definitions._internal.contextmanager import DagContext, TaskGroupContext
 
         dag = DagContext.get_current()
+        kwargs.pop("name", None)  # KubernetesPodOperator's pod name: a TaskFlow stage's name is its task id
         task_id = get_unique_task_id(kwargs.pop("task_id"), dag, TaskGroupContext.get_current(dag))
         name = stage_name_of(task_id.rsplit(".", 1)[-1])
         where = chain.where(name)

@@ -158,7 +158,7 @@ def test_the_setup_task_carries_the_whole_chain_as_a_dict():
             id="request-over-limit",
         ),
         pytest.param(
-            stages({"name": "Extract", **OK}), {}, "stages[0].name", "lowercase", id="bad-stage-name"
+            stages({"name": "e" * 41, **OK}), {}, "stages[0].name", "lowercase", id="bad-stage-name"
         ),
         pytest.param(
             stages({"name": "extract", **OK}),
