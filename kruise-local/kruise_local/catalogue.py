@@ -31,13 +31,11 @@ catalogue is permissive: then any reference runs as a generic image with the hos
 
 from __future__ import annotations
 
-import atexit
 import fnmatch
 import glob
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -48,6 +46,7 @@ from typing import Any
 import yaml
 
 from .imageref import normalize, repository, split_reference
+from .rootfs import process_dir
 
 DEFAULT_CATALOGUE = "images.yaml"
 NOT_IN_CATALOGUE = "not in kruise-local's image catalogue: add it to images.yaml or pass --catalogue"
@@ -101,21 +100,15 @@ class Image:
         return [(_unpacked(source, mode), path) for path, source, mode in self.files]
 
 
-_UNPACKED: list[str] = []
-
-
 def _unpacked(source: str, mode: int) -> str:
     """A copy of host file `source` with `mode`, in this process's folder of unpacked image files (mode 0711:
     any container user reaches a file by its path, the file's own mode decides the rest)."""
-    if not _UNPACKED:
-        _UNPACKED.append(tempfile.mkdtemp(prefix="kruise-local-files-"))
-        os.chmod(_UNPACKED[0], 0o711)
-        atexit.register(lambda: shutil.rmtree(_UNPACKED[0], ignore_errors=True))
+    folder = str(process_dir("kruise-local-files-", 0o711))
     data = Path(source).read_bytes()
     name = f"{hashlib.sha256(data).hexdigest()}-{mode:04o}"
-    target = os.path.join(_UNPACKED[0], name)
+    target = os.path.join(folder, name)
     if not os.path.exists(target):
-        fd, tmp = tempfile.mkstemp(dir=_UNPACKED[0])
+        fd, tmp = tempfile.mkstemp(dir=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, mode)

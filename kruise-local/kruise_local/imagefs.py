@@ -8,17 +8,15 @@ host path behind a container path there. The oci sandbox mounts the image's laye
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from .cri import ContainerLaunch, StartError
-from .rootfs import ImageRoot, container_realpath, image_root
+from .rootfs import ImageRoot, container_realpath, image_root, process_dir
 
 
 def _host_base() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -46,15 +44,6 @@ def host_layers() -> tuple[list[str], list[tuple[str, str]]]:
 
 
 HOST_RO = [(src, dst, True) for src, dst in HOST_BINDS]
-_LINK_DIRS: list[str] = []
-
-
-def _link_dir() -> Path:
-    """A private host folder for the link folders `_place_links` builds (one per process)."""
-    if not _LINK_DIRS:
-        _LINK_DIRS.append(tempfile.mkdtemp(prefix="kruise-local-links-"))
-        atexit.register(lambda: shutil.rmtree(_LINK_DIRS[0], ignore_errors=True))
-    return Path(_LINK_DIRS[0])
 
 
 def _place_links(
@@ -74,9 +63,9 @@ def _place_links(
     binds: list[tuple[str, str]] = []
     for parent, items in sorted(grouped.items()):
         key = hashlib.sha256(repr(sorted(items)).encode()).hexdigest()[:16]
-        folder = _link_dir() / key
+        folder = process_dir("kruise-local-links-") / key
         if not folder.exists():
-            tmp = Path(tempfile.mkdtemp(dir=_link_dir()))
+            tmp = Path(tempfile.mkdtemp(dir=process_dir("kruise-local-links-")))
             for name, target in items:
                 os.symlink(target, tmp / name)
             with contextlib.suppress(OSError):  # another container made it meanwhile

@@ -11,10 +11,11 @@ and, from the JSON `SPEC` the runtime built (`rootfs.py`):
    containerd's overlayfs snapshotter (`snapshots/overlay/overlay.go`) gives each container such an upper
    folder over the image's layers, and each upper folder takes the owner and mode of the folder it covers;
 2. mounts `/proc`, a tmpfs `/dev` with the null, zero, full, random, urandom and tty device nodes, `/dev/pts`,
-   a tmpfs `/dev/shm` and the `/dev/fd`, `stdin`, `stdout` and `stderr` links (runc's default mounts and
-   `setupDevSymlinks`), then the volumes and the termination-message file: each mount point is made in the
-   layer when missing (`createIfNotExists`), a read-only one is remounted so (`prepareRootfs`,
-   `mountToRootfs`);
+   `/dev/shm` (the pod sandbox's folder `shm`, which every container of the pod shares, as containerd binds
+   its sandbox's shm; else a tmpfs of its own) and the `/dev/fd`, `stdin`, `stdout` and `stderr` links
+   (runc's default mounts and `setupDevSymlinks`), then the volumes and the termination-message file: each
+   mount point is made in the layer when missing (`createIfNotExists`), a read-only one is remounted so
+   (`prepareRootfs`, `mountToRootfs`);
 3. with `readonly` (`readOnlyRootFilesystem`) remounts the image's overlays read-only (`finalizeRootfs`
    `setReadonly`: the volumes, `/dev` and `/proc` stay as they are);
 4. pivots into the root and detaches the old one (`pivotRoot`: `pivot_root(".", ".")`, no folder left in
@@ -112,7 +113,7 @@ def layers(spec: dict, root: str) -> None:
         mount("overlay", point, "overlay", 0, data)
 
 
-def devices(root: str) -> None:
+def devices(root: str, shm: str | None) -> None:
     dev = f"{root}/dev"
     mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=65536k")
     for name, (major, minor) in DEVICES.items():  # runc createDeviceNode: mknod (a bind in a user ns)
@@ -121,7 +122,11 @@ def devices(root: str) -> None:
     for name in ("pts", "shm"):
         os.mkdir(f"{dev}/{name}", 0o755)
     mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
-    mount("shm", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k")
+    if shm:  # the pod sandbox's, shared by the pod's containers for its life
+        mount(shm, f"{dev}/shm", None, MS_BIND)
+        mount(None, f"{dev}/shm", None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    else:
+        mount("shm", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k")
     for link, target in LINKS:
         os.symlink(target, f"{dev}/{link}")
 
@@ -148,7 +153,7 @@ def main(spec: dict) -> None:
         last_cap = int(f.read())
     layers(spec, root)
     mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    devices(root)
+    devices(root, spec.get("shm"))
     for source, target, read_only in spec["binds"]:
         point = root + target
         make_point(point, os.path.isdir(source))

@@ -175,8 +175,9 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         await asyncio.sleep(profile.sandbox + profile.network)
         while not self.terminating and self.pod_sandbox is None:
             try:
-                host_network = bool(((self.pod() or {}).get("spec") or {}).get("hostNetwork"))
-                sandbox = await self.kubelet.runtime.create_sandbox(host_network)
+                pod_spec = (self.pod() or {}).get("spec") or {}
+                shm = None if pod_spec.get("hostIPC") else self.dir / "shm"  # hostIPC: not modelled
+                sandbox = await self.kubelet.runtime.create_sandbox(bool(pod_spec.get("hostNetwork")), shm)
             except (RuntimeUnavailable, OSError) as e:
                 self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
                 await asyncio.sleep(self.kubelet.volume_retry)
@@ -716,6 +717,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             self.kubelet.store.remove(R.PODS, self.ns, self.name)
         self.kubelet.forget(self)
         shutil.rmtree(self.dir / "volumes", ignore_errors=True)
+        shutil.rmtree(self.dir / "shm", ignore_errors=True)
 
     async def stop_now(self) -> None:
         """The local cluster stops: kill every container at once, also of a pod whose graceful termination

@@ -34,7 +34,7 @@ MOUNT_POINTS = (("/proc", 0o555), ("/sys", 0o555), ("/dev", 0o755))
 """What runc mounts on in every container (made when an image lacks them)."""
 
 _MAX_SYMLINKS = 40
-_TREES: list[str] = []
+_DIRS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,13 @@ class ImageRoot:
         return [("/", (self.tree,)), *self.overlays]
 
 
-def _trees_dir() -> Path:
-    if not _TREES:
-        _TREES.append(tempfile.mkdtemp(prefix="kruise-local-images-"))
-        atexit.register(lambda: shutil.rmtree(_TREES[0], ignore_errors=True))
-    return Path(_TREES[0])
+def process_dir(prefix: str, mode: int = 0o700) -> Path:
+    """A folder of this process named by `prefix`, made on first use and removed when the process exits."""
+    if prefix not in _DIRS:
+        _DIRS[prefix] = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(_DIRS[prefix], mode)
+        atexit.register(shutil.rmtree, _DIRS[prefix], ignore_errors=True)
+    return Path(_DIRS[prefix])
 
 
 def image_root(
@@ -71,11 +73,11 @@ def image_root(
     the image's mode) and folders ((path, mode, uid, gid)). Built once per content in this process."""
     content = (host_dirs, host_links, host_paths, links, files, dirs)
     key = hashlib.sha256(repr(tuple(map(tuple, content))).encode()).hexdigest()[:24]
-    tree = _trees_dir() / key
+    tree = process_dir("kruise-local-images-") / key
     whole = [*host_dirs] + [p for p in host_paths if os.path.isdir(p) and not os.path.islink(p)]
     whole = sorted(set(whole), key=lambda p: (p.rstrip("/").count("/"), p))
     if not tree.exists():
-        tmp = Path(tempfile.mkdtemp(dir=_trees_dir()))
+        tmp = Path(tempfile.mkdtemp(dir=process_dir("kruise-local-images-")))
         os.chmod(tmp, 0o755)
         for path in whole:
             _folder(tmp, path)
@@ -164,32 +166,20 @@ def _copy(source: str, tree: Path, path: str) -> None:
         os.chmod(at, st.st_mode & 0o7777)
 
 
-def host_path(path: str, mounts: Mounts, hops: int = 0) -> str | None:
+def host_path(path: str, mounts: Mounts) -> str | None:
     """The host path behind container path `path` in a filesystem of `mounts`, symlinks followed in the
     container's view; None when it does not exist."""
-    if hops > _MAX_SYMLINKS:
-        return None
-    parts = [p for p in path.split("/") if p and p != "."]
-    cur = ""
-    for i, name in enumerate(parts):
-        if name == "..":
-            cur = cur.rsplit("/", 1)[0]
-            continue
-        here = f"{cur}/{name}"
-        host = _lookup(here, mounts)
-        if host is None:
-            return None
-        if os.path.islink(host):
-            target = os.readlink(host)
-            rest = "/".join(parts[i + 1 :])
-            follow = target if target.startswith("/") else f"{cur}/{target}"
-            return host_path(f"{follow}/{rest}" if rest else follow, mounts, hops + 1)
-        cur = here
-    return _lookup(cur or "/", mounts)
+    return _resolve(path, mounts)[1]
 
 
-def container_realpath(path: str, mounts: Mounts, hops: int = 0) -> str:
+def container_realpath(path: str, mounts: Mounts) -> str:
     """`path` in the container's view with its symlinks followed (the part that exists; the rest as given)."""
+    return _resolve(path, mounts)[0]
+
+
+def _resolve(path: str, mounts: Mounts, hops: int = 0) -> tuple[str, str | None]:
+    """(`path` with its symlinks followed in the container's view, the host path behind it or None when it
+    does not exist: then the part that does not exist is kept as given)."""
     parts = [p for p in path.split("/") if p and p != "."]
     cur = ""
     for i, name in enumerate(parts):
@@ -199,14 +189,16 @@ def container_realpath(path: str, mounts: Mounts, hops: int = 0) -> str:
         here = f"{cur}/{name}"
         host = _lookup(here, mounts)
         if host is None:
-            return "/".join([here, *parts[i + 1 :]])
-        if os.path.islink(host) and hops < _MAX_SYMLINKS:
+            return "/".join([here, *parts[i + 1 :]]), None
+        if os.path.islink(host):
+            if hops >= _MAX_SYMLINKS:
+                return "/".join([here, *parts[i + 1 :]]), None
             target = os.readlink(host)
             rest = "/".join(parts[i + 1 :])
             follow = target if target.startswith("/") else f"{cur}/{target}"
-            return container_realpath(f"{follow}/{rest}" if rest else follow, mounts, hops + 1)
+            return _resolve(f"{follow}/{rest}" if rest else follow, mounts, hops + 1)
         cur = here
-    return cur or "/"
+    return cur or "/", _lookup(cur or "/", mounts)
 
 
 def _lookup(path: str, mounts: Mounts) -> str | None:

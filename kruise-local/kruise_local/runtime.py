@@ -58,7 +58,6 @@ serves `pods/log`.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import json
 import os
@@ -66,7 +65,6 @@ import shutil
 import signal as _signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,7 +83,7 @@ from .imagefs import (
     under,
 )
 from .processes import RunningContainer, descendants, exit_status
-from .rootfs import ImageRoot, container_realpath, home_of, host_path, image_root
+from .rootfs import ImageRoot, container_realpath, home_of, host_path, image_root, process_dir
 from .sandbox import HOLDER_SCRIPT, SANDBOX_WAIT_SECONDS, PodSandbox, close_pipes
 from .users import ProcessUser
 
@@ -137,7 +135,6 @@ def _probe(cmd: list[str]) -> str | None:
 
 
 _probe_cache: dict[str, str | None] = {}
-_base_dir: list[str] = []
 
 
 def _default_signals_prefix(env: str | None) -> list[str]:
@@ -172,25 +169,17 @@ done
 shift
 exec "$@"
 """
-_stage_dir: list[str] = []
 
 
 def _stage_base_dir() -> str:
     """An empty host dir, reachable by every user, that non-root containers' binds are staged on (one per
     process; each container mounts its own tmpfs on it in a mount namespace of its own)."""
-    if not _stage_dir:
-        _stage_dir.append(tempfile.mkdtemp(prefix="kruise-local-binds-"))
-        os.chmod(_stage_dir[0], 0o711)
-        atexit.register(lambda: shutil.rmtree(_stage_dir[0], ignore_errors=True))
-    return _stage_dir[0]
+    return str(process_dir("kruise-local-binds-", 0o711))
 
 
 def _unshare_base_dir() -> str:
-    """An empty host dir the unshare sandbox mounts its private root tmpfs on (one per process)."""
-    if not _base_dir:
-        _base_dir.append(tempfile.mkdtemp(prefix="kruise-local-root-"))
-        atexit.register(lambda: shutil.rmtree(_base_dir[0], ignore_errors=True))
-    return _base_dir[0]
+    """An empty host dir the unshare and oci sandboxes mount their private root tmpfs on (one per process)."""
+    return str(process_dir("kruise-local-root-"))
 
 
 class ContainerRuntime:
@@ -320,6 +309,7 @@ class ContainerRuntime:
             "gid": launch.user.gid,
             "groups": list(launch.user.groups),
             "no_new_privs": launch.no_new_privs,
+            "shm": str(launch.pod_sandbox.shm) if launch.pod_sandbox and launch.pod_sandbox.shm else None,
             "argv": launch.argv,
         }
         init = (sys.executable, "-I", "-S", _OCI_INIT, json.dumps(spec, separators=(",", ":")))
@@ -392,9 +382,11 @@ class ContainerRuntime:
             proc.stdin.close()
         self._kill_soon(proc, nsenter)
 
-    async def create_sandbox(self, host_network: bool = False) -> PodSandbox:
+    async def create_sandbox(self, host_network: bool = False, shm: Path | None = None) -> PodSandbox:
         """Start a pod sandbox: a new network namespace with `lo` up (`unshare --net`, plus `--user
-        --map-root-user` when not root), or the host's network with `host_network` or `sandbox="none"`."""
+        --map-root-user` when not root), or the host's network with `host_network` or `sandbox="none"`.
+        `shm`: the folder the oci sandbox mounts as every container's /dev/shm, made here (containerd's
+        sandbox shm, which the pod's containers share for its life: `container_create_linux.go`)."""
         argv = [sys.executable, "-I", "-S", "-c", HOLDER_SCRIPT]
         isolated = self.sandbox != "none" and not host_network
         if isolated:
@@ -432,7 +424,10 @@ class ContainerRuntime:
             await proc.wait()
             close_pipes(proc)
             raise RuntimeUnavailable(f"could not create the pod's network namespace: {err or 'no answer'}")
-        return PodSandbox(proc, isolated)
+        if shm is not None and self.sandbox == "oci":
+            shm.mkdir(parents=True, exist_ok=True)
+            shm.chmod(0o1777)
+        return PodSandbox(proc, isolated, shm if self.sandbox == "oci" else None)
 
     def _join(self, sandbox: PodSandbox | None) -> list[str]:
         """The `nsenter` prefix that puts a container into its pod's network namespace."""

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+from pathlib import Path
 
 # The pod sandbox's holder process (`python -I -S -c`): brings `lo` up in its new network namespace (argv[1]
 # "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS, as `ip link set lo up`), says "ready", then runs the probes the runtime
@@ -99,10 +100,11 @@ class PodSandbox:
     """A pod's network namespace, held by a small process for the pod's lifetime (the CRI pod sandbox):
     every container of the pod joins it, and probes connect from inside it."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, isolated: bool) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, isolated: bool, shm: Path | None = None) -> None:
         self._proc = proc
         self.pid = proc.pid
         self.isolated = isolated  # False: the host's network namespace (sandbox="none")
+        self.shm = shm  # the pod's /dev/shm, shared by its containers (None: each container has its own)
         self._next = 0
         self._waiting: dict[int, asyncio.Future[tuple[bool, str]]] = {}
         self._reader = asyncio.get_running_loop().create_task(self._read())
