@@ -545,8 +545,6 @@ kc_finish() {
 	kc_now
 	kc_end_all
 	kc_reclaim
-	kc_devices
-	[ "$kc_devs" = "$kc_devs0" ] || kc_renew="generation $kc_g changed /dev"
 	kc_out=$kc_dir/outputs.json
 	kc_enc=-
 	kc_number "$kc_m" 16384
@@ -564,7 +562,6 @@ kc_finish() {
 	fi
 	[ -n "$kc_started" ] || kc_started=$kc_stamp
 	kc_wipe
-	kc_clean
 	if ! "$kc_bb" mkdir "$kc_dir"; then
 		echo "$kc_marker error: cannot create $kc_dir" >&2
 		exit 70
@@ -576,6 +573,11 @@ kc_finish() {
 		"$kc_os" >"$kc_dir/result"
 	printf '%s\n' "$1" >"$kc_dir/exit_code"
 	kc_announce
+	# the stage's processes are gone: what it left in /dev and the temporary folders, seen to after the
+	# announcement (off the next stage's path: it runs in the other slot, or after this in this one)
+	kc_devices
+	[ "$kc_devs" = "$kc_devs0" ] || kc_renew="generation $kc_g changed /dev"
+	kc_clean
 }
 
 # Announce the result: the termination message (the kubelet keeps at most 4096 bytes: large outputs are
