@@ -112,7 +112,9 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
 
 
 def test_deferrable_sensor_waits_for_a_stage_run_elsewhere(e2e_cluster, capfd, caplog):
-    """The sensor runs while the stage is still going (started by another worker): it defers until it ends."""
+    """The sensor runs while the stage is still going (its task run by another worker): it defers until it
+    ends. `dag.test()` runs one task at a time, so the test is that worker: it swaps `slow` in as its task
+    would, and `dag.test()` marks the task success unrun."""
     import pendulum
     from airflow.sdk import DAG, task
 
@@ -141,7 +143,9 @@ def test_deferrable_sensor_waits_for_a_stage_run_elsewhere(e2e_cluster, capfd, c
             def after() -> str:
                 return "after ran"
 
-            noop >> wait >> after()
+            slow_task = chain.stage(slow.name, image=slow.image, cmds=slow.cmds)
+            noop >> [slow_task, wait]
+            wait >> after()
 
     history = pod_events(cluster)
     other: dict = {}
@@ -166,7 +170,7 @@ def test_deferrable_sensor_waits_for_a_stage_run_elsewhere(e2e_cluster, capfd, c
 
     thread = threading.Thread(target=other_worker, daemon=True)
     thread.start()
-    run = run_inline(dag)
+    run = run_inline(dag, elsewhere=r"c\.slow")
     thread.join(timeout=30)
     out, everything = output(capfd, caplog)
 
