@@ -114,6 +114,7 @@ def test_openapi_and_discovery_follow_the_version(tmp_path, version, rules, resi
             "authentication.k8s.io/v1",
             "authorization.k8s.io/v1",
             "metrics.k8s.io/v1beta1",
+            "rbac.authorization.k8s.io/v1",  # GA since 1.8: served by every minor, whatever authorizes
             "v1",
         ]
         core = _core(c, tmp_path)
