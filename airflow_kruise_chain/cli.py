@@ -7,11 +7,16 @@ ConfigMap (`core/runnerinstall.py`) for an admin to apply where the chain's iden
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 
 from airflow_kruise_chain.preflight.base import FEATURES
+
+PROCESS_CONTEXT = "_AIRFLOW_PROCESS_CONTEXT"
+"""Airflow's variable saying which process reads connections: "server" reads the metadata database"""
 
 
 def _features(text: str) -> list[str]:
@@ -70,6 +75,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _as_airflow_server() -> Iterator[None]:
+    """Airflow's hooks read connections as its servers and command line do (environment, secrets backends,
+    then the metadata database) while this lasts; outside a task or a server they read no database. The
+    process's previous context comes back afterwards (`main` runs in-process in tests and other tools)."""
+    before = os.environ.get(PROCESS_CONTEXT)
+    os.environ[PROCESS_CONTEXT] = "server"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PROCESS_CONTEXT, None)
+        else:
+            os.environ[PROCESS_CONTEXT] = before
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "runner-configmap":
@@ -87,17 +108,19 @@ def main(argv: list[str] | None = None) -> int:
             in_cluster=args.in_cluster or None,
             cluster_context=args.context,
         )
+        scope: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     else:  # an Airflow connection, read as `airflow connections get` reads it: the metadata database too
-        os.environ["_AIRFLOW_PROCESS_CONTEXT"] = "server"
         hook = KruiseHook(conn_id=args.conn_id or "kubernetes_default", cluster_context=args.context)
-    report = check(
-        hook,
-        args.namespace,
-        args.runner_image,
-        without=args.without,
-        probe=not args.no_probe,
-        probe_timeout=args.probe_timeout,
-    )
+        scope = _as_airflow_server()
+    with scope:  # the hook reads its connection on its first request, the check's 'connection' finding
+        report = check(
+            hook,
+            args.namespace,
+            args.runner_image,
+            without=args.without,
+            probe=not args.no_probe,
+            probe_timeout=args.probe_timeout,
+        )
     print(json.dumps(report.to_json(), indent=2) if args.output == "json" else report.text())
     return report.exit_code
 

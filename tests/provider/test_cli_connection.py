@@ -41,16 +41,30 @@ def stored_connection(tmp_path: Path, airflow_home: Path) -> Iterator[None]:  # 
                 session.query(Connection).filter(Connection.conn_id == CONN_ID).delete()
 
 
-def test_a_connection_in_the_metadata_database_is_checked(stored_connection) -> None:
-    from airflow_kruise_chain.cli import main
+def test_a_connection_in_the_metadata_database_is_checked(stored_connection, monkeypatch) -> None:
+    from airflow_kruise_chain.cli import PROCESS_CONTEXT, main
 
     assert f"AIRFLOW_CONN_{CONN_ID.upper()}" not in os.environ  # only in the database
+    monkeypatch.delenv(PROCESS_CONTEXT, raising=False)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         main(["check", "--conn-id", CONN_ID, "--no-probe", "--without", "admission-policy"])
     lines = out.getvalue().splitlines()
     assert any(line.startswith(f"{OK.upper():7} connection: http") for line in lines), out.getvalue()
     assert any(line.startswith(f"{OK.upper():7} Kubernetes: v1.") for line in lines), out.getvalue()
+    # the process reads connections as before once the check is done (a server's reads were the check's)
+    assert PROCESS_CONTEXT not in os.environ
+
+
+def test_the_check_gives_the_process_its_context_back(airflow_home: Path, monkeypatch) -> None:  # noqa: F811
+    """A task's process ("client": connections through its supervisor) that runs the check in-process reads
+    its connections as before afterwards."""
+    from airflow_kruise_chain.cli import PROCESS_CONTEXT, main
+
+    monkeypatch.setenv(PROCESS_CONTEXT, "client")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["check", "--conn-id", "no_such_connection", "--output", "json"]) == 1
+    assert os.environ[PROCESS_CONTEXT] == "client"
 
 
 def test_a_connection_nowhere_still_fails_naming_the_fix(airflow_home: Path) -> None:  # noqa: F811
