@@ -1,7 +1,8 @@
 """`kruise-chain`: the provider's command line. `kruise-chain check` says whether chains can run in a
 namespace through a connection (see `preflight/`), each missing item with its fix. Exit status 0: chains can
 run there; 1: a check failed or could not tell; 2: the command line is wrong. `--output json` prints the
-findings as one JSON document (docs/connection.md). `kruise-chain runner-configmap` prints the stage runner's
+findings as one JSON document (docs/connection.md). Standard output holds the report alone: what the
+check's libraries log goes to standard error. `kruise-chain runner-configmap` prints the stage runner's
 ConfigMap (`core/runnerinstall.py`) for an admin to apply where the chain's identity may not create it."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-from airflow_kruise_chain.preflight.base import FEATURES
+from airflow_kruise_chain.preflight.base import FEATURES, Report
 
 PROCESS_CONTEXT = "_AIRFLOW_PROCESS_CONTEXT"
 """Airflow's variable saying which process reads connections: "server" reads the metadata database"""
@@ -91,6 +92,30 @@ def _as_airflow_server() -> Iterator[None]:
             os.environ[PROCESS_CONTEXT] = before
 
 
+@contextlib.contextmanager
+def _logs_to_stderr() -> Iterator[None]:
+    """What the check's libraries print goes to standard error while it lasts, so that standard output holds
+    the report alone (`--output json` is one JSON document): Airflow's logs, which its logging setup sends to
+    standard output (its secrets masker warns of a connection's short extra as the connection is read; a
+    hook's log lines), and anything else written to file descriptor 1."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no standard output or error to speak of
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for stream in (sys.stdout, sys.__stdout__):
+            with contextlib.suppress(Exception):
+                stream.flush()  # what was written went to standard error: flushed there, before fd 1 is back
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "runner-configmap":
@@ -98,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(runner_configmap(args.namespace), indent=2))
         return 0
+    with _logs_to_stderr():  # from the first import of Airflow on, which may set its logging up
+        report = _check(args)
+    print(json.dumps(report.to_json(), indent=2) if args.output == "json" else report.text())
+    return report.exit_code
+
+
+def _check(args: argparse.Namespace) -> Report:
     from airflow_kruise_chain.hooks.kruise import KruiseHook
     from airflow_kruise_chain.preflight import check
 
@@ -113,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         hook = KruiseHook(conn_id=args.conn_id or "kubernetes_default", cluster_context=args.context)
         scope = _as_airflow_server()
     with scope:  # the hook reads its connection on its first request, the check's 'connection' finding
-        report = check(
+        return check(
             hook,
             args.namespace,
             args.runner_image,
@@ -121,8 +153,6 @@ def main(argv: list[str] | None = None) -> int:
             probe=not args.no_probe,
             probe_timeout=args.probe_timeout,
         )
-    print(json.dumps(report.to_json(), indent=2) if args.output == "json" else report.text())
-    return report.exit_code
 
 
 if __name__ == "__main__":

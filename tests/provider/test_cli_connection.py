@@ -10,6 +10,8 @@ import contextlib
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +79,34 @@ def test_a_connection_nowhere_still_fails_naming_the_fix(airflow_home: Path) -> 
     (connection,) = [f for f in doc["findings"] if f["check"] == "connection"]
     assert status == 1 and connection["status"] == FAIL
     assert "no_such_connection" in connection["detail"] and "--conn-id" in connection["fix"]
+
+
+def test_the_console_script_prints_one_json_document(tmp_path: Path) -> None:
+    """`kruise-chain check --output json` as installed, through an AIRFLOW_CONN_* connection holding its
+    kubeconfig inline: standard output is the JSON document alone, whatever Airflow logs while the check
+    runs (its secrets masker warns of the connection's short extra value as the connection is read; the
+    probe's setup logs its chain pod). Both went to standard output before the document."""
+    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "cluster"))) as cluster:
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig").read_text()
+        extra = {"kube_config": kubeconfig, "preflight_without": "exec"}  # a value of 4 characters
+        env = {**os.environ, "AIRFLOW_CONN_INLINE": json.dumps({"conn_type": "kruise_chain", "extra": extra})}
+        done = subprocess.run(
+            [
+                Path(sys.executable).parent / "kruise-chain",
+                "check",
+                "--conn-id",
+                "inline",
+                "--output",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+    doc = json.loads(done.stdout)  # nothing else on standard output
+    assert doc["schema"] == "airflow-kruise-chain/preflight/v1"
+    assert done.returncode == 1 and not doc["ok"]  # the bare cluster has no admission policy
+    (runner,) = [f for f in doc["findings"] if f["check"] == "runner"]
+    assert runner["status"] == OK, runner  # the probe chain pod ran
+    assert "Skipping masking for a secret as it's too short" in done.stderr  # "exec": logged, on stderr
