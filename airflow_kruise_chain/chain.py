@@ -232,6 +232,7 @@ class KruiseChain:
         return default.default_factory() if callable(default.default_factory) else default.default
 
     def __enter__(self) -> KruiseChain:
+        _check_not_in_mapped_group(self.name)
         self._group = TaskGroup(group_id=self.name, tooltip=f"chain {self.name}: one persistent pod")
         self._group.__enter__()
         ACTIVE_CHAINS.append(self)
@@ -569,6 +570,26 @@ class KruiseChain:
                     f"chain {self.name!r} has no stage {task.stage!r}; its stages: "
                     + ", ".join(s.name for s in self.stages),
                 )
+
+
+def _check_not_in_mapped_group(name: str) -> None:
+    """Refuse a chain declared in a mapped task group (``@task_group`` ... ``.expand()``): a DAG run has one
+    pod per chain, which the group's map indexes would share (each setup finding it, each teardown deleting
+    it under the others)."""
+    from airflow.sdk.definitions._internal.contextmanager import DagContext, TaskGroupContext
+    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
+
+    group = TaskGroupContext.get_current(DagContext.get_current())
+    while group is not None:
+        if isinstance(group, MappedTaskGroup):
+            raise ChainConfigError(
+                name,
+                f"is declared in the mapped task group {group.group_id!r}, whose map indexes would share "
+                "the DAG run's one pod of this chain: map its stages instead, "
+                "chain.stage.partial(...).expand(...) or a @chain.task function's .expand(...) "
+                "(docs/writing-chains.md#mapped-stages)",
+            )
+        group = group.parent_group
 
 
 def _stage_field(where: str, field: str) -> str:

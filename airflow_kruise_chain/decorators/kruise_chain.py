@@ -18,13 +18,9 @@ outputs through ``$CHAIN_OUTPUT``):
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
-import inspect
 import json
 import re
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -35,6 +31,7 @@ from airflow.sdk.definitions.context import KNOWN_CONTEXT_KEYS
 from airflow_kruise_chain.core.errors import ChainConfigError, ChainError
 from airflow_kruise_chain.core.spec import StageSpec
 from airflow_kruise_chain.core.wire import MAX_OUTPUTS_BYTES
+from airflow_kruise_chain.decorators.source import check_self_contained, function_source
 from airflow_kruise_chain.mapped import concurrency, map_length
 from airflow_kruise_chain.operators.base import ChainBaseOperator
 from airflow_kruise_chain.operators.chain import KruiseChainOperator
@@ -59,80 +56,6 @@ from its source, calls it with the JSON arguments, writes its return value to ``
 
 MAX_ARGUMENTS_BYTES = 32 * 1024
 """Largest JSON of a TaskFlow stage's arguments (a stage's run spec holds at most `MAX_STAGE_PAYLOAD`)."""
-
-
-def function_source(function: Callable[..., Any]) -> str:
-    """The source of `function` without its decorators (dedented), as the stage defines it."""
-    source = textwrap.dedent(inspect.getsource(function))
-    node = ast.parse(source).body[0]
-    if not isinstance(node, ast.FunctionDef):
-        raise ChainConfigError(
-            "python_callable", "must be a function defined with `def` (not async, not a lambda)"
-        )
-    return "\n".join(source.splitlines()[node.lineno - 1 :]) + "\n"
-
-
-def check_self_contained(function: Callable[..., Any]) -> None:
-    """Refuse, naming the function, what its source cannot do in the chain's pod, where only that source
-    runs (as with ``@task.kubernetes``): call ``get_current_context()`` (the pod has no Airflow context), or
-    use a name its source does not define: a module, constant or function of the DAG file, a variable of the
-    function it is defined in (every one would be a NameError when the stage runs)."""
-    import builtins
-    import dis
-    from types import CodeType
-
-    name = function.__name__
-    source = function_source(function)
-    for node in ast.walk(ast.parse(source)):
-        called = (
-            node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-        )
-        if called == "get_current_context":
-            raise ChainConfigError(
-                name,
-                "calls get_current_context(), but a TaskFlow stage runs in the chain's pod without Airflow's "
-                "context (as a @task.kubernetes function does): pass what it needs as arguments, such as "
-                "'{{ ds }}' or '{{ run_id }}' (rendered when the stage runs), or make it a plain @task",
-            )
-    code = compile(source, f"<stage {name}>", "exec", __future__.annotations.compiler_flag, dont_inherit=True)
-    codes, loads, stored = [code], [], {name, "__name__"}
-    while codes:  # the module (the def: its defaults), the function, the functions and comprehensions in it
-        current = codes.pop()
-        for ins in dis.get_instructions(current):
-            if ins.opname == "LOAD_GLOBAL" or (current is code and ins.opname == "LOAD_NAME"):
-                loads.append(ins.argval)
-            elif ins.opname in ("STORE_GLOBAL", "STORE_NAME"):
-                stored.add(ins.argval)
-        codes.extend(c for c in current.co_consts if isinstance(c, CodeType))
-    missing = next((n for n in loads if n not in stored and not hasattr(builtins, n)), None)
-    if missing is None:
-        return
-    closure = dict(zip(function.__code__.co_freevars, function.__closure__ or (), strict=True))
-    value = function.__globals__.get(missing)
-    if missing in closure:
-        what, fix = "a variable of the function it is defined in", "pass it as an argument"
-    elif inspect.ismodule(value):
-        parent, _, last = value.__name__.rpartition(".")
-        statement = (
-            f"import {missing}"
-            if value.__name__ == missing
-            else f"from {parent} import {missing}"
-            if last == missing
-            else f"import {value.__name__} as {missing}"
-        )
-        what, fix = "a module the DAG file imports", f"import it inside the function ({statement})"
-    elif missing in function.__globals__:
-        what, fix = (
-            "a name of the DAG file",
-            "pass it as an argument, or import or define it inside the function",
-        )
-    else:
-        what, fix = "a name nothing defines", "define it"
-    raise ChainConfigError(
-        name,
-        f"uses {missing!r}, {what}, but only the function's source ships to the chain's pod (as with "
-        f"@task.kubernetes), where {missing!r} is not defined: {fix}",
-    )
 
 
 class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):

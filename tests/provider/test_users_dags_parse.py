@@ -206,6 +206,18 @@ def uses_context() -> str:
     return get_current_context()["ds"]
 
 
+def reads_a_variable() -> str:
+    from airflow.sdk import Variable
+
+    return Variable.get("bucket")
+
+
+def reads_a_connection() -> str:
+    from airflow.hooks.base import BaseHook
+
+    return BaseHook.get_connection("db").password
+
+
 def uses_a_dag_file_name(x: int = 1) -> int:
     return x * SCALE
 
@@ -218,8 +230,14 @@ def default_from_the_dag_file(x: int = SCALE) -> int:
     return x
 
 
-def self_contained(values: list[int], *rest: int, scale: int = 2, **named: int) -> dict[str, Any]:
+def self_contained(
+    values: list[int], *rest: int, scale: int = 2, decoder: json.JSONDecoder | None = None, **named: int
+) -> dict[str, Any]:
     import statistics
+
+    from airflow.sdk import literal  # an Airflow import the image may serve (not the Task SDK's runtime)
+
+    assert literal
 
     def twice(v: int) -> int:
         return 2 * v
@@ -239,6 +257,8 @@ def closure_of(factor: int) -> Callable[..., int]:
     ("function", "says"),
     [
         (uses_context, "get_current_context()"),
+        (reads_a_variable, "'{{ var.value.KEY }}'"),
+        (reads_a_connection, "secrets=[Secret("),
         (uses_a_dag_file_name, "'SCALE'"),
         (uses_a_module_of_the_dag_file, "import json"),
         (default_from_the_dag_file, "'SCALE'"),
@@ -248,7 +268,7 @@ def closure_of(factor: int) -> Callable[..., int]:
 def test_a_taskflow_function_that_needs_what_stays_behind_is_refused(function: Any, says: str) -> None:
     err = refused(lambda chain: chain.task(image="python:3.11-slim")(function)())
     assert err.field == function.__name__ and says in err.message
-    assert "only the function's source" in err.message or "Airflow's context" in err.message
+    assert "only the function's source" in err.message or "without Airflow" in err.message
 
 
 def test_a_self_contained_taskflow_function_is_taken() -> None:
@@ -299,3 +319,19 @@ def test_a_stage_declared_after_its_chains_block_is_refused() -> None:
             with pytest.raises(ChainConfigError) as err:
                 late()
             assert "inside `with KruiseChain" in err.value.message
+
+
+def test_a_chain_in_a_mapped_task_group_is_refused_naming_mapped_stages() -> None:
+    """`@task_group` ... `.expand()` around a chain: its map indexes would share the run's one chain pod
+    (each setup finds it, each teardown deletes it under the others); map the stages instead."""
+    from airflow.sdk import task_group
+
+    with DAG("users", schedule=None, start_date=START), pytest.raises(ChainConfigError) as err:
+
+        @task_group
+        def per_file(path: str) -> None:
+            with KruiseChain("c", namespace="default") as chain:
+                chain.stage("cat", image="busybox:1.36", cmds=["cat"], arguments=[path])
+
+        per_file.expand(path=["/a", "/b"])
+    assert err.value.field == "c" and "chain.stage.partial(" in err.value.message
