@@ -469,7 +469,7 @@ class KruiseChain:
             spec = self.spec()
             validatable(spec).validate()
             # the pod's annotations at their largest (a TaskFlow stage's run spec too), naming the stages
-            check_annotations_size(largest_payloads(validatable(spec), self.payload_later))
+            self._check_annotations_size(spec)
             self.setup_task.chain = spec.to_dict()
             known = self._images_known_before_their_stage()
             self.setup_task.stage_images = {
@@ -508,6 +508,23 @@ class KruiseChain:
         finally:
             ACTIVE_CHAINS.remove(self)
             self._group.__exit__(exc_type, exc, tb)
+
+    def _check_annotations_size(self, spec: ChainSpec) -> None:
+        """`check_annotations_size` with the pod's annotations at their largest (a TaskFlow stage's run spec
+        too); a refusal names the mapped stages' `max_map_length` (each counts that many records)."""
+        try:
+            check_annotations_size(largest_payloads(validatable(spec), self.payload_later))
+        except ChainConfigError as err:
+            mapped = [s for s in spec.stages if s.map_length]
+            if not mapped:
+                raise
+            names = ", ".join(s.name for s in mapped)
+            raise ChainConfigError(
+                err.field,
+                f"{err.message}; or lower max_map_length on its mapped stages ({names}: the pod records "
+                f"each index they may have, {', '.join(str(s.map_length) for s in mapped)}), in "
+                "partial(max_map_length=...) or @chain.task(max_map_length=...)",
+            ) from None
 
     def _after_setup(self, ids: set[str]) -> None:
         """Each stage after the prewarm, or the setup: directly, but for a stage with another trigger rule

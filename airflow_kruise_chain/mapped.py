@@ -102,13 +102,19 @@ class MappedStage:
 
     def _check_expandable(self, where: str, mapped: Mapping[str, Any]) -> None:
         for field in mapped:
+            if field == "env_vars":
+                raise ChainConfigError(
+                    f"{where}.env_vars",
+                    "cannot be expanded: expand(env=[{...}, ...]), a dict per map index "
+                    "(KubernetesPodOperator's env_vars as a dict)",
+                )
             if field not in EXPANDABLE:
                 raise ChainConfigError(
                     f"{where}.{field}",
                     f"cannot be expanded: a mapped stage expands {', '.join(EXPANDABLE)}; give {field} in "
                     "partial(...)",
                 )
-            if field in self.kwargs:
+            if field in self.kwargs or (field == "env" and "env_vars" in self.kwargs):
                 raise ChainConfigError(f"{where}.{field}", "is given both in partial(...) and expanded")
 
     def _make(self, where: str, expanded: set[str], samples: list[dict[str, Any]], expand: Any) -> Any:

@@ -35,6 +35,7 @@ from airflow_kruise_chain.decorators.source import check_self_contained, functio
 from airflow_kruise_chain.mapped import concurrency, map_length
 from airflow_kruise_chain.operators.base import ChainBaseOperator
 from airflow_kruise_chain.operators.chain import KruiseChainOperator
+from airflow_kruise_chain.templating import stand_in
 
 BOOTSTRAP = """\
 import __future__, json, os, sys
@@ -88,20 +89,18 @@ class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
         self.arguments = [self.payload()]
         return super().execute_complete(context, event, **kwargs)
 
+    def named_arguments(self) -> dict[str, Any]:
+        """The callable's arguments by name (``op_args[i]`` for a positional one)."""
+        return {**{f"op_args[{i}]": v for i, v in enumerate(self.op_args)}, **dict(self.op_kwargs)}
+
     def payload(self) -> str:
         """The callable's rendered arguments as JSON, checked: JSON-able, no value Airflow's secrets masker
         knows (they travel in a pod annotation), at most `MAX_ARGUMENTS_BYTES`."""
         from airflow.sdk.log import redact
 
-        named = {**{f"op_args[{i}]": v for i, v in enumerate(self.op_args)}, **dict(self.op_kwargs)}
         plain = {}
-        for name, value in named.items():
-            try:
-                plain[name] = json.loads(json.dumps(value, default=_sequence, allow_nan=False))
-            except (TypeError, ValueError) as err:
-                raise ChainConfigError(
-                    name, f"is not JSON ({err}): a TaskFlow stage gets its arguments as JSON"
-                ) from None
+        for name, value in self.named_arguments().items():
+            plain[name] = as_json(name, value)
             if redact(plain[name]) != plain[name] and not self.allow_secret_env:
                 raise ChainConfigError(
                     name,
@@ -157,6 +156,18 @@ class TaskFlowStageOperator(DecoratedOperator, KruiseChainOperator):
         if not isinstance(result.outputs, dict) or "return_value" not in result.outputs:
             return f"{name}() returned nothing the task could read ($CHAIN_OUTPUT: {result.outputs_status})"
         return ""
+
+
+def as_json(name: str, value: Any) -> Any:
+    """`value` as the JSON the stage gets (`_sequence`'s conversions), or ChainConfigError naming `name`."""
+    try:
+        return json.loads(json.dumps(value, default=_sequence, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise ChainConfigError(
+            name,
+            f"is not JSON ({err}): a TaskFlow stage gets its arguments as JSON (a str, number, bool, None, "
+            "list or dict of them; e.g. a date as its ISO text, '{{ ds }}', a set as a list)",
+        ) from None
 
 
 def _sequence(value: Any) -> Any:
@@ -239,6 +250,8 @@ class ChainTaskDecorator(_TaskDecorator):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         chain, where, stage, mounts = self._stage_kwargs()
         xcom = _TaskDecorator.__call__(attr.evolve(self, kwargs=stage), *args, **kwargs)
+        for name, value in xcom.operator.named_arguments().items():  # the literal ones: now, not at run
+            as_json(name, stand_in(value))
         chain.add_stage(xcom.operator, where, mounts, payload_later=True)
         return xcom
 

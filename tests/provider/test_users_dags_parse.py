@@ -335,3 +335,54 @@ def test_a_chain_in_a_mapped_task_group_is_refused_naming_mapped_stages() -> Non
 
         per_file.expand(path=["/a", "/b"])
     assert err.value.field == "c" and "chain.stage.partial(" in err.value.message
+
+
+def test_a_mapped_stages_kpo_env_vars_and_its_expanded_env_are_one_field() -> None:
+    """`partial(env_vars=...)` (KPO's name of `env`) with `.expand(env=...)`: a field given twice, as Airflow
+    refuses a partial's argument expanded too (it dropped the partial's before); `expand(env_vars=...)`
+    names `env`, the field a mapped stage expands."""
+    err = refused(
+        lambda chain: chain.stage.partial(
+            "each", image="busybox:1.36", cmds=["env"], env_vars={"A": "1"}
+        ).expand(env=[{"B": "2"}])
+    )
+    assert err.field == "stages[0].env" and "given both in partial(...) and expanded" in err.message
+    err = refused(
+        lambda chain: chain.stage.partial("each", image="busybox:1.36", cmds=["env"]).expand(
+            env_vars=[{"B": "2"}]
+        )
+    )
+    assert err.field == "stages[0].env_vars" and "expand(env=" in err.message
+
+
+def test_taskflow_arguments_that_cannot_travel_as_json_are_refused_at_parse() -> None:
+    """A literal argument JSON cannot carry (a set, a datetime) fails when the DAG is parsed, naming it, not
+    when the stage runs; templates and XComArgs are checked once rendered."""
+    import datetime
+
+    def body(value: Any) -> Callable[[KruiseChain], Any]:
+        return lambda chain: chain.task(image="python:3.11-slim")(self_contained)([1], 2, k=value)
+
+    for value in ({1, 2}, datetime.date(2026, 1, 1)):
+        err = refused(body(value))
+        assert err.field == "k" and "is not JSON" in err.message
+    build(body(3))
+
+
+def test_a_chain_of_many_mapped_stages_is_told_about_max_map_length() -> None:
+    """Four mapped TaskFlow stages (each counting its `max_map_length` records in the pod's annotations, 128
+    by default) outgrow the annotations: the refusal names `max_map_length`, and lowering it is enough."""
+
+    def body(limit: int | None) -> Callable[[KruiseChain], Any]:
+        def declare(chain: KruiseChain) -> None:
+            for name in ("one", "two", "three", "four"):
+                extra = {"max_map_length": limit} if limit else {}
+                chain.task(image="python:3.11-slim", task_id=name, **extra)(self_contained).expand(
+                    values=[[1], [2]]
+                )
+
+        return declare
+
+    err = refused(body(None))
+    assert "max_map_length" in err.message and "one, two, three, four" in err.message
+    build(body(32))
