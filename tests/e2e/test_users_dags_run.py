@@ -143,7 +143,8 @@ def test_taskflow_stages_as_task_kubernetes_users_write_them(e2e_cluster) -> Non
     """`@task.kubernetes`-style functions as stages: KPO's `name`, no return (None), defaults, *args and
     **kwargs, a dict return (multiple_outputs given, and inferred from `-> dict[str, int]`), a stage mapped
     over the list an earlier stage returned and reduced, `expand_kwargs`, a classic stage mapped over a
-    TaskFlow stage's XCom, `skip_on_exit_code` by `sys.exit`, an exception's last line in the failure."""
+    TaskFlow stage's XCom, `skip_on_exit_code` by `sys.exit`, an exception's last line in the failure, mapped
+    indexes that fail once and are retried."""
     from airflow.sdk import DAG, task
 
     from airflow_kruise_chain.chain import KruiseChain
@@ -203,13 +204,29 @@ def test_taskflow_stages_as_task_kubernetes_users_write_them(e2e_cluster) -> Non
             def boom() -> None:
                 raise ValueError("bad input file")
 
+            # a fourth mapped stage: the pod's annotations have room for it with fewer indexes recorded
+            @chain.task(
+                image="python:3.11-slim", retries=1, retry_delay=timedelta(seconds=1), max_map_length=8
+            )
+            def flaky(x: int) -> int:
+                import os
+
+                marker = os.path.join(os.environ["CHAIN_SCRATCH"], f"tried-{x}")
+                if not os.path.exists(marker):
+                    open(marker, "w").close()
+                    raise RuntimeError("first try fails")
+                return x
+
             execute_in_k8s_pod() >> signature(1, 3, 4, 5, c="y", k=6)
             summary = stats(double.expand(x=listing("{{ params.n }}")))
             inferred(summary["total"])
             add.expand_kwargs([{"x": 1, "y": 2}, {"x": 3, "y": 4}])
-            chain.stage.partial("say", image="busybox:1.36", cmds=["echo"]).expand(arguments=words())
+            chain.stage.partial("say", image="busybox:1.36", cmds=["echo"], max_map_length=8).expand(
+                arguments=words()
+            )
             nothing_to_do()
             boom()
+            flaky.expand(x=[1, 2])
             halves = inferred(summary["count"])
 
         @task
@@ -220,6 +237,7 @@ def test_taskflow_stages_as_task_kubernetes_users_write_them(e2e_cluster) -> Non
 
     run = run_inline(dag)
     states = {task: state for task, (state, _, _) in task_states(run).items()}
+    tries = {task: tried for task, (_, tried, _) in task_states(run).items()}
     assert (states["tf.nothing_to_do"], states["tf.boom"]) == ("skipped", "failed")
     assert all(
         s == "success" for t, s in states.items() if t not in ("tf.nothing_to_do", "tf.boom", "tf.teardown")
@@ -235,4 +253,5 @@ def test_taskflow_stages_as_task_kubernetes_users_write_them(e2e_cluster) -> Non
     assert values["tf.inferred"] == {"half": 6} and xcoms(run, "half")["tf.inferred"] == 6
     assert values["check"] == 1
     assert mapped_xcoms(run, "tf.add") == [3, 7]
+    assert mapped_xcoms(run, "tf.flaky") == [1, 2] and tries["tf.flaky"] == 2  # each index retried once
     assert [r["log_tail"] for r in mapped_xcoms(run, "tf.say")] == [["one"], ["two"]]
