@@ -11,11 +11,12 @@ and, from the JSON `SPEC` the runtime built (`rootfs.py`):
    containerd's overlayfs snapshotter (`snapshots/overlay/overlay.go`) gives each container such an upper
    folder over the image's layers, and each upper folder takes the owner and mode of the folder it covers;
 2. mounts `/proc`, a tmpfs `/dev` with the null, zero, full, random, urandom and tty device nodes, `/dev/pts`,
-   `/dev/shm` (the pod sandbox's folder `shm`, which every container of the pod shares, as containerd binds
-   its sandbox's shm; else a tmpfs of its own) and the `/dev/fd`, `stdin`, `stdout` and `stderr` links
-   (runc's default mounts and `setupDevSymlinks`), then the volumes and the termination-message file: each
-   mount point is made in the layer when missing (`createIfNotExists`), a read-only one is remounted so
-   (`prepareRootfs`, `mountToRootfs`);
+   `/dev/mqueue` (the POSIX message queues of the IPC namespace the container joined: the pod's), `/dev/shm`
+   (the pod sandbox's folder `shm`, which every container of the pod shares, as containerd binds its
+   sandbox's shm; else a tmpfs of its own) and the `/dev/fd`, `stdin`, `stdout` and `stderr` links (runc's
+   default mounts, containerd's default spec, and `setupDevSymlinks`), then the volumes and the
+   termination-message file: each mount point is made in the layer when missing (`createIfNotExists`), a
+   read-only one is remounted so (`prepareRootfs`, `mountToRootfs`);
 3. with `readonly` (`readOnlyRootFilesystem`) remounts the image's overlays read-only (`finalizeRootfs`
    `setReadonly`: the volumes, `/dev` and `/proc` stay as they are);
 4. pivots into the root and detaches the old one (`pivotRoot`: `pivot_root(".", ".")`, no folder left in
@@ -119,9 +120,10 @@ def devices(root: str, shm: str | None) -> None:
     for name, (major, minor) in DEVICES.items():  # runc createDeviceNode: mknod (a bind in a user ns)
         os.mknod(f"{dev}/{name}", stat.S_IFCHR | 0o666, os.makedev(major, minor))
         os.chmod(f"{dev}/{name}", 0o666)
-    for name in ("pts", "shm"):
+    for name in ("pts", "shm", "mqueue"):
         os.mkdir(f"{dev}/{name}", 0o755)
     mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+    mount("mqueue", f"{dev}/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # the pod's IPC namespace's
     if shm:  # the pod sandbox's, shared by the pod's containers for its life
         mount(shm, f"{dev}/shm", None, MS_BIND)
         mount(None, f"{dev}/shm", None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC)

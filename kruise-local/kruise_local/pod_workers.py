@@ -21,6 +21,7 @@ from .capabilities import add_no_new_privileges, container_capabilities
 from .catalogue import NOT_IN_CATALOGUE, Image
 from .container import ContainerState, Instance, spec_hash
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
+from .etcfiles import SandboxConfigError, pod_files
 from .godur import MILLISECOND, duration_string, seconds_to_duration, truncate
 from .imageref import normalize
 from .kubelet_env import ContainerEnvironment, expand, verify_run_as_non_root
@@ -174,11 +175,19 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             return
         await asyncio.sleep(profile.sandbox + profile.network)
         while not self.terminating and self.pod_sandbox is None:
+            if (pod := self.pod()) is None:
+                return
+            host_ipc, context = bool(pod["spec"].get("hostIPC")), pod["spec"].get("securityContext") or {}
+            shm = None if host_ipc else self.dir / "shm"  # hostIPC: the host's /dev/shm not modelled
             try:
-                pod_spec = (self.pod() or {}).get("spec") or {}
-                shm = None if pod_spec.get("hostIPC") else self.dir / "shm"  # hostIPC: not modelled
-                sandbox = await self.kubelet.runtime.create_sandbox(bool(pod_spec.get("hostNetwork")), shm)
-            except (RuntimeUnavailable, OSError) as e:
+                files = pod_files(
+                    pod, self.dir / "sandbox", lambda m: self.event("Warning", "DNSConfigForming", m)
+                )
+                sysctls = {s["name"]: s.get("value", "") for s in context.get("sysctls") or []}
+                sandbox = await self.kubelet.runtime.create_sandbox(
+                    bool(pod["spec"].get("hostNetwork")), shm, files, host_ipc, sysctls
+                )
+            except (RuntimeUnavailable, OSError, SandboxConfigError) as e:
                 self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
                 await asyncio.sleep(self.kubelet.volume_retry)
                 continue
@@ -718,6 +727,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         self.kubelet.forget(self)
         shutil.rmtree(self.dir / "volumes", ignore_errors=True)
         shutil.rmtree(self.dir / "shm", ignore_errors=True)
+        shutil.rmtree(self.dir / "sandbox", ignore_errors=True)
 
     async def stop_now(self) -> None:
         """The local cluster stops: kill every container at once, also of a pod whose graceful termination

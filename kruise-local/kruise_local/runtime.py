@@ -46,6 +46,10 @@ other and from the host: two pods can listen on one port. The namespace has noth
 pod-to-pod traffic; the pod IP the kubelet reports is informative). The holder also runs the kubelet's
 tcpSocket/httpGet probes from inside the namespace (`PodSandbox.probe_tcp`, `probe_http`). With
 `sandbox="none"` the holder stays in the host's network namespace: pods share the host's network (and ports).
+The holder also holds the pod's IPC namespace (unless `hostIPC`), which every container joins the same way
+(System V objects and POSIX message queues are the pod's, shared by its containers, as under a CRI runtime),
+and writes the pod's sysctls in its namespaces (`sysctl_paths`). Each container also gets the pod's
+`/etc/hostname` and `/etc/resolv.conf` (`etcfiles.py`, containerd's own mounts).
 
 Containers are killed if the thread that started them exits (`--die-with-parent`): start them from a
 long-lived event loop thread.
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -70,6 +75,7 @@ from typing import Any, TypeVar
 
 from .capabilities import ALL_CAPABILITIES, CAPABILITY_NAMES
 from .cri import ContainerLaunch, RuntimeUnavailable, StartError
+from .etcfiles import runtime_mounts
 from .imagefs import (
     HOST_LINKS,
     HOST_RO,
@@ -180,6 +186,34 @@ def _stage_base_dir() -> str:
 def _unshare_base_dir() -> str:
     """An empty host dir the unshare and oci sandboxes mount their private root tmpfs on (one per process)."""
     return str(process_dir("kruise-local-root-"))
+
+
+_IPC_SYSCTLS = frozenset(
+    {"kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem", "kernel.shmall", "kernel.shmmax"}
+    | {"kernel.shmmni", "kernel.shm_rmid_forced"}
+)
+
+
+def sysctl_paths(sysctls: dict[str, str], own_net: bool, own_ipc: bool) -> dict[str, str]:
+    """The `/proc/sys` file and value of each of a pod's sysctls, after runc's check of them
+    (`libcontainer/configs/validate/validator.go` `sysctl`: the IPC ones and `fs.mqueue.*` need an IPC
+    namespace of the pod's own, `net.*` a network namespace of its own, nothing else is namespaced here
+    (no UTS namespace); a name whose first separator is '/' has its '.' and '/' swapped first,
+    `convertSysctlVariableToDotsSeparator`). Raises RuntimeUnavailable with runc's error."""
+    paths = {}
+    for raw, value in sysctls.items():
+        slash, dot = raw.find("/"), raw.find(".")
+        name = raw.translate(str.maketrans("./", "/.")) if slash != -1 and (dot == -1 or slash < dot) else raw
+        if name in _IPC_SYSCTLS or name.startswith("fs.mqueue."):
+            if not own_ipc:
+                raise RuntimeUnavailable(f"sysctl {name!r} is not allowed in the hosts ipc namespace")
+        elif name.startswith("net."):
+            if not own_net:
+                raise RuntimeUnavailable(f"sysctl {name!r} not allowed in host network namespace")
+        else:
+            raise RuntimeUnavailable(f"sysctl {name!r} is not in a separate kernel namespace")
+        paths["/proc/sys/" + name.translate(str.maketrans("./", "/."))] = value
+    return paths
 
 
 class ContainerRuntime:
@@ -382,26 +416,34 @@ class ContainerRuntime:
             proc.stdin.close()
         self._kill_soon(proc, nsenter)
 
-    async def create_sandbox(self, host_network: bool = False, shm: Path | None = None) -> PodSandbox:
-        """Start a pod sandbox: a new network namespace with `lo` up (`unshare --net`, plus `--user
-        --map-root-user` when not root), or the host's network with `host_network` or `sandbox="none"`.
-        `shm`: the folder the oci sandbox mounts as every container's /dev/shm, made here (containerd's
-        sandbox shm, which the pod's containers share for its life: `container_create_linux.go`)."""
+    async def create_sandbox(
+        self,
+        host_network: bool = False,
+        shm: Path | None = None,
+        files: dict[str, Path] | None = None,
+        host_ipc: bool = False,
+        sysctls: dict[str, str] | None = None,
+    ) -> PodSandbox:
+        """Start a pod sandbox: a holder in a new network namespace with `lo` up (unless `host_network`) and a
+        new IPC namespace (unless `host_ipc`), which every container of the pod joins (`unshare --net --ipc`,
+        plus `--user --map-root-user` when not root; with `sandbox="none"`, the host's). `shm`: the folder the
+        oci sandbox mounts as every container's /dev/shm, made here (containerd's sandbox shm, which the pod's
+        containers share for its life: `container_create_linux.go`). `files`: the pod's `/etc/hostname` and
+        `/etc/resolv.conf` (`etcfiles.sandbox_files`), which every container mounts. `sysctls`: the pod's
+        (`securityContext.sysctls`), written in its namespaces as runc writes them (`sysctl_paths`)."""
         argv = [sys.executable, "-I", "-S", "-c", HOLDER_SCRIPT]
         isolated = self.sandbox != "none" and not host_network
-        if isolated:
+        own_ipc = self.sandbox != "none" and not host_ipc
+        paths = sysctl_paths(sysctls or {}, isolated, own_ipc) if self.sandbox != "none" else {}
+        spaces = [*(["--net"] if isolated else []), *(["--ipc"] if own_ipc else [])]
+        if spaces:
             if not self._unshare or not self._nsenter:
                 raise RuntimeUnavailable(
                     "util-linux `unshare` and `nsenter` are needed for pod network namespaces"
                 )
-            prefix = (
-                [self._unshare, "--net"]
-                if self._root
-                else [self._unshare, "--user", "--map-root-user", "--net"]
-            )
-            argv = [*prefix, "--", *argv, "lo"]
-        else:
-            argv.append("host")
+            user = [] if self._root else ["--user", "--map-root-user"]
+            argv = [self._unshare, *user, *spaces, "--", *argv]
+        argv += ["lo" if isolated else "host", json.dumps(paths)]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=subprocess.PIPE,
@@ -423,18 +465,22 @@ class ContainerRuntime:
             err = (await proc.stderr.read()).decode(errors="replace").strip()
             await proc.wait()
             close_pipes(proc)
-            raise RuntimeUnavailable(f"could not create the pod's network namespace: {err or 'no answer'}")
+            raise RuntimeUnavailable(f"could not create the pod's sandbox: {err or 'no answer'}")
         if shm is not None and self.sandbox == "oci":
             shm.mkdir(parents=True, exist_ok=True)
             shm.chmod(0o1777)
-        return PodSandbox(proc, isolated, shm if self.sandbox == "oci" else None)
+        return PodSandbox(proc, isolated, shm if self.sandbox == "oci" else None, files, own_ipc)
 
     def _join(self, sandbox: PodSandbox | None) -> list[str]:
-        """The `nsenter` prefix that puts a container into its pod's network namespace."""
-        if sandbox is None or not sandbox.isolated or self.sandbox == "none":
+        """The `nsenter` prefix that puts a container into its pod's network and IPC namespaces."""
+        if sandbox is None or self.sandbox == "none":
+            return []
+        spaces = [f"--net={sandbox.net_ns}"] if sandbox.isolated else []
+        spaces += [f"--ipc={sandbox.ipc_ns}"] if sandbox.own_ipc else []
+        if not spaces:
             return []
         assert self._nsenter
-        cmd = [self._nsenter, f"--net={sandbox.net_ns}"]
+        cmd = [self._nsenter, *spaces]
         if sandbox.other_userns():
             cmd[1:1] = [f"--user=/proc/{sandbox.pid}/ns/user", "--preserve-credentials"]
         return [*cmd, "--"]
@@ -443,6 +489,10 @@ class ContainerRuntime:
         """Start the container; returns once its process is spawned (output is logged as it arrives)."""
         if not launch.argv:
             raise ValueError("empty argv")
+        sandbox = launch.pod_sandbox
+        if sandbox is not None and sandbox.files and self.sandbox != "none":  # containerd's own mounts
+            etc = runtime_mounts(sandbox.files, launch.mounts, launch.read_only_root)
+            launch = dataclasses.replace(launch, mounts=[*launch.mounts, *etc])
         launch.termination_host_path.parent.mkdir(parents=True, exist_ok=True)
         launch.termination_host_path.write_bytes(b"")
         # kuberuntime_container.go makeMounts: the termination message file is made mode 0666 (whatever the
@@ -588,7 +638,7 @@ class ContainerRuntime:
                 cmd += ["-U", *(ids if self._user_switch(user) else ["--preserve-credentials"])]
             elif self._user_switch(user) or (self.sandbox == "oci" and not user.is_default):
                 cmd += ids
-        return [*cmd, "-m", "-n", "-p", "-r", "-w", "--", *argv]  # -n: the pod's network namespace
+        return [*cmd, "-m", "-n", "-i", "-p", "-r", "-w", "--", *argv]  # -n, -i: the pod's network and IPC
 
     async def spawn_exec(self, target: RunningContainer, argv: list[str], tty: bool) -> StreamingExec:
         """Start `argv` in `target` with the container's environment and pipes (a terminal with `tty`), as

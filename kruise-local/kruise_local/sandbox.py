@@ -1,7 +1,8 @@
-"""A pod sandbox (the CRI's `RunPodSandbox`; the pause container that holds a pod's network namespace): a
-small holder process in a new network namespace with `lo` up, which every container of the pod joins and
-which runs the kubelet's tcpSocket and httpGet probes from inside the namespace (`pkg/probe/tcp/tcp.go`,
-`pkg/probe/http/http.go`: 200-399 succeed, redirects followed on the same host, at most 10)."""
+"""A pod sandbox (the CRI's `RunPodSandbox`; the pause container that holds a pod's network and IPC
+namespaces): a small holder process in a new network namespace with `lo` up and a new IPC namespace (unless
+`hostNetwork`, `hostIPC`), which every container of the pod joins and which runs the kubelet's tcpSocket and
+httpGet probes from inside the namespace (`pkg/probe/tcp/tcp.go`, `pkg/probe/http/http.go`: 200-399
+succeed, redirects followed on the same host, at most 10)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import json
 import os
 from pathlib import Path
 
-# The pod sandbox's holder process (`python -I -S -c`): brings `lo` up in its new network namespace (argv[1]
+# The pod sandbox's holder process (`python -I -S -c`): writes the pod's sysctls (argv[2]: {/proc/sys path:
+# value}, as runc writes a sandbox's `linux.sysctl`), brings `lo` up in its new network namespace (argv[1]
 # "lo"; SIOCGIFFLAGS/SIOCSIFFLAGS, as `ip link set lo up`), says "ready", then runs the probes the runtime
 # sends it, one JSON line each, from inside the namespace, and answers one JSON line each. It exits at EOF on
 # stdin (the runtime closed the sandbox or died).
 HOLDER_SCRIPT = r"""
 import fcntl, json, socket, struct, sys, threading
+for path, value in json.loads(sys.argv[2]).items():  # the pod's sysctls, in its own namespaces
+    with open(path, "w") as f:
+        f.write(value)
 if sys.argv[1] == "lo":
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]
@@ -100,11 +105,20 @@ class PodSandbox:
     """A pod's network namespace, held by a small process for the pod's lifetime (the CRI pod sandbox):
     every container of the pod joins it, and probes connect from inside it."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, isolated: bool, shm: Path | None = None) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        isolated: bool,
+        shm: Path | None = None,
+        files: dict[str, Path] | None = None,
+        own_ipc: bool = False,
+    ) -> None:
         self._proc = proc
         self.pid = proc.pid
-        self.isolated = isolated  # False: the host's network namespace (sandbox="none")
+        self.isolated = isolated  # False: the host's network namespace (hostNetwork, sandbox="none")
         self.shm = shm  # the pod's /dev/shm, shared by its containers (None: each container has its own)
+        self.files = files or {}  # the pod's /etc/hostname and /etc/resolv.conf (`etcfiles.sandbox_files`)
+        self.own_ipc = own_ipc  # an IPC namespace of the pod's own (False: hostIPC, sandbox="none")
         self._next = 0
         self._waiting: dict[int, asyncio.Future[tuple[bool, str]]] = {}
         self._reader = asyncio.get_running_loop().create_task(self._read())
@@ -112,6 +126,10 @@ class PodSandbox:
     @property
     def net_ns(self) -> str:
         return f"/proc/{self.pid}/ns/net"
+
+    @property
+    def ipc_ns(self) -> str:
+        return f"/proc/{self.pid}/ns/ipc"
 
     def other_userns(self) -> bool:
         """Whether the namespace belongs to a user namespace other than ours (a rootless sandbox)."""

@@ -18,6 +18,7 @@ from typing import Any
 from . import resources as R
 from .atomicwriter import write_atomically
 from .cri import Mount
+from .etcfiles import hosts_mount
 from .store import Obj
 
 _FIELD_ANN = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]\Z")
@@ -169,6 +170,8 @@ class PodVolumes:
     """The volume manager's part of a pod worker: its volumes and their mounts."""
 
     uid: str
+    dir: Path
+    pod_ip: str
 
     def setup_volumes(self, names: Container[str] | None = None) -> None:
         """Set up the pod's volumes (those of `names` only, if given; `mounting.py` mounts one at a time)."""
@@ -345,16 +348,22 @@ class PodVolumes:
 
     def mounts(self, spec: dict[str, Any]) -> list[Mount]:
         """The container's mounts (`makeMounts`): read-only as the volumeMount says, and always for the API
-        data volumes (`API_DATA_KINDS`)."""
-        volumes = {v["name"]: v for v in ((self.pod() or {}).get("spec") or {}).get("volumes") or []}
+        data volumes (`API_DATA_KINDS`); a `subPath` is the volume's file or folder of that name, made a
+        folder (with the volume's mode) when missing; then the pod's managed `/etc/hosts`
+        (`etcfiles.hosts_mount`)."""
+        pod = self.pod() or {}
+        volumes = {v["name"]: v for v in (pod.get("spec") or {}).get("volumes") or []}
         out = []
         for vm in spec.get("volumeMounts") or []:
             host = self.volumes.get(vm["name"])
             if host is None:
                 raise VolumeError(f'volume "{vm["name"]}" is not mounted')
             if vm.get("subPath"):
-                host = host / vm["subPath"]
-                host.mkdir(parents=True, exist_ok=True)
+                volume, host = host, host / vm["subPath"]
+                if not os.path.lexists(host):
+                    host.mkdir(parents=True, exist_ok=True)
+                    host.chmod(stat.S_IMODE(volume.stat().st_mode))
             must_ro = any(kind in volumes.get(vm["name"], {}) for kind in API_DATA_KINDS)
             out.append(Mount(host, vm["mountPath"], bool(vm.get("readOnly")) or must_ro))
-        return out
+        hosts = hosts_mount(pod, spec, self.dir, [self.pod_ip]) if pod else None
+        return [*out, hosts] if hosts else out

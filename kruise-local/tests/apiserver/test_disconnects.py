@@ -271,8 +271,8 @@ def test_a_pod_deleted_while_its_sandbox_starts_leaves_no_holder(tmp_path, monke
         runtime, created = c.kubelet.runtime, threading.Event()
         create = runtime.create_sandbox
 
-        async def create_then_hold(host_network: bool = False) -> Any:
-            sandbox = await create(host_network)
+        async def create_then_hold(*args: Any, **kwargs: Any) -> Any:
+            sandbox = await create(*args, **kwargs)
             created.set()
             with contextlib.suppress(asyncio.CancelledError):  # 3.11's wait_for: the result, not the cancel
                 await asyncio.sleep(30)

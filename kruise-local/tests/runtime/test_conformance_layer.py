@@ -202,8 +202,9 @@ def test_a_read_only_root_filesystem_leaves_the_volumes_writable(core, namespace
 
 def test_a_scratch_images_root_holds_only_its_files(core, namespace) -> None:
     start(core, namespace, "scratch", container("c", "sleep 3600", "busybox:1.36.1-musl"))
-    script = "ls -A /; stat -c '%a %n' /tmp /root; echo x > /bin/kl && ls /bin/kl"
+    script = "ls -A /; ls -A /etc; stat -c '%a %n' /tmp /root; echo x > /bin/kl && ls /bin/kl"
     out = sh(core, namespace, "scratch", script)
     lines = out.splitlines()
-    assert lines[-4:] == ["1777 /tmp", "700 /root", "/bin/kl", "rc=0"]
-    assert not {"usr", "etc", "lib"} & set(" ".join(lines[:-4]).split())  # no host userland
+    assert lines[-7:] == ["hostname", "hosts", "resolv.conf", "1777 /tmp", "700 /root", "/bin/kl", "rc=0"]
+    assert not {"usr", "lib"} & set(" ".join(lines[:-7]).split())  # no host userland
+    # /etc holds only the mount points the runtime made for the pod's files (runc `createIfNotExists`)
