@@ -1,5 +1,6 @@
-"""Under `./dev.sh test` (`pytest -n 2 --dist loadfile`), the files of tests/airflow run on one worker, so
-that their session's real Airflow (`airflow_stack`) starts once, not on both workers (tests/conftest.py
+"""Under `./dev.sh test` (`pytest -n 2 --dist loadfile`), the files of tests/airflow, and those of
+tests/production, run on one worker, so that their session's real Airflow (`airflow_stack`,
+`production_stack`) starts once, not on both workers (tests/conftest.py
 `pytest_xdist_make_scheduler`); every other file is a unit of its own."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def test_{name}():
 def test_a_one_worker_folder_is_one_unit_and_other_files_their_own() -> None:
     assert xdist_scope("tests/airflow/test_scheduler.py::test_x") == "tests/airflow/"
     assert xdist_scope("tests/airflow/test_operations.py::test_y[a-b]") == "tests/airflow/"
+    assert xdist_scope("tests/production/test_celery.py::test_w") == "tests/production/"
+    assert xdist_scope("tests/production/test_celery_deferrable.py::test_v") == "tests/production/"
     assert xdist_scope("tests/e2e/test_prepare.py::test_z") == "tests/e2e/test_prepare.py"
     assert (
         xdist_scope("kruise-local/tests/apiserver/test_fuzz_api.py::t")
