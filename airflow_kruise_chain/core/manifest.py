@@ -26,7 +26,7 @@ from .constants import (
 from .errors import ChainConfigError
 from .podview import StageRecord, records_annotation
 from .resources import slot_resources
-from .runnerinstall import init_container
+from .runnerinstall import HOSTS_SUBPATH, init_container
 from .seal import check_pod_template
 from .spec import ChainSpec, StageSpec, effective_pull_policy, is_label_value
 from .wire import (
@@ -129,6 +129,20 @@ slot runs. Read-only, a stage writes only to the volumes: the scratch (shared by
 the next stage empty, with a fresh `$HOME` in `/tmp`."""
 
 
+HOSTS_MOUNT: dict[str, Any] = {
+    "name": RUNNER_VOLUME,
+    "mountPath": "/etc/hosts",
+    "subPath": HOSTS_SUBPATH,
+    "readOnly": True,
+}
+"""The slots' `/etc/hosts`: the copy of the pod's hosts file the init container made, read-only. Without it
+the kubelet mounts its own, writable whatever `readOnlyRootFilesystem`, one file for the whole pod, so a
+root stage could change what the other slot's stage and every later one resolve (`runnerinstall.
+HOSTS_SUBPATH`). The pod's `/etc/hostname` and `/etc/resolv.conf` are the runtime's, read-only in a
+container with a read-only root filesystem (containerd `linuxContainerMounts`, CRI-O
+`setupContainerMounts`)."""
+
+
 def tmp_volume(slot: str) -> str:
     """The emptyDir `slot` mounts at /tmp (its stages' temporary files and `$HOME`), emptied by its runner."""
     return f"kruise-chain-tmp-{slot}"
@@ -226,6 +240,7 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             {"name": meta_volume(slot), "mountPath": META_MOUNT, "readOnly": True},
             {"name": tmp_volume(slot), "mountPath": TMP_MOUNT},
             {"name": shm_volume(slot), "mountPath": SHM_MOUNT},
+            dict(HOSTS_MOUNT),
         ],
         "startupProbe": {
             "exec": {"command": list(STARTUP_COMMAND)},

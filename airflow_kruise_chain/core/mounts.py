@@ -17,7 +17,7 @@ from typing import Any
 from .errors import ChainConfigError
 
 MOUNT_FIELDS = {"name", "mountPath", "readOnly", "subPath"}
-RESERVED_PATHS = ("/scratch", "/kruise-chain", "/dev/termination-log", "/tmp", "/dev/shm")
+RESERVED_PATHS = ("/scratch", "/kruise-chain", "/dev/termination-log", "/tmp", "/dev/shm", "/etc/hosts")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 

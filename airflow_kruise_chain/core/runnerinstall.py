@@ -61,12 +61,26 @@ APPLY_COMMAND = "kruise-chain runner-configmap --namespace {namespace} | kubectl
 """What an admin runs to make the runner's ConfigMap for an identity that may not create it."""
 
 _BIN = RUNNER_BIN.removeprefix(RUNNER_MOUNT + "/")
+HOSTS_SUBPATH = "hosts"
+"""The copy of the pod's `/etc/hosts` in the runner's emptyDir, which the slots mount read-only at
+`/etc/hosts` (`manifest.HOSTS_MOUNT`).
+
+The kubelet writes one hosts file per pod (the pod's IP and hostname, its `hostAliases`) and mounts it
+**writable** at `/etc/hosts` into every container that does not mount that path itself, whatever its
+`readOnlyRootFilesystem` (`pkg/kubelet/kubelet_pods.go` `makeMounts`: `mountEtcHostsFile` is false when a
+mount's `MountPath` is `/etc/hosts`; `makeHostsMount`: `ReadOnly: false`). Given to the slots, a stage that
+runs as root (or as the file's owner) could rewrite what the other slot's stage and every later stage
+resolve. The init container, which ends before the slots start, copies its own managed file (the kubelet
+wrote it for the init container as for any: the same content) into the runner's volume; the slots mount that
+copy read-only by `subPath`, so the kubelet gives them none of its own, and no stage can write it, chmod it or
+mount over it (a read-only bind mount; the slots' root filesystems are read-only too; no `CAP_SYS_ADMIN`)."""
 INSTALL_COMMAND: tuple[str, ...] = (
     "/bin/sh",
     "-c",
     f'set -e;cd {RUNNER_MOUNT};printf %s "${RUNNER_ENV}">runner;'
     f'echo "${SHA_ENV}  runner"|sha256sum -cs||exit {CHECK_FAILED_EXIT};'
-    f"cp /bin/busybox .;chmod 555 runner;chmod 111 busybox;mkdir -p {_BIN};mv -f runner busybox {_BIN};"
+    f"cp /bin/busybox /etc/{HOSTS_SUBPATH} .;chmod 555 runner;chmod 111 busybox;mkdir -p {_BIN};"
+    f"mv -f runner busybox {_BIN};"
     f"b={RUNNER_BIN}/busybox;printf '#!%s sh\\nsleep 9\\n' \"$b\">p;chmod 555 p;./p& q=$!;"
     f'until [ "$(head -c{len(RUNNER_BIN) + 8} /proc/$q/cmdline)" = "$b" ];'
     f"do [ -d /proc/$q ]||exit {PROBE_FAILED_EXIT};done;"
@@ -74,7 +88,8 @@ INSTALL_COMMAND: tuple[str, ...] = (
 )
 """The init container's command: busybox's shell writes the runner (``$KC_RUNNER``) to a file, checks it
 against ``$KC_RUNNER_SHA256`` (a mismatch: exit `CHECK_FAILED_EXIT`, nothing installed), then installs it
-(0555) and the image's busybox (0111) into the runner's emptyDir, each renamed into place. Last it probes the
+(0555) and the image's busybox (0111) into the runner's emptyDir, each renamed into place, and copies the
+pod's `/etc/hosts` there (`HOSTS_SUBPATH`). Last it probes the
 seal where the pod runs (runtime, kernel, sysctls, the pod's user and capabilities): a script whose `#!` line
 names the installed busybox, started as the slots start the runner, must not be readable by its own user
 (its `/proc/<pid>/environ`); if it is, the runner would be readable by its stages: exit `UNSEALED_EXIT`

@@ -346,14 +346,14 @@ def _check_slot(where: str, container: Mapping[str, Any], built: Mapping[str, An
         f"{where}.securityContext", container.get("securityContext") or {}, built["securityContext"]
     )
     built_mounts = {m["name"]: m for m in built.get("volumeMounts") or []}
-    paths = [m["mountPath"] for m in built_mounts.values()]
+    paths = [m["mountPath"] for m in built.get("volumeMounts") or []]
     for i, mount in enumerate(container.get("volumeMounts") or []):
         path = str(mount.get("mountPath", built_mounts.get(mount.get("name"), {}).get("mountPath", "")))
         if mount.get("name") not in built_mounts and _reserved(path, paths):
             raise ChainConfigError(
                 f"{where}.volumeMounts[{i}].mountPath",
-                f"{path!r} is the chain's (its runner, state, run spec, scratch or temporary folders): mount "
-                "elsewhere",
+                f"{path!r} is the chain's (its runner, state, run spec, scratch, temporary folders or "
+                "/etc/hosts): mount elsewhere",
             )
 
 

@@ -105,6 +105,8 @@ def test_pod_layout() -> None:
             # the slot's own temporary folders, emptied by its runner after each generation
             {"name": f"kruise-chain-tmp-{slot}", "mountPath": "/tmp"},
             {"name": f"kruise-chain-shm-{slot}", "mountPath": "/dev/shm"},
+            # the init container's copy of the pod's hosts file, read-only: the kubelet's own is writable
+            {"name": "kruise-chain", "mountPath": "/etc/hosts", "subPath": "hosts", "readOnly": True},
         ]
         assert volumes[f"kruise-chain-state-{slot}"] == {"name": f"kruise-chain-state-{slot}", "emptyDir": {}}
         assert volumes[f"kruise-chain-tmp-{slot}"] == {"name": f"kruise-chain-tmp-{slot}", "emptyDir": {}}

@@ -61,6 +61,11 @@ def test_both_slots_mount_the_union_of_the_stages_mounts() -> None:
             "chain's own",
         ),
         ([[{"name": "tmp", "mountPath": "/dev/shm"}]], "stages[0].volume_mounts[0].mountPath", "chain's own"),
+        (  # the init container's read-only copy of the pod's hosts file (manifest.HOSTS_MOUNT)
+            [[{"name": "tmp", "mountPath": "/etc/hosts", "subPath": "h"}]],
+            "stages[0].volume_mounts[0].mountPath",
+            "chain's own",
+        ),
         ([[{"name": "tmp", "mountPath": "rel"}]], "stages[0].volume_mounts[0].mountPath", "absolute"),
         (
             [[{"name": "tmp", "mountPath": "/a", "mountPropagation": "x"}]],

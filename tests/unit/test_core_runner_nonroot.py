@@ -95,8 +95,9 @@ APPLETS = ("sh", "sha256sum", "cp", "chmod", "mkdir", "mv", "cat", "ls")
 def init_container(runner: Path, script: str, root_capabilities: set[str] | None = None) -> list[str]:
     """The chain pod's init container as a runtime runs it, as the non-root user (or as root with
     `root_capabilities`): the busybox image's root (`FROM scratch`: /bin/busybox and its applet links, PATH
-    /bin; the host's /usr only for setpriv), the runner's emptyDir, and the env as the kubelet resolves it:
-    ``KC_RUNNER`` the ConfigMap's value (here `script`), ``KC_RUNNER_SHA256`` the pod spec's."""
+    /bin; the host's /usr only for setpriv), the kubelet's `/etc/hosts`, the runner's emptyDir, and the env
+    as the kubelet resolves it: ``KC_RUNNER`` the ConfigMap's value (here `script`), ``KC_RUNNER_SHA256``
+    the pod spec's."""
     spec = _init_spec()
     cmd = [
         BWRAP,
@@ -111,6 +112,7 @@ def init_container(runner: Path, script: str, root_capabilities: set[str] | None
         "/lib64",
     ]
     cmd += ["--dir", "/bin", "--ro-bind", str(BUSYBOX), "/bin/busybox"]
+    cmd += ["--dir", "/etc", "--ro-bind", "/etc/hosts", "/etc/hosts"]  # the kubelet's (here the host's)
     for applet in APPLETS:
         cmd += ["--symlink", "busybox", f"/bin/{applet}"]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(runner), RUNNER_MOUNT, "--cap-drop", "ALL"]
@@ -158,7 +160,9 @@ def test_the_install_gives_the_runner_and_its_busybox_their_modes_and_can_run_ag
             init_container(runner, runner_script()), capture_output=True, text=True, timeout=30
         )
         assert done.returncode == 0, done.stderr
-        assert sorted(p.name for p in runner.iterdir()) == ["bin"]
+        assert sorted(p.name for p in runner.iterdir()) == ["bin", "hosts"]
+        # the pod's /etc/hosts, which the slots mount read-only (manifest.HOSTS_MOUNT)
+        assert (runner / "hosts").read_bytes() == Path("/etc/hosts").read_bytes()
         assert sorted(p.name for p in (runner / "bin").iterdir()) == ["busybox", "runner"]
         installed = runner / "bin" / "runner"
         assert installed.read_text() == runner_script()

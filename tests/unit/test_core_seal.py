@@ -163,6 +163,20 @@ REFUSED = [
         },
         "[slot-b].volumeMounts[0].mountPath",
     ),
+    (  # a writable hosts file for every later stage
+        {
+            "spec": {
+                "volumes": [{"name": "x", "emptyDir": {}}],
+                "containers": [
+                    {
+                        "name": "slot-a",
+                        "volumeMounts": [{"name": "x", "mountPath": "/etc/hosts", "subPath": "h"}],
+                    }
+                ],
+            }
+        },
+        "[slot-a].volumeMounts[0].mountPath",
+    ),
     (
         {
             "spec": {
