@@ -93,6 +93,23 @@ def read_log(core: Any, ns: str, name: str, cname: str, **kw: Any) -> str:
     return core.read_namespaced_pod_log(name, ns, container=cname, _preload_content=False, **kw).data.decode()
 
 
+def exec_output(core: Any, ns: str, name: str, cname: str, argv: list[str]) -> str:
+    """Run `argv` in container `cname` of pod `name` through pods/exec; its output (stdout and stderr)."""
+    from kubernetes.stream import stream
+
+    return stream(
+        core.connect_get_namespaced_pod_exec,
+        name,
+        ns,
+        container=cname,
+        command=argv,
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+    )
+
+
 def service_account_token(
     api: Any,
     namespace: str,

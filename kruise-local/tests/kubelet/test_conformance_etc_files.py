@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 import pytest
-from kruise_local.testing import container, pod_body, running, status_of, wait_for
+from kruise_local.testing import container, exec_output, pod_body, running, status_of, wait_for
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the runtime's namespaces need kruise-local as root"
@@ -36,20 +36,7 @@ def waiting(name: str, **extra: Any) -> dict[str, Any]:
 
 
 def sh(core: Any, ns: str, pod: str, name: str, script: str) -> str:
-    from kubernetes.stream import stream
-
-    argv = ["/bin/sh", "-c", f'{script}\necho "rc=$?"']
-    return stream(
-        core.connect_get_namespaced_pod_exec,
-        pod,
-        ns,
-        container=name,
-        command=argv,
-        stderr=True,
-        stdin=False,
-        stdout=True,
-        tty=False,
-    )
+    return exec_output(core, ns, pod, name, ["/bin/sh", "-c", f'{script}\necho "rc=$?"'])
 
 
 def start(core: Any, ns: str, body: dict[str, Any]) -> None:

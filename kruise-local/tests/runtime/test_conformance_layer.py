@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 import pytest
-from kruise_local.testing import container, pod_body, running, status_of, wait_for
+from kruise_local.testing import container, exec_output, pod_body, running, status_of, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the writable layer needs kruise-local as root")
 
@@ -33,19 +33,7 @@ def _layered(cluster: Any) -> None:
 
 def run(core: Any, ns: str, pod: str, argv: list[str], name: str = "c") -> str:
     """Run `argv` in the container through pods/exec; its output (stdout and stderr)."""
-    from kubernetes.stream import stream
-
-    return stream(
-        core.connect_get_namespaced_pod_exec,
-        pod,
-        ns,
-        container=name,
-        command=argv,
-        stderr=True,
-        stdin=False,
-        stdout=True,
-        tty=False,
-    )
+    return exec_output(core, ns, pod, name, argv)
 
 
 def sh(core: Any, ns: str, pod: str, script: str, name: str = "c") -> str:
