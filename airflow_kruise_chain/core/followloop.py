@@ -138,6 +138,8 @@ class FollowLoop(PodSession):
         except Exception as err:
             events.failed(err)
             raise
+        finally:
+            self._close_stream()
         if isinstance(outcome, StageResult):
             events.ended(outcome)
         return outcome
@@ -315,14 +317,20 @@ class FollowLoop(PodSession):
 
     def _open_stream(self, slot: str, since_seconds: int | None) -> LogPump:
         """Follow `slot`'s log on a thread (`LogPump`); the stream opened before is closed."""
-        if self._pump is not None:
-            self._pump.close()
+        self._close_stream()
 
         def stream() -> Iterable[str]:
             return self.api.follow_log(self.pod_name, self.namespace, slot, since_seconds=since_seconds)
 
         self._pump = LogPump(stream, f"kruise-chain-log-{slot}")
         return self._pump
+
+    def _close_stream(self) -> None:
+        """Stop reading the stream followed last: a follow that ended leaves no reader of a slot's log
+        behind (its thread ends at the stream's next line, which later generations of the slot print)."""
+        pump, self._pump = self._pump, None
+        if pump is not None:
+            pump.close()
 
     def expire(self, plan: SwapPlan, timeouts: Timeouts) -> None:
         """Stop the stage that ran out of its execution time and raise the stage timeout."""
