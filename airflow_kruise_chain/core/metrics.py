@@ -15,6 +15,10 @@ import durationpy
 from .resources import parse_quantity
 
 ReadMetrics = Callable[[], Mapping[str, Any] | None]
+SHORTEST_WINDOW = 10.0
+"""Seconds: the shortest window a metrics-server reading covers (the time between its last two scrapes; it
+refuses a `--metric-resolution` under 10 s: metrics-server `Options.Validate`). A stage shorter than the
+window of every reading cannot have a reading of its own."""
 
 
 def container_memory(metrics: Mapping[str, Any] | None) -> dict[str, int]:
@@ -110,6 +114,7 @@ class MemorySampler:
         self.reads = 0
         self.misses = 0
         self._renewed_at = 0.0  # monotonic time from which the metrics API may hold a newer sample
+        self._window: float | None = None  # the shortest window of the readings seen (None: none seen)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -125,6 +130,8 @@ class MemorySampler:
             return
         self.misses = 0
         taken, window = sample_time(metrics)
+        if window > 0:
+            self._window = min(window, self._window or window)
         if taken is not None and window > 0:
             due = (taken + timedelta(seconds=window) - datetime.now(taken.tzinfo)).total_seconds()
             self._renewed_at = time.monotonic() + min(max(due, 0.0), window)  # a skewed clock waits <= window
@@ -156,15 +163,26 @@ class MemorySampler:
         self._thread.start()
 
     def stop(self, until: datetime | None = None) -> None:
-        """Stop the thread and take a last sample if a newer one can exist (samples taken after `until` do
-        not count; nothing if it never started)."""
+        """Stop the thread and take a last sample if a newer one can exist and can be the stage's (samples
+        taken after `until` do not count; nothing if it never started). No last read for a stage shorter
+        than a reading's window (those seen, else `SHORTEST_WINDOW`): no reading can lie within it, and the
+        read would delay the stage's end for nothing."""
         if self._thread is None:
             return
         self.until = until
         self._stop.set()
         self._thread.join()
-        if time.monotonic() >= self._renewed_at:
+        if time.monotonic() >= self._renewed_at and not self._too_short():
             self.sample()
+
+    def _too_short(self) -> bool:
+        """Whether the stage, from `since` to `until` widened to whole seconds (as `_within` widens them), is
+        shorter than any reading's window: `self._window` once a reading said it, else `SHORTEST_WINDOW`."""
+        if self.since is None or self.until is None:
+            return False
+        began = _aware(self.since).replace(microsecond=0)
+        ended = _aware(self.until).replace(microsecond=0) + timedelta(seconds=bool(self.until.microsecond))
+        return (ended - began).total_seconds() < (self._window or SHORTEST_WINDOW)
 
     def __enter__(self) -> MemorySampler:
         self.start()

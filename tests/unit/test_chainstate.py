@@ -6,7 +6,13 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from airflow_kruise_chain.core.chainstate import StageMonitor, StageTrack, chain_view, stage_phases
-from airflow_kruise_chain.core.metrics import MemorySampler, container_memory, max_reads, sample_time
+from airflow_kruise_chain.core.metrics import (
+    SHORTEST_WINDOW,
+    MemorySampler,
+    container_memory,
+    max_reads,
+    sample_time,
+)
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.status import StageResult, StartMarker
 from airflow_kruise_chain.links import pod_dashboard_url
@@ -272,23 +278,37 @@ def test_a_sample_taken_after_the_stage_ended_is_not_its_memory() -> None:
     sampler.stop(until=now - timedelta(seconds=10))
     peak = sampler.peak()
     assert (peak.container_bytes, peak.samples, peak.reads) == (None, 0, 1)
-    inside = MemorySampler(lambda: stamped(now, "1s", slot_a="4Mi"), "slot-a", interval=60)
+    # a reading during the stage said its window (1 s, the fast local profile's live readings), which the
+    # stage outlasts: its end's read counts
+    readings = iter(
+        [stamped(now - timedelta(seconds=5), "1s", slot_a="1Mi"), stamped(now, "1s", slot_a="4Mi")]
+    )
+    inside = MemorySampler(lambda: next(readings), "slot-a", interval=60)
     inside.start(since=now.replace(microsecond=500000) - timedelta(seconds=1))
+    inside.sample()
     inside.stop(until=now.replace(microsecond=900000))
-    assert inside.peak().container_bytes == 4 * 2**20
+    assert inside.peak().container_bytes == 4 * 2**20 and inside.peak().reads == 2
 
 
 def test_a_stage_shorter_than_the_metrics_window_is_not_measured() -> None:
     """metrics-server's reading covers the window between its last two scrapes (15 s as shipped): for a
     stage shorter than that no reading's window lies within the stage, so its peak is not measured (None),
-    never the idle runner's 1.8 MiB the reading taken just before or during it shows."""
+    never the idle runner's 1.8 MiB the reading taken just before or during it shows. A stage shorter than
+    the window of the readings seen (15 s), or without one, shorter than metrics-server's shortest (10 s),
+    makes no read at its end: it could not count, and it would delay the stage's end."""
     started = datetime.now(UTC)
     during = stamped(started.replace(microsecond=0) + timedelta(seconds=1), "15s", slot_a="1843Ki")
     sampler = MemorySampler(lambda: during, "slot-a", interval=60)
     sampler.start(since=started)
-    sampler.stop(until=started + timedelta(seconds=5))
+    sampler.sample()  # read while it ran (the first gap passed)
+    sampler.stop(until=started + timedelta(seconds=12))
     peak = sampler.peak()
     assert (peak.container_bytes, peak.samples, peak.window_from, peak.reads) == (None, 0, None, 1)
+    unread = MemorySampler(lambda: during, "slot-a", interval=60)
+    unread.start(since=started)
+    unread.stop(until=started + timedelta(seconds=5))
+    assert (unread.peak().container_bytes, unread.peak().reads) == (None, 0)
+    assert SHORTEST_WINDOW == 10.0
 
 
 def test_a_reading_whose_window_lies_within_the_stage_is_its_peak_with_that_window() -> None:
