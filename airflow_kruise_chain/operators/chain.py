@@ -236,7 +236,18 @@ class KruiseChainOperator(ChainBaseOperator):
         self.check_env_holds_no_secret()
         stage = self.stage_spec()
         driver = self.driver(context)
-        settle_go: Callable[[], None] = lambda: None  # noqa: E731
+        settle: list[Callable[[], None]] = []  # the fast go's wait, once it started
+        try:
+            return self.run_stage(context, stage, driver, settle)
+        finally:  # the fast go's exec, delivered while the task follows the stage, outlives no task
+            for wait in settle:
+                wait()
+
+    def run_stage(
+        self, context: Context, stage: StageSpec, driver: StageDriver, settle: list[Callable[[], None]]
+    ) -> dict[str, Any]:
+        """Swap the stage in, then follow it here or hand it to the triggerer (`deferrable`); the fast go's
+        wait goes into `settle`."""
         try:
             pod = self.prepare_try(context, driver)
             pod_uid = pod.uid
@@ -245,7 +256,7 @@ class KruiseChainOperator(ChainBaseOperator):
             if plan.action == "go" and self.go_via_exec:
                 from airflow_kruise_chain.core.fastgo import start_go
 
-                settle_go = start_go(self.hook, plan, self.log.info)  # while the task follows the stage
+                settle.append(start_go(self.hook, plan, self.log.info))  # while the task follows the stage
             if plan.action == "adopt":
                 self.replay(driver, plan)
             following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
@@ -273,7 +284,6 @@ class KruiseChainOperator(ChainBaseOperator):
                 ahead=following,
                 then=then,
             )
-            settle_go()
             if isinstance(followed, Detached):
                 self.defer(
                     trigger=StageTrigger(
@@ -296,7 +306,6 @@ class KruiseChainOperator(ChainBaseOperator):
                 )
             return self.finish(context, followed, pod_uid)
         result = self.follow(context, driver, plan, ahead=following, then=then)
-        settle_go()
         return self.finish(context, result, pod_uid)
 
     def deferral_delay(self) -> float:
