@@ -33,16 +33,9 @@ def test_a_task_whose_follow_raises_still_waits_for_its_fast_go(monkeypatch, def
         return lambda: waited.append(plan.stage)
 
     monkeypatch.setattr("airflow_kruise_chain.core.fastgo.start_go", start_go)
-    task = KruiseChainOperator(
-        task_id="s",
-        chain_name="c",
-        namespace="data",
-        stage_name="s",
-        image="busybox:1.36",
-        cmds=["true"],
-        deferrable=deferrable,
-        prepare_next=False,
-    )
+    names = {"task_id": "s", "chain_name": "c", "stage_name": "s", "namespace": "data"}
+    stage = {"image": "busybox:1.36", "cmds": ["true"]}
+    task = KruiseChainOperator(**names, **stage, deferrable=deferrable, prepare_next=False)
     task.__dict__["hook"] = object()  # the cached hook: the fake start_go never uses it
     monkeypatch.setattr(task, "index_stage", lambda context: None)
     monkeypatch.setattr(task, "driver", lambda context: Driver())
