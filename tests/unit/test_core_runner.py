@@ -87,6 +87,22 @@ def namespace_processes(process: subprocess.Popen) -> list[str]:
     return stats
 
 
+def stage_processes(process: subprocess.Popen) -> list[str]:
+    """namespace_processes but the runner's own: the forks of its shell and the applets it runs through the
+    slot's busybox (all named `busybox`; the stages these tests check run none), such as the `stat` with which
+    it looks at /dev just after it announced a result. What a stage left behind."""
+    return [stat for stat in namespace_processes(process) if stat.split(" ", 2)[1] != "(busybox)"]
+
+
+def parked_processes(process: subprocess.Popen) -> list[str]:
+    """namespace_processes once the runner's own work after a result (stage_processes) is over: the runner
+    parks with no other process (or the deadline passes: what is left)."""
+    deadline = time.monotonic() + TIMEOUT
+    while (left := namespace_processes(process)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
 class Slot:
     """One slot's volumes: the runner's bin and state (an emptyDir), the downwardAPI folder and scratch."""
 
@@ -641,7 +657,8 @@ def test_nothing_a_stage_started_outlives_it(slot, runners) -> None:
     runner = runners(slot, stage, 1)
     assert runner.result(1).outputs == {"first": True}
     assert slot.serving()  # parked
-    assert namespace_processes(runner.process) == []
+    assert stage_processes(runner.process) == []  # ended before the result was announced
+    assert parked_processes(runner.process) == []
     second = sh_stage(
         'ln -s "$CHAIN_OUTPUT" "$CHAIN_SCRATCH/out-2"; '
         'printf \'{"second": true}\' > "$CHAIN_OUTPUT"; sleep 0.3'
@@ -703,7 +720,8 @@ def test_a_stop_request_stops_the_stage_and_the_runner_parks(slot, runners) -> N
     result = runner.result(5)
     assert (result.exit_code, result.reason) == (137, "stopped")  # it ignored SIGTERM: SIGKILL after 1 s
     assert slot.serving()  # parked
-    assert namespace_processes(runner.process) == []
+    assert stage_processes(runner.process) == []  # ended before the result was announced
+    assert parked_processes(runner.process) == []
     assert runner.process.poll() is None
     slot.assign(sh_stage("echo next"), 6)
     assert runner.result(6).exit_code == 0
