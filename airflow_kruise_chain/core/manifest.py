@@ -39,10 +39,13 @@ from .wire import (
     RUNNER_COMMAND,
     RUNNER_MOUNT,
     RUNNER_STATE,
+    SEAL_ANNOTATION,
+    SEAL_ENV,
     SLOT_FIELDS,
     STAGE_FIELD,
     STAGES_ANNOTATION,
     STOP_FIELD,
+    new_seal,
     slot_annotation,
 )
 
@@ -219,6 +222,8 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
         path = f"metadata.annotations['{slot_annotation(slot, field)}']"
         return {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}
 
+    seal_path = f"metadata.annotations['{SEAL_ANNOTATION}']"
+
     container: dict[str, Any] = {
         "name": slot,
         "image": image,
@@ -231,6 +236,9 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             {"name": "KC_RUN", "valueFrom": annotation(RUN_FIELD)},
             # the runner empties these after each generation, and makes the stages' HOME in the first afresh
             {"name": "KC_TMP", "value": f"{TMP_MOUNT} {SHM_MOUNT}"},
+            # the pod's seal, for the runner only (left out of the stage's env, on no volume): it derives
+            # each generation's token from it and the run spec's nonce, so no stage knows a token
+            {"name": SEAL_ENV, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": seal_path}}},
         ],
         "volumeMounts": [
             {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
@@ -307,14 +315,21 @@ _LONGEST_ID = 250
 
 
 def slot_annotations(
-    slot: str, stage: StageSpec, generation: int, token: str = "0" * 16, *, restart: bool = False
+    slot: str,
+    stage: StageSpec,
+    generation: int,
+    token: str = "0" * 16,
+    *,
+    restart: bool = False,
+    nonce: str | None = None,
 ) -> dict[str, str]:
     """The annotations that hand `stage`'s generation `generation` to `slot`'s runner (set by a swap): its
-    generation, stage and run spec (`wire.run_spec`; `restart`: the swap also patches the slot's image)."""
+    generation, stage and run spec (`wire.run_spec`; `restart`: the swap also patches the slot's image;
+    `nonce`: a sealed pod's, from which the runner derives `token`)."""
     return {
         slot_annotation(slot, GENERATION_FIELD): str(generation),
         slot_annotation(slot, STAGE_FIELD): stage.name,
-        slot_annotation(slot, RUN_FIELD): stage.run_spec(generation, token, restart=restart),
+        slot_annotation(slot, RUN_FIELD): stage.run_spec(generation, token, restart=restart, nonce=nonce),
     }
 
 
@@ -357,7 +372,10 @@ def check_annotations_size(chain: ChainSpec) -> None:
     }
     recorded = _annotations_bytes({STAGES_ANNOTATION: records_annotation(records)})
     sized = sorted(
-        ((_annotations_bytes(slot_annotations(SLOTS[0], s, 10**9)), i) for i, s in enumerate(chain.stages)),
+        (
+            (_annotations_bytes(slot_annotations(SLOTS[0], s, 10**9, nonce="f" * 16)), i)
+            for i, s in enumerate(chain.stages)
+        ),
         reverse=True,
     )
     largest = sized[:2]
@@ -398,7 +416,8 @@ def build_chain_pod(
     first_images: tuple[str, str],
     chain_path: str | None = None,
 ) -> dict[str, Any]:
-    """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes.
+    """The chain pod: two idle slots (generation 0) on `first_images`, scratch and runner volumes, and a new
+    seal (`wire.SEAL_ANNOTATION`).
 
     `chain` must have passed `validate()`. An init container of `chain.runner_image` (a static busybox,
     `runnerinstall.py`) checks the runner script of its ConfigMap against the sum in the pod spec and copies
@@ -410,6 +429,7 @@ def build_chain_pod(
     annotations = {
         **chain.annotations,
         GENERATION_ANNOTATION: "0",
+        SEAL_ANNOTATION: new_seal(),
     }
     for slot in SLOTS:
         annotations.update({slot_annotation(slot, key): "" for key in SLOT_FIELDS})

@@ -18,15 +18,27 @@ from .constants import SLOTS
 from .errors import ChainError, ConflictError
 from .podview import ChainPod, records_patch
 from .watch import wait_pod_gone
-from .wire import PREFIX
+from .wire import PREFIX, SEAL_ANNOTATION
 
 SPEC_HASH_ANNOTATION = PREFIX + "spec-hash"
 
 
 def spec_hash(*built: Mapping[str, Any]) -> str:
-    """A short, stable hash of the objects setup builds (names and labels included: they are per run)."""
-    text = json.dumps(built, sort_keys=True, separators=(",", ":"), default=str)
+    """A short, stable hash of the objects setup builds (names and labels included: they are per run), the
+    pod's seal left out (random per pod: `wire.SEAL_ANNOTATION`)."""
+    text = json.dumps([_unsealed(one) for one in built], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _unsealed(built: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = (built.get("metadata") or {}).get("annotations") or {}
+    if SEAL_ANNOTATION not in annotations:
+        return built
+    metadata = {
+        **built["metadata"],
+        "annotations": {k: v for k, v in annotations.items() if k != SEAL_ANNOTATION},
+    }
+    return {**built, "metadata": metadata}
 
 
 def stamp(pod: dict[str, Any], digest: str) -> dict[str, Any]:

@@ -45,9 +45,8 @@
 #   container's last: the runner records its result, then exits, and the kubelet starts the container afresh
 #   with a new /dev (kc_devices).
 # - A generation that finished is never run again; one that was killed mid-way is recorded as exit 137
-#   (interrupted); one whose records are gone is not run again (exit 70, reason lost-record). A stage CAN
-#   forge its own generation's result (it shares the runner's user and can read its slot's run spec): put
-#   stages of different trust in different chains.
+#   (interrupted); one whose records are gone is not run again (exit 70, reason lost-record).
+# - No stage knows a token (kc_tokens), so no stage can print a result line the operator takes.
 #
 # The fast go (core/fastgo.py): `runner --go LENGTH`, run through `pods/exec` in the parked slot by the
 # task that just patched the run spec annotation, puts the same spec in $KC_STATE/<slot>.go (renamed into
@@ -303,12 +302,25 @@ fi
 # kc_stage_argv.
 kc_g=0
 kc_t=
+kc_b='' kc_nonce=''
 kc_s=
 kc_m=16384
 kc_r=0
 kc_skip=0
 kc_taken=$kc_go.taken
-if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; fi
+# kc_tokens: the run spec's tokens (wire.py `sealed_token`, `begin_token`). A sealed spec has a nonce: kc_t is
+# 16 hex digits of the sha256 of "SEAL NONCE" (KC_SEAL: in no stage's env nor volume), kc_b (on the begin lines,
+# printed before the stage starts) those of kc_t's. An unsealed spec (older operators) has kc_t on every line.
+kc_seal=${KC_SEAL-}
+kc_tokens() {
+	kc_b=$kc_t
+	[ -n "$kc_nonce" ] || return 0
+	kc_t=$(printf '%s %s' "$kc_seal" "$kc_nonce" | "$kc_bb" sha256sum)
+	kc_t=${kc_t%"${kc_t#????????????????}"}
+	kc_b=$(printf '%s' "$kc_t" | "$kc_bb" sha256sum)
+	kc_b=${kc_b%"${kc_b#????????????????}"}
+}
+if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; kc_tokens; fi
 # A spec read from the volume with kc_r=1 came with an image patch: this container is about to be stopped
 # for the new image, whose runner gets the spec in env. It is left alone (kc_skip).
 # The fast go's file is taken by a rename (a later exec puts a new one) and read once. It only starts: it is
@@ -335,8 +347,10 @@ kc_poll() {
 	fi
 	if [ "$kc_f" -gt "$kc_g" ]; then
 		kc_r=0
+		kc_t='' kc_nonce=''
 		# shellcheck source=/dev/null # the run spec (kc_g=... assignments, core/wire.py), read as shell
 		. "$kc_from"
+		kc_tokens
 		[ "$kc_r" = 1 ] && kc_skip=$kc_g
 	fi
 	if [ -e "$kc_taken" ] || [ -h "$kc_taken" ]; then "$kc_bb" rm -rf "$kc_taken" 2>/dev/null; fi
@@ -666,8 +680,13 @@ kc_run() {
 	kc_dir=$kc_state/gen-$kc_g
 	kc_started=
 	if kc_file "$kc_dir/exit_code"; then
-		kc_announce
-		return
+		# the runner's own record, not one its stage planted before its container went (it knows no token)
+		kc_read "$kc_dir/result"
+		case $kc_line in "$kc_marker result gen=$kc_g token=$kc_t "*)
+			kc_announce
+			return
+			;;
+		esac
 	fi
 	if kc_file "$kc_dir/started"; then
 		kc_read "$kc_dir/started"
@@ -698,10 +717,12 @@ kc_run() {
 	kc_now
 	kc_started=$kc_stamp
 	printf '%s\n' "$kc_started" >"$kc_dir/started"
+	kc_msg= # the termination message holds the slot's previous result line: no stage's to read
+	kc_terminate
 	kc_phase=stage
-	kc_start="$kc_marker start gen=$kc_g token=$kc_t stage=$kc_s slot=$kc_slot at=$kc_stamp"
+	kc_start="$kc_marker start gen=$kc_g token=$kc_b stage=$kc_s slot=$kc_slot at=$kc_stamp"
 	printf '%s\n' "$kc_start"
-	printf '%s stderr-start gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_t" "$kc_s" >&2
+	printf '%s stderr-start gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_b" "$kc_s" >&2
 	(
 		trap - CHLD
 		eval "$kc_envsh"

@@ -102,10 +102,13 @@ class StageSpec:
             return [self.name]
         return [index_stage_name(self.name, i) for i in range(self.map_length)]
 
-    def run_spec(self, generation: int = 0, token: str = "", restart: bool = False) -> str:
+    def run_spec(
+        self, generation: int = 0, token: str = "", restart: bool = False, nonce: str | None = None
+    ) -> str:
         """The runner's run spec for this stage (see `wire.run_spec`): its exact argv and env."""
         return run_spec(
             restart=restart,
+            nonce=nonce,
             generation=generation,
             token=token,
             stage=self.name,

@@ -27,8 +27,10 @@ from .wire import (
     GENERATION_FIELD,
     PREPARED_FIELD,
     RUN_FIELD,
+    SEAL_ANNOTATION,
     SLOT_FIELDS,
     new_token,
+    sealed_token,
     slot_annotation,
 )
 
@@ -174,6 +176,10 @@ def plan_swap(
     is in their log: usable even before their readiness probe says so; given, a Ready that may predate the
     slot's generation (`StageStatus.confirmed` False) no longer counts by itself.
 
+    The generation's token (what its runner's lines must carry) is, in a sealed pod (`wire.SEAL_ANNOTATION`),
+    derived from the pod's seal and a fresh nonce (`token`, if given), which alone goes into the run spec:
+    no stage can know it (`wire.sealed_token`); in a pod without a seal it is the nonce itself.
+
     Raises PodLostError if the pod cannot run stages, SlotBusyError when no slot is free, and
     ResultUnavailableError when an earlier try's generation ended but `earlier_result` is missing. The patch
     carries ``metadata.resourceVersion``: a 409 Conflict means another swap won the race; re-read the pod and
@@ -188,6 +194,8 @@ def plan_swap(
     statuses = {slot: slot_status(pod, slot) for slot in SLOTS}
     slot, action, wait, why = _choose_slot(pod, stage, statuses, finished, now)
     chosen = pod.slot(slot)
+    nonce = token or new_token()
+    seal = pod.annotations.get(SEAL_ANNOTATION)  # a sealed pod: its runners derive the token (no stage can)
     record = StageRecord(
         generation=pod.generation + 1,
         slot=slot,
@@ -197,7 +205,7 @@ def plan_swap(
         swapped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         action=action,
         previous_reason=chosen.waiting_reason,
-        token=token or new_token(),
+        token=sealed_token(seal, nonce) if seal else nonce,
     )
     pod_name, namespace, labels = _identity(pod)
     return SwapPlan(
@@ -209,7 +217,7 @@ def plan_swap(
         pod_name=pod_name,
         namespace=namespace,
         labels=labels,
-        patch=_swap_patch(pod, stage, record, statuses),
+        patch=_swap_patch(pod, stage, record, statuses, nonce if seal else None),
         from_try=try_number,
         backoff_wait=wait,
         backoff_why=why,
@@ -339,7 +347,11 @@ def _busy(stage: StageSpec, slot: str, current: StageStatus) -> SlotBusyError:
 
 
 def _swap_patch(
-    pod: ChainPod, stage: StageSpec, record: StageRecord, statuses: dict[str, StageStatus]
+    pod: ChainPod,
+    stage: StageSpec,
+    record: StageRecord,
+    statuses: dict[str, StageStatus],
+    nonce: str | None = None,
 ) -> dict[str, Any]:
     """The swap's one patch, guarded by the snapshot's resourceVersion: the generation's annotations and
     the stage records (all of them, in one annotation: the snapshot's, with this stage's new record first,
@@ -351,7 +363,9 @@ def _swap_patch(
     others = {name: kept for name, kept in pod.records.items() if name != stage.name}
     annotations: dict[str, str | None] = {
         GENERATION_ANNOTATION: str(generation),
-        **slot_annotations(slot, stage, generation, record.token, restart=record.action == "patch"),
+        **slot_annotations(
+            slot, stage, generation, record.token, restart=record.action == "patch", nonce=nonce
+        ),
         **records_patch(pod, {stage.name: record, **others}),
     }
     other = other_slot(slot)

@@ -8,7 +8,7 @@ empty in both): sh text the runner sources, every value single-quoted (any bytes
 quotes, ``$``, backslashes, newlines, trailing ones too, non-ASCII)::
 
     kc_g=7                     # generation (always the first line: the runner polls it)
-    kc_t='3f2a...'             # the generation's token: never in the stage's env
+    kc_nonce='3f2a...'         # the runner derives the generation's token from it and the pod's seal
     kc_s='transform'           # stage name
     kc_m=16384                 # outputs limit in bytes
     kc_r=0                     # 1: the swap patched the slot's image; only the restarted container runs it
@@ -38,12 +38,22 @@ for). Runners before this format printed the start and result lines on both stre
 as the other stream's begin or end. A result line without ``streams=2`` was printed once.
 
 A result counts only for the generation and token the operator swapped in (`matches`): copies of earlier
-output, lines a stage prints for another generation and lines of the other slot are ignored. The token is
-not secret from the stage it belongs to: a stage runs as its runner's user in its runner's container and can
-read its own slot's run spec, so a stage CAN forge its own generation's result (exit code, outputs). It
-cannot reach the other slot's run spec, state or runner (each slot mounts only its own), nor a later
-generation's. Put stages of different trust in different chains. The result line is also the slot's
-termination message (outputs left out above 4000 bytes). Records (in the slot's own state volume):
+output, lines a stage prints for another generation and lines of the other slot are ignored. **No stage
+knows a token** (`sealed_token`): the chain pod has a seal (annotation ``airflow-kruise-chain/seal``, a
+random secret), which the slots' runners get in env (``KC_SEAL``, resolved when the container starts: no
+stage's env holds it, no volume shows it, and the runner is not dumpable), and the run spec carries a nonce,
+from which the runner derives the token (the first 16 hex digits of the sha256 of ``"SEAL NONCE"``). A stage
+runs as its runner's user and can read its slot's run spec, which is why the token is not in it: a stage
+that printed a result line of its own (to end its task early and stay in the slot) or of the next
+generation its slot is given meanwhile (it would read that run spec too) prints no token the operator
+takes. Nothing prints a token while a stage runs: the begin lines (start, ``stderr-start``), printed before
+the stage starts, carry `begin_token` of it (a one-way hash: a stage reading its own begin line off its
+stdout pipe before the runtime does learns nothing to end a generation with), the result and end lines are
+printed once the stage's processes are gone, and the slot's records and termination message of the
+previous generation are emptied before the next stage starts. A run spec with ``kc_t='TOKEN'`` instead of a
+nonce (an operator before seals; a pod without a seal) has its token on every line, readable by its stage.
+The result line is also the slot's termination message (outputs left out above 4000 bytes). Records (in the
+slot's own state volume):
 ``/kruise-chain-state/gen-G/{started,result,exit_code,outputs.json}``, and ``<slot>.serving`` (the runner
 serves the slot: the startup probe's). The pod never says that a generation ended (a slot is Ready while its
 runner serves it, running a stage too): its result line does.
@@ -57,6 +67,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import math
 import re
@@ -92,6 +103,11 @@ def slot_annotation(slot: str, field: str) -> str:
     """Key of the per-slot annotation `field` (one of `SLOT_FIELDS`)."""
     return f"{PREFIX}{slot}.{field}"
 
+
+SEAL_ANNOTATION = PREFIX + "seal"
+"""The chain pod's seal (`new_seal`, set when the pod is created, never changed): the slots' runners get it in
+env (``KC_SEAL``) and derive each generation's token from it and the run spec's nonce (`sealed_token`)."""
+SEAL_ENV = "KC_SEAL"
 
 STAGES_ANNOTATION = PREFIX + "stages"
 """Every stage's latest swap record in one annotation: one line of compact JSON, stage name -> record
@@ -149,8 +165,28 @@ _FRACTION = re.compile(r"\.(\d+)Z$")
 
 
 def new_token() -> str:
-    """A fresh per-generation token."""
+    """A fresh per-generation token (or, in a sealed pod, the nonce it is derived from)."""
     return secrets.token_hex(8)
+
+
+def new_seal() -> str:
+    """A fresh chain pod seal (`SEAL_ANNOTATION`)."""
+    return secrets.token_hex(16)
+
+
+def _hex16(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sealed_token(seal: str, nonce: str) -> str:
+    """The token a runner holding `seal` derives from a run spec's `nonce` (`runner.sh` `kc_tokens`)."""
+    return _hex16(f"{seal} {nonce}")
+
+
+def begin_token(token: str) -> str:
+    """What a sealed runner prints for `token` on a generation's begin lines (start, ``stderr-start``),
+    which it prints before the stage starts: a one-way hash of it."""
+    return _hex16(token)
 
 
 def run_spec(
@@ -164,8 +200,12 @@ def run_spec(
     restart: bool = False,
     files: Mapping[str, str] | None = None,
     dirs: Sequence[str] = (),
+    nonce: str | None = None,
 ) -> str:
     """The run spec annotation for one generation (names must be valid sh names, values without NUL).
+
+    `nonce`: a sealed pod's generation (`token` is then `sealed_token(seal, nonce)`): the spec carries the
+    nonce, never the token, which its stage can therefore not know.
 
     `restart`: the swap also patches the slot's image. The runner still in the slot (the old image) reads
     the spec from its volume before the kubelet stops it and must leave it to the restarted container, which
@@ -178,9 +218,10 @@ def run_spec(
     exports += "".join(f"kc_env_file {name} {shlex.quote(path)}\n" for name, path in (files or {}).items())
     exports += "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
     words = " ".join(shlex.quote(word) for word in argv)
+    secret = f"kc_nonce={shlex.quote(nonce)}" if nonce is not None else f"kc_t={shlex.quote(token)}"
     return (
         f"kc_g={int(generation)}\n"
-        f"kc_t={shlex.quote(token)}\n"
+        f"{secret}\n"
         f"kc_s={shlex.quote(stage)}\n"
         f"kc_m={int(outputs_max)}\n"
         f"kc_r={int(restart)}\n"
@@ -245,8 +286,14 @@ Marker = StartMarker | ResultMarker | StreamMarker
 
 def matches(marker: Marker | None, generation: int, token: str) -> bool:
     """Whether `marker` is the runner's for `generation` swapped in with `token` (an empty `token`, from a
-    record written before tokens existed, matches on the generation alone)."""
-    return marker is not None and marker.generation == generation and (not token or marker.token == token)
+    record written before tokens existed, matches on the generation alone). A begin line (start,
+    ``stderr-start``) may carry `begin_token` of it instead (a sealed runner's)."""
+    if marker is None or marker.generation != generation:
+        return False
+    if not token or marker.token == token:
+        return True
+    begin = isinstance(marker, StartMarker) or (isinstance(marker, StreamMarker) and not marker.end)
+    return begin and marker.token == begin_token(token)
 
 
 def _timestamp(text: str) -> datetime:

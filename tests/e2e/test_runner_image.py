@@ -22,31 +22,33 @@ from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_states
 pytestmark = pytest.mark.slow
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-DESCRIBE_LIMIT = 6 * 1024
-"""the pod as built in `kubectl describe` (all but its annotations and its events): 5,985 B, of which 107 B
-the slots' read-only /etc/hosts (a mount line each: `/etc/hosts from kruise-chain (ro,path="hosts")`) and its
+DESCRIBE_LIMIT = 6 * 1024 + 192
+"""the pod as built in `kubectl describe` (all but its annotations and its events): 6,127 B, of which 142 B
+the slots' KC_SEAL (an env line each naming the pod's seal annotation; 5,985 B without), 107 B the slots'
+read-only /etc/hosts (a mount line each: `/etc/hosts from kruise-chain (ro,path="hosts")`) and its
 copy in the init container's line (5,878 B without them, at 1f4b4a0; 5,638 B when first measured with each
 slot's own /tmp and /dev/shm), of which ~840 B each slot's own /tmp and /dev/shm volumes, their mounts and the
 runner's KC_TMP (issue 37: a slot's root filesystem is read-only; 4,796 B before), and the init container's
 one line of shell and its ConfigMap reference ~280 B more than the runner image's one path was (4,512 B; 5.4
 KB with the runner script inline as a file, 4.7 KB with `busybox sh runner.sh` commands)"""
-WHOLE_LIMIT = 8 * 1024
+WHOLE_LIMIT = 8 * 1024 + 256
 """the whole `kubectl describe` (kubectl 1.32) of the 4-stage run's pod on a node that pulls its three images:
-its annotations and its own events (the kubelet's 13, 1.3 KB) included: 7,827 B, of which 107 B the slots'
-/etc/hosts (7,480 B when first measured with the slots' /tmp and /dev/shm, 6,640 B before them, 6,398 B with
-the runner image, 8.2 KB at stop 31, 7.2 KB before the records went into one annotation and the commands
-became one path each)"""
-WARM_LIMIT = 7 * 1024 + 512
+its annotations and its own events (the kubelet's 13, 1.3 KB) included: 8,047 B, of which 220 B the pod's seal
+and the slots' KC_SEAL (7,827 B without), 107 B the slots' /etc/hosts (7,480 B when first measured with the
+slots' /tmp and /dev/shm, 6,640 B before them, 6,398 B with the runner image, 8.2 KB at stop 31, 7.2 KB before
+the records went into one annotation and the commands became one path each)"""
+WARM_LIMIT = 8 * 1024
 """the same for the same DAG's next pod, on a node that holds the images (the kubelet pulls nothing: 10
-events): 7,567 B, of which 107 B the slots' read-only /etc/hosts (a mount line each) and its copy in the init
-container's line (7,460 B without them; 7,220 B when first measured with the slots' /tmp and /dev/shm, 6,378 B
-before them, 6,116 B with the runner image); the margin covers longer event ages on a slow machine. A kubectl
-of 1.35 or later prints each event's `spec.containers{NAME}:` before its message
-(kubernetes/kubernetes#133627), ~30 B an event"""
+events): 7,787 B, of which 220 B the pod's seal and the slots' KC_SEAL (7,567 B without), 107 B the slots'
+read-only /etc/hosts (a mount line each) and its copy in the init container's line (7,460 B without them;
+7,220 B when first measured with the slots' /tmp and /dev/shm, 6,378 B before them, 6,116 B with the runner
+image); the margin covers longer event ages on a slow machine. A kubectl of 1.35 or later prints each event's
+`spec.containers{NAME}:` before its message (kubernetes/kubernetes#133627), ~30 B an event"""
 ANNOTATIONS_LIMIT = 768
-"""a 4-stage run's annotations in `kubectl describe`: the chain's own and the stage records' one line, 566 B,
-the same for any number of stages (1,218 B with one record annotation per stage, ~215 B each; 1.9 KB while
-the run specs stayed, 1.4 KB with the dag-id, run-id and sizing annotations)"""
+"""a 4-stage run's annotations in `kubectl describe`: the chain's own, the pod's seal and the stage records'
+one line, 644 B, the same for any number of stages (566 B before the seal; 1,218 B with one record annotation
+per stage, ~215 B each; 1.9 KB while the run specs stayed, 1.4 KB with the dag-id, run-id and sizing
+annotations)"""
 RUNS = [
     ("extract", "slot-a", "busybox:1.36"),
     ("transform", "slot-b", "alpine:3.20"),
@@ -173,5 +175,8 @@ def test_describe_of_a_chain_pod_is_small_and_holds_no_script(e2e_cluster, capfd
         head = {"generation": generation, "slot": slot, "try": 1, "action": "go", "image": image}
         assert list(records[stage].items())[:5] == list(head.items()), records
     assert ".run:" not in notes and "kc_" not in notes, notes
+    # the pod's seal: its annotation alone shows it; the slots' env names where it comes from
+    seal = pod["metadata"]["annotations"]["airflow-kruise-chain/seal"]
+    assert described.count(seal) == 1 and seal in notes and described.count("KC_SEAL:") == 2, described
     assert not [value for value in ("strict", "analytics.daily_orders", "exit 3") if value in described]
     assert len(notes.encode()) < ANNOTATIONS_LIMIT, notes

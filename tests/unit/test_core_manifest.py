@@ -129,8 +129,11 @@ def test_pod_layout() -> None:
         field_ref = env["KC_RUN"]["valueFrom"]["fieldRef"]
         assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.run']"
         # the runner reads no other (its generation is in KC_RUN) but the folders it empties (the stages'
-        # HOME is /tmp/.kruise-chain-home)
-        assert set(env) == {"KC_SLOT", "KC_RUN", "KC_TMP"}
+        # HOME is /tmp/.kruise-chain-home) and the pod's seal, which no volume shows
+        assert set(env) == {"KC_SLOT", "KC_RUN", "KC_TMP", "KC_SEAL"}
+        seal_ref = env["KC_SEAL"]["valueFrom"]["fieldRef"]
+        assert seal_ref["fieldPath"] == "metadata.annotations['airflow-kruise-chain/seal']"
+        assert "airflow-kruise-chain/seal" not in json.dumps(spec["volumes"])
         assert env["KC_TMP"]["value"] == "/tmp /dev/shm"
         # Ready while its runner serves it, running a stage too: no readiness probe to fail while one runs
         assert "readinessProbe" not in container
@@ -159,6 +162,10 @@ def test_pod_metadata_starts_idle() -> None:
     assert annotations["airflow-kruise-chain/slot-a.generation"] == "0"
     assert annotations["airflow-kruise-chain/slot-b.generation"] == "0"
     assert annotations["airflow-kruise-chain/slot-a.run"] == ""
+    # the pod's seal (its runners derive each generation's token from it): random, a pod's own
+    seal = annotations["airflow-kruise-chain/seal"]
+    assert len(seal) == 32 and int(seal, 16) >= 0
+    assert make_pod(make_chain())["metadata"]["annotations"]["airflow-kruise-chain/seal"] != seal
     # the DAG run is in the labels (`of_run`), not again in annotations
     assert not {"airflow-kruise-chain/run-id", "airflow-kruise-chain/dag-id"} & set(annotations)
     assert of_run(meta["labels"], "nightly", RUN_ID)

@@ -32,7 +32,7 @@ from airflow_kruise_chain.core import (
 from airflow_kruise_chain.core.errors import ResultUnavailableError
 from airflow_kruise_chain.core.podview import ChainPod, StageRecord
 from airflow_kruise_chain.core.swap import earlier_generation, retire_run_specs
-from airflow_kruise_chain.core.wire import STAGES_ANNOTATION
+from airflow_kruise_chain.core.wire import SEAL_ANNOTATION, STAGES_ANNOTATION, sealed_token
 
 CRDS = Path("/work/shared/reference/kruise-crds")
 CRR_CRD = CRDS / "v1.9.0" / "apps.kruise.io_containerrecreaterequests.yaml"
@@ -181,11 +181,15 @@ def test_first_swap_runs_in_the_slot_that_holds_its_image_without_a_restart() ->
     assert "spec" not in plan.patch  # annotations only: the slot's runner picks the generation up
     assert plan.patch["metadata"]["resourceVersion"] == "3"
     ann = plan.patch["metadata"]["annotations"]
+    # the run spec carries the nonce; the token, which the runner derives with the pod's seal, is in no
+    # place a stage can read
+    token = sealed_token(annotations(pod)[SEAL_ANNOTATION], "t0k")
+    assert plan.token == token != "t0k" and token not in ann["airflow-kruise-chain/slot-a.run"]
     assert ann == {
         "airflow-kruise-chain/generation": "1",
         "airflow-kruise-chain/slot-a.generation": "1",
         "airflow-kruise-chain/slot-a.stage": "extract",
-        "airflow-kruise-chain/slot-a.run": EXTRACT.run_spec(1, "t0k"),  # no restart: kc_r=0
+        "airflow-kruise-chain/slot-a.run": EXTRACT.run_spec(1, nonce="t0k"),  # no restart: kc_r=0
         "airflow-kruise-chain/stages": ann["airflow-kruise-chain/stages"],  # the stage records, all of them
     }
     assert json.loads(ann["airflow-kruise-chain/stages"]) == {
@@ -196,7 +200,7 @@ def test_first_swap_runs_in_the_slot_that_holds_its_image_without_a_restart() ->
             "previous_container_id": "containerd://1",
             "slot": "slot-a",
             "swapped_at": "2024-05-01T10:00:00Z",
-            "token": "t0k",
+            "token": token,
             "try": 1,
         }
     }
