@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from kruise_local import resources as R
@@ -18,17 +19,30 @@ from tests.e2e.inline import FAST_POD, pod_events, run_inline, stage_records, ta
 
 pytestmark = pytest.mark.slow
 
-PRODUCE = r"""
-echo "produce: writing 3 lines"
+
+def gate(task_id: str) -> str:
+    """Shell that waits (at most 30 s) until the task `task_id` has deferred (its trigger runs: open_gates): a
+    stage that ended before its task's first look at it would be reported at once, with no trigger
+    (docs/running.md), as the 13 ms consume stage once was."""
+    wait = f'[ -e "$CHAIN_SCRATCH/deferred-{task_id}" ] || [ $i -ge 600 ]'
+    return f"i=0; until {wait}; do sleep 0.05; i=$((i + 1)); done\n"
+
+
+PRODUCE = (
+    gate("c.produce")
+    + r"""echo "produce: writing 3 lines"
 for i in 1 2 3; do
   echo "line-$i" >> "$CHAIN_SCRATCH/produced.txt"; echo "produce: wrote line-$i"; sleep 0.3
 done
 printf '{"lines": 3}' > "$CHAIN_OUTPUT"
 """
-CONSUME = r"""
-echo "consume: read $(wc -l < "$CHAIN_SCRATCH/produced.txt") lines"
+)
+CONSUME = (
+    gate("c.consume")
+    + r"""echo "consume: read $(wc -l < "$CHAIN_SCRATCH/produced.txt") lines"
 printf '{"lines": %s}' "$(wc -l < "$CHAIN_SCRATCH/produced.txt")" > "$CHAIN_OUTPUT"
 """
+)
 SIZE = {"requests": {"memory": "96Mi"}, "limits": {"memory": "128Mi"}}
 
 
@@ -39,12 +53,31 @@ def output(capfd, caplog) -> tuple[str, str]:
     return out, out + "\n" + caplog.text
 
 
+def open_gates(monkeypatch, cluster_root: str, opened: list[str]) -> None:
+    """Each StageTrigger (dag.test() runs it in this process) opens its stage's gate (`gate`) as it starts: a
+    file in the chain pod's scratch volume (kruise-local keeps it at <pod dir>/volumes/scratch). `opened`
+    gets the stages whose gate was opened."""
+    from airflow_kruise_chain.triggers.chain import StageTrigger
+
+    run = StageTrigger.run
+
+    def gated(self: StageTrigger):
+        scratches = list(Path(cluster_root).rglob("volumes/scratch"))
+        for scratch in scratches:
+            (scratch / f"deferred-c.{self.stage}").touch()
+        if scratches:
+            opened.append(self.stage)
+        return run(self)
+
+    monkeypatch.setattr(StageTrigger, "run", gated)
+
+
 def after(text: str, first: str, then: str) -> bool:
     """Whether `then` is logged after `first`."""
     return first in text and then in text[text.index(first) :]
 
 
-def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd, caplog):
+def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd, caplog, monkeypatch):
     import pendulum
     from airflow.sdk import DAG, task
 
@@ -80,10 +113,13 @@ def test_deferrable_stages_and_sensor_run_through_the_trigger(e2e_cluster, capfd
                 "consume", image="alpine:3.20", cmds=["/bin/sh", "-c", CONSUME], resources=SIZE
             )
             produce >> wait >> checked >> consume
+    opened: list[str] = []
+    open_gates(monkeypatch, e2e_cluster.config.root, opened)
     run = run_inline(dag)
     out, everything = output(capfd, caplog)
 
     assert str(run.state) == "success", out[-3000:]
+    assert {"produce", "consume"} <= set(opened)  # each stage ran once its task had deferred
     assert {state for state, _, _ in task_states(run).values()} == {"success"}
     results = xcoms(run)
     assert results["c.check"] == 3
