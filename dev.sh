@@ -102,12 +102,12 @@ test)
 	shift
 	ruff check airflow_kruise_chain kruise-local tests bench example_dags
 	ruff format --check airflow_kruise_chain kruise-local tests bench example_dags
-	# TEST_WORKERS pytest processes (default 2), each taking whole test files (module fixtures start once),
+	# TEST_WORKERS pytest processes (default 4), each taking whole test files (module fixtures start once),
 	# the longest first (tests/conftest.py): most of the end-to-end tests' time is waiting on clusters,
 	# Airflow and subprocesses. TEST_WORKERS=0: one process.
 	# --tb=native: CPython < 3.13's ast.parse is not thread-safe ("SystemError: AST constructor recursion
 	# depth mismatch"); kruise_local.pytest_plugin serializes it, and the native format parses the least.
-	exec python -m pytest -q -rfE --tb=native -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+	exec python -m pytest -q -rfE --tb=native -n "${TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"
 	;;
 bench)
 	setup test
