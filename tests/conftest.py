@@ -63,35 +63,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: each file's tests keep their order
 
 
-ONE_WORKER: dict[str, tuple[str, ...]] = {
-    "tests/airflow/ (authoring, deferrable)": (
-        "tests/airflow/test_authoring.py",
-        "tests/airflow/test_deferrable.py",
-    ),
-    "tests/airflow/": ("tests/airflow/",),
-    "tests/production/": ("tests/production/",),
-}
-"""Units of files that share a session fixture too costly to start for each file: tests/airflow's files share
-one real Airflow (`airflow_stack`: four components on a fresh database), tests/production's one
+ONE_WORKER = ("tests/airflow/", "tests/production/")
+"""Folders whose files share a session fixture too costly to start on both workers: tests/airflow's files
+share one real Airflow (`airflow_stack`: four components on a fresh database), tests/production's one
 production-shaped deployment (`production_stack`: PostgreSQL, Redis, two Celery workers and Airflow's
-components), which each pytest-xdist worker that runs one of their files starts for itself (two production
-stacks ran at once when its two files went to different workers). tests/airflow is two units of about 12
-minutes each (`--durations` of a `-n 4` run; one unit of 23 minutes was the whole run's critical path), each
-starting its own stack (about 80 s) where they run on different workers. The first unit whose prefix a file
-starts with takes it."""
+components), which each pytest-xdist worker that runs one of them would start for itself (both workers ran
+a production stack at once when its two files went to different workers)."""
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The unit of work `--dist loadfile` hands a worker: the test's file, or the `ONE_WORKER` unit it is
-    in."""
+    """The unit of work `--dist loadfile` hands a worker: the test's file, or the whole `ONE_WORKER` folder
+    it is in."""
     path = nodeid.split("::", 1)[0]
-    return next(
-        (unit for unit, prefixes in ONE_WORKER.items() if any(path.startswith(p) for p in prefixes)), path
-    )
+    return next((folder for folder in ONE_WORKER if path.startswith(folder)), path)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadfile`, with each `ONE_WORKER` unit handed out whole (`xdist_scope`)."""
+    """`--dist loadfile`, with each `ONE_WORKER` folder one unit (`xdist_scope`)."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling

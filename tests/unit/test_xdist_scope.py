@@ -1,6 +1,6 @@
-"""Under `./dev.sh test` (`pytest -n 4 --dist loadfile`), the files of a unit of tests/airflow, and those of
+"""Under `./dev.sh test` (`pytest -n 4 --dist loadfile`), the files of tests/airflow, and those of
 tests/production, run on one worker, so that their session's real Airflow (`airflow_stack`,
-`production_stack`) starts once per unit, not for each file (tests/conftest.py
+`production_stack`) starts once, not on each worker (tests/conftest.py
 `pytest_xdist_make_scheduler`); every other file is a unit of its own."""
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ def test_{name}():
 def test_a_one_worker_folder_is_one_unit_and_other_files_their_own() -> None:
     assert xdist_scope("tests/airflow/test_scheduler.py::test_x") == "tests/airflow/"
     assert xdist_scope("tests/airflow/test_operations.py::test_y[a-b]") == "tests/airflow/"
-    assert xdist_scope("tests/airflow/test_users_dags_scheduler.py::test_u") == "tests/airflow/"
-    # tests/airflow's longest files are a unit of their own (a stack of their own on another worker)
-    authoring = xdist_scope("tests/airflow/test_authoring.py::test_t")
-    assert authoring == xdist_scope("tests/airflow/test_deferrable.py::test_d") != "tests/airflow/"
     assert xdist_scope("tests/production/test_celery.py::test_w") == "tests/production/"
     assert xdist_scope("tests/production/test_celery_deferrable.py::test_v") == "tests/production/"
     assert xdist_scope("tests/e2e/test_prepare.py::test_z") == "tests/e2e/test_prepare.py"
