@@ -90,7 +90,10 @@ class AirflowStack:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
         self.env.update(
             AIRFLOW_HOME=str(self.home),
-            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{self.home}/airflow.db",
+            # SQLite's busy timeout 30 s, not pysqlite's 5: four components and the task processes write
+            # one file, and on a loaded machine a writer can hold it longer (the api-server's PATCH of a task
+            # instance failed with 'database is locked', HTTP 500, after 5.08 s during a -n 4 run)
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{self.home}/airflow.db?timeout=30",
             AIRFLOW__CORE__DAGS_FOLDER=str(self.dags),
             AIRFLOW__CORE__LOAD_EXAMPLES="False",
             AIRFLOW__CORE__UNIT_TEST_MODE="False",
