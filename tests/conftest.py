@@ -64,11 +64,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 ONE_WORKER = ("tests/airflow/", "tests/production/")
-"""Folders whose files share a session fixture too costly to start on both workers: tests/airflow's files
+"""Folders whose files share a session fixture too costly to start on each worker: tests/airflow's files
 share one real Airflow (`airflow_stack`: four components on a fresh database), tests/production's one
 production-shaped deployment (`production_stack`: PostgreSQL, Redis, two Celery workers and Airflow's
-components), which each pytest-xdist worker that runs one of them would start for itself (both workers ran
-a production stack at once when its two files went to different workers)."""
+components), which each pytest-xdist worker that runs one of them would start for itself (two production
+stacks ran at once when its two files went to different workers)."""
 
 
 def xdist_scope(nodeid: str) -> str:
