@@ -49,6 +49,15 @@ folder on the loaded 2-core machine, more than any other file outside those dire
 one of them would keep a worker busy while the other has nothing left."""
 
 
+LAST_IN_THEIR_UNIT = ("tests/airflow/test_deferrable.py", "tests/airflow/test_authoring.py")
+"""Files of a `ONE_WORKER` unit run after its other files, in this order. tests/airflow is the critical path
+of the suite, and its tests slow down under load by how many task starts they wait for: test_authoring.py's
+twenty map indexes take 40 s alone on the quiet machine, 342 s in a loaded -n 4 run (841bb40's, junit;
+taskflow 10 s and 63 s) where its file ran first, while the run queue was 7 to 24 on the 2 cores (vmstat).
+The tests that mostly wait on their stages' sleeps and gates (2-3 times slower loaded) go first, the many
+short tasks last, when the other workers have finished."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `pytest -n N --dist loadfile --no-loadscope-reorder` (./dev.sh test), hand out the longest files
     first, so that the workers end on short ones rather than one worker on a long file. A single process keeps
@@ -56,9 +65,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         return
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, int]:
         path = Path(item.path).relative_to(ROOT).as_posix()
-        return next((i for i, top in enumerate(LONGEST_FIRST) if path.startswith(top)), len(LONGEST_FIRST))
+        unit = next((i for i, top in enumerate(LONGEST_FIRST) if path.startswith(top)), len(LONGEST_FIRST))
+        return unit, next((i + 1 for i, late in enumerate(LAST_IN_THEIR_UNIT) if path == late), 0)
 
     items.sort(key=rank)  # stable: each file's tests keep their order
 

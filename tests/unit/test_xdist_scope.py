@@ -8,8 +8,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from tests.conftest import ROOT, xdist_scope
+from tests.conftest import ROOT, pytest_collection_modifyitems, xdist_scope
 
 RECORD = """
 import os, pathlib
@@ -55,3 +56,34 @@ def test_the_scheduler_sends_a_one_worker_folder_to_one_worker(tmp_path: Path) -
     }
     assert len(workers["airflow"]) == 1, workers
     assert sum(1 for _ in (tmp_path / "tests").rglob("*.worker")) == 12
+
+
+def test_a_units_late_files_are_handed_out_after_its_other_files() -> None:
+    """tests/airflow's many-short-task files run last in their unit (`LAST_IN_THEIR_UNIT`), the units keep
+    their `LONGEST_FIRST` order and each file its tests' order; a single process keeps the usual order."""
+    files = [
+        "tests/airflow/test_authoring.py",
+        "tests/airflow/test_deferrable.py",
+        "tests/airflow/test_operations.py",
+        "tests/airflow/test_scheduler.py",
+        "tests/production/test_celery.py",
+        "tests/unit/test_layout.py",
+    ]
+    items = [SimpleNamespace(path=ROOT / f, name=f"{f}::{k}") for f in files for k in (1, 2)]
+    single = list(items)
+    pytest_collection_modifyitems(SimpleNamespace(), single)  # type: ignore[arg-type]
+    assert single == items
+    pytest_collection_modifyitems(SimpleNamespace(workerinput={}), items)  # type: ignore[arg-type]
+    order = [item.name.split("/", 1)[1] for item in items]
+    assert order == [
+        f"{f}::{k}"
+        for f in (
+            "production/test_celery.py",
+            "airflow/test_operations.py",
+            "airflow/test_scheduler.py",
+            "airflow/test_deferrable.py",
+            "airflow/test_authoring.py",
+            "unit/test_layout.py",
+        )
+        for k in (1, 2)
+    ]
