@@ -72,7 +72,12 @@ class StageDriver(FollowLoop):
 
     # -- swapping ------------------------------------------------------------------------------------
     def swap(
-        self, stage: StageSpec, try_number: int, timeouts: Timeouts, pod: ChainPod | None = None
+        self,
+        stage: StageSpec,
+        try_number: int,
+        timeouts: Timeouts,
+        pod: ChainPod | None = None,
+        on_go: Callable[[SwapPlan], Callable[[bool], None] | None] | None = None,
     ) -> SwapPlan:
         """Swap `stage` in, or find the generation that already runs it, and return the plan carried out.
 
@@ -80,6 +85,8 @@ class StageDriver(FollowLoop):
         exit 0: a stage that finished is never run again. Waits while the slot it needs is still busy; a
         409 Conflict (a concurrent write) re-plans from a fresh read, so no update is lost or applied twice.
         `pod`: the pod as the caller has just read it (the first plan starts from it instead of a read).
+        `on_go`: called with a ``go`` plan right before its patch (e.g. to open the fast go's exec meanwhile,
+        `fastgo.open_go`); what it returns is called with whether that patch succeeded, however it ended.
         """
         self._resized = pod
         self.swap_requested_at = None
@@ -142,10 +149,13 @@ class StageDriver(FollowLoop):
             assert plan.patch is not None
             if self.size_slot(pod, plan, deadline, finished):
                 continue  # the resizes changed the pod: plan the guarded patch from a fresh read
+            decide = on_go(plan) if on_go is not None and plan.action == "go" else None
+            patched = False
             try:
                 self.swap_requested_at = datetime.now(UTC)
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
                 self._patched = swapped
+                patched = True
             except ConflictError:
                 self._resized = None  # a concurrent write (e.g. another stage's record): plan from a read
                 conflicts += 1
@@ -154,6 +164,9 @@ class StageDriver(FollowLoop):
                         f"swap timeout ({timeouts.swap:g}s): {conflicts} conflicting updates in a row"
                     ) from None
                 continue
+            finally:
+                if decide is not None:
+                    decide(patched)
             self.log(
                 f"::kruise-chain:: swap stage={stage.name} slot={plan.slot} generation={plan.generation} "
                 f"image={stage.image} via {_swap_how(plan)}"

@@ -10,7 +10,10 @@ the newer generation of the two places and runs each generation once (its record
 runner's newest generation is ignored (an exec of a generation the annotation already started says so and
 exits 0: the runner ends the stage's processes, not what the kubelet exec'd into its container). The exec
 goes API server -> kubelet -> runtime: it does not wait for the pod's sync and the kubelet's downwardAPI
-refresh (0.1-1.3 s on an idle node, seconds behind a busy sync, `DESIGN.md`).
+refresh (0.1-1.3 s on an idle node, seconds behind a busy sync, `DESIGN.md`). A stage task opens the exec
+before its swap's patch (`open_go`), so the exec's set-up and the start of `runner --go` overlap the patch;
+the spec goes on its stdin only once the patch has succeeded, else the exec is closed with an empty stdin
+(`--go` takes nothing that is not a whole spec of the announced length).
 
 Out of the stages' reach: the file lies in the slot's own state volume (the other slot does not mount it),
 the runner reads it only while no stage process is left in its slot, and empties its state after each
@@ -34,12 +37,24 @@ EXEC_TIMEOUT = 10.0
 """seconds an exec may take before the go is left to the annotation"""
 
 
+class ExecSession(Protocol):
+    """An exec started with its stdin open (`KruiseHook.open_exec_in_pod`)."""
+
+    def send(self, stdin: bytes, timeout: float) -> tuple[int, str]: ...
+
+    def close(self) -> None: ...
+
+
 class ExecApi(Protocol):
-    """What the fast go needs from a Kubernetes client (`KruiseHook.exec_in_pod`)."""
+    """What the fast go needs from a Kubernetes client (`KruiseHook.exec_in_pod`, `open_exec_in_pod`)."""
 
     def exec_in_pod(
         self, name: str, namespace: str, container: str, command: list[str], stdin: bytes, timeout: float
     ) -> tuple[int, str]: ...
+
+    def open_exec_in_pod(
+        self, name: str, namespace: str, container: str, command: list[str]
+    ) -> ExecSession: ...
 
 
 def go_spec(plan: SwapPlan) -> str | None:
@@ -58,16 +73,29 @@ def deliver_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> bool
     if spec is None:
         return False
     data = spec.encode()
-    command = [*GO_COMMAND, str(len(data))]
     try:
-        code, output = api.exec_in_pod(plan.pod_name, plan.namespace, plan.slot, command, data, EXEC_TIMEOUT)
+        command = go_command(data)
+        answer = api.exec_in_pod(plan.pod_name, plan.namespace, plan.slot, command, data, EXEC_TIMEOUT)
     except Exception as e:  # any failure: the annotation path carries the go
-        why = "refused by RBAC" if getattr(e, "status", None) == 403 else "failed"
-        log(
-            f"::kruise-chain:: go via pods/exec {why} ({e}); generation {plan.generation} goes by its "
-            "annotation"
-        )
-        return False
+        return _not_delivered(plan, e, log)
+    return _taken(plan, *answer, log)
+
+
+def go_command(data: bytes) -> list[str]:
+    return [*GO_COMMAND, str(len(data))]
+
+
+def _not_delivered(plan: SwapPlan, error: BaseException, log: Callable[[str], None]) -> bool:
+    why = "refused by RBAC" if getattr(error, "status", None) == 403 else "failed"
+    log(
+        f"::kruise-chain:: go via pods/exec {why} ({error}); generation {plan.generation} goes by its "
+        "annotation"
+    )
+    return False
+
+
+def _taken(plan: SwapPlan, code: int, output: str, log: Callable[[str], None]) -> bool:
+    """Whether `runner --go`'s answer says it took the go in (else one line in the task log says why)."""
     if code == 0 and output.rstrip().endswith(": not taken"):
         log(
             f"::kruise-chain:: go via pods/exec not needed in {plan.slot}: generation {plan.generation} "
@@ -85,14 +113,54 @@ def deliver_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> bool
     return True
 
 
-def start_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> Callable[[], None]:
-    """`deliver_go` on a thread of its own, so that the task follows the stage (and prepares the idle slot)
-    meanwhile; returns the wait for it (at most `EXEC_TIMEOUT` and a second), to call before the task
-    defers or ends. `api` must make the exec on a client of its own (`KruiseHook.exec_in_pod` does)."""
-    if go_spec(plan) is None:
-        return lambda: None
-    thread = threading.Thread(
-        target=deliver_go, args=(api, plan, log), name="kruise-chain-fast-go", daemon=True
-    )
-    thread.start()
-    return lambda: thread.join(EXEC_TIMEOUT + 1)
+class PendingGo:
+    """A fast go opened before its swap's patch (`open_go`): a thread starts `runner --go` in the slot at
+    once and, once `decide` says the patch succeeded, gives it the run spec (as `deliver_go`); a patch that
+    failed closes the exec with an empty stdin, which the runner refuses (nothing is started). `wait` (at
+    most twice `EXEC_TIMEOUT` and a second) before the task defers or ends; `decide` must come first (the
+    swap calls it however its patch ends)."""
+
+    def __init__(self, api: ExecApi, plan: SwapPlan, spec: str, log: Callable[[str], None]) -> None:
+        self._api, self._plan, self._data, self._log = api, plan, spec.encode(), log
+        self._decided = threading.Event()
+        self._patched = False
+        self.delivered = False
+        self._thread = threading.Thread(target=self._run, name="kruise-chain-fast-go", daemon=True)
+        self._thread.start()
+
+    def decide(self, patched: bool) -> None:
+        """The swap's patch succeeded (`patched`: deliver the spec) or not (end the exec, deliver nothing)."""
+        self._patched = patched
+        self._decided.set()
+
+    def wait(self) -> None:
+        self._thread.join(2 * EXEC_TIMEOUT + 1)
+
+    def _run(self) -> None:
+        plan = self._plan
+        try:
+            session = self._api.open_exec_in_pod(
+                plan.pod_name, plan.namespace, plan.slot, go_command(self._data)
+            )
+        except Exception as e:  # any failure: the annotation path carries the go
+            if self._decided.wait(EXEC_TIMEOUT) and self._patched:
+                _not_delivered(plan, e, self._log)
+            return
+        try:
+            if not (self._decided.wait(EXEC_TIMEOUT) and self._patched):
+                return  # no spec on stdin: `runner --go` takes nothing
+            try:
+                answer = session.send(self._data, EXEC_TIMEOUT)
+            except Exception as e:
+                _not_delivered(plan, e, self._log)
+                return
+            self.delivered = _taken(plan, *answer, self._log)
+        finally:
+            session.close()
+
+
+def open_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> PendingGo | None:
+    """The fast go of a planned, not yet patched go (`PendingGo`); None for any other plan. `api` must make
+    the exec on a client of its own (`KruiseHook.open_exec_in_pod` does)."""
+    spec = go_spec(plan)
+    return None if spec is None else PendingGo(api, plan, spec, log)

@@ -17,7 +17,7 @@ import functools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes import watch
@@ -44,6 +44,9 @@ from airflow_kruise_chain.hooks.retry import (
     watch_failed,
     write_failed,
 )
+
+if TYPE_CHECKING:
+    from airflow_kruise_chain.hooks.podexec import PodExec
 
 __all__ = ["AsyncKruiseHook", "KruiseApiError", "KruiseHook", "PrewarmUnavailableError", "RetryPolicy"]
 
@@ -421,15 +424,20 @@ class KruiseHook(KubernetesHook):
         self, name: str, namespace: str, container: str, command: list[str], stdin: bytes, timeout: float
     ) -> tuple[int, str]:
         """Run `command` in the pod's `container` over `pods/exec` (`hooks/podexec.py`): (exit code, output).
-        Not retried: its caller has another path (the fast go's annotation). On an API client of its own:
+        Not retried: its caller has another path (the fast go's annotation). See `open_exec_in_pod`."""
+        return self.open_exec_in_pod(name, namespace, container, command).send(stdin, timeout)
+
+    def open_exec_in_pod(self, name: str, namespace: str, container: str, command: list[str]) -> PodExec:
+        """Start `command` in the pod's `container` over `pods/exec`, its stdin open: the returned `PodExec`
+        gives it its stdin and waits for its end (`send`), or ends it (`close`). On an API client of its own:
         the official client's `stream` swaps its client's request method while it runs, which would send
         another thread's requests on this hook over the WebSocket."""
-        from kubernetes.client import ApiClient, CoreV1Api
+        from kubernetes.client import ApiClient
 
-        from airflow_kruise_chain.hooks.podexec import exec_in_pod
+        from airflow_kruise_chain.hooks.podexec import open_exec
 
-        with ApiClient(self.core_v1_client.api_client.configuration) as client:
-            return exec_in_pod(CoreV1Api(client), name, namespace, container, command, stdin, timeout)
+        client = ApiClient(self.core_v1_client.api_client.configuration)
+        return open_exec(client, name, namespace, container, command)
 
     def ensure_runner_configmap(self, namespace: str) -> bool:
         """This provider's stage runner ConfigMap in `namespace`, read, made when missing and checked

@@ -252,11 +252,9 @@ class KruiseChainOperator(ChainBaseOperator):
             pod = self.prepare_try(context, driver)
             pod_uid = pod.uid
             self._running = (driver, stage.name)
-            plan = driver.swap(stage, context["ti"].try_number, self.timeouts(), pod=pod)
-            if plan.action == "go" and self.go_via_exec:
-                from airflow_kruise_chain.core.fastgo import start_go
-
-                settle.append(start_go(self.hook, plan, self.log.info))  # while the task follows the stage
+            plan = driver.swap(
+                stage, context["ti"].try_number, self.timeouts(), pod=pod, on_go=self.fast_go(settle)
+            )
             if plan.action == "adopt":
                 self.replay(driver, plan)
             following = self.next_stage() if self.prepare_next and plan.action in ("go", "patch") else None
@@ -307,6 +305,25 @@ class KruiseChainOperator(ChainBaseOperator):
             return self.finish(context, followed, pod_uid)
         result = self.follow(context, driver, plan, ahead=following, then=then)
         return self.finish(context, result, pod_uid)
+
+    def fast_go(
+        self, settle: list[Callable[[], None]]
+    ) -> Callable[[SwapPlan], Callable[[bool], None] | None]:
+        """The swap's `on_go` (`go_via_exec`): a go's exec opened while its patch is made
+        (`fastgo.open_go`), its wait put in `settle` (the task follows the stage meanwhile)."""
+
+        def on_go(plan: SwapPlan) -> Callable[[bool], None] | None:
+            if not self.go_via_exec:
+                return None
+            from airflow_kruise_chain.core.fastgo import open_go
+
+            go = open_go(self.hook, plan, self.log.info)
+            if go is None:
+                return None
+            settle.append(go.wait)
+            return go.decide
+
+        return on_go
 
     def deferral_delay(self) -> float:
         """Seconds a deferrable stage is followed on the worker before it is handed to the triggerer:

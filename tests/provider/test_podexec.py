@@ -1,5 +1,6 @@
 """`KruiseHook.exec_in_pod` against the local cluster: exit codes and output, a command that cannot run,
-and an identity without `pods/exec` (a 403 the fast go turns into the annotation path)."""
+and an identity without `pods/exec` (a 403 the fast go turns into the annotation path); an exec opened
+first (`open_exec_in_pod`) that is given its stdin later, or closed without any."""
 
 from __future__ import annotations
 
@@ -20,6 +21,25 @@ def test_exec_in_pod_gives_the_exit_code_output_and_stdin(core, namespace, kubec
     assert hook.exec_in_pod("p", namespace, "main", ["true"], b"", 30) == (0, "")
     with pytest.raises(KruiseApiError, match="executable file not found"):
         hook.exec_in_pod("p", namespace, "main", ["no-such-command"], b"", 30)
+
+
+def test_an_opened_exec_runs_its_command_which_gets_stdin_when_sent_or_none_when_closed(
+    core, namespace, kubeconfig
+):
+    core.create_namespaced_pod(namespace, pod_body("p", container("main", "exec sleep 300")))
+    wait_for(lambda: running(core, namespace, "p", "main"))
+    hook = KruiseHook(conn_id=None, config_file=str(kubeconfig))
+    # the command runs before its stdin comes: it marks that it started, then reads what it is given
+    script = 'echo up >/tmp/"$1"; n=$(head -c 5 | wc -c); echo "$n" >/tmp/"$1".read; echo "got $n"'
+    given = hook.open_exec_in_pod("p", namespace, "main", ["sh", "-c", script, "sh", "given"])
+    wait_for(lambda: hook.exec_in_pod("p", namespace, "main", ["cat", "/tmp/given"], b"", 30) == (0, "up\n"))
+    assert given.send(b"12345", 30) == (0, "got 5\n")
+    closed = hook.open_exec_in_pod("p", namespace, "main", ["sh", "-c", script, "sh", "closed"])
+    wait_for(lambda: hook.exec_in_pod("p", namespace, "main", ["cat", "/tmp/closed"], b"", 30) == (0, "up\n"))
+    closed.close()  # nothing sent: the command reads an empty stdin and ends
+    wait_for(
+        lambda: hook.exec_in_pod("p", namespace, "main", ["cat", "/tmp/closed.read"], b"", 30) == (0, "0\n")
+    )
 
 
 def test_exec_in_pod_refused_by_rbac_is_a_403(tmp_path):

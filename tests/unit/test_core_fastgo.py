@@ -1,11 +1,13 @@
 """The fast go's delivery (`core/fastgo.py`): which plans it execs for, what it sends, and how a refused or
-failed exec leaves the go to the annotation with one line in the task log."""
+failed exec leaves the go to the annotation with one line in the task log; a go opened before its patch
+(`open_go`) sends its spec only once the patch succeeded."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from airflow_kruise_chain.core.fastgo import GO_COMMAND, deliver_go, go_spec
+from airflow_kruise_chain.core.fastgo import GO_COMMAND, deliver_go, go_spec, open_go
 from airflow_kruise_chain.core.podview import StageRecord
 from airflow_kruise_chain.core.swap import SwapPlan
 from airflow_kruise_chain.core.wire import run_spec, slot_annotation
@@ -76,23 +78,80 @@ def test_a_late_go_says_the_annotation_was_first_not_an_error():
     ]
 
 
-def test_start_go_delivers_on_a_thread_and_waits_for_it():
-    import threading
+class Session:
+    """An exec opened with its stdin open: what it was given, and whether it was closed."""
 
-    from airflow_kruise_chain.core.fastgo import start_go
+    def __init__(self, answer: Any) -> None:
+        self.answer, self.sent, self.closed = answer, [], False
 
-    release = threading.Event()
+    def send(self, stdin: bytes, timeout: float) -> tuple[int, str]:
+        self.sent.append(stdin)
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
 
-    class Slow(FakeExec):
-        def exec_in_pod(self, *args: Any) -> tuple[int, str]:
-            release.wait(10)
-            return super().exec_in_pod(*args)
+    def close(self) -> None:
+        self.closed = True
 
-    api = Slow((0, ""))
-    settle = start_go(api, plan(), print)
-    assert api.calls == []  # the task goes on while the exec runs
-    release.set()
-    settle()
-    assert len(api.calls) == 1
-    start_go(api, plan("patch"), print)()  # no go: no thread, nothing to wait for
-    assert len(api.calls) == 1
+
+class FakeOpen(FakeExec):
+    def __init__(self, answer: Any, opened: Any = None) -> None:
+        super().__init__(answer)
+        self.opened, self.sessions = opened, []
+
+    def open_exec_in_pod(self, *args: Any) -> Session:
+        self.calls.append(args)
+        if isinstance(self.opened, BaseException):
+            raise self.opened
+        self.sessions.append(Session(self.answer))
+        return self.sessions[-1]
+
+
+def test_open_go_opens_the_exec_at_once_and_sends_the_spec_once_the_patch_succeeded():
+    api, lines = FakeOpen((0, "")), []
+    go = open_go(api, plan(), lines.append)
+    assert go is not None
+    for _ in range(500):  # the exec is opened on the go's thread, before the swap's patch is decided
+        if api.sessions:
+            break
+        time.sleep(0.01)
+    ((name, namespace, container, command),) = api.calls
+    assert (name, namespace, container) == ("pod", "ns", "slot-b")
+    assert command == [*GO_COMMAND, str(len(SPEC.encode()))]
+    assert api.sessions[0].sent == []  # nothing on stdin before the patch succeeded
+    go.decide(True)
+    go.wait()
+    assert api.sessions[0].sent == [SPEC.encode()] and api.sessions[0].closed
+    assert go.delivered and lines == []
+
+
+def test_a_go_whose_patch_failed_closes_its_exec_with_nothing_sent_and_says_nothing():
+    for opened in (None, Refused(403)):
+        api, lines = FakeOpen((0, ""), opened), []
+        go = open_go(api, plan(), lines.append)
+        assert go is not None
+        go.decide(False)
+        go.wait()
+        assert all(session.sent == [] and session.closed for session in api.sessions)
+        assert not go.delivered and lines == []
+
+
+def test_an_opened_go_refused_or_failed_after_its_patch_leaves_the_go_to_the_annotation():
+    for answer, opened, said in (
+        ((0, ""), Refused(403), "refused by RBAC"),
+        (TimeoutError("no answer"), None, "failed"),
+        ((65, "::kruise-chain:: error: not a run spec\n"), None, "not taken in slot-b"),
+    ):
+        lines: list[str] = []
+        go = open_go(FakeOpen(answer, opened), plan(), lines.append)
+        assert go is not None
+        go.decide(True)
+        go.wait()
+        assert not go.delivered
+        assert len(lines) == 1 and said in lines[0] and "generation 7 goes by its annotation" in lines[0]
+
+
+def test_only_a_go_is_opened():
+    api = FakeOpen((0, ""))
+    assert all(open_go(api, plan(action), print) is None for action in ("patch", "reattach", "adopt"))
+    assert api.calls == []

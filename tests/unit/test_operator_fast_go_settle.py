@@ -1,4 +1,4 @@
-"""A stage task waits for its fast go's exec (`core/fastgo.py` `start_go`) however it ends: before, only a
+"""A stage task waits for its fast go's exec (`core/fastgo.py` `open_go`) however it ends: before, only a
 stage that ended with a result waited; a follow that raised (a stage timeout, a lost pod) left the exec's
 thread running past the task."""
 
@@ -19,8 +19,10 @@ class Driver:
 
     pod_name = "c-pod"
 
-    def swap(self, *args: Any, **kwargs: Any) -> SwapPlan:
-        return SwapPlan("go", "s", "slot-b", 3, None, "c-pod", "data", {}, {})  # type: ignore[arg-type]
+    def swap(self, *args: Any, on_go: Any = None, **kwargs: Any) -> SwapPlan:
+        plan = SwapPlan("go", "s", "slot-b", 3, None, "c-pod", "data", {}, {})  # type: ignore[arg-type]
+        on_go(plan)(True)  # opened before the patch, told it succeeded
+        return plan
 
 
 @pytest.mark.parametrize("deferrable", [False, True])
@@ -28,15 +30,15 @@ def test_a_task_whose_follow_raises_still_waits_for_its_fast_go(monkeypatch, def
     waited: list[str] = []
     started: list[SwapPlan] = []
 
-    def start_go(api: Any, plan: SwapPlan, log: Any) -> Any:
+    def open_go(api: Any, plan: SwapPlan, log: Any) -> Any:
         started.append(plan)
-        return lambda: waited.append(plan.stage)
+        return SimpleNamespace(decide=lambda patched: None, wait=lambda: waited.append(plan.stage))
 
-    monkeypatch.setattr("airflow_kruise_chain.core.fastgo.start_go", start_go)
+    monkeypatch.setattr("airflow_kruise_chain.core.fastgo.open_go", open_go)
     names = {"task_id": "s", "chain_name": "c", "stage_name": "s", "namespace": "data"}
     stage = {"image": "busybox:1.36", "cmds": ["true"]}
     task = KruiseChainOperator(**names, **stage, deferrable=deferrable, prepare_next=False)
-    task.__dict__["hook"] = object()  # the cached hook: the fake start_go never uses it
+    task.__dict__["hook"] = object()  # the cached hook: the fake open_go never uses it
     monkeypatch.setattr(task, "index_stage", lambda context: None)
     monkeypatch.setattr(task, "driver", lambda context: Driver())
     monkeypatch.setattr(task, "prepare_try", lambda context, driver: SimpleNamespace(uid="u"))
