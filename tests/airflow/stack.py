@@ -50,13 +50,13 @@ Stack = TypeVar("Stack", bound="AirflowStack")
 
 
 @contextmanager
-def running_stack(kind: type[Stack], work: Path) -> Iterator[Stack]:
+def running_stack(kind: type[Stack], work: Path, **options: Any) -> Iterator[Stack]:
     """A started `kind` of stack in `work` (its DAGs folder holding the example DAG) on a fast kruise-local,
-    stopped (with the cluster) on exit."""
+    made with `options`, stopped (with the cluster) on exit."""
     (work / "dags").mkdir()
     shutil.copy(ROOT / "example_dags" / "example_kruise_chain.py", work / "dags")
     with LocalCluster(ClusterConfig(profile="fast", root=str(work / "cluster"))) as cluster:
-        stack = kind(work, cluster, cluster.write_kubeconfig(work / "kubeconfig"))
+        stack = kind(work, cluster, cluster.write_kubeconfig(work / "kubeconfig"), **options)
         try:
             stack.start()
             yield stack
@@ -75,8 +75,11 @@ class AirflowStack:
 
     components: tuple[str, ...] = COMPONENTS
 
-    def __init__(self, work: Path, cluster: LocalCluster, kubeconfig: Path) -> None:
+    def __init__(
+        self, work: Path, cluster: LocalCluster, kubeconfig: Path, *, preimport: bool = False
+    ) -> None:
         self.work = work
+        self.preimport = preimport
         self.home = work / "airflow"
         self.dags = work / "dags"
         self.cluster = cluster
@@ -135,12 +138,9 @@ class AirflowStack:
     def start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         self.write_passwords()
-        # docs/running.md's "Task start-up": the scheduler (whose LocalExecutor workers fork the task
-        # processes) and the triggerer import the Kubernetes clients once, not each task process. Twenty map
-        # indexes (test_authoring.py's DAG, alone on the quiet machine) took 39.3 s and 19.5 s of the
-        # scheduler's CPU with its task processes, 20.8 s and 6.9 s with it; tests/production runs without it
-        (self.home / "config").mkdir(exist_ok=True)
-        shutil.copy(ROOT / "docs" / "examples" / "airflow_local_settings.py", self.home / "config")
+        if self.preimport:  # docs/running.md's "Task start-up" (see tests/airflow/conftest.py)
+            (self.home / "config").mkdir(exist_ok=True)
+            shutil.copy(ROOT / "docs" / "examples" / "airflow_local_settings.py", self.home / "config")
         subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
             env=self.env,

@@ -152,10 +152,9 @@ class ProductionStack(AirflowStack):
     def __init__(
         self, work: Path, cluster: LocalCluster, kubeconfig: Path, *, preimport: bool = False
     ) -> None:
-        super().__init__(work, cluster, kubeconfig)
+        super().__init__(work, cluster, kubeconfig, preimport=preimport)
         self.postgres = Postgres()
         self.redis = Redis()
-        self.preimport = preimport
         self.env.update(
             AIRFLOW__CORE__EXECUTOR="CeleryExecutor",
             AIRFLOW__CORE__PARALLELISM="32",
