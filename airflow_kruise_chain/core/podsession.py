@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from .api import ChainApi
 from .constants import SLOTS
 from .errors import ChainError, PodLostError
-from .follow import REOPEN_DELAY, since_seconds
+from .follow import REOPEN_DELAY, RESULT_COPY_WAIT, since_seconds
 from .logpump import END, TIMEOUT, LogPump
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod, StageRecord, lost_reason
@@ -33,6 +33,9 @@ from .status import (
 from .swap import SwapPlan
 from .watch import pod_watch, resource_version, watch_until
 from .wire import STOP_FIELD, replay_note, replay_request, slot_annotation
+
+COPY_POLL = 0.1
+"""seconds between reads of a log whose result line's copy from the other stream is still to come"""
 
 LOST_POLICY = (
     "a chain cannot go on without its pod (the scratch data of the earlier stages is gone with it): clear "
@@ -159,8 +162,7 @@ class PodSession:
         for previous in (False, True):
             if not previous and pod.slot(slot).generation != generation:
                 continue
-            text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
-            result = StageResult.from_log(text.splitlines(), generation=generation, image=image, token=token)
+            result = self._logged_result(slot, generation, image, token, previous)
             if result is not None:  # a runner restarted (OOM kill) holds none of the output followed before
                 return result if result.log_tail or not tail else replace(result, log_tail=list(tail))
         last = pod.slot(slot).last_terminated
@@ -168,6 +170,23 @@ class PodSession:
         if isinstance(marker, ResultMarker) and matches(marker, generation, token):
             return StageResult.from_marker(marker, image=image, log_tail=list(tail or ()))
         return None
+
+    def _logged_result(
+        self, slot: str, generation: int, image: str, token: str, previous: bool
+    ) -> StageResult | None:
+        """`generation`'s result in `slot`'s log (`previous`: its last container's). A runtime copies a
+        container's two streams into the log apart, so the running container's log may hold the stdout result
+        line before the stage's last stderr lines: it is read again, every `COPY_POLL` s for up to
+        `RESULT_COPY_WAIT` s (the follow's wait for that copy), until the other stream's end is in too."""
+        due = time.monotonic() + RESULT_COPY_WAIT
+        while True:
+            text = self.api.read_log(self.pod_name, self.namespace, slot, previous=previous)
+            result, complete = StageResult.scan_log(
+                text.splitlines(), generation=generation, image=image, token=token
+            )
+            if result is None or complete or previous or time.monotonic() >= due:
+                return result
+            time.sleep(COPY_POLL)
 
     def result_from_history(
         self, plan: SwapPlan, pod: ChainPod, tail: deque[str], required: bool = True

@@ -150,6 +150,14 @@ class StageResult:
         None when the log holds no result line for `generation` (the stage has not finished, or the log was
         rotated: fall back to the termination message via `parse_marker`).
         """
+        return cls.scan_log(lines, generation=generation, image=image, token=token, tail=tail)[0]
+
+    @classmethod
+    def scan_log(
+        cls, lines: Iterable[str], *, generation: int, image: str, token: str = "", tail: int = 20
+    ) -> tuple[StageResult | None, bool]:
+        """`from_log`'s result, and whether the log holds all of the stage's output (the result line's copy,
+        or the stream end, from each of the container's streams)."""
         output: list[str] = []
         result: ResultMarker | None = None
         started = copies = 0
@@ -170,8 +178,9 @@ class StageResult:
                 if result is not None and copies >= result.streams:  # both streams' ends: all output is in
                     break
         if result is None:
-            return None
-        return cls.from_marker(result, image=image, log_tail=output[-tail:] if tail > 0 else [])
+            return None, False
+        complete = copies >= result.streams
+        return cls.from_marker(result, image=image, log_tail=output[-tail:] if tail > 0 else []), complete
 
     def to_xcom(self) -> dict[str, Any]:
         """A JSON-safe dict of every field: times in ISO 8601, lists copied."""
