@@ -245,13 +245,20 @@ class StageDriver(FollowLoop):
         (`SlotSizer.size_ahead`), when it holds that image and runs nothing. `then`: (stage, image)
         predicted to run after that one; then `slot` itself is prepared for it (`prepare_two_ahead`)."""
         api, name, ns, seen = self.api, self.pod_name, self.namespace, self.last_read
-        size = None
+        size, sized = None, None
         if ahead is not None:
             session = PodSession(api, name, ns)  # its own: the thread shares nothing with this driver
+            running: set[tuple[str, int]] = set()  # (slot, generation) its log showed running: read once
 
             def idle(pod: ChainPod, other: str) -> bool:
                 # or its result line in its log
-                return idle_by_pod(pod, other) or other in session.finished_slots(pod, {other})
+                if idle_by_pod(pod, other):
+                    return True
+                seen = (other, pod.slot(other).generation)
+                if seen not in running and other in session.finished_slots(pod, {other}):
+                    return True
+                running.add(seen)
+                return False
 
             def size(sizer: SlotSizer) -> None:
                 try:
@@ -261,7 +268,8 @@ class StageDriver(FollowLoop):
                         steps = prepare_two_ahead(sizer.log, slot, generation, ahead, then, idle, sizer.last)
                         run_guarded(steps, api, name, ns)
 
-        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size)
+            sized = (*ahead, idle)  # the park's resize sizes ahead too when it can: then `size` asks nothing
+        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size, sized)
 
     def plan(
         self, pod: ChainPod, stage: StageSpec, try_number: int, result: StageResult | None

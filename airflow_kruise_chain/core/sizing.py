@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any, Protocol, cast
 
 from .conflicts import READ, AsyncPodApi, Guarded, arun, resize, run
-from .constants import other_slot
+from .constants import SLOTS, other_slot
 from .errors import (
     ChainError,
     ConflictError,
@@ -220,24 +220,70 @@ AHEAD_CONFLICTS = 3
 
 
 def ahead_request(
-    pod: ChainPod | None, image: str, ended: str, stage: str, idle: Callable[[ChainPod, str], bool]
+    pod: ChainPod | None,
+    image: str,
+    ended: str,
+    stage: str,
+    idle: Callable[[ChainPod, str], bool],
+    parking: bool = False,
 ) -> SlotResize | None:
     """The resize that sizes the slot other than `ended` for `stage`, predicted to run next on `image`
     (`SlotSizer.size_ahead`); None unless the pod is sized in place, that slot holds `image`, is not sized
     for `stage` yet and `idle` says nothing runs there, and `ended` reserves no more than the parked minimum
-    (the pod then reserves at most the next stage plus the parked minimum, the bound every swap keeps)."""
+    (the pod then reserves at most the next stage plus the parked minimum, the bound every swap keeps), or
+    is parked by the same resize (`parking`: `park_with_ahead`)."""
     slot = other_slot(ended)
     sizing = ChainSizing.from_pod(pod) if pod is not None else None
     if pod is None or sizing is None or pod.slot(slot).image != image:
         return None
     reserved = {"requests": dict((pod.slot(ended).resources or {}).get("requests") or {})}
-    if not same_resources(reserved, {"requests": sizing.parked.get("requests") or {}}):
+    if not parking and not same_resources(reserved, {"requests": sizing.parked.get("requests") or {}}):
         return None  # `ended` is not parked (yet): sizing now would reserve two stages at once
     target = sizing.for_stage(stage)
     current = dict(pod.slot(slot).resources or {})
     if same_resources(current, target) or not idle(pod, slot):
         return None
     return SlotResize(slot, current, target, sizing, pod.resource_version)
+
+
+Ahead = tuple[str, str, Callable[[ChainPod, str], bool]]
+"""(stage, image, idle): the stage predicted to run next on `image`, and the caller's check that the other
+slot runs nothing (`ahead_request`)"""
+
+
+def _requests_total(resources: Collection[Mapping[str, Any]]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for res in resources:
+        for name, quantity in ((res or {}).get("requests") or {}).items():
+            total[name] = total.get(name, Decimal(0)) + parse_quantity(str(quantity))
+    return total
+
+
+def park_with_ahead(pod: ChainPod, park: SlotResize, ahead: Ahead) -> SlotResize | None:
+    """The size ahead (`ahead_request`) that can ride on `park`'s resize of `pod`: one `pods/resize` of
+    both slots instead of a park and a size ahead, which a kubelet's status write in between (after the
+    park) makes conflict, read and resize again. None when `ahead_request` asks for nothing, or when the
+    two together would raise any of the pod's requests: a resize that grows the pod may be deferred, and
+    the park's release must not wait with it (then the size ahead follows the park, as without it)."""
+    stage, image, idle = ahead
+    try:
+        request = ahead_request(pod, image, park.slot, stage, idle, parking=True)
+    except Exception:  # e.g. `idle`'s log read: the park goes on alone, the caller's size ahead says why
+        return None
+    if request is None:
+        return None
+    before = _requests_total([pod.slot(slot).resources or {} for slot in SLOTS])
+    after = _requests_total([park.target, request.target])
+    if any(amount > before.get(name, Decimal(0)) for name, amount in after.items()):
+        return None
+    return request
+
+
+def park_ahead_body(park: SlotResize, ahead: SlotResize) -> dict[str, Any]:
+    """One `pods/resize` patch parking `park`'s slot and sizing `ahead`'s, guarded by `park`'s version."""
+    body = resize_body(park.slot, park.target, park.version)
+    body["spec"]["containers"].append({"name": ahead.slot, "resources": ahead.target})
+    return body
 
 
 def limit_kept(
@@ -278,7 +324,12 @@ def _resized(
 
 
 def guarded_park(
-    stage: str, slot: str, generation: int, log: Callable[[str], None], seen: ChainPod | None = None
+    stage: str,
+    slot: str,
+    generation: int,
+    log: Callable[[str], None],
+    seen: ChainPod | None = None,
+    ahead: Ahead | None = None,
 ) -> Guarded[ChainPod | None]:
     """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
     that generation: a guarded update (in a task `SlotSizer.park_generation`, in a deferred stage's trigger
@@ -290,14 +341,29 @@ def guarded_park(
     Ends once the API server took the resize, without waiting for the kubelet to apply it: nothing waits on
     a parked slot. The next swap's sizing copes with a resize still in progress (a resize of its own slot is
     done only once the pod's is) and with a limit the kubelet refused to lower (the usage is above it:
-    `SlotSizer._keep_refused_limit`)."""
+    `SlotSizer._keep_refused_limit`).
+
+    `ahead`: the next stage's size ahead (`guarded_size_ahead`), made by the park's own resize when it can
+    (`park_with_ahead`): then the caller's size ahead finds the slot sized and asks for nothing."""
     if seen is not None and ChainSizing.from_pod(seen) is None:
         return None
     for _ in range(PARK_CONFLICTS):
-        request = park_request((yield READ), slot, generation)
+        pod = yield READ
+        request = park_request(pod, slot, generation)
         if request is None:
             return None
         log(request.says(stage))
+        both = park_with_ahead(pod, request, ahead) if pod is not None and ahead is not None else None
+        if both is not None and ahead is not None:
+            try:
+                parked = yield resize(park_ahead_body(request, both))
+            except ConflictError:
+                continue
+            except ResizeRefusedError:
+                pass  # the pod did not change: park alone (its refusal handled), the size ahead after it
+            else:
+                log(both.says_ahead(ahead[0], slot))
+                return parked
         try:
             parked, _ = yield from _resized(request, stage, log)
         except ConflictError:
@@ -350,10 +416,11 @@ async def apark_generation(
     generation: int,
     log: Callable[[str], None],
     seen: ChainPod | None = None,
+    ahead: Ahead | None = None,
 ) -> ChainPod | None:
     """`guarded_park` over an async client (a deferred stage's trigger parks its slot); the pod as its
     resize left it (None: nothing to park)."""
-    return await arun(guarded_park(stage, slot, generation, log, seen), api, pod_name, namespace)
+    return await arun(guarded_park(stage, slot, generation, log, seen, ahead), api, pod_name, namespace)
 
 
 class SlotSizer:
@@ -431,11 +498,12 @@ class SlotSizer:
         )
         return self.size(pod, stage, slot, other, idle, deadline, restarting)
 
-    def park_generation(self, stage: str, slot: str, generation: int, seen: ChainPod | None = None) -> None:
+    def park_generation(
+        self, stage: str, slot: str, generation: int, seen: ChainPod | None = None, ahead: Ahead | None = None
+    ) -> None:
         """`guarded_park` over this sizer's client."""
-        parked = run(
-            guarded_park(stage, slot, generation, self.log, seen), self.api, self.pod_name, self.namespace
-        )
+        steps = guarded_park(stage, slot, generation, self.log, seen, ahead)
+        parked = run(steps, self.api, self.pod_name, self.namespace)
         self.last = parked or self.last
 
     def size_ahead(self, stage: str, image: str, ended: str, idle: Callable[[ChainPod, str], bool]) -> bool:
@@ -569,8 +637,9 @@ def sized_alike_idle_or_not(pod: ChainPod, other: str) -> bool:
 
 class BackgroundPark:
     """`SlotSizer.park_generation` on a thread: the stage task's other work at the stage's end (publishing its
-    state) does not wait for the park's requests. Then `ahead` (given the sizer, e.g. its `size_ahead` for
-    the next stage), whose failures are only logged. `settle` waits for it, then logs what it said on the
+    state) does not wait for the park's requests; `sized`: the size ahead its resize makes too when it can
+    (`guarded_park`). Then `ahead` (given the sizer, e.g. its `size_ahead` for the next stage), whose failures
+    are only logged. `settle` waits for it, then logs what it said on the
     caller's thread; a park's ChainError is logged (the next swap parks the slot once it is idle), anything
     else raised."""
 
@@ -585,6 +654,7 @@ class BackgroundPark:
         generation: int,
         seen: ChainPod | None,
         ahead: Callable[[SlotSizer], object] | None = None,
+        sized: Ahead | None = None,
     ) -> None:
         self.log = log
         self._lines: list[str] = []
@@ -593,7 +663,7 @@ class BackgroundPark:
 
         def park() -> None:
             try:
-                sizer.park_generation(stage, slot, generation, seen)
+                sizer.park_generation(stage, slot, generation, seen, sized)
             except ChainError as err:
                 self._lines.append(f"could not park {slot} after stage {stage!r}: {err}")
                 return

@@ -209,8 +209,12 @@ class StageOutputFollower:
         lines: list[str] = []
         slot, result = self.follow.slot, self.follow.output.result
         args = (self.hook, self.pod_name, self.namespace)
+        succeeded = result is not None and result.exit_code == 0
+        sized = (*self.ahead, idle_by_pod) if self.ahead is not None and succeeded else None
         try:
-            parked = await apark_generation(*args, self.stage, slot, self.generation, lines.append, pod)
+            parked = await apark_generation(
+                *args, self.stage, slot, self.generation, lines.append, pod, ahead=sized
+            )
         except ChainError as err:
             lines.append(f"could not park {slot} after stage {self.stage!r}: {err}")
         except Exception as err:  # e.g. the API out of reach after the retries
@@ -218,7 +222,7 @@ class StageOutputFollower:
             await self.emit(lines)
             return False
         else:
-            if self.ahead is not None and result is not None and result.exit_code == 0:
+            if self.ahead is not None and succeeded:  # sized by the park's resize: asks for nothing
                 sized = None
                 try:
                     ahead = guarded_size_ahead(*self.ahead, slot, idle_by_pod, lines.append, parked)

@@ -451,14 +451,14 @@ def resources(pod: FakePod, slot: str) -> dict:
 
 def test_a_stage_s_end_sizes_the_prepared_slot_ahead_without_reading_a_log() -> None:
     """transform ended in slot-b; slot-a is prepared for load (no generation: nothing can run there): the
-    end parks slot-b, then sizes slot-a for load, with no log read."""
+    end parks slot-b and sizes slot-a for load in one resize, with no log read."""
     pod = go_ready_pod()
     parked = sized_for(pod, ["transform", "load"])
     api = SizingApi(pod)
     logged: list[str] = []
     driver = StageDriver(api, "etl-abc", "data", log=logged.append)
     driver.start_park("transform", "slot-b", 2, ahead=named(LOAD)).settle()
-    assert api.calls == ["get", "resize", "resize"]
+    assert api.calls == ["get", "resize"]
     assert resources(pod, "slot-b") == parked and resources(pod, "slot-a") == STAGE_SIZE
     assert "(ahead, for the next stage 'load': slot-b is parked)" in logged[-1]
     # without a prediction (prepare_next off, a failed stage): the park only
@@ -481,5 +481,5 @@ def test_a_slot_sized_ahead_after_a_go_there_must_show_its_stage_s_end_in_its_lo
     api.log = result_line(pod, "extract", 1, "slot-a") if ended else ""
     driver = StageDriver(api, "etl-abc", "data")
     driver.start_park("transform", "slot-b", 2, ahead=("again", EXTRACT.image)).settle()
-    assert api.calls == ["get", "resize", "log", *(["resize"] if ended else [])]
+    assert api.calls == ["get", "log", "resize"]  # the park's resize sizes slot-a too once its end is read
     assert resources(pod, "slot-a") == (STAGE_SIZE if ended else parked)

@@ -171,7 +171,7 @@ def test_a_prepare_two_ahead_that_needs_nothing_asks_nothing_after_the_park_s_re
     then = ("e2", EXTRACT.image)  # the one image again: nothing to prepare
     driver = StageDriver(api, "etl-abc", "data", log=logged.append)
     driver.start_park("extract", "slot-a", 1, ahead=named(TRANSFORM), then=then).settle()
-    assert api.calls == ["get", "resize", "resize"]  # the park's read and resize, the size ahead; no more
+    assert api.calls == ["get", "resize"]  # the park's read and resize, which sizes ahead too; no more
     assert "not preparing slot-a two ahead for stage 'e2': slot-a already holds" in logged[-1]
     api = Api(extract_ended())  # sized statically: the park, the size ahead and the prepare each read it
     StageDriver(api, "etl-abc", "data").start_park(
