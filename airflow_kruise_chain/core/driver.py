@@ -154,7 +154,7 @@ class StageDriver(FollowLoop):
             try:
                 self.swap_requested_at = datetime.now(UTC)
                 swapped = self.api.patch_pod(self.pod_name, self.namespace, plan.patch)
-                self._patched = swapped
+                self._patched = self.last_read = swapped
                 patched = True
             except ConflictError:
                 self._resized = None  # a concurrent write (e.g. another stage's record): plan from a read
@@ -202,7 +202,7 @@ class StageDriver(FollowLoop):
                     self.log(f"::kruise-chain:: not preparing {prepare.slot}: {prepare.why}")
                     return prepare
                 try:
-                    self.api.patch_pod(self.pod_name, self.namespace, prepare.patch)
+                    self.last_read = self.api.patch_pod(self.pod_name, self.namespace, prepare.patch)
                 except ConflictError:
                     continue
                 self.log(
@@ -269,7 +269,8 @@ class StageDriver(FollowLoop):
                         run_guarded(steps, api, name, ns)
 
             sized = (*ahead, idle)  # the park's resize sizes ahead too when it can: then `size` asks nothing
-        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size, sized)
+        # the pod as this driver last saw it (a read, its watch, or its own patch's answer) guards the park
+        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size, sized, True)
 
     def plan(
         self, pod: ChainPod, stage: StageSpec, try_number: int, result: StageResult | None

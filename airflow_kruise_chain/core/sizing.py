@@ -330,6 +330,7 @@ def guarded_park(
     log: Callable[[str], None],
     seen: ChainPod | None = None,
     ahead: Ahead | None = None,
+    guard_by_seen: bool = False,
 ) -> Guarded[ChainPod | None]:
     """Park `slot`, where generation `generation` of `stage` has ended, only while the slot still holds
     that generation: a guarded update (in a task `SlotSizer.park_generation`, in a deferred stage's trigger
@@ -344,20 +345,28 @@ def guarded_park(
     `SlotSizer._keep_refused_limit`).
 
     `ahead`: the next stage's size ahead (`guarded_size_ahead`), made by the park's own resize when it can
-    (`park_with_ahead`): then the caller's size ahead finds the slot sized and asks for nothing."""
+    (`park_with_ahead`): then the caller's size ahead finds the slot sized and asks for nothing.
+    `guard_by_seen`: `seen` is the latest version the caller knows (a stage task's swap answer, or its
+    watch's since): the first resize is planned from it and guarded by its resourceVersion, no read; a
+    pod that moved on since answers 409, and the park reads it then."""
     if seen is not None and ChainSizing.from_pod(seen) is None:
         return None
+    pod = seen if guard_by_seen else None
     for _ in range(PARK_CONFLICTS):
-        pod = yield READ
+        if pod is None:
+            pod = yield READ
+            if pod is None:
+                return None
         request = park_request(pod, slot, generation)
         if request is None:
             return None
         log(request.says(stage))
-        both = park_with_ahead(pod, request, ahead) if pod is not None and ahead is not None else None
+        both = park_with_ahead(pod, request, ahead) if ahead is not None else None
         if both is not None and ahead is not None:
             try:
                 parked = yield resize(park_ahead_body(request, both))
             except ConflictError:
+                pod = None
                 continue
             except ResizeRefusedError:
                 pass  # the pod did not change: park alone (its refusal handled), the size ahead after it
@@ -367,6 +376,7 @@ def guarded_park(
         try:
             parked, _ = yield from _resized(request, stage, log)
         except ConflictError:
+            pod = None
             continue
         return parked
     return None
@@ -499,10 +509,16 @@ class SlotSizer:
         return self.size(pod, stage, slot, other, idle, deadline, restarting)
 
     def park_generation(
-        self, stage: str, slot: str, generation: int, seen: ChainPod | None = None, ahead: Ahead | None = None
+        self,
+        stage: str,
+        slot: str,
+        generation: int,
+        seen: ChainPod | None = None,
+        ahead: Ahead | None = None,
+        guard_by_seen: bool = False,
     ) -> None:
         """`guarded_park` over this sizer's client."""
-        steps = guarded_park(stage, slot, generation, self.log, seen, ahead)
+        steps = guarded_park(stage, slot, generation, self.log, seen, ahead, guard_by_seen)
         parked = run(steps, self.api, self.pod_name, self.namespace)
         self.last = parked or self.last
 
@@ -637,8 +653,8 @@ def sized_alike_idle_or_not(pod: ChainPod, other: str) -> bool:
 
 class BackgroundPark:
     """`SlotSizer.park_generation` on a thread: the stage task's other work at the stage's end (publishing its
-    state) does not wait for the park's requests; `sized`: the size ahead its resize makes too when it can
-    (`guarded_park`). Then `ahead` (given the sizer, e.g. its `size_ahead` for the next stage), whose failures
+    state) does not wait for the park's requests; `sized`, `guard_by_seen`: as `guarded_park`'s `ahead` and
+    `guard_by_seen`. Then `ahead` (given the sizer, e.g. its `size_ahead` for the next stage), whose failures
     are only logged. `settle` waits for it, then logs what it said on the
     caller's thread; a park's ChainError is logged (the next swap parks the slot once it is idle), anything
     else raised."""
@@ -655,6 +671,7 @@ class BackgroundPark:
         seen: ChainPod | None,
         ahead: Callable[[SlotSizer], object] | None = None,
         sized: Ahead | None = None,
+        guard_by_seen: bool = False,
     ) -> None:
         self.log = log
         self._lines: list[str] = []
@@ -663,7 +680,7 @@ class BackgroundPark:
 
         def park() -> None:
             try:
-                sizer.park_generation(stage, slot, generation, seen, sized)
+                sizer.park_generation(stage, slot, generation, seen, sized, guard_by_seen)
             except ChainError as err:
                 self._lines.append(f"could not park {slot} after stage {stage!r}: {err}")
                 return

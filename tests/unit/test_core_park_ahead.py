@@ -5,12 +5,22 @@ first (409), a read and the second again, at every stage's end."""
 from __future__ import annotations
 
 import asyncio
+import copy
 
-from airflow_kruise_chain.core.driver import StageDriver
+from airflow_kruise_chain.core.driver import StageDriver, Timeouts
 from airflow_kruise_chain.core.errors import ResizeRefusedError
 from airflow_kruise_chain.core.resources import ChainSizing, plan_sizing
 from airflow_kruise_chain.core.sizing import apark_generation, idle_by_pod, size_pod
+from tests.unit.test_core_prepare import (
+    STAGE_SIZE,
+    SizingApi,
+    go_ready_pod,
+    resources,
+    result_line,
+    sized_for,
+)
 from tests.unit.test_core_sizing import _AsyncParkApi, _ended_in_a, _ParkApi, _pod, mem, stage
+from tests.unit.test_core_swap import LOAD
 
 
 class _StatusWritingKubelet(_ParkApi):
@@ -102,3 +112,57 @@ def test_the_triggerer_parks_and_sizes_ahead_with_one_resize():
     )
     assert api.reads == 1 and [_names(b) for b in api.resizes] == [["slot-a", "slot-b"]]
     assert api.pod["spec"]["containers"][1]["resources"] == sizing.for_stage("small")
+
+
+class _Recording(SizingApi):
+    """A `SizingApi` that keeps the bodies of its resizes."""
+
+    def __init__(self, pod: object) -> None:
+        super().__init__(pod)  # type: ignore[arg-type]
+        self.resizes: list[dict] = []
+
+    def resize_pod(self, name: str, namespace: str, body: dict) -> object:
+        self.resizes.append(body)
+        return super().resize_pod(name, namespace, body)
+
+
+def _swapped_load() -> tuple[_Recording, StageDriver, dict]:
+    """load said go into slot-a (prepared for it and sized ahead: the swap asks only for its patch); the
+    driver holds the patch's answer."""
+    pod = go_ready_pod()
+    parked = sized_for(pod, ["transform", "load"])
+    for container in pod.pod["spec"]["containers"]:  # transform's slot parked, load's sized ahead
+        container["resources"] = copy.deepcopy(STAGE_SIZE if container["name"] == "slot-a" else parked)
+    api = _Recording(pod)
+    api.log = result_line(pod, "transform", 2, "slot-b")
+    driver = StageDriver(api, "etl-abc", "data")
+    plan = driver.swap(LOAD, 1, Timeouts(swap=5))
+    assert (plan.action, plan.slot, plan.generation) == ("go", "slot-a", 3) and api.calls == ["get", "patch"]
+    return api, driver, parked
+
+
+def test_the_park_after_a_swap_is_guarded_by_the_swap_s_answer_without_a_read():
+    """Nothing wrote the pod since the stage task's go: its park plans from the go's answer, guarded by its
+    resourceVersion (before: a read first)."""
+    api, driver, parked = _swapped_load()
+    version = api.pod.pod["metadata"]["resourceVersion"]
+    driver.park("load", "slot-a", 3)
+    assert api.calls == ["get", "patch", "resize"]
+    assert api.resizes[-1]["metadata"]["resourceVersion"] == version
+    assert resources(api.pod, "slot-a") == parked
+
+
+def test_a_park_whose_pod_moved_on_since_the_swap_reads_it_after_the_409():
+    """The kubelet (or another task) wrote the pod since the go: the park's resize answers 409, then it is
+    planned again from a read, so a slot another task took since is never shrunk."""
+    api, driver, parked = _swapped_load()
+    api.pod.bump()  # the kubelet's status write
+    driver.park("load", "slot-a", 3)
+    assert api.calls == ["get", "patch", "resize", "get", "resize"]
+    assert resources(api.pod, "slot-a") == parked
+    # another task's swap took slot-a since (generation 4): nothing parked
+    api, driver, parked = _swapped_load()
+    api.pod.pod["metadata"]["annotations"]["airflow-kruise-chain/slot-a.generation"] = "4"
+    api.pod.bump()
+    driver.park("load", "slot-a", 3)
+    assert api.calls == ["get", "patch", "resize", "get"] and resources(api.pod, "slot-a") == STAGE_SIZE
