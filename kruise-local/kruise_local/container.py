@@ -64,4 +64,5 @@ class ContainerState:
     status as the sync that started it found it"""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
-    probe_task: asyncio.Task[None] | None = None
+    shown: Instance | None = None
+    """the instance the status manager's status shows (`seen_started`): what the probe workers read"""

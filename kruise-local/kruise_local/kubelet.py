@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,7 @@ class Kubelet:
             MetricsServer(profile.metric_resolution, self.scrape) if profile.metric_resolution > 0 else None
         )
         self.started = False
+        self.started_at = time.monotonic()  # when the kubelet started (`prober_manager.go` `start`)
 
     @property
     def runtime(self) -> ContainerRuntime:
@@ -180,6 +182,7 @@ class Kubelet:
 
     def start(self) -> None:
         self.started = True
+        self.started_at = time.monotonic()
         for pleg in self.plegs.values():
             pleg.start()
         self.volume_loops.start()

@@ -101,6 +101,7 @@ class PodSyncs:
             begun, self._at_begin = self._at_begin, []
             for then in begun:
                 then()
+            self.sync_begins()
             rnd.begun.set()
             if rnd.members:
                 await rnd.done.wait()
@@ -118,6 +119,10 @@ class PodSyncs:
         if self._resync is not None:
             self._resync.cancel()
             self._resync = None
+
+    def sync_begins(self) -> None:
+        """What the sync's status generation does besides the calls `at_next_sync` queued (the prober
+        manager's `UpdatePodStatus`: `PodProber.sync_begins`)."""
 
     def request_sync(self) -> None:
         """`UpdatePod`: sync the pod again (updates that arrive before that sync begins make one)."""

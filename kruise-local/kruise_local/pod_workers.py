@@ -81,6 +81,7 @@ class WorkerKubelet(Protocol):
     nodes: dict[str, NodeState]
     volume_retry: float
     sync_period: float
+    started_at: float
     resizes: PodResizes
 
     @property
@@ -111,6 +112,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         self.dir = kubelet.root / "pods" / self.uid
         self.containers: dict[str, ContainerState] = {}
         self.init_containers: dict[str, ContainerState] = {}
+        self.probe_workers = {}
         self.initialized = False
         self.init_syncs(pod)
         self.volumes: dict[str, Path] = {}
@@ -173,6 +175,8 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         # `SyncPod`: the volumes are mounted (`WaitForAttachAndMount`) before the sandbox is created
         if not await mount_volumes(self, profile.volume_loop_period):
             return
+        if (pod := self.pod()) is not None:
+            self.add_probes(pod)
         await asyncio.sleep(profile.sandbox + profile.network)
         while not self.terminating and self.pod_sandbox is None:
             if (pod := self.pod()) is None:
@@ -621,20 +625,18 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         st.waiting_reason = st.waiting_message = ""
         self.mark_dirty()
         # the PLEG's next relist sees the start: its ContainerStarted event asks for a sync
-        self.after_relist(lambda: self.at_next_sync(lambda: self.seen_started(st, inst, spec)))
+        self.after_relist(lambda: self.at_next_sync(lambda: self.seen_started(st, inst)))
         return 0.0
 
-    def seen_started(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> None:
-        """The sync that followed the PLEG's sight of the start begins: its status (the status manager's, made
-        as the sync begins) shows the container as the runtime has it, and the probe workers (which skip a
-        container the status does not show running) begin. Until then the status is the one the starting
-        sync found (`st.frozen`): a client cannot act on a start before the sync after it has begun."""
+    def seen_started(self, st: ContainerState, inst: Instance) -> None:
+        """The sync that followed the PLEG's sight of the start begins: its status (the status manager's,
+        made as the sync begins) shows the container as the runtime has it (`st.shown`), which the probe
+        workers (they skip a container the status does not show running) find at their next tick. Until
+        then the status is the one the starting sync found (`st.frozen`): a client cannot act on a start
+        before the sync after it has begun."""
         if st.current is inst and st.frozen is not None:
             st.frozen = None
-            if inst.exit_code is None:
-                if st.probe_task:
-                    st.probe_task.cancel()
-                st.probe_task = asyncio.create_task(self.probe_loop(st, inst, spec))
+            st.shown = inst
             self.mark_dirty()
 
     async def exited(self, st: ContainerState, code: int, *, relist: bool = True) -> None:
@@ -658,8 +660,6 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         st.kill_reason = ""
         inst.message = inst.proc.termination_message(spec.get("terminationMessagePolicy") or "File")
         st.ready = False
-        if st.probe_task:
-            st.probe_task.cancel()
         self.mark_dirty()
         self.update_phase()
 
@@ -695,11 +695,10 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         killed by `killContainer` with no message, which records Killing "Stopping container %s" about it
         before its preStop hook and stop (the same in 1.32 to 1.35)."""
         waits = []
+        self.stop_probes()
         for st in [*self.init_containers.values(), *self.containers.values()]:
             if st.task and st.task is not asyncio.current_task():
                 st.task.cancel()
-            if st.probe_task:
-                st.probe_task.cancel()
             inst = st.current
             if inst is not None and inst.proc is not None and inst.exit_code is None:
                 self.event("Normal", "Killing", f"Stopping container {st.name}", container=st.name)

@@ -5,6 +5,10 @@ startup result that changed asks for a pod sync (`kubelet.go` `syncLoopIteration
 from __future__ import annotations
 
 import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from .backoff import go_duration
@@ -23,8 +27,49 @@ def probe_port(spec: dict[str, Any], port: Any) -> int | None:
     return None
 
 
+INITIAL: dict[str, bool | None] = {"readinessProbe": False, "livenessProbe": True, "startupProbe": None}
+"""a worker's result for a container it has just found (`newWorker`: readiness Failure, liveness Success,
+startup Unknown)"""
+
+
+@dataclass
+class ProbeWorker:
+    """One probe worker's state (`worker.go` `worker`): the container spec and probe it was made with, the
+    container instance it last found in the status (`containerID`), its result for it, the run of equal
+    probe outcomes (`lastResult`, `resultRun`), `onHold` after a liveness or startup failure, and its
+    one-slot manual trigger (`manualTriggerCh`)."""
+
+    name: str
+    kind: str
+    spec: dict[str, Any]
+    trigger: asyncio.Event = field(default_factory=asyncio.Event)
+    inst: Instance | None = None
+    result: bool | None = None
+    last: bool | None = None
+    run: int = 0
+    on_hold: bool = False
+    task: asyncio.Task[None] | None = None
+
+
 class PodProber:
-    """The prober manager's part of a pod worker: one probe loop per running container."""
+    """The prober manager's part of a pod worker: one probe worker per container name and probe type."""
+
+    probe_workers: dict[tuple[str, str], ProbeWorker]
+
+    def add_probes(self, pod: dict[str, Any]) -> None:
+        """`prober_manager.go` `AddPod` (called by `SyncPod` once the pod's volumes are mounted, before the
+        runtime starts anything): a worker for each probe of each container, which lives until the pod
+        ends, across the container's restarts."""
+        for c in pod["spec"].get("containers", []):
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                if c.get(kind):
+                    w = self.probe_workers[(c["name"], kind)] = ProbeWorker(c["name"], kind, c)
+                    w.task = asyncio.create_task(self.probe_worker(w))
+
+    def stop_probes(self) -> None:
+        for w in self.probe_workers.values():
+            if w.task is not None and w.task is not asyncio.current_task():
+                w.task.cancel()
 
     def probe_grace(self, spec: dict[str, Any] | None, kind: str) -> float:
         """Grace period of a kill for a failed probe: the probe's terminationGracePeriodSeconds if set, else
@@ -32,57 +77,107 @@ class PodProber:
         tgps = ((spec or {}).get(kind) or {}).get("terminationGracePeriodSeconds")
         return float(tgps) if tgps is not None else self.grace()
 
-    async def probe_loop(self, st: ContainerState, inst: Instance, spec: dict[str, Any]) -> None:
-        """Run the container's probes (one worker each, `prober/worker.go`): the startup probe first, then
-        readiness and liveness once it passed (`prober_manager.go`: they are skipped until started)."""
-        if spec.get("startupProbe") and not await self.probe_worker(st, inst, spec, "startupProbe"):
-            return
-        st.started = True
-        if not spec.get("readinessProbe"):
-            st.ready = True
-        self.mark_dirty()
-        if spec.get("startupProbe"):
-            self.request_sync()  # the startup result changed (`results_manager.go` `Set` sends changes only)
-        kinds = [k for k in ("readinessProbe", "livenessProbe") if spec.get(k)]
-        await asyncio.gather(*(self.probe_worker(st, inst, spec, k) for k in kinds))
-
-    async def probe_worker(self, st: ContainerState, inst: Instance, spec: dict[str, Any], kind: str) -> bool:
-        """One probe worker (`prober/worker.go` `doProbe`): a result changes only after successThreshold
-        successes / failureThreshold failures in a row; readiness starts as failure. Every failure records an
-        Unhealthy event (`prober.go` `probe`). A liveness or startup failure asks the container loop to kill
-        (and restart) the container, and the worker stops for that instance (`onHold`). A startup worker
-        returns True once its probe passed (it then stops); False when the instance is gone or failed."""
-        probe = spec[kind]
-        await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
-        period = float(probe.get("periodSeconds", 10))
-        ok_needed, fail_needed = int(probe.get("successThreshold", 1)), int(probe.get("failureThreshold", 3))
-        label = kind.removesuffix("Probe").capitalize()
-        oks = fails = 0
-        while inst.exit_code is None and st.current is inst and not self.terminating:
-            good, msg = await self.run_probe(inst, spec, probe)
-            if inst.exit_code is not None or st.current is not inst or self.terminating:
-                return False
-            if good:
-                if kind == "startupProbe":
-                    return True
-                oks, fails = oks + 1, 0
-                if kind == "readinessProbe" and not st.ready and oks >= ok_needed:
+    def sync_begins(self) -> None:
+        """`prober_manager.go` `UpdatePodStatus`, as a sync generates the pod's status: a started, running
+        container without a readiness probe is ready; one with a readiness probe whose result for it is not
+        Success triggers its readiness worker at once (`manualTriggerCh`; nothing triggers a startup or
+        liveness worker)."""
+        for name, st in self.containers.items():
+            inst = st.shown
+            if inst is None or inst.exit_code is not None or not st.started:
+                continue
+            w = self.probe_workers.get((name, "readinessProbe"))
+            if w is None:
+                if not st.ready:
                     st.ready = True
                     self.mark_dirty()
-                    self.request_sync()  # a readiness result that changed asks for a sync
-            else:
-                fails, oks = fails + 1, 0
-                self.event("Warning", "Unhealthy", f"{label} probe failed: {msg}", container=st.name)
-                if kind == "readinessProbe" and st.ready and fails >= fail_needed:
-                    st.ready = False
-                    self.mark_dirty()
-                    self.request_sync()
-                if kind != "readinessProbe" and fails >= fail_needed:
-                    st.probe_failed = kind
-                    st.wake.set()
-                    return False
-            await asyncio.sleep(period)
-        return False
+            elif not (w.inst is inst and w.result):
+                w.trigger.set()
+
+    async def probe_worker(self, w: ProbeWorker) -> None:
+        """`worker.go` `run`: probe once at once, then at each tick of a ticker of periodSeconds started
+        with the worker (its phase is the worker's, whatever the container's restarts), or when triggered;
+        a tick that came while a probe ran is taken at once (the ticker's one-slot channel). A worker made
+        within a period of the kubelet's start first sleeps a random part of the period."""
+        period = float(w.spec[w.kind].get("periodSeconds", 10))
+        if period > time.monotonic() - self.kubelet.started_at:
+            await asyncio.sleep(random.random() * period)
+        loop = asyncio.get_running_loop()
+        begin, ticks = loop.time(), 0
+        while await self.do_probe(w):
+            due = int((loop.time() - begin) // period)
+            if due > ticks:
+                ticks = due
+                continue
+            try:
+                await asyncio.wait_for(w.trigger.wait(), begin + (ticks + 1) * period - loop.time())
+                w.trigger.clear()
+            except TimeoutError:
+                ticks += 1
+
+    async def do_probe(self, w: ProbeWorker) -> bool:
+        """`worker.go` `doProbe`; returns whether the worker goes on. It reads the container as the status
+        manager's status shows it (`st.shown`: from the sync after the PLEG saw the start): a new container
+        resets the result to the initial one (a readiness or startup result that changed asks for a pod
+        sync: `results_manager.go` `Set`, `kubelet.go` `handleProbeSync`) and ends `onHold`. Nothing is
+        probed while the container is not running, before initialDelaySeconds since its start, by a
+        startup worker once the container started, or by the others before. A result changes only after
+        successThreshold successes / failureThreshold failures in a row; every failure records an Unhealthy
+        event (`prober.go` `probe`). A startup success sets `started` at once (`SetContainerStartup`; Ready
+        waits for the next sync's `UpdatePodStatus`); a readiness result sets `ready`
+        (`SetContainerReadiness`); a liveness or startup failure asks the container loop to kill (and
+        restart) the container and holds the worker until a new container."""
+        if self.terminating or self.final_phase is not None:
+            return False
+        st = self.containers.get(w.name)
+        inst = st.shown if st is not None else None
+        if st is None or inst is None:
+            return True
+        if inst is not w.inst:
+            w.inst, w.result, w.last, w.run, w.on_hold = inst, INITIAL[w.kind], None, 0, False
+            if w.kind != "livenessProbe":
+                self.request_sync()
+        if w.on_hold:
+            return True
+        if inst.exit_code is not None:
+            policy = ((self.pod() or {}).get("spec") or {}).get("restartPolicy", "Always")
+            return policy != "Never"
+        probe = w.spec[w.kind]
+        since = (datetime.now(UTC) - inst.started_at).total_seconds() if inst.started_at else 0.0
+        if int(since) < int(probe.get("initialDelaySeconds", 0)):
+            return True
+        if (w.kind == "startupProbe") == st.started:
+            return True
+        good, msg = await self.run_probe(inst, w.spec, probe)
+        if inst.exit_code is not None or st.shown is not inst or self.terminating:
+            return True
+        w.run = w.run + 1 if good == w.last else 1
+        w.last = good
+        if not good:
+            label = w.kind.removesuffix("Probe").capitalize()
+            self.event("Warning", "Unhealthy", f"{label} probe failed: {msg}", container=st.name)
+        if w.run < int(probe.get("successThreshold" if good else "failureThreshold", 1 if good else 3)):
+            return True
+        if w.result != good:
+            w.result = good
+            self.probe_result(w, st, good)
+        if not good and w.kind != "readinessProbe":
+            w.on_hold, w.run = True, 0
+        return True
+
+    def probe_result(self, w: ProbeWorker, st: ContainerState, good: bool) -> None:
+        """A result that changed (`syncLoopIteration`'s probe cases)."""
+        if w.kind == "readinessProbe":
+            st.ready = good
+            self.mark_dirty()
+            self.request_sync()
+        elif w.kind == "startupProbe" and good:
+            st.started = True
+            self.mark_dirty()
+            self.request_sync()
+        elif not good:
+            st.probe_failed = w.kind
+            st.wake.set()
 
     async def run_probe(
         self, inst: Instance, spec: dict[str, Any], probe: dict[str, Any]
