@@ -255,6 +255,8 @@ class Slot:
     has_status: bool = False
     container_id: str = ""
     ready: bool = False
+    started: bool = False
+    """the container's startup probe passed (`runner --up`: its runner serves the slot)"""
     running: bool = False
     started_at: str | None = None
     waiting: bool = False
@@ -368,6 +370,7 @@ class ChainPod:
                 has_status=found is not None,
                 container_id=(found or {}).get("containerID") or "",
                 ready=bool((found or {}).get("ready")),
+                started=bool((found or {}).get("started")),
                 running="running" in state,
                 started_at=(state.get("running") or {}).get("startedAt"),
                 waiting=bool(waiting),

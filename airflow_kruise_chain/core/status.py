@@ -226,7 +226,10 @@ def _container_state(
             f"{slot} still shows the container it had before the swap",
         )
     if view.running:
-        if view.ready:  # its runner serves the slot: parked, or running the generation (only its log tells)
+        # its runner serves the slot: parked, or running the generation (only its log tells). `started` (the
+        # startup probe, `runner --up`, passed) shows at once; Ready (no readiness probe) only from the
+        # kubelet's next sync of the pod (`SetContainerStartup` vs `UpdatePodStatus`), a relist later
+        if view.ready or view.started:
             return StageStatus(StageState.FINISHED, *context, confirmed=not generation)
         return StageStatus(StageState.RUNNING, *context)  # its runner is starting
     terminated = view.terminated
@@ -241,7 +244,8 @@ def _container_state(
 def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageStatus:
     """State of a slot prepared ahead (no generation): SWAPPING until the kubelet has restarted it on the
     prepared image (a restart the kubelet's back-off holds included: it starts by itself), then FINISHED
-    once its new runner is parked (Ready); FAILED_TO_START if the prepared image cannot start."""
+    once its new runner is parked (started: its startup probe passed; Ready follows a sync later);
+    FAILED_TO_START if the prepared image cannot start."""
     record = StageRecord(
         generation=0,
         slot=slot,
