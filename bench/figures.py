@@ -20,14 +20,16 @@ from airflow_kruise_chain.core.metrics import max_reads, sample_time
 GIB = 2**30
 OTHER_REQUESTS_BOUND = 15.0
 """requests per stage besides the metrics reads and the prewarm's (setup and teardown included). Issue 40's
-breakdown (realistic, N = 10, 0.2 s stages, 12.6 per stage with one image, 16.8 with distinct images, tuned
-KPO 14.4 and 17.8 on the same runs): per stage the task's pod read, the other slot's log tail (has its stage
-ended), the go's patch and exec, the log follow and the monitor's metrics read at the end; after the end
-(off the path since issue 40) a pod read, the park's resize, the other slot's log tail, the size ahead's
-resize and, about every time, a read and that resize again (the kubelet's status write after the park's
-resize moves the pod on: 409). Distinct images add the image patches of the prepares (1.6 per stage) and
-the prewarm's ImagePullJob create and watch, one pair per image (2 per stage), which a KPO pod does not make
-(its kubelet pulls): counted apart (`request_group` "prewarm"), the others are 11.4-13.8."""
+breakdown (realistic, N = 10, 0.2 s stages; 8.9 per stage with one image, 13.8 with distinct images, the
+others 8.7-11.8; `bench/pipelines.py --profiles realistic --workloads one,distinct,long --stages 10 --modes
+chain --copies 1`): per stage the task's pod read, the slot's log tail (has its last stage ended?), the go's
+patch and exec, the log follow, the monitor's metrics read at the end; after the end the other slot's log
+tail and one resize that parks the ended slot and sizes the next stage's ahead, guarded by the version the
+go's patch answered (no read). Distinct images add the prepares' image patches and, at most every stage, a
+409, read and patch again (the prepare two ahead follows the park's resize, which the kubelet's status write
+moved on), a wait on the pod watch for the prepared slot's restart and its read, and the prewarm's
+ImagePullJob create and watch, one pair per image (2 per stage), which a KPO pod does not make (its kubelet
+pulls): counted apart (`request_group` "prewarm")."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -351,7 +351,7 @@ def guarded_park(
     pod that moved on since answers 409, and the park reads it then."""
     if seen is not None and ChainSizing.from_pod(seen) is None:
         return None
-    pod = seen if guard_by_seen else None
+    pod, said = (seen if guard_by_seen else None), False
     for _ in range(PARK_CONFLICTS):
         if pod is None:
             pod = yield READ
@@ -360,7 +360,9 @@ def guarded_park(
         request = park_request(pod, slot, generation)
         if request is None:
             return None
-        log(request.says(stage))
+        if not said:  # once, though a conflict plans it again
+            log(request.says(stage))
+            said = True
         both = park_with_ahead(pod, request, ahead) if ahead is not None else None
         if both is not None and ahead is not None:
             try:
@@ -655,9 +657,8 @@ class BackgroundPark:
     """`SlotSizer.park_generation` on a thread: the stage task's other work at the stage's end (publishing its
     state) does not wait for the park's requests; `sized`, `guard_by_seen`: as `guarded_park`'s `ahead` and
     `guard_by_seen`. Then `ahead` (given the sizer, e.g. its `size_ahead` for the next stage), whose failures
-    are only logged. `settle` waits for it, then logs what it said on the
-    caller's thread; a park's ChainError is logged (the next swap parks the slot once it is idle), anything
-    else raised."""
+    are only logged. `settle` waits for it, then logs what it said on the caller's thread; a park's
+    ChainError is logged (the next swap parks the slot once it is idle), anything else raised."""
 
     def __init__(
         self,

@@ -157,9 +157,12 @@ def test_a_park_whose_pod_moved_on_since_the_swap_reads_it_after_the_409():
     planned again from a read, so a slot another task took since is never shrunk."""
     api, driver, parked = _swapped_load()
     api.pod.bump()  # the kubelet's status write
+    lines: list[str] = []
+    driver.log = lines.append
     driver.park("load", "slot-a", 3)
     assert api.calls == ["get", "patch", "resize", "get", "resize"]
     assert resources(api.pod, "slot-a") == parked
+    assert [line for line in lines if "parked: stage 'load' ended" in line] == [lines[0]]  # said once
     # another task's swap took slot-a since (generation 4): nothing parked
     api, driver, parked = _swapped_load()
     api.pod.pod["metadata"]["annotations"]["airflow-kruise-chain/slot-a.generation"] = "4"
