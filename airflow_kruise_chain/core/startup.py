@@ -278,7 +278,10 @@ class _Start:
             raise PodStartError(f"{where} cannot start: {failure}", "runner")
         if problem := self.watch.pod(pod, time.monotonic()):
             raise self.fail(problem)
-        return pod.phase == "Running" and all(pod.slot(s).ready for s in SLOTS)
+        # a slot's runner serves it once its startup probe passed: `started` shows at once, Ready a sync later
+        return pod.phase == "Running" and all(
+            (v := pod.slot(s)).ready or (v.running and v.started) for s in SLOTS
+        )
 
     def read_events(self) -> None:
         """The pod's events since the start (raises if one says it cannot start), then whether an
@@ -317,9 +320,10 @@ def wait_started(
     log: Callable[..., None],
     install_failure: Callable[[ChainPod], str | None] = lambda pod: None,
 ) -> ChainPod:
-    """The chain pod once it runs with both slots Ready; PodStartError as soon as it cannot start (the
-    problem named, with its fix), PodLostError if it is deleted or ends, StageTimeoutError after `timeout`
-    seconds. `install_failure`: why the runner's init container cannot install the runner, if it cannot.
+    """The chain pod once it runs with both slots' runners serving them (started, or Ready); PodStartError
+    as soon as it cannot start (the problem named, with its fix), PodLostError if it is deleted or ends,
+    StageTimeoutError after `timeout` seconds. `install_failure`: why the runner's init container cannot
+    install the runner, if it cannot.
     The pod is watched in windows of `EVENTS_POLL` seconds, its events read after each."""
     from .watch import pod_watch, watch_versions
 

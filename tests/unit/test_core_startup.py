@@ -11,7 +11,7 @@ import pytest
 from airflow_kruise_chain.core.errors import PodStartError, StageTimeoutError
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.startup import StartupWatch, wait_started
-from tests.unit.podfactory import chain_pod, waiting
+from tests.unit.podfactory import chain_pod, running, waiting
 
 POD = chain_pod(phase="Pending")
 USERS = {("secret", "creds"): ["load", "save"], ("configMap", "settings"): ["load"]}
@@ -172,3 +172,15 @@ def test_an_unschedulable_pod_fails_with_the_scheduler_s_words() -> None:
         wait_started(FakeApi(unschedulable()), "p", "chains", 10, watch(scale_up_wait=0), log=lambda *a: None)
     assert failed.value.reason == "FailedScheduling"
     assert str(failed.value).startswith("chain pod chains/p cannot start: no node can run the chain pod")
+
+
+def test_the_pod_is_started_once_both_runners_serve_their_slots_before_ready() -> None:
+    """A slot's startup probe (`runner --up`) passes once its runner serves it; the kubelet shows `started`
+    at once (`SetContainerStartup`), Ready only from the pod's next sync (`UpdatePodStatus`), a relist
+    later: the start waits for `started` on both running slots, not for Ready."""
+    slots = {s: running(f"containerd://{s}", started=True) for s in ("slot-a", "slot-b")}
+    pod = chain_pod(slots=slots)
+    assert wait_started(FakeApi(pod), "p", "chains", 5, watch(), log=lambda *a: None) is pod
+    slots["slot-b"] = running("containerd://slot-b", started=False)
+    with pytest.raises(StageTimeoutError):
+        wait_started(FakeApi(chain_pod(slots=slots)), "p", "chains", 0.2, watch(), log=lambda *a: None)
