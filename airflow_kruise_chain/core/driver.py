@@ -20,9 +20,9 @@ from .followloop import PULLING, Detached, FollowLoop, Timeouts
 from .podidentity import retire_patch
 from .podsession import PodSession
 from .podview import ChainPod
-from .sizing import BackgroundPark, SlotSizer, idle_by_pod
+from .sizing import BackgroundPark, SlotSizer, idle_by_pod, kubelet_settled
 from .spec import StageSpec
-from .status import StageResult, current_status
+from .status import StageResult, current_status, slot_status
 from .swap import (
     PreparePlan,
     SwapPlan,
@@ -114,8 +114,15 @@ class StageDriver(FollowLoop):
                         raise StageTimeoutError.pull(*late, stage.image, stage.name, str(busy)) from None
                     raise StageTimeoutError(f"swap timeout ({timeouts.swap:g}s): {busy}") from None
                 self.log(f"waiting: {busy}")
-                # a result line changes nothing in the pod: look at the logs again soon
-                self.wait_pod_change(pod, min(deadline, time.monotonic() + 0.5))
+                if (
+                    busy.preparing is None
+                ):  # a result line changes nothing in the pod: look at the logs again soon
+                    self.wait_pod_change(pod, min(deadline, time.monotonic() + 0.5))
+                    continue
+                # a slot prepared for this stage: its restart changes the pod; one watch until its state or
+                # reason changes (the pull timeout applies from then on), planned again from that version
+                pull = started + timeouts.pull if pulling and timeouts.pull is not None else deadline
+                self._resized = self.prepared_moved(pod, busy.slot, min(deadline, pull))
                 continue
             if plan.action == "adopt":
                 assert plan.result is not None
@@ -178,6 +185,19 @@ class StageDriver(FollowLoop):
                 )
             self._swapped = (swapped, finished)
             return plan
+
+    def prepared_moved(self, pod: ChainPod, slot: str, deadline: float) -> ChainPod | None:
+        """The first version of the pod in which `slot` (being prepared: the kubelet restarts it) shows
+        another state or waiting reason, as the watch sent it; None when `deadline` passed first or the pod
+        is gone (the caller reads it)."""
+        before = slot_status(pod, slot)
+
+        def moved(seen: ChainPod | None) -> bool:
+            now = slot_status(seen, slot)
+            return seen is None or now.state is not before.state or now.reason != before.reason
+
+        changed, new = self._pod_change(pod, deadline, moved)
+        return new if changed else None
 
     def prepare(self, running: SwapPlan, stage: str, image: str) -> PreparePlan | None:
         """Prepare the idle slot for `stage` on `image`, predicted to run after `running`'s stage
@@ -269,8 +289,10 @@ class StageDriver(FollowLoop):
                         run_guarded(steps, api, name, ns)
 
             sized = (*ahead, idle)  # the park's resize sizes ahead too when it can: then `size` asks nothing
-        # the pod as this driver last saw it (a read, its watch, or its own patch's answer) guards the park
-        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size, sized, True)
+        # the pod as this driver last saw it (a read, its watch, or its own patch's answer) guards the park,
+        # unless its kubelet had more to report then
+        fresh = seen is not None and kubelet_settled(seen)
+        return BackgroundPark(api, name, ns, self.log, stage, slot, generation, seen, size, sized, fresh)
 
     def plan(
         self, pod: ChainPod, stage: StageSpec, try_number: int, result: StageResult | None

@@ -121,12 +121,15 @@ class PodSession:
         """Block until the pod changes (its new snapshot, None if deleted) or `deadline` passes (None)."""
         return self._pod_change(pod, deadline)[1]
 
-    def _pod_change(self, pod: ChainPod, deadline: float) -> tuple[bool, ChainPod | None]:
-        """(whether the pod changed before `deadline`, its new snapshot: None if it was deleted)."""
+    def _pod_change(
+        self, pod: ChainPod, deadline: float, until: Callable[[ChainPod | None], bool] | None = None
+    ) -> tuple[bool, ChainPod | None]:
+        """(whether the pod changed before `deadline`, its new snapshot: None if it was deleted); with
+        `until`, the first change for which it holds (one watch for all the versions before it)."""
         watch, read = pod_watch(self.api, self.pod_name, self.namespace)
         changed, new = watch_until(
             watch,
-            lambda seen: resource_version(seen) != pod.resource_version,
+            lambda seen: resource_version(seen) != pod.resource_version and (until is None or until(seen)),
             deadline,
             version=pod.resource_version,
             relist=read,

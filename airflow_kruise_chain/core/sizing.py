@@ -193,6 +193,23 @@ class SlotResize:
         )
 
 
+def kubelet_settled(pod: ChainPod) -> bool:
+    """Whether `pod` shows nothing its kubelet has still to report: no resize pending or in progress, and
+    every slot running and ready, none prepared and still to restart (its container the one the prepare
+    found). A stage task's park guards its resize by such a pod as it last saw it (`guarded_park`'s
+    `guard_by_seen`); one that is still moving is read first (a 409 would cost the read and a resize more)."""
+    if _condition(pod, "PodResizePending") is not None or _condition(pod, "PodResizeInProgress") is not None:
+        return False
+    for name in SLOTS:
+        slot = pod.slot(name)
+        if not (slot.running and slot.ready):
+            return False
+        prepared = slot.prepared
+        if prepared is not None and prepared.previous_container_id == slot.container_id:
+            return False
+    return True
+
+
 def park_request(pod: ChainPod | None, slot: str, generation: int) -> SlotResize | None:
     """What parking `slot` after its generation `generation` asks of the API server; None when nothing: the
     pod is gone or sized statically, the slot holds another generation since (another task's stage, which
@@ -329,6 +346,7 @@ def guarded_park(
     generation: int,
     log: Callable[[str], None],
     seen: ChainPod | None = None,
+    *,
     ahead: Ahead | None = None,
     guard_by_seen: bool = False,
 ) -> Guarded[ChainPod | None]:
@@ -428,11 +446,13 @@ async def apark_generation(
     generation: int,
     log: Callable[[str], None],
     seen: ChainPod | None = None,
+    *,
     ahead: Ahead | None = None,
 ) -> ChainPod | None:
     """`guarded_park` over an async client (a deferred stage's trigger parks its slot); the pod as its
     resize left it (None: nothing to park)."""
-    return await arun(guarded_park(stage, slot, generation, log, seen, ahead), api, pod_name, namespace)
+    steps = guarded_park(stage, slot, generation, log, seen, ahead=ahead)
+    return await arun(steps, api, pod_name, namespace)
 
 
 class SlotSizer:
@@ -520,7 +540,9 @@ class SlotSizer:
         guard_by_seen: bool = False,
     ) -> None:
         """`guarded_park` over this sizer's client."""
-        steps = guarded_park(stage, slot, generation, self.log, seen, ahead, guard_by_seen)
+        steps = guarded_park(
+            stage, slot, generation, self.log, seen, ahead=ahead, guard_by_seen=guard_by_seen
+        )
         parked = run(steps, self.api, self.pod_name, self.namespace)
         self.last = parked or self.last
 

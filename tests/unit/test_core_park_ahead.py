@@ -126,10 +126,13 @@ class _Recording(SizingApi):
         return super().resize_pod(name, namespace, body)
 
 
-def _swapped_load() -> tuple[_Recording, StageDriver, dict]:
+def _swapped_load(settled: bool = True) -> tuple[_Recording, StageDriver, dict]:
     """load said go into slot-a (prepared for it and sized ahead: the swap asks only for its patch); the
-    driver holds the patch's answer."""
+    driver holds the patch's answer. `settled`: slot-b's probe has said Ready since transform ended (the
+    kubelet has nothing more to report)."""
     pod = go_ready_pod()
+    if settled:
+        pod.set_ready("slot-b")
     parked = sized_for(pod, ["transform", "load"])
     for container in pod.pod["spec"]["containers"]:  # transform's slot parked, load's sized ahead
         container["resources"] = copy.deepcopy(STAGE_SIZE if container["name"] == "slot-a" else parked)
@@ -163,6 +166,10 @@ def test_a_park_whose_pod_moved_on_since_the_swap_reads_it_after_the_409():
     assert api.calls == ["get", "patch", "resize", "get", "resize"]
     assert resources(api.pod, "slot-a") == parked
     assert [line for line in lines if "parked: stage 'load' ended" in line] == [lines[0]]  # said once
+    # a pod the kubelet had more to report of at the go (slot-b not Ready yet) is read first
+    api, driver, parked = _swapped_load(settled=False)
+    driver.park("load", "slot-a", 3)
+    assert api.calls == ["get", "patch", "get", "resize"]
     # another task's swap took slot-a since (generation 4): nothing parked
     api, driver, parked = _swapped_load()
     api.pod.pod["metadata"]["annotations"]["airflow-kruise-chain/slot-a.generation"] = "4"
