@@ -20,16 +20,17 @@ from airflow_kruise_chain.core.metrics import max_reads, sample_time
 GIB = 2**30
 OTHER_REQUESTS_BOUND = 15.0
 """requests per stage besides the metrics reads and the prewarm's (setup and teardown included). Issue 40's
-breakdown (realistic, N = 10, 0.2 s stages; 8.9 per stage with one image, 13.8 with distinct images, the
-others 8.7-11.8; `bench/pipelines.py --profiles realistic --workloads one,distinct,long --stages 10 --modes
-chain --copies 1`): per stage the task's pod read, the slot's log tail (has its last stage ended?), the go's
-patch and exec, the log follow, the monitor's metrics read at the end; after the end the other slot's log
-tail and one resize that parks the ended slot and sizes the next stage's ahead, guarded by the version the
-go's patch answered (no read). Distinct images add the prepares' image patches and, at most every stage, a
-409, read and patch again (the prepare two ahead follows the park's resize, which the kubelet's status write
-moved on), a wait on the pod watch for the prepared slot's restart and its read, and the prewarm's
-ImagePullJob create and watch, one pair per image (2 per stage), which a KPO pod does not make (its kubelet
-pulls): counted apart (`request_group` "prewarm")."""
+breakdown (realistic, N = 10; 9.1 per stage with one image, 14.2 with distinct images, 14.7 with 5 s
+stages, the others 8.9-12.2; `bench/pipelines.py --profiles realistic --workloads one,distinct,long --stages
+10 --modes chain --copies 1`): per stage the task's pod read, the slot's log tail (has its last stage
+ended?), the go's patch and exec, the log follow, the monitor's metrics read at the end; after the end the
+other slot's log tail and one resize that parks the ended slot and sizes the next stage's ahead, guarded by
+the version the go's patch answered when the kubelet had nothing left to report then (else after a read).
+Distinct images add the prepare two ahead's image patch and, at most every stage, a 409, read and patch again
+(it follows the park's resize, which the kubelet's status write moved on), one pod watch per state of the
+prepared slot's restart the next swap waits through, and the prewarm's ImagePullJob create and watch, one
+pair per image (2 per stage), which a KPO pod does not make (its kubelet pulls): counted apart
+(`request_group` "prewarm")."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:

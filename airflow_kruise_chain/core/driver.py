@@ -114,9 +114,8 @@ class StageDriver(FollowLoop):
                         raise StageTimeoutError.pull(*late, stage.image, stage.name, str(busy)) from None
                     raise StageTimeoutError(f"swap timeout ({timeouts.swap:g}s): {busy}") from None
                 self.log(f"waiting: {busy}")
-                if (
-                    busy.preparing is None
-                ):  # a result line changes nothing in the pod: look at the logs again soon
+                if busy.preparing is None:
+                    # a result line changes nothing in the pod: look at the logs again soon
                     self.wait_pod_change(pod, min(deadline, time.monotonic() + 0.5))
                     continue
                 # a slot prepared for this stage: its restart changes the pod; one watch until its state or
