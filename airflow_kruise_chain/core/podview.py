@@ -280,6 +280,13 @@ class Slot:
         return self.prepare if self.image == self.prepare.image else None
 
     @property
+    def serving(self) -> bool:
+        """Its runner serves the slot: Ready, or running with its startup probe (`runner --up`) passed;
+        `started` shows at once, Ready (no readiness probe) only from the kubelet's next sync of the pod
+        (`SetContainerStartup` vs `UpdatePodStatus`), a relist later."""
+        return self.ready or (self.running and self.started)
+
+    @property
     def failed_to_start(self) -> bool:
         """Whether the slot waits for a reason meaning its container cannot start as things stand."""
         return self.waiting_reason in FAILED_TO_START_REASONS

@@ -278,10 +278,7 @@ class _Start:
             raise PodStartError(f"{where} cannot start: {failure}", "runner")
         if problem := self.watch.pod(pod, time.monotonic()):
             raise self.fail(problem)
-        # a slot's runner serves it once its startup probe passed: `started` shows at once, Ready a sync later
-        return pod.phase == "Running" and all(
-            (v := pod.slot(s)).ready or (v.running and v.started) for s in SLOTS
-        )
+        return pod.phase == "Running" and all(pod.slot(s).serving for s in SLOTS)
 
     def read_events(self) -> None:
         """The pod's events since the start (raises if one says it cannot start), then whether an

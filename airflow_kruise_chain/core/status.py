@@ -226,10 +226,7 @@ def _container_state(
             f"{slot} still shows the container it had before the swap",
         )
     if view.running:
-        # its runner serves the slot: parked, or running the generation (only its log tells). `started` (the
-        # startup probe, `runner --up`, passed) shows at once; Ready (no readiness probe) only from the
-        # kubelet's next sync of the pod (`SetContainerStartup` vs `UpdatePodStatus`), a relist later
-        if view.ready or view.started:
+        if view.serving:  # parked, or running the generation (only its log tells)
             return StageStatus(StageState.FINISHED, *context, confirmed=not generation)
         return StageStatus(StageState.RUNNING, *context)  # its runner is starting
     terminated = view.terminated

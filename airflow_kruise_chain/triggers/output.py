@@ -210,10 +210,10 @@ class StageOutputFollower:
         slot, result = self.follow.slot, self.follow.output.result
         args = (self.hook, self.pod_name, self.namespace)
         succeeded = result is not None and result.exit_code == 0
-        sized = (*self.ahead, idle_by_pod) if self.ahead is not None and succeeded else None
+        park_ahead = (*self.ahead, idle_by_pod) if self.ahead is not None and succeeded else None
         try:
             parked = await apark_generation(
-                *args, self.stage, slot, self.generation, lines.append, pod, ahead=sized
+                *args, self.stage, slot, self.generation, lines.append, pod, ahead=park_ahead
             )
         except ChainError as err:
             lines.append(f"could not park {slot} after stage {self.stage!r}: {err}")
