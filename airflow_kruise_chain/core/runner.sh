@@ -152,9 +152,41 @@ if [ "$1" = --up ]; then
 	exit 0
 fi
 
-# UTC timestamps with a fraction: date's %N where busybox has it, else the kernel clock as adjtimex reads it
-# (no privilege needed to read it), else whole seconds.
+# kc_civil SECONDS: kc_stamp is the UTC time SECONDS after the epoch as YYYY-MM-DDTHH:MM:SS, by shell
+# arithmetic alone (the days to a civil date as in Howard Hinnant's `civil_from_days`; the epoch's day 0 is
+# day 719468 of the era count from 0000-03-01).
+kc_civil() {
+	kc_cz=$(($1 / 86400 + 719468))
+	kc_cs=$(($1 % 86400))
+	kc_ce=$((kc_cz / 146097))
+	kc_cd=$((kc_cz - kc_ce * 146097))
+	kc_cy=$(((kc_cd - kc_cd / 1460 + kc_cd / 36524 - kc_cd / 146096) / 365))
+	kc_cd=$((kc_cd - (365 * kc_cy + kc_cy / 4 - kc_cy / 100)))
+	kc_cm=$(((5 * kc_cd + 2) / 153))
+	kc_cd=$((kc_cd - (153 * kc_cm + 2) / 5 + 1))
+	kc_cy=$((kc_cy + kc_ce * 400))
+	if [ "$kc_cm" -lt 10 ]; then kc_cm=$((kc_cm + 3)); else kc_cm=$((kc_cm - 9)) kc_cy=$((kc_cy + 1)); fi
+	kc_stamp=$kc_cy-$((kc_cm / 10))$((kc_cm % 10))-$((kc_cd / 10))$((kc_cd % 10))
+	kc_stamp=${kc_stamp}T$((kc_cs / 36000))$((kc_cs / 3600 % 10)):$((kc_cs / 600 % 6))$((kc_cs / 60 % 10))
+	kc_stamp=$kc_stamp:$((kc_cs % 60 / 10))$((kc_cs % 10))
+}
+
+# UTC timestamps with a fraction: the shell's EPOCHREALTIME where busybox ash has it (no process started),
+# else date's %N where busybox has it, else the kernel clock as adjtimex reads it (no privilege needed to
+# read it), else whole seconds.
 kc_now() {
+	# shellcheck disable=SC3028 # busybox ash's (ASH_BASH_COMPAT), else unset: date below
+	kc_e=${EPOCHREALTIME-}
+	case $kc_e in
+	[0-9]*.[0-9]*)
+		case ${kc_e%.*}${kc_e#*.} in *[!0-9]*) ;; *)
+			kc_civil "${kc_e%.*}"
+			kc_stamp=$kc_stamp.${kc_e#*.}Z
+			return
+			;;
+		esac
+		;;
+	esac
 	kc_stamp=$("$kc_bb" date -u +%Y-%m-%dT%H:%M:%S.%NZ 2>/dev/null)
 	case $kc_stamp in *.[0-9]*Z) return ;; esac
 	kc_adj=$("$kc_bb" adjtimex 2>/dev/null)
@@ -250,9 +282,10 @@ kc_go=$kc_state/$kc_slot.go
 
 # `runner --go LENGTH`: the LENGTH bytes of run spec on stdin become $kc_go, renamed into place (never
 # read half-written); then the runner is woken. Only the spec's form is checked: the runner decides. The spec
-# is kept in a file held open under no name: the runner empties its state when it starts or ends a
-# generation, which may be while this runs (a duplicated exec, the annotation first), and would otherwise
-# take the file mid-way; the copy renamed into place is written again if that happens.
+# is written to a file of this process's own name, held open: the runner empties its state when it starts or
+# ends a generation, which may be while this runs (a duplicated exec, the annotation first), and may take the
+# name mid-way; the rename then fails, and the file is written again under that name from the open one.
+# Builtins but for head, wc and mv on the way (the go is on the path to the stage's start).
 if [ "$1" = --go ]; then
 	kc_number "$2" 0
 	if [ "$kc_n" -lt 8 ] || [ "$kc_n" -gt 1048576 ]; then
@@ -261,18 +294,18 @@ if [ "$1" = --go ]; then
 	fi
 	kc_tmp=$kc_go.$$
 	kc_spec=/proc/$$/fd/4
-	"$kc_bb" rm -rf "$kc_tmp" 2>/dev/null
+	if [ -e "$kc_tmp" ] || [ -h "$kc_tmp" ]; then "$kc_bb" rm -rf "$kc_tmp" 2>/dev/null; fi
 	if ! { command exec 4<>"$kc_tmp"; } 2>/dev/null; then
 		echo "$kc_marker error: cannot write under $kc_state (is the runner up?)" >&2
 		exit 74
 	fi
-	"$kc_bb" rm -f "$kc_tmp"
 	"$kc_bb" head -c "$kc_n" >&4 2>/dev/null
 	kc_line=
 	{ read -r kc_line <"$kc_spec"; } 2>/dev/null
 	kc_number "${kc_line#kc_g=}" ""
 	case $kc_line in kc_g=*) ;; *) kc_n= ;; esac
 	if [ -z "$kc_n" ] || [ "$("$kc_bb" wc -c <"$kc_spec")" != "$2" ]; then
+		"$kc_bb" rm -f "$kc_tmp"
 		echo "$kc_marker error: not a run spec of $2 bytes" >&2
 		exit 65
 	fi
@@ -280,20 +313,25 @@ if [ "$1" = --go ]; then
 	kc_read "$kc_hwmfile"
 	kc_number "$kc_line" 0
 	if [ "$kc_gen" -le "$kc_n" ]; then # the annotation was first: nothing to deliver
+		"$kc_bb" rm -f "$kc_tmp"
 		echo "$kc_marker generation $kc_gen already started in $kc_slot: not taken"
 		exit 0
 	fi
 	kc_i=0
-	until "$kc_bb" cat "$kc_spec" >"$kc_tmp" 2>/dev/null && "$kc_bb" mv -f "$kc_tmp" "$kc_go" 2>/dev/null; do
+	until "$kc_bb" mv -f "$kc_tmp" "$kc_go" 2>/dev/null; do # the file as written, else its copy again
 		kc_i=$((kc_i + 1))
 		if [ "$kc_i" -ge 5 ]; then
 			"$kc_bb" rm -f "$kc_tmp"
 			echo "$kc_marker error: cannot put the run spec in $kc_go" >&2
 			exit 74
 		fi
+		"$kc_bb" cat "$kc_spec" >"$kc_tmp" 2>/dev/null
 	done
-	kc_cmd=$("$kc_bb" tr '\0' ' ' </proc/1/cmdline 2>/dev/null)
-	case " $kc_cmd" in *" sh $0 ") kill -USR1 1 2>/dev/null ;; esac
+	# pid 1's argv as busybox ash's read gives it (it drops the NULs that end each argument): a runner is
+	# `busybox sh RUNNER`, the kernel's run of the script's `#!` line
+	kc_cmd=
+	{ read -r kc_cmd </proc/1/cmdline; } 2>/dev/null
+	case $kc_cmd in *"sh$0") kill -USR1 1 2>/dev/null ;; esac
 	exit 0
 fi
 
@@ -353,6 +391,8 @@ kc_poll() {
 		kc_tokens
 		[ "$kc_r" = 1 ] && kc_skip=$kc_g
 	fi
+	# a generation about to run empties the state (kc_run): the taken file goes with it, off the go's path
+	[ "$kc_g" -gt "$kc_done" ] && [ "$kc_g" != "$kc_skip" ] && return
 	if [ -e "$kc_taken" ] || [ -h "$kc_taken" ]; then "$kc_bb" rm -rf "$kc_taken" 2>/dev/null; fi
 }
 
@@ -475,12 +515,14 @@ kc_reclaim() {
 	"$kc_bb" chmod -R a+rwX "${1:-$kc_state}" 2>/dev/null
 }
 
-# kc_empty DIR: remove everything in DIR, reclaimed first (kc_reclaim DIR). Without FOWNER (CHOWN kept) each
-# round reclaims one more level of folders a stage gave away; kc_left lists what is still there after 64.
+# kc_empty DIR [RECLAIMED]: remove everything in DIR, reclaimed first (kc_reclaim DIR), but for a first round
+# with RECLAIMED (no stage process was left since DIR was last reclaimed: its removal needs none, and what
+# still stays is reclaimed in the rounds after). Without FOWNER (CHOWN kept) each round reclaims one more level
+# of folders a stage gave away; kc_left lists what is still there after 64.
 kc_empty() {
 	kc_i=0
 	while :; do
-		kc_reclaim "$1"
+		if [ "$kc_i" != 0 ] || [ -z "${2-}" ]; then kc_reclaim "$1"; fi
 		"$kc_bb" rm -rf "$1"/* "$1"/.[!.]* "$1"/..?* 2>/dev/null
 		kc_left=
 		for kc_p in "$1"/* "$1"/.[!.]* "$1"/..?*; do
@@ -492,10 +534,11 @@ kc_empty() {
 	done
 }
 
-# kc_wipe: empty the slot's state, but for the startup probe's record, made again (kc_serve). Whatever is
-# still left is reported and never obeyed.
+# kc_wipe: empty the slot's state (kc_empty STATE RECLAIMED: the runner reclaimed it once the last stage's
+# processes were gone, kc_finish, or at its start), but for the startup probe's record, made again
+# (kc_serve). Whatever is still left is reported and never obeyed.
 kc_wipe() {
-	if ! kc_empty "$kc_state"; then
+	if ! kc_empty "$kc_state" reclaimed; then
 		echo "$kc_marker error: cannot remove what generation $kc_g left in $kc_state:$kc_left" >&2
 		kc_serve
 		return 1
@@ -566,11 +609,15 @@ kc_finish() {
 	[ "$kc_m" -le 16384 ] || kc_m=16384
 	kc_os=absent
 	if kc_file "$kc_out" && [ -s "$kc_out" ]; then
-		kc_size=$("$kc_bb" head -c "$((kc_m + 1))" "$kc_out" | "$kc_bb" wc -c)
+		# one byte over the limit, encoded on one line: its size is the encoding's (3 bytes in 4 characters)
+		kc_enc=$("$kc_bb" head -c "$((kc_m + 1))" "$kc_out" | "$kc_bb" base64 -w 0) ||
+			kc_enc=$("$kc_bb" head -c "$((kc_m + 1))" "$kc_out" | "$kc_bb" base64 | "$kc_bb" tr -d '\n')
+		kc_size=$((${#kc_enc} * 3 / 4))
+		case $kc_enc in *==) kc_size=$((kc_size - 2)) ;; *=) kc_size=$((kc_size - 1)) ;; esac
 		if [ "$kc_size" -gt "$kc_m" ]; then
+			kc_enc=-
 			kc_os=too-big
 		else
-			kc_enc=$("$kc_bb" head -c "$kc_m" "$kc_out" | "$kc_bb" base64 | "$kc_bb" tr -d '\n')
 			kc_os=ok
 		fi
 	fi

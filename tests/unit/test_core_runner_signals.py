@@ -4,9 +4,11 @@ is recorded, on every path that records one: a generation its stage ran, one tha
 `started` record without an exit code, found by a restarted runner) and one whose records are gone
 (`lost-record`). Before bbfefb4 the last two recorded the result and then parked until the kubelet's SIGKILL.
 
-Deterministic: the runner's busybox is a wrapper that holds the runner's `date` (its `kc_now`, the first
-step of `kc_finish` after `kc_phase=recording`) until the test lets it go. The test waits until the runner is
-held there, signals it, then lets it go: the signal always arrives while the runner records."""
+Deterministic: the runner's busybox is a wrapper that holds the runner's `mkdir` of a generation's records
+folder (the one program `kc_finish` always runs after `kc_phase=recording`, before it writes the records;
+its `kc_now` starts none where busybox ash has EPOCHREALTIME) until the test lets it go. The test waits
+until the runner is held there, signals it, then lets it go: the signal always arrives while the runner
+records."""
 
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ runners = base.runners
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox (Debian: busybox-static)")
 
 WRAPPER = """#!{busybox} sh
-# the runner's busybox: `date` waits while {hold} exists (once), until {release} exists
-if [ "$1" = date ] && [ -e {hold} ]; then
+# the runner's busybox: `mkdir` of a records folder (no option: not the state's `mkdir -p`, not HOME's
+# `mkdir -m`) waits while {hold} exists (once), until {release} exists
+if [ "$1" = mkdir ] && [ "$2" = "${{2#-}}" ] && [ -e {hold} ]; then
 	{busybox} rm -f {hold}
 	: >{reached}
 	until [ -e {release} ]; do {busybox} sleep 0.01; done
@@ -38,7 +41,7 @@ exec {busybox} "$@"
 
 
 class Hold:
-    """Holds the runner's next `date` (armed) until `release`."""
+    """Holds the runner's next `mkdir` of a records folder (armed) until `release`."""
 
     def __init__(self, slot: Slot, tmp: Path) -> None:
         self.hold, self.reached, self.release_file = tmp / "hold", tmp / "reached", tmp / "release"
@@ -117,7 +120,7 @@ def test_a_sigterm_while_a_finished_stage_is_recorded_ends_the_runner_after_the_
     hold = Hold(slot, tmp_path)
     stage = sh_stage('echo running; until [ -e "$CHAIN_SCRATCH/end" ]; do sleep 0.02; done; exit 4')
     runner = runners(slot, stage, 1)
-    runner.wait_line(lambda line: line == "running")  # its start's `date` has run
+    runner.wait_line(lambda line: line == "running")  # its start's `mkdir` has run
     hold.arm()
     (slot.scratch / "end").touch()
     stop_while_recording(runner, hold)
