@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes import watch
 from kubernetes.client import ApiException
-from kubernetes_asyncio.client import ApiException as AsyncApiException
+from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.kruise import KRUISE_GROUP, KRUISE_VERSION
 from airflow_kruise_chain.core.lines import LineSplitter

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from airflow.providers.cncf.kubernetes.kubernetes_helper_functions import TRANSIENT_CONNECTION_ERRORS
 from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import ApiException
-from kubernetes_asyncio.client import ApiException as AsyncApiException
+from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
 from airflow_kruise_chain.core.errors import ConflictError, ResizeRefusedError, ResizeUnsupportedError
 from airflow_kruise_chain.core.kruise import GATE_HELP, IMAGE_PULL_JOB_PLURAL
