@@ -1,19 +1,22 @@
-"""`kubernetes_asyncio`, loaded when first used, not when cncf.kubernetes' hook module is imported.
+"""The async clients, `kubernetes_asyncio` and `aiohttp`, loaded when first used, not when cncf.kubernetes'
+hook module is imported.
 
 Every stage task imports cncf.kubernetes' hook module (`KruiseHook` is built on its `KubernetesHook`), which
-imports `kubernetes_asyncio`'s `client`, `config` and `watch` at its top, for its async hook only. The async
-client's package imports all of its ~800 API and model modules: 1.2-1.7 s of each stage task's start
-(docs/benchmarks.md), although only a trigger, in the triggerer, uses them. Celery's worker imports the sync
-client once for all its tasks (celery provider, `on_celery_import_modules`); nothing imports the async one.
+imports `kubernetes_asyncio`'s `client`, `config` and `watch` at its top, for its async hook only, and
+`aiohttp` (for one exception class). The async client's package imports all of its ~800 API and model modules,
+`aiohttp` its whole client and server: 1.2-1.7 s of each stage task's start (docs/benchmarks.md), although
+only a trigger, in the triggerer, uses them. Celery's worker imports the sync client once for all its tasks
+(celery provider, `on_celery_import_modules`); nothing imports the async one.
 
-`defer_kubernetes_asyncio` puts a stand-in module in `sys.modules` for the package and each subpackage that
-loads the API and model modules, unless the package is imported already. A stand-in carries the real module's
-spec and `__path__`, so import statements (``from kubernetes_asyncio import client``) bind it without loading
-it, and a light submodule (``kubernetes_asyncio.client.exceptions``, which cncf.kubernetes' helper functions
-import) loads on its own. The first read of any other attribute loads the real module in the stand-in's place,
-through the import system (so under its locks), and answers from it; the stand-in goes on answering from the
-real module, for whoever bound it. A module loaded under a stand-in is the one the real package then uses: no
-class exists twice.
+`defer_async_clients` puts a stand-in module in `sys.modules` for each of the two packages and each subpackage
+of `kubernetes_asyncio` that loads API and model modules, unless the package is imported already. A stand-in
+carries the real module's spec and `__path__`, so import statements (``from kubernetes_asyncio import
+client``) bind it without loading it, and a submodule (``kubernetes_asyncio.client.exceptions``, which
+cncf.kubernetes' helper functions import) loads on its own. A name cncf.kubernetes reads at import is read
+from the module it comes from (`HOMES`). The first read of any other attribute loads the real module in the
+stand-in's place, through the import system (so under its locks), and answers from it; the stand-in goes on
+answering from the real module, for whoever bound it. A module loaded under a stand-in is the one the real
+package then uses: no class exists twice.
 """
 
 from __future__ import annotations
@@ -25,23 +28,36 @@ import threading
 import types
 from typing import Any
 
-PACKAGE = "kubernetes_asyncio"
-SUBPACKAGES = ("client", "client.api", "client.models", "config", "dynamic", "stream", "utils", "watch")
-"""what `kubernetes_asyncio/__init__.py` imports, and the two subpackages of `client` that hold its API and
-model modules"""
+DEFERRED = {
+    "kubernetes_asyncio": (
+        "client",
+        "client.api",
+        "client.models",
+        "config",
+        "dynamic",
+        "stream",
+        "utils",
+        "watch",
+    ),
+    "aiohttp": (),
+}
+"""each package deferred, with its subpackages that get stand-ins too (for `kubernetes_asyncio`: what its
+`__init__` imports, and the two subpackages of `client` that hold its API and model modules)"""
 
 HOMES = {
-    f"{PACKAGE}.client.ApiClient": f"{PACKAGE}.client.api_client",
-    f"{PACKAGE}.client.Configuration": f"{PACKAGE}.client.configuration",
+    "kubernetes_asyncio.client.ApiClient": "kubernetes_asyncio.client.api_client",
+    "kubernetes_asyncio.client.Configuration": "kubernetes_asyncio.client.configuration",
+    "aiohttp.ClientConnectionError": "aiohttp.client_exceptions",
 }
 """the module a name of a package comes from, where cncf.kubernetes reads it at import (kube_client subclasses
-`ApiClient`): read from there, it needs none of the package's API and model modules"""
+`ApiClient`, the helper functions count `ClientConnectionError` as transient): read from there, it needs
+none of the package's other modules"""
 
 _taking_out = threading.Lock()
 
 
 class DeferredModule(types.ModuleType):
-    """Stands for a module of `kubernetes_asyncio` that nobody has used yet (see the module's docstring)."""
+    """Stands for a module of an async client that nobody has used yet (see the module's docstring)."""
 
     def __getattr__(self, attr: str) -> Any:
         real = sys.modules.get(self.__name__)
@@ -72,22 +88,24 @@ def load(name: str) -> types.ModuleType:
     return real
 
 
-def defer_kubernetes_asyncio() -> None:
-    """Put the stand-ins in place, unless `kubernetes_asyncio` is imported already (or not installed)."""
-    if PACKAGE in sys.modules:
-        return
-    top_spec = importlib.machinery.PathFinder.find_spec(PACKAGE)
-    if top_spec is None or not top_spec.submodule_search_locations:
-        return
-    stand_ins = {PACKAGE: _stand_in(top_spec)}
-    for sub in SUBPACKAGES:
-        parent, _, child = f"{PACKAGE}.{sub}".rpartition(".")
-        spec = importlib.machinery.PathFinder.find_spec(f"{PACKAGE}.{sub}", stand_ins[parent].__path__)
-        if spec is None:  # another layout than the one known: import it as it comes
-            return
-        stand_ins[spec.name] = _stand_in(spec)
-        setattr(stand_ins[parent], child, stand_ins[spec.name])
-    sys.modules.update(stand_ins)
+def defer_async_clients() -> None:
+    """Put the stand-ins in place, for each package that is not imported already (and is installed)."""
+    for package, subpackages in DEFERRED.items():
+        if package in sys.modules:
+            continue
+        top_spec = importlib.machinery.PathFinder.find_spec(package)
+        if top_spec is None or not top_spec.submodule_search_locations:
+            continue
+        stand_ins = {package: _stand_in(top_spec)}
+        for sub in subpackages:
+            parent, _, child = f"{package}.{sub}".rpartition(".")
+            spec = importlib.machinery.PathFinder.find_spec(f"{package}.{sub}", stand_ins[parent].__path__)
+            if spec is None:  # another layout than the one known: import it as it comes
+                break
+            stand_ins[spec.name] = _stand_in(spec)
+            setattr(stand_ins[parent], child, stand_ins[spec.name])
+        else:
+            sys.modules.update(stand_ins)
 
 
 def _stand_in(spec: importlib.machinery.ModuleSpec) -> DeferredModule:
@@ -100,8 +118,8 @@ def _stand_in(spec: importlib.machinery.ModuleSpec) -> DeferredModule:
     return module
 
 
-def load_kubernetes_asyncio() -> None:
-    """Load what every stand-in stands for, now: for a process whose triggers will use the async client (the
+def load_async_clients() -> None:
+    """Load what every stand-in stands for, now: for a process whose triggers will use the async clients (the
     triggerer's pre-import, docs/examples/airflow_local_settings.py). Deepest first, so that each real module
     binds the real modules below it."""
     for name in sorted(

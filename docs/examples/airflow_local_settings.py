@@ -15,6 +15,6 @@ if sys.argv[1:2] in (["scheduler"], ["triggerer"]) or sys.argv[1:3] == ["celery"
     import airflow_kruise_chain.hooks.kruise  # noqa: F401  (the Kubernetes clients, imported once)
 
     if sys.argv[1:2] == ["triggerer"]:
-        from airflow_kruise_chain.hooks.lazyasync import load_kubernetes_asyncio
+        from airflow_kruise_chain.hooks.lazyasync import load_async_clients
 
-        load_kubernetes_asyncio()
+        load_async_clients()

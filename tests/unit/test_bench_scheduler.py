@@ -13,7 +13,10 @@ import pytest
 from bench.scheduler import PREIMPORT
 
 CHECK = "import sys; sys.argv = {argv!r}; exec({code!r}); print(sorted({{{modules}}} & set(sys.modules)))"
-CLIENTS = "'airflow_kruise_chain.hooks.kruise', 'kubernetes', 'kubernetes_asyncio.client.models.v1_pod'"
+CLIENTS = (
+    "'airflow_kruise_chain.hooks.kruise', 'kubernetes', 'kubernetes_asyncio.client.models.v1_pod', "
+    "'aiohttp.connector'"
+)
 
 
 @pytest.mark.parametrize(
@@ -24,7 +27,12 @@ CLIENTS = "'airflow_kruise_chain.hooks.kruise', 'kubernetes', 'kubernetes_asynci
         (["airflow", "dag-processor"], []),
         (
             ["airflow", "triggerer"],
-            ["airflow_kruise_chain.hooks.kruise", "kubernetes", "kubernetes_asyncio.client.models.v1_pod"],
+            [
+                "aiohttp.connector",
+                "airflow_kruise_chain.hooks.kruise",
+                "kubernetes",
+                "kubernetes_asyncio.client.models.v1_pod",
+            ],
         ),
         (
             ["airflow", "celery", "worker", "--queues", "default"],
