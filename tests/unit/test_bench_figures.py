@@ -378,6 +378,20 @@ def test_target_requests_bounded_and_watch_based() -> None:
     assert "N=10: 14.8 (0.2 s) vs 16.9 (5 s)" in line and line.startswith("MISSED: ")  # 16.9 > 14.8 + 1
 
 
+def test_the_bound_on_the_other_requests_spreads_the_pipelines_own_over_its_stages() -> None:
+    """15 per stage at N = 10 as before; at N = 3 the pipeline's own requests (its pod's creation, setup's
+    reads, teardown) weigh three times as much per stage: v5's distinct images made 15.3 there, within."""
+    assert figures.other_requests_bound(10) == 15.0
+    assert figures.other_requests_bound(3) > 19 and figures.other_requests_bound(50) < 14
+    few = row("chain", n=3, api_requests_per_stage=15.3)
+    long = row("chain", n=3, workload="distinct/uniform/5s", api_requests_per_stage=14.0)
+    (line,) = lines_for([few, long], "watch-based")
+    assert line.startswith("MET: ") and "(bound 13 + 20 / N per stage)" in line
+    assert lines_for([dict(few, api_requests_per_stage=20.0), long], "watch-based")[0].startswith("MISSED: ")
+    many = row("chain", n=50, api_requests_per_stage=14.0)
+    assert lines_for([many, dict(long, stages=50)], "watch-based")[0].startswith("MISSED: ")
+
+
 def test_requests_grouped_by_verb_with_the_metrics_reads_apart() -> None:
     assert figures.request_group("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ns/pods/p", "") == "metrics"
     assert figures.request_group("GET", "/api/v1/namespaces/ns/pods/p", "") == "get"
