@@ -1,10 +1,10 @@
 """Hooks of the airflow-kruise-chain provider.
 
-Importing any of them first defers the async clients, `kubernetes_asyncio` and `aiohttp` (`lazyasync`):
-cncf.kubernetes' hook module, which `KruiseHook` is built on, imports them at its top, and only a trigger uses
-them.
+Importing any of them first defers the Kubernetes clients (`lazyclients`): cncf.kubernetes' hook module, which
+`KruiseHook` is built on, imports `kubernetes`, `kubernetes_asyncio` and `aiohttp` at its top, each whole, and
+a stage task uses a few of their modules.
 """
 
-from airflow_kruise_chain.hooks.lazyasync import defer_async_clients
+from airflow_kruise_chain.hooks.lazyclients import defer_clients
 
-defer_async_clients()
+defer_clients()

@@ -1,9 +1,10 @@
-"""A stage task's calls load none of `kubernetes_asyncio`'s API and model modules (hooks/lazyasync.py), and
-the async hook works as before when its client is loaded on first use.
+"""A stage task's calls load a few of the Kubernetes clients' generated modules (hooks/lazyclients.py), and
+both clients work as before with their modules loaded as they are used.
 
-Each check runs in a fresh interpreter (this test session has long loaded both clients), against the session's
-local cluster as the `kubernetes_default` connection. The task's interpreter imports the sync client first, as
-Celery's worker does for every task it forks (celery provider, `on_celery_import_modules`).
+Each check runs in a fresh interpreter (this test session has long loaded the clients), against the session's
+local cluster as the `kubernetes_default` connection. A Celery task's interpreter has imported the sync client
+first (the Celery worker does, for every task it forks: celery provider, `on_celery_import_modules`); a
+LocalExecutor task's has not.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from kruise_local import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,11 +27,64 @@ but for the two modules of aiohttp's exceptions"""
 
 SYNC_TASK = """
 import json, sys
-import airflow.sdk, kubernetes.client
+import airflow.sdk
+if sys.argv[1] == "celery":
+    import kubernetes.client
 from airflow_kruise_chain.hooks.kruise import KruiseHook
 hook = KruiseHook()
 missing = hook.read_pod("no-such-pod", "default")
 print(json.dumps({"missing": missing, "modules": sorted(sys.modules)}))
+"""
+
+GENERATED = ("kubernetes.client.models.", "kubernetes.client.api.")
+
+SYNC_CLIENT = """
+import json, sys
+import airflow_kruise_chain.hooks
+import kubernetes
+from kubernetes import client, config, watch
+from kubernetes.client.api.core_v1_api import CoreV1Api as HomeCoreV1Api
+from kubernetes.client.models.v1_pod import V1Pod as HomeV1Pod
+deferred = type(sys.modules["kubernetes.client"]).__name__
+
+config.load_kube_config()
+core = client.CoreV1Api()
+name = sys.argv[1]
+container = client.V1Container(name="main", image="busybox:1.36", command=["sleep", "60"])
+pod = client.V1Pod(metadata=client.V1ObjectMeta(name=name), spec=client.V1PodSpec(containers=[container]))
+core.create_namespaced_pod("default", pod)
+try:
+    read = core.read_namespaced_pod(name, "default")
+    listed = [p.metadata.name for p in core.list_namespaced_pod("default").items if p.metadata.name == name]
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod, "default", field_selector=f"metadata.name={name}", timeout_seconds=1
+    )
+    watched = [e["object"].metadata.name for e in stream][:1]
+    try:
+        core.read_namespaced_pod("no-such-pod", "default")
+        status = None
+    except client.ApiException as e:
+        status = e.status
+finally:
+    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+used = len([m for m in sys.modules if m.startswith("kubernetes.client.models.")])
+
+from airflow_kruise_chain.hooks.lazyclients import load_clients
+load_clients("kubernetes")
+print(json.dumps({
+    "deferred": deferred,
+    "seen": [read.metadata.name, listed, watched, status],
+    "same_classes": [
+        type(read) is HomeV1Pod,
+        client.V1Pod is HomeV1Pod,
+        kubernetes.client.models.V1Pod is HomeV1Pod,
+        client.CoreV1Api is HomeCoreV1Api,
+        client.ApiException is kubernetes.client.exceptions.ApiException,
+        type(sys.modules["kubernetes.client"]).__name__ == "module",
+    ],
+    "models": [used, len([m for m in sys.modules if m.startswith("kubernetes.client.models.")])],
+    "version": kubernetes.__version__,
+}))
 """
 
 ASYNC_TRIGGER = """
@@ -93,9 +148,9 @@ print(json.dumps({
 
 ALREADY_IMPORTED = """
 import json, sys
-import aiohttp, kubernetes_asyncio
+import aiohttp, kubernetes, kubernetes_asyncio
 import airflow_kruise_chain.hooks.kruise
-kinds = {type(m).__name__ for n, m in sys.modules.items() if n.startswith(("kubernetes_asyncio", "aiohttp"))}
+kinds = {type(m).__name__ for n, m in sys.modules.items() if n.startswith(("kubernetes", "aiohttp"))}
 print(json.dumps(sorted(kinds)))
 """
 
@@ -116,13 +171,29 @@ def run(script: str, kubeconfig: Path, *args: str) -> object:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_stage_tasks_sync_calls_load_none_of_the_async_clients_api_and_models(
-    cluster: LocalCluster, kubeconfig: Path
+@pytest.mark.parametrize("executor", ["celery", "local"])
+def test_a_stage_tasks_sync_calls_load_a_few_generated_modules_and_none_of_the_async_clients(
+    cluster: LocalCluster, kubeconfig: Path, executor: str
 ) -> None:
-    result = run(SYNC_TASK, kubeconfig)
+    result = run(SYNC_TASK, kubeconfig, executor)
     assert result["missing"] is None  # the call reached the cluster
     assert "airflow.providers.cncf.kubernetes.hooks.kubernetes" in result["modules"]
     assert [m for m in result["modules"] if m.startswith(HEAVY) and m not in LIGHT] == []
+    generated = [m for m in result["modules"] if m.startswith(GENERATED)]
+    if executor == "local":  # ~800 when the package is imported whole, as Celery's worker does
+        assert 0 < len(generated) < 20, generated
+
+
+def test_the_sync_client_loads_its_modules_as_they_are_used_and_works_as_before(
+    cluster: LocalCluster, kubeconfig: Path
+) -> None:
+    result = run(SYNC_CLIENT, kubeconfig, "lazy-sync-client")
+    assert result["deferred"] == "DeferredModule"  # the check ran with the stand-in in place
+    assert result["seen"] == ["lazy-sync-client", ["lazy-sync-client"], ["lazy-sync-client"], 404]
+    assert result["same_classes"] == [True] * 6
+    used, whole = result["models"]
+    assert used < 60 < 500 < whole  # the pod's models, then every model once loaded whole
+    assert result["version"]
 
 
 def test_the_async_hook_loads_its_client_on_first_use_and_works_as_before(
@@ -139,5 +210,5 @@ def test_the_async_hook_loads_its_client_on_first_use_and_works_as_before(
     assert result["version"]
 
 
-def test_async_clients_imported_before_are_left_as_they_are(kubeconfig: Path) -> None:
+def test_clients_imported_before_are_left_as_they_are(kubeconfig: Path) -> None:
     assert run(ALREADY_IMPORTED, kubeconfig) == ["module"]
