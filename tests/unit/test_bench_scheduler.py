@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bench.scheduler import PREIMPORT
+from bench.scheduler import PREIMPORT, REPO, deployment_environment
 
 CHECK = "import sys; sys.argv = {argv!r}; exec({code!r}); print(sorted({{{modules}}} & set(sys.modules)))"
 CLIENTS = (
@@ -70,3 +70,9 @@ def test_the_triggerer_warm_up_defers_once_to_a_trigger_the_triggerer_can_import
     classpath, kwargs = deferred.value.trigger.serialize()
     module, name = classpath.rsplit(".", 1)
     assert getattr(__import__(module, fromlist=[name]), name)(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_the_airflow_processes_write_and_read_bytecode_caches_as_a_deployment_does() -> None:
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "/elsewhere"}
+    deployment_environment(env)
+    assert env == {"PYTHONPATH": f"{REPO}:/elsewhere"}
