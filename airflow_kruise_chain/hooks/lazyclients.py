@@ -3,7 +3,7 @@
 Every stage task imports cncf.kubernetes' hook module (`KruiseHook` is built on its `KubernetesHook`), which
 imports at its top the sync client `kubernetes`, the async client `kubernetes_asyncio` (for its async hook
 only) and `aiohttp` (for one exception class). Each client's package imports all of its ~800 generated API and
-model modules, `aiohttp` its whole client and server: 2.6 s of each stage task's start on the benchmark's
+model modules, `aiohttp` its whole client and server: 0.6 s of each stage task's start on the benchmark's
 machine (docs/benchmarks.md), for a task that uses a few of them. Celery's worker pre-imports the sync client
 for all its tasks (celery provider, `on_celery_import_modules`); LocalExecutor's task processes import it
 themselves, and nothing pre-imports the async one, which only a trigger in the triggerer uses.
