@@ -119,7 +119,7 @@ def load(name: str) -> types.ModuleType:
             del sys.modules[name]
     real = importlib.import_module(name)
     if taken:
-        for attr, value in vars(module).items():  # submodules loaded under the stand-in
+        for attr, value in list(vars(module).items()):  # submodules loaded under the stand-in
             if isinstance(value, types.ModuleType) and not hasattr(real, attr):
                 setattr(real, attr, value)
     return real

@@ -146,6 +146,34 @@ print(json.dumps({
 }))
 """
 
+THREADS = """
+import json, sys, threading
+import airflow_kruise_chain.hooks
+from kubernetes import client
+from airflow_kruise_chain.hooks.lazyclients import load_clients
+
+barrier = threading.Barrier(8)
+seen, errors = [], []
+
+def use(i):
+    barrier.wait()
+    try:
+        if i % 4 == 3:
+            load_clients()
+        seen.append((client.CoreV1Api, client.V1Pod, sys.modules["kubernetes"].client.models.V1Pod))
+    except BaseException as e:
+        errors.append(repr(e))
+
+threads = [threading.Thread(target=use, args=(i,)) for i in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+from kubernetes.client.api.core_v1_api import CoreV1Api
+from kubernetes.client.models.v1_pod import V1Pod
+print(json.dumps({"errors": errors, "same": [s == (CoreV1Api, V1Pod, V1Pod) for s in seen]}))
+"""
+
 ALREADY_IMPORTED = """
 import json, sys
 import aiohttp, kubernetes, kubernetes_asyncio
@@ -208,6 +236,10 @@ def test_the_async_hook_loads_its_client_on_first_use_and_works_as_before(
     )
     assert result["same_classes"] == [True] * 11
     assert result["version"]
+
+
+def test_threads_that_use_the_clients_and_load_them_at_once_see_one_class_each(kubeconfig: Path) -> None:
+    assert run(THREADS, kubeconfig) == {"errors": [], "same": [True] * 8}
 
 
 def test_clients_imported_before_are_left_as_they_are(kubeconfig: Path) -> None:
