@@ -48,11 +48,10 @@ from typing import Any
 if not __package__:  # run as a script: the repository on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import figures, warmup
+from bench import REPO, deployment_environment, figures, warmup
 from bench.pipeline_dags import DAG_HEADER, WORKLOADS, chain_variants
 from bench.pipelines import create_namespace
 
-REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "bench-0"
 PREIMPORT = REPO / "docs" / "examples" / "airflow_local_settings.py"
 """The documented pre-import (LocalExecutor: the scheduler; CeleryExecutor: the Celery worker process)."""
@@ -143,16 +142,6 @@ def verdicts(medians: dict[str, float | None], where: str) -> list[str]:
 
 def stamp(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-
-
-def deployment_environment(env: dict[str, str] | os._Environ[str]) -> None:
-    """The environment every Airflow process of the run inherits: the repository on PYTHONPATH (the DAGs
-    import `bench`), and bytecode caches as an installed deployment has them (pip compiles them at install,
-    Python writes them at a first import): PYTHONDONTWRITEBYTECODE, set on some machines, would have every
-    task process compile every module it imports, the Kubernetes clients' 1,800 included (2.7 s instead of
-    0.6 s here), which no deployment pays."""
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def main() -> int:

@@ -21,7 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+if not __package__:  # run as a script: the repository on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import deployment_environment
+
 TASK = """
 import json, sys, time
 import airflow.sdk, airflow.sdk.execution_time.task_runner
@@ -54,8 +58,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--executor", choices=("local", "celery"), default="local")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env = dict(os.environ)
+    deployment_environment(env)
     for how in ("chain", "whole"):  # writes the bytecode caches
         sample(args.executor, how, env)
     for how in ("chain", "whole"):

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from bench.scheduler import PREIMPORT, REPO, deployment_environment
+from bench import REPO, deployment_environment
+from bench.scheduler import PREIMPORT
 
 CHECK = "import sys; sys.argv = {argv!r}; exec({code!r}); print(sorted({{{modules}}} & set(sys.modules)))"
 CLIENTS = (

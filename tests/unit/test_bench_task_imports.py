@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench.task_imports import REPO
+from bench import REPO
 
 
 @pytest.mark.parametrize("executor", ["local", "celery"])
