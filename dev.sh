@@ -107,7 +107,7 @@ test)
 	# Airflow and subprocesses. TEST_WORKERS=0: one process.
 	# --tb=native: CPython < 3.13's ast.parse is not thread-safe ("SystemError: AST constructor recursion
 	# depth mismatch"); kruise_local.pytest_plugin serializes it, and the native format parses the least.
-	exec python -m pytest -q -rfE --tb=native -n "${TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"
+	exec python -m pytest -q -rfEs --tb=native -n "${TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"
 	;;
 bench)
 	setup test
