@@ -16,9 +16,8 @@ from typing import Any
 
 if not __package__:  # run as a script: the repository on the path, for `bench.pipeline_dags`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import REPO, deployment_environment
 from bench.pipeline_dags import DAG_HEADER
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def child_env(home: Path, kubeconfig: Path | None) -> dict[str, str]:
@@ -30,9 +29,9 @@ def child_env(home: Path, kubeconfig: Path | None) -> dict[str, str]:
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         }
     )
+    deployment_environment(env)  # the repository on PYTHONPATH; bytecode caches, as a deployment has them
     if kubeconfig is not None:
         env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
             {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
