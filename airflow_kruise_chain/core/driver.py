@@ -20,7 +20,7 @@ from .followloop import PULLING, Detached, FollowLoop, Timeouts
 from .podidentity import retire_patch
 from .podsession import PodSession
 from .podview import ChainPod
-from .sizing import BackgroundPark, SlotSizer, idle_by_pod, kubelet_settled
+from .sizing import SETTLE_WAIT, BackgroundPark, SlotSizer, idle_by_pod, kubelet_settled, resize_unsettled
 from .spec import StageSpec
 from .status import StageResult, current_status, slot_status
 from .swap import (
@@ -284,7 +284,15 @@ class StageDriver(FollowLoop):
                     sizer.size_ahead(*ahead, slot, idle)
                 finally:  # a failed size ahead is logged by the park; the prepare is independent of it
                     if then is not None:  # from the resizes' answer, made since the stage ended, or a read
-                        steps = prepare_two_ahead(sizer.log, slot, generation, ahead, then, idle, sizer.last)
+                        pod = sizer.last
+                        if pod is not None and resize_unsettled(pod):
+                            # the kubelet still writes about the resize: plan from its last write, not to
+                            # meet it (409, a read and the patch again)
+                            until = time.monotonic() + SETTLE_WAIT
+                            pod = session.pod_change_until(
+                                pod, until, lambda seen: not resize_unsettled(seen)
+                            )
+                        steps = prepare_two_ahead(sizer.log, slot, generation, ahead, then, idle, pod)
                         run_guarded(steps, api, name, ns)
 
             sized = (*ahead, idle)  # the park's resize sizes ahead too when it can: then `size` asks nothing

@@ -121,6 +121,13 @@ class PodSession:
         """Block until the pod changes (its new snapshot, None if deleted) or `deadline` passes (None)."""
         return self._pod_change(pod, deadline)[1]
 
+    def pod_change_until(
+        self, pod: ChainPod, deadline: float, until: Callable[[ChainPod], bool]
+    ) -> ChainPod | None:
+        """The first later version of the pod for which `until` holds, as one watch sent it; None when
+        `deadline` passed first or the pod is gone (the caller reads it)."""
+        return self._pod_change(pod, deadline, lambda seen: seen is None or until(seen))[1]
+
     def _pod_change(
         self, pod: ChainPod, deadline: float, until: Callable[[ChainPod | None], bool] | None = None
     ) -> tuple[bool, ChainPod | None]:

@@ -210,6 +210,28 @@ def kubelet_settled(pod: ChainPod) -> bool:
     return True
 
 
+SETTLE_WAIT = 1.0
+"""seconds the prepare after a park waits for its resize in force (`resize_unsettled`): the PLEG's relist
+period, before which the kubelet would not sync the prepare either (`podWorkerLoop`: a newer pod cache)"""
+
+
+def resize_unsettled(pod: ChainPod) -> bool:
+    """Whether `pod` (e.g. a resize's answer) shows a resize the kubelet is still to write about (a guarded
+    update from it meets those writes: 409): a slot's requests not its allocation yet, or the resize in
+    progress (`handlePodResourcesResize`: the allocation and `PodResizeInProgress`, cleared once applied).
+    Nothing to wait for when it is pending, in progress with reason `Error`, or no allocation is shown."""
+    if _condition(pod, "PodResizePending") is not None:
+        return False
+    progress = _condition(pod, "PodResizeInProgress")
+    if progress is not None:
+        return progress.get("reason") != "Error"
+    for name in SLOTS:
+        want = (pod.slot(name).resources or {}).get("requests") or {}
+        if pod.slot(name).allocated and want and not _requests_applied(pod, name, {"requests": want}):
+            return True
+    return False
+
+
 def park_request(pod: ChainPod | None, slot: str, generation: int) -> SlotResize | None:
     """What parking `slot` after its generation `generation` asks of the API server; None when nothing: the
     pod is gone or sized statically, the slot holds another generation since (another task's stage, which
