@@ -144,11 +144,35 @@ export $kc_n=$kc_q"
 	exit 0
 fi
 
-# `runner --up`, the slots' startup probe (the kubelet execs it in the container): wait until the runner
-# serves the slot (kc_serve made <slot>.serving) rather than fail while it starts (a failed probe is an
-# `Unhealthy` warning event). The kubelet's timeout ends a wait that lasts.
+# kc_birth PID: kc_born is "PID STARTTIME", STARTTIME the process's start (clock ticks after boot,
+# /proc/PID/stat's field 22, shown whatever the process's dumpability); empty if there is no such process.
+kc_birth() {
+	kc_born=
+	kc_st=
+	{ read -r kc_st <"/proc/$1/stat"; } 2>/dev/null || return 1
+	# shellcheck disable=SC2086 # split on purpose: /proc/PID/stat's fields after comm (no glob chars)
+	set -- ${kc_st##*) }
+	kc_born="${kc_st%% *} ${20-}"
+}
+
+# kc_serves: <slot>.serving says that a runner serves the slot and names it ("PID STARTTIME", kc_serve),
+# and that process is still the one running: the record of THIS container's runner. The state outlives the
+# container: an earlier container's record (its runner was pid 1 too) names a pid 1 started earlier, a
+# record of a runner outside a pid namespace of its own (tests) a pid gone or reused since. The new runner
+# removes the earlier container's fast go and record at its start, and only then makes its own.
+kc_serves() {
+	kc_line=
+	if [ -f "$kc_serving" ] && [ ! -h "$kc_serving" ]; then { read -r kc_line <"$kc_serving"; } 2>/dev/null; fi
+	case $kc_line in '' | *[!0-9\ ]* | *' '*' '*) return 1 ;; esac
+	kc_birth "${kc_line%% *}" && [ "$kc_born" = "$kc_line" ]
+}
+
+# `runner --up`, the slots' startup probe (the kubelet execs it in the container): wait until this
+# container's runner serves the slot (kc_serves) rather than fail while it starts (a failed probe is an
+# `Unhealthy` warning event), nor pass on an earlier container's record. The kubelet's timeout ends a wait
+# that lasts.
 if [ "$1" = --up ]; then
-	until [ -e "$kc_serving" ]; do "$kc_bb" sleep 0.05; done
+	until kc_serves; do "$kc_bb" sleep 0.05; done
 	exit 0
 fi
 
@@ -310,6 +334,19 @@ if [ "$1" = --go ]; then
 		exit 65
 	fi
 	kc_gen=$kc_n
+	# the runner of THIS container serves the slot (kc_serves): it removed at its start whatever fast go an
+	# earlier container left, so the spec put now stays for it. A go may come as soon as the pod's status
+	# shows the container running (a slot prepared ahead: core/status.py `_prepared_state`), before that.
+	kc_i=0
+	until kc_serves; do
+		kc_i=$((kc_i + 1))
+		if [ "$kc_i" -gt 250 ]; then
+			"$kc_bb" rm -f "$kc_tmp"
+			echo "$kc_marker error: the runner of $kc_slot does not serve it yet: the annotation delivers" >&2
+			exit 75
+		fi
+		"$kc_bb" sleep 0.02
+	done
 	kc_read "$kc_hwmfile"
 	kc_number "$kc_line" 0
 	if [ "$kc_gen" -le "$kc_n" ]; then # the annotation was first: nothing to deliver
@@ -589,10 +626,11 @@ kc_devices() {
 	kc_devs=$("$kc_bb" stat -c '%i %f %u %g %t:%T %N' "$@" 2>&1)
 }
 
-# kc_serve: the startup probe's record that the runner serves the slot, made unless something is there (a
-# stage's leftover the wipe could not remove: never opened, a FIFO would block).
+# kc_serve: the record that the runner serves the slot (the startup probe's and the fast go's, kc_serves),
+# naming it (kc_me: its pid and start time), made unless something is there (a stage's leftover the wipe
+# could not remove: never opened, a FIFO would block).
 kc_serve() {
-	[ -e "$kc_serving" ] || [ -h "$kc_serving" ] || { : >"$kc_serving"; } 2>/dev/null
+	[ -e "$kc_serving" ] || [ -h "$kc_serving" ] || { printf '%s\n' "$kc_me" >"$kc_serving"; } 2>/dev/null
 }
 
 # kc_finish EXIT_CODE REASON: the stage's processes are ended, then the state is emptied and the generation's
@@ -796,6 +834,8 @@ kc_envsh=$("$kc_bb" env -0 | "$kc_bb" xargs -0 "$kc_bb" sh "$0" --capture-env) |
 kc_envsh="unset SHLVL PWD OLDPWD PATH
 $kc_envsh"
 kc_ids=$("$kc_bb" id -u):$("$kc_bb" id -g)
+kc_birth "$$"
+kc_me=$kc_born
 kc_fifo=$kc_state/.wait.$$
 "$kc_bb" mkdir -p "$kc_state" 2>/dev/null
 kc_reclaim # a stage may have locked the state before this container restarted

@@ -29,7 +29,8 @@ BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="needs a static busybox (Debian: busybox-static)")
 PYTHON = os.path.realpath(sys.executable)
 ENV = shutil.which("env") or "/usr/bin/env"
-BWRAP = shutil.which("bwrap")
+NSENTER = shutil.which("nsenter")
+BWRAP = shutil.which("bwrap") if NSENTER else None  # a pid namespace, and the kubelet's way in (in_container)
 
 
 def script_argv(command: list[str] | tuple[str, ...], folder: Path) -> list[str]:
@@ -67,6 +68,19 @@ def pid_1(process: subprocess.Popen) -> int:
                 return int(children[0])
         assert time.monotonic() < deadline, "the sandbox never started the runner"
         time.sleep(0.01)
+
+
+def in_container(runner: Runner | None, command: list[str]) -> list[str]:
+    """`command` as the kubelet's exec (a probe, `kubectl exec`, the fast go) runs it in `runner`'s container:
+    in its pid and mount namespaces, where pid 1 is the runner (outside them when it has none or is gone)."""
+    if BWRAP is None or NSENTER is None or runner is None or runner.process.poll() is not None:
+        return command
+    pid, deadline = pid_1(runner.process), time.monotonic() + TIMEOUT
+    runs = [b"sh", str(runner.slot.bin / "runner").encode()]  # `BUSYBOX sh RUNNER`: the sandbox's mounts made
+    while Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] != runs:
+        assert time.monotonic() < deadline, "the sandbox never ran the runner"
+        time.sleep(0.01)
+    return [NSENTER, "-t", str(pid), "-p", "-m", "--", *command]
 
 
 def namespace_processes(process: subprocess.Popen) -> list[str]:
@@ -108,6 +122,7 @@ class Slot:
 
     def __init__(self, tmp: Path, name: str = "slot-a") -> None:
         self.name = name
+        self.runner: Runner | None = None
         self.bin = tmp / "kc" / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
         (self.bin / "runner").write_text(runner_script())
@@ -150,7 +165,7 @@ class Slot:
         """Whether the slot's startup probe (its paths pointed at the test's) passes within `wait` seconds:
         the runner serves the slot, parked or running a stage (the kubelet counts the slot Ready from then
         on)."""
-        command = script_argv(STARTUP_COMMAND, self.bin)
+        command = in_container(self.runner, script_argv(STARTUP_COMMAND, self.bin))
         env = {"KC_SLOT": self.name, "KC_STATE": str(self.state)}
         try:
             return subprocess.run(command, env=env, timeout=wait).returncode == 0
@@ -165,6 +180,7 @@ class Runner:
         self, slot: Slot, stage: StageSpec | None, generation: int, restart: bool = False, **env: str
     ) -> None:
         self.slot = slot
+        slot.runner = self  # the slot's container now
         self.termination_log = slot.state.parent / f"termination-log-{time.monotonic_ns()}"
         self.env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",

@@ -33,17 +33,22 @@ def go(
 ) -> subprocess.CompletedProcess[bytes]:
     """The task's exec: the spec on stdin, with the container's env (as `pods/exec` gives it)."""
     data = spec.encode()
-    command = go_command(slot, len(data) if length is None else length)
+    command = base.in_container(runner, go_command(slot, len(data) if length is None else length))
     return subprocess.run(command, input=data, env=runner.env, capture_output=True, timeout=10)
 
 
 def reading_stdin(process: subprocess.Popen) -> None:
     """Wait until the `--go` process reads its spec from stdin (its `head` child runs: the place the spec goes
-    is open)."""
+    is open); under nsenter (`in_container`) a grandchild."""
     deadline = time.monotonic() + base.TIMEOUT
     while True:
-        with open(f"/proc/{process.pid}/task/{process.pid}/children") as f:
-            children = f.read().split()
+        todo, children = [str(process.pid)], []
+        while todo:
+            pid = todo.pop()
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{pid}/children") as f:
+                kids = f.read().split()
+                children += kids
+                todo += kids
         for child in children:
             with contextlib.suppress(OSError), open(f"/proc/{child}/cmdline", "rb") as f:
                 if b"head" in f.read().split(b"\0"):
@@ -101,7 +106,10 @@ def test_a_duplicated_exec_still_writing_when_the_runner_starts_it(slot, runners
     spec = slot.spec(stage, 1)
     data = spec.encode()
     late = subprocess.Popen(
-        go_command(slot, len(data)), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=runner.env
+        base.in_container(runner, go_command(slot, len(data))),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=runner.env,
     )
     try:
         reading_stdin(late)
@@ -194,11 +202,18 @@ def test_stale_execs_into_a_restarted_runner_never_start_a_generation_again(slot
 
 
 def test_an_exec_while_no_runner_holds_the_slot_is_dropped(slot, runners) -> None:
+    """A go waits for the slot's runner to serve (its record names a live runner), a few seconds at most:
+    into a slot whose runner is down (its record left behind), it gives up, writes nothing, and says so."""
     runner = runners(slot, None, 0)
     time.sleep(0.3)
     runner.kill_container()
     stage = sh_stage("echo ran")
-    assert go(slot, runner, slot.spec(stage, 1)).returncode == 0  # into a slot whose runner is down
+    data = slot.spec(stage, 1).encode()
+    done = subprocess.run(
+        go_command(slot, len(data)), input=data, env=runner.env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 75 and b"does not serve it yet" in done.stderr
+    assert not list(slot.state.glob(f"{slot.name}.go*"))
     again = runners(slot, None, 0)  # restarted before the annotation: the annotation decides
     time.sleep(0.5)
     assert "ran" not in again.drain()

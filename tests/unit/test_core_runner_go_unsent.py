@@ -26,7 +26,10 @@ def test_an_opened_go_closed_with_nothing_or_part_of_its_spec_starts_nothing(slo
     data = slot.spec(stage, 1).encode()
     for sent in (b"", data[: len(data) // 2]):
         opened = subprocess.Popen(
-            go_command(slot, len(data)), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=runner.env
+            base.in_container(runner, go_command(slot, len(data))),
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=runner.env,
         )
         try:
             reading_stdin(opened)  # it runs before the patch is decided, waiting for its spec

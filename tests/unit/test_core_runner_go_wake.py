@@ -23,6 +23,9 @@ pytestmark = pytest.mark.skipif(
 SPEC = "kc_g=7\nkc_t=tok\n"
 STAND_IN = """
 trap 'echo woken >> {log}' USR1
+read -r st < /proc/1/stat
+set -- ${{st##*) }}
+echo "1 ${{20}}" > {state}/slot-a.serving  # it serves the slot, as a runner says it (its pid and start)
 : > {started}
 until [ -e {proceed} ]; do {busybox} sleep 0.02; done
 {busybox} sh {runner} --go {length} < {spec} > {out} 2>&1
@@ -52,6 +55,7 @@ def pid_1_runs_a_go(tmp_path: Path, pid_1_script: str) -> tuple[str, str]:
         spec=spec,
         out=out,
         log=log,
+        state=state,
         started=started,
         proceed=proceed,
     )

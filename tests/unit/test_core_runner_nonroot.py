@@ -27,12 +27,13 @@ from airflow_kruise_chain.core.manifest import (
 )
 from airflow_kruise_chain.core.runnerinstall import CHECK_FAILED_EXIT
 from airflow_kruise_chain.core.wire import META_MOUNT, RUNNER_COMMAND, RUNNER_MOUNT, RUNNER_STATE, run_spec
+from tests.unit.test_core_runner import pid_1
 
 BUSYBOX = shutil.which("busybox")
-BWRAP, SETPRIV = shutil.which("bwrap"), shutil.which("setpriv")
+BWRAP, SETPRIV, NSENTER = shutil.which("bwrap"), shutil.which("setpriv"), shutil.which("nsenter")
 pytestmark = pytest.mark.skipif(
-    BUSYBOX is None or BWRAP is None or SETPRIV is None or os.geteuid() != 0,
-    reason="needs a static busybox, bwrap and setpriv, run as root (to switch to the non-root user)",
+    BUSYBOX is None or BWRAP is None or SETPRIV is None or NSENTER is None or os.geteuid() != 0,
+    reason="needs a static busybox, bwrap, setpriv and nsenter, run as root (to switch to the non-root user)",
 )
 USER = ["--reuid", str(RESTRICTED_RUN_AS_USER), "--regid", "0", "--clear-groups", "--inh-caps=-all"]
 
@@ -251,9 +252,11 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
             "pid1": "/kruise-chain/bin/busybox sh /kruise-chain/bin/runner ",
             "env": "/usr/bin:/bin|from the image|",
         }
-        # the slot's startup probe passes as that user too (the kubelet execs it in the container)
-        check = container(binds, list(STARTUP_COMMAND), {"KC_SLOT": "slot-a", "PATH": "/usr/bin"})
-        assert subprocess.run(check, timeout=30).returncode == 0
+        # the slot's startup probe passes as that user too (the kubelet execs it in the container: its pid
+        # and mount namespaces, where pid 1 is the runner its serving record names)
+        check = [NSENTER, "-t", str(pid_1(slot)), "-p", "-m", "--", SETPRIV, *USER, "--", *STARTUP_COMMAND]
+        probe_env = {"KC_SLOT": "slot-a", "PATH": "/usr/bin"}
+        assert subprocess.run(check, env=probe_env, timeout=30).returncode == 0
     finally:
         stop(slot)
 
