@@ -241,8 +241,19 @@ def _container_state(
 def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageStatus:
     """State of a slot prepared ahead (no generation): SWAPPING until the kubelet has restarted it on the
     prepared image (a restart the kubelet's back-off holds included: it starts by itself), then FINISHED
-    once its new runner is parked (started: its startup probe passed; Ready follows a sync later);
-    FAILED_TO_START if the prepared image cannot start."""
+    as soon as the status shows the NEW container running (another id than the one the prepare found),
+    whether or not its startup probe has passed yet; FAILED_TO_START if the prepared image cannot start.
+
+    Safe on a real kubelet, and up to a startup probe period sooner than `started`: the image patch makes
+    `kuberuntime_manager.go` `computePodActions` put the old container in ContainersToKill and the new one in
+    ContainersToStart, and `SyncPod` kills first (`killContainer` returns once the runtime stopped it) and
+    only then starts (`startContainer`); the status shows the new container's id only once the PLEG's relist
+    (`pleg/generic.go` `Relist`) saw it started, so the old runner is gone by then. `started` comes later
+    still: the startup probe worker (`prober/worker.go` `doProbe`) probes a container only once the status
+    manager's status shows it, at the worker's next tick. What a go needs of the new runner it gets without
+    the probe: the run spec reaches it by the annotation (the downwardAPI volume it polls once it serves) or
+    by `runner --go`, which waits until THIS container's runner serves (core/runner.sh). A slot that holds a
+    generation (idle after a stage, or running one) keeps `_container_state`'s rule."""
     record = StageRecord(
         generation=0,
         slot=slot,
@@ -264,12 +275,22 @@ def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageS
                 message=f"{status.message} (the kubelet's restart back-off holds the restart that prepares "
                 f"{slot} for {prepared.image}; it starts by itself)",
             )
+    if status.state is StageState.RUNNING and pod.slot(slot).running:
+        # the new container runs (`_container_state` saw another id), its startup probe not passed yet
+        return replace(
+            status,
+            state=StageState.FINISHED,
+            reason="",
+            message=f"{slot} runs {prepared.image} (its startup probe has not passed yet: a go waits for "
+            "the runner to serve)",
+        )
     return status
 
 
 def slot_status(pod: ChainPod | None, slot: str) -> StageStatus:
     """State of the generation `slot` hosts; an idle slot (generation 0) is FINISHED once Ready, a slot
-    prepared ahead once the kubelet has restarted it on the prepared image (see `_prepared_state`)."""
+    prepared ahead once the status shows the kubelet's new container on the prepared image running, before
+    its startup probe passed (see `_prepared_state`)."""
     view = pod
     if view is None or view.lost is not None:
         return StageStatus(StageState.POD_LOST, slot, reason="PodLost", message=_lost_message(view))

@@ -73,10 +73,8 @@ def test_the_next_stage_waits_for_the_prepared_restart_then_only_says_go() -> No
     assert slot_status(pod.view, "slot-a").state is StageState.SWAPPING  # the old runner still runs there
     with pytest.raises(SlotBusyError, match=r"slot-a is being prepared for acme/load:1\.1"):
         plan_swap(pod.view, LOAD, try_number=1, now=NOW)
-    pod.start("slot-a", ready=False)  # the kubelet restarted it on load's image; the runner not parked yet
-    with pytest.raises(SlotBusyError):
-        plan_swap(pod.view, LOAD, try_number=1, now=NOW)
-    pod.set_ready("slot-a")
+    # the kubelet restarted it on load's image: a go needs no more (test_core_prepare_go_early.py)
+    pod.start("slot-a", ready=False)
     plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
     assert (plan.action, plan.slot, plan.generation) == ("go", "slot-a", 3)
     assert "spec" not in plan.patch
@@ -84,22 +82,6 @@ def test_the_next_stage_waits_for_the_prepared_restart_then_only_says_go() -> No
     pod.apply(plan.patch)
     assert pod.view.slot("slot-a").prepared is None  # it holds a generation now
     assert pod.view.slot("slot-a").prepare is not None  # kept: the back-off model counts its restart
-
-
-def test_a_prepared_slot_is_said_go_to_once_its_startup_probe_passed_before_ready() -> None:
-    """The kubelet shows `started` as the startup probe (`runner --up`: the runner serves the slot) passes
-    (`SetContainerStartup`); Ready only from its next sync (`UpdatePodStatus`), a relist later. A started
-    new runner is usable at once; a running one whose probe has not passed yet is not."""
-    pod, _ = prepared_pod()
-    pod.set_ready("slot-b")
-    pod.start("slot-a", ready=False)
-    pod.status("slot-a")["started"] = False
-    with pytest.raises(SlotBusyError):
-        plan_swap(pod.view, LOAD, try_number=1, now=NOW)
-    pod.status("slot-a")["started"] = True
-    assert slot_status(pod.view, "slot-a").state is StageState.FINISHED
-    plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
-    assert (plan.action, plan.slot) == ("go", "slot-a")
 
 
 def test_a_mispredicted_prepare_leaves_the_other_stage_a_normal_swap() -> None:
