@@ -118,23 +118,28 @@ def requests(pod: dict[str, Any], slot: str) -> int:
     return memory_bytes(((container.get("resources") or {}).get("requests") or {}).get("memory", "0"))
 
 
-def test_the_next_stage_only_says_go(e2e_cluster, capfd):
+def sized_chain(dag_id: str, script: str) -> Any:
+    """A DAG of one chain of stages s1..s5 in a row, one on each of IMAGES, each running `script`, sized."""
     from airflow.sdk import DAG
 
     from airflow_kruise_chain.chain import KruiseChain
 
-    history = pod_events(e2e_cluster)
-    timed = timed_pod_events(e2e_cluster)
-    names = [f"s{k}" for k in range(1, len(IMAGES) + 1)]
-    with DAG("prepare_next", schedule=None, start_date=START) as dag:
+    with DAG(dag_id, schedule=None, start_date=START) as dag:
         with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
             tasks = [
-                chain.stage(name, image=image, cmds=["/bin/sh", "-c", STEP], resources=SIZE)
-                for name, image in zip(names, IMAGES, strict=True)
+                chain.stage(f"s{k}", image=image, cmds=["/bin/sh", "-c", script], resources=SIZE)
+                for k, image in enumerate(IMAGES, start=1)
             ]
             for before, after in itertools.pairwise(tasks):
                 before >> after
-    run = run_inline(dag)
+    return dag
+
+
+def test_the_next_stage_only_says_go(e2e_cluster, capfd):
+    history = pod_events(e2e_cluster)
+    timed = timed_pod_events(e2e_cluster)
+    names = [f"s{k}" for k in range(1, len(IMAGES) + 1)]
+    run = run_inline(sized_chain("prepare_next", STEP))
     out = capfd.readouterr().out
     assert str(run.state) == "success", out[-3000:]
 

@@ -9,23 +9,20 @@ status."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from typing import Any
 
-import pendulum
 import pytest
 
 from airflow_kruise_chain.core.constants import SLOTS
 from airflow_kruise_chain.core.podview import ChainPod
 from tests.e2e.conftest import xcoms
-from tests.e2e.inline import FAST_POD, pod_events, run_inline, stage_records, start_markers
-from tests.e2e.test_prepare import IMAGES, SIZE, STEP, versions
+from tests.e2e.inline import pod_events, run_inline, stage_records, start_markers
+from tests.e2e.test_prepare import IMAGES, STEP, sized_chain, versions
 
 pytestmark = pytest.mark.slow
 
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 SHORT = STEP.replace("sleep 1", "sleep 0.2")
 
 
@@ -54,22 +51,11 @@ def hold_startup_probes(cluster: Any, done: threading.Event) -> threading.Thread
 
 
 def test_a_prepared_slot_is_said_go_to_before_its_startup_probe_passed(e2e_cluster, capfd):
-    from airflow.sdk import DAG
-
-    from airflow_kruise_chain.chain import KruiseChain
-
     history = pod_events(e2e_cluster)
     done = threading.Event()
     holder = hold_startup_probes(e2e_cluster, done)
     names = [f"s{k}" for k in range(1, len(IMAGES) + 1)]
-    with DAG("prepare_go_early", schedule=None, start_date=START) as dag:
-        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
-            tasks = [
-                chain.stage(name, image=image, cmds=["/bin/sh", "-c", SHORT], resources=SIZE)
-                for name, image in zip(names, IMAGES, strict=True)
-            ]
-            for before, after in itertools.pairwise(tasks):
-                before >> after
+    dag = sized_chain("prepare_go_early", SHORT)
     try:
         run = run_inline(dag)
     finally:
