@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,13 @@ from airflow_kruise_chain.core.constants import other_slot
 from airflow_kruise_chain.core.errors import ChainError
 from airflow_kruise_chain.core.follow import HAND_OVER_AFTER, GenerationFollow, Next, Step
 from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.core.sizing import apark_generation, guarded_size_ahead, idle_by_pod
+from airflow_kruise_chain.core.sizing import (
+    SETTLE_WAIT,
+    apark_generation,
+    guarded_size_ahead,
+    idle_by_pod,
+    resize_unsettled,
+)
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
 from airflow_kruise_chain.core.swap import prepare_two_ahead
 from airflow_kruise_chain.core.watch import awatch_versions
@@ -231,6 +238,8 @@ class StageOutputFollower:
                     lines.append(f"::kruise-chain:: not sizing {other_slot(slot)} ahead: {err}")
                 if self.then is not None:  # from the pod as the last resize left it, as the task does
                     latest = sized or parked or pod
+                    if latest is not None and resize_unsettled(latest):
+                        latest = await self._in_force(latest)  # not to meet the kubelet's writes (409)
                     steps = prepare_two_ahead(
                         lines.append, slot, self.generation, self.ahead, self.then, idle_by_pod, latest
                     )
@@ -238,6 +247,20 @@ class StageOutputFollower:
         if lines:
             await self.emit(lines)
         return True
+
+    async def _in_force(self, pod: ChainPod) -> ChainPod | None:
+        """The pod once the park's resize is in force (`resize_unsettled`), as one watch sent it; None when
+        `SETTLE_WAIT` passed first or the pod is gone (the prepare reads it), as a stage task's park does."""
+
+        def watch(seconds: int, version: str | None) -> AsyncIterator[ChainPod | None]:
+            return self.hook.watch_pod(self.pod_name, self.namespace, seconds, version)
+
+        changes = awatch_versions(watch, time.monotonic() + SETTLE_WAIT, version=pod.resource_version)
+        async with contextlib.aclosing(changes):
+            async for new in changes:
+                if new is None or not resize_unsettled(new):
+                    return new
+        return None
 
     def ended(self, pod: ChainPod | None, status: StageStatus | None) -> dict[str, Any]:
         """The stage ended without a result in its stream: lost pod, failed start, moved on, or its log does

@@ -8,13 +8,18 @@ the version the watch sent (issue 40)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Iterator
+import math
+from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
 
 from airflow_kruise_chain.core import sizing
 from airflow_kruise_chain.core.driver import StageDriver
 from airflow_kruise_chain.core.errors import ConflictError
+from airflow_kruise_chain.core.follow import GenerationFollow
 from airflow_kruise_chain.core.podview import ChainPod
+from airflow_kruise_chain.triggers.output import StageOutputFollower
 from tests.unit.test_core_prepare import STAGE_SIZE, SizingApi, named, sized_for
 from tests.unit.test_core_prepare_two_ahead import extract_ended
 from tests.unit.test_core_swap import LOAD, TRANSFORM, FakePod
@@ -126,3 +131,56 @@ def test_a_resize_is_in_force_once_allocated_and_no_longer_in_progress() -> None
         pod.status(slot).pop("allocatedResources")
     slot_b["resources"] = {"requests": {"memory": "1Gi"}}
     assert not sizing.resize_unsettled(pod.view)
+
+
+# --- the trigger (a deferred stage's end) -----------------------------------------------------------------
+
+
+class AsyncKubeletApi:
+    """`KubeletApi` as the triggerer's async hook answers (read, resize, patch, watch)."""
+
+    def __init__(self, api: KubeletApi) -> None:
+        self.api = api
+
+    async def read_pod(self, name: str, namespace: str) -> ChainPod:
+        return self.api.read_pod(name, namespace)
+
+    async def resize_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
+        return self.api.resize_pod(name, namespace, body)
+
+    async def patch_pod(self, name: str, namespace: str, body: dict) -> ChainPod:
+        return self.api.patch_pod(name, namespace, body)
+
+    async def watch_pod(
+        self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
+    ) -> AsyncIterator[ChainPod | None]:
+        for version in self.api.watch_pod(name, namespace, timeout_seconds, resource_version):
+            yield version
+
+
+def test_the_trigger_prepares_after_its_park_from_the_resize_in_force() -> None:
+    """A deferred stage's trigger parks and prepares two ahead as the task does: no 409 after the park."""
+    pod = ended_sized()
+    api, lines = KubeletApi(pod), []
+
+    async def emit(batch: list[str]) -> None:
+        lines.extend(batch)
+
+    follower = StageOutputFollower(
+        AsyncKubeletApi(api),  # type: ignore[arg-type]
+        pod_name="etl-abc",
+        namespace="data",
+        stage="extract",
+        generation=1,
+        skip=0,
+        deadline=math.inf,
+        emit=emit,
+        ahead=named(TRANSFORM),
+        then=named(LOAD),
+    )
+    follower.follow = GenerationFollow("extract", "slot-a", 1, "")
+    follower.follow.output.result = SimpleNamespace(exit_code=0)  # type: ignore[assignment]
+    assert asyncio.run(follower.park(pod.view))
+    assert "409" not in api.calls and api.calls[-2:] == ["watch", "patch"], api.calls
+    assert pod.image("slot-a") == LOAD.image
+    assert any("prepare slot=slot-a image=acme/load:1.1 for the stage after next" in line for line in lines)
