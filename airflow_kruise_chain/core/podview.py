@@ -254,6 +254,8 @@ class Slot:
     """``spec.containers[].resources`` as the pod spec says now"""
     has_status: bool = False
     container_id: str = ""
+    status_image: str = ""
+    """``image`` of the container status: the image the container it shows was created from"""
     ready: bool = False
     started: bool = False
     """the container's startup probe passed (`runner --up`: its runner serves the slot)"""
@@ -376,6 +378,7 @@ class ChainPod:
                 resources=container.get("resources") or {},
                 has_status=found is not None,
                 container_id=(found or {}).get("containerID") or "",
+                status_image=(found or {}).get("image") or "",
                 ready=bool((found or {}).get("ready")),
                 started=bool((found or {}).get("started")),
                 running="running" in state,

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from .constants import SLOTS
+from .image import same_image
 from .lines import clip
 from .podview import (
     FAILED_TO_START_REASONS,
@@ -252,8 +253,12 @@ def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageS
     still: the startup probe worker (`prober/worker.go` `doProbe`) probes a container only once the status
     manager's status shows it, at the worker's next tick. What a go needs of the new runner it gets without
     the probe: the run spec reaches it by the annotation (the downwardAPI volume it polls once it serves) or
-    by `runner --go`, which waits until THIS container's runner serves (core/runner.sh). A slot that holds a
-    generation (idle after a stage, or running one) keeps `_container_state`'s rule."""
+    by `runner --go`, which waits until THIS container's runner serves (core/runner.sh). The status must
+    also show the container on the prepared image (its ``image``): a runner that ends its container to start
+    afresh (core/runner.sh `kc_renew`) may have the kubelet restart it on the old image before the kubelet
+    sees the prepare, and that container, killed by the next sync, is not the prepared one; a runtime that
+    reports the image otherwise keeps the startup probe's rule. A slot that holds a generation (idle after a
+    stage, or running one) keeps `_container_state`'s rule."""
     record = StageRecord(
         generation=0,
         slot=slot,
@@ -275,8 +280,11 @@ def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageS
                 message=f"{status.message} (the kubelet's restart back-off holds the restart that prepares "
                 f"{slot} for {prepared.image}; it starts by itself)",
             )
-    if status.state is StageState.RUNNING and pod.slot(slot).running:
-        # the new container runs (`_container_state` saw another id), its startup probe not passed yet
+    shown = pod.slot(slot)
+    on_it = same_image(shown.status_image, prepared.image)
+    if status.state is StageState.RUNNING and shown.running and on_it:
+        # the new container runs the prepared image (`_container_state` saw another id), its startup probe
+        # not passed yet
         return replace(
             status,
             state=StageState.FINISHED,

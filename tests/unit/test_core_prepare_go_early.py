@@ -76,3 +76,19 @@ def test_the_sizer_counts_a_starting_prepared_slot_idle() -> None:
     assert idle_by_pod(pod.view, "slot-a")
     status = slot_status(pod.view, "slot-a")
     assert status.state not in (StageState.SWAPPING, StageState.RUNNING) and status.confirmed
+
+
+def test_a_prepared_slot_restarted_on_its_old_image_waits_for_its_startup_probe() -> None:
+    """The runner ended its container to start afresh (a stage changed /dev) and the kubelet restarted it on
+    the old image before it saw the prepare: the status shows a new container, on the old image, which the
+    next sync kills. Not taken for the prepared one before its startup probe passed; a runtime reporting the
+    prepared image under another spelling of it still counts."""
+    pod, prepare = prepared_pod()
+    pod.set_ready("slot-b")
+    _started_false(pod, "slot-a")
+    pod.status("slot-a")["image"] = "acme/extract:1.4"  # what slot-a ran before the prepare
+    assert slot_status(pod.view, "slot-a").state is StageState.RUNNING
+    with pytest.raises(SlotBusyError):
+        plan_swap(pod.view, LOAD, try_number=1, now=NOW)
+    pod.status("slot-a")["image"] = f"docker.io/{prepare.image}"  # Docker-normalised: the same image
+    assert slot_status(pod.view, "slot-a").state is StageState.FINISHED
