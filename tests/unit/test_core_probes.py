@@ -14,7 +14,7 @@ import pytest
 
 from airflow_kruise_chain.core.manifest import STARTUP_COMMAND
 from airflow_kruise_chain.core.runnerinstall import runner_script
-from tests.unit.test_core_runner import script_argv
+from tests.unit.test_core_runner import script_argv, start_time
 
 BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
@@ -22,8 +22,7 @@ pytestmark = pytest.mark.skipif(BUSYBOX is None, reason="no busybox on PATH")
 
 def record(pid: int) -> str:
     """What a runner of pid `pid` writes: its pid and start time (/proc/PID/stat's field 22)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return f"{pid} {stat.rsplit(') ', 1)[1].split()[19]}\n"
+    return f"{pid} {start_time(pid)}\n"
 
 
 def test_startup_probe_waits_for_the_serving_record(tmp_path: Path) -> None:

@@ -70,6 +70,11 @@ def pid_1(process: subprocess.Popen) -> int:
         time.sleep(0.01)
 
 
+def start_time(pid: int) -> str:
+    """Process `pid`'s start time as a runner's serving record names it (/proc/PID/stat's field 22)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
 def in_container(runner: Runner | None, command: list[str]) -> list[str]:
     """`command` as the kubelet's exec (a probe, `kubectl exec`, the fast go) runs it in `runner`'s container:
     in its pid and mount namespaces, where pid 1 is the runner (outside them when it has none or is gone)."""

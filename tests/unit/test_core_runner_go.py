@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -243,10 +242,7 @@ def test_go_refuses_what_is_not_a_run_spec(slot, runners) -> None:
     assert not list(slot.state.glob(f"{slot.name}.go*"))
 
 
-NSENTER = shutil.which("nsenter")
-
-
-@pytest.mark.skipif(base.BWRAP is None or NSENTER is None, reason="needs bwrap and nsenter (a pid namespace)")
+@pytest.mark.skipif(base.BWRAP is None, reason="needs bwrap and nsenter (a pid namespace)")
 def test_a_late_exec_in_the_container_when_the_stage_ends_is_not_killed_but_not_taken(slot, runners) -> None:
     """The task's exec of a generation the annotation already started runs in the slot's pid namespace (as
     runc exec joins the container's), and may still run when the stage ends and the runner ends the stage's
@@ -255,7 +251,7 @@ def test_a_late_exec_in_the_container_when_the_stage_ends_is_not_killed_but_not_
     runner = runners(slot, stage, 1)  # the annotation's delivery started generation 1
     runner.wait_line(lambda line: line == "running")
     data = slot.spec(stage, 1).encode()
-    command = [NSENTER, "-t", str(base.pid_1(runner.process)), "-m", "-p", "--", *go_command(slot, len(data))]
+    command = base.in_container(runner, go_command(slot, len(data)))
     late = subprocess.Popen(
         command, env=runner.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )

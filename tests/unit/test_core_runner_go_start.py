@@ -100,6 +100,5 @@ def test_the_serving_record_names_the_runner(slot, runners) -> None:
     """The record is the runner's pid (1: its container's pid namespace) and its start time."""
     runners(slot, None, 0)
     assert slot.serving()
-    stat = Path(f"/proc/{base.pid_1(slot.runner.process)}/stat").read_text()
-    start = stat.rsplit(") ", 1)[1].split()[19]
+    start = base.start_time(base.pid_1(slot.runner.process))
     assert (slot.state / f"{slot.name}.serving").read_text() == f"1 {start}\n"
