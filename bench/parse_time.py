@@ -18,8 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+if not __package__:  # run as a script: the repository on the path, for `bench`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import REPO, deployment_environment
+
+HERE = REPO / "bench"
+ROOT = REPO
 FILES = {
     "example_kruise_chain": ROOT / "example_dags" / "example_kruise_chain.py",
     "bash_chain_shape": HERE / "dags" / "bash_chain_shape.py",
@@ -54,13 +58,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     home = tempfile.mkdtemp(prefix="parse-time-airflow-")
-    # bytecode caches as an installed package has them (pip compiles them; an editable install writes them
-    # on first import unless PYTHONDONTWRITEBYTECODE is set, as it is on some machines)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("AIRFLOW__") and k != "PYTHONDONTWRITEBYTECODE"
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+    deployment_environment(env)  # bytecode caches as an installed package has them
     env.update(AIRFLOW_HOME=home, AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False")
     for path in FILES.values():  # warm the file system cache and the bytecode caches
         sample(path, env)
