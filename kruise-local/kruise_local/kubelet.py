@@ -28,6 +28,7 @@ from .events import EventRecorder
 from .features import NEWEST_MINOR, Features
 from .image_puller import ImagePuller, image_pull_settings
 from .imageref import normalize
+from .logstatus import log_container_id
 from .metrics_server import MetricsServer, Scrape, points
 from .nodestate import NodeState
 from .pleg import Pleg
@@ -297,14 +298,27 @@ class Kubelet:
             raise ApiError(400, f"container {container} is not valid for pod {name}")
         worker = self.worker_for(pod)
         st = (worker.containers.get(container) or worker.init_containers.get(container)) if worker else None
-        if previous:
-            if st is None or st.previous is None:
-                raise ApiError(400, f'previous terminated container "{container}" in pod "{name}" not found')
-            return LogSource(st.previous)
-        if st is None or st.current is None:
-            reason = st.waiting_reason if st else "ContainerCreating"
-            raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: {reason}')
-        return LogSource(st.current)
+        if st is None or worker is None:
+            return self._api_status_log(pod, container, previous)
+        # the status manager's status (what `write_status` publishes), not the runtime's newest instance:
+        # a container the sync started shows there only once the PLEG's relist saw it (`seen_started`)
+        status = worker.container_status(st, worker.spec_of(container) or {})
+        cid = log_container_id(status, container, name, previous)
+        for inst in (st.current, st.previous):
+            if inst is not None and inst.container_id == cid:
+                return LogSource(inst)
+        raise ApiError(400, f'container "{container}" in pod "{name}" is not available')
+
+    def _api_status_log(self, pod: Obj, container: str, previous: bool) -> LogSource:
+        """`GetKubeletContainerLogs` with no container known to the kubelet yet: the status is the API pod's
+        (none yet: the first sync's waiting `ContainerCreating`); it names no instance this kubelet runs."""
+        name = pod["metadata"]["name"]
+        api = pod.get("status") or {}
+        statuses = [*(api.get("containerStatuses") or []), *(api.get("initContainerStatuses") or [])]
+        status = next((s for s in statuses if s.get("name") == container), None)
+        waiting = {"name": container, "state": {"waiting": {"reason": "ContainerCreating"}}}
+        log_container_id(status or waiting, container, name, previous)
+        raise ApiError(400, f'container "{container}" in pod "{name}" is not available')
 
     async def start_exec(self, pod: Obj, container: str, argv: list[str], tty: bool) -> StreamingExec:
         """Start an exec in the pod's running `container` (`kubelet_pods.go` `GetExec`, then the CRI's
