@@ -26,6 +26,7 @@ task log says so once.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -35,6 +36,12 @@ from .wire import RUN_FIELD, RUNNER_BIN, slot_annotation
 GO_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/runner", "--go")
 EXEC_TIMEOUT = 10.0
 """seconds an exec may take before the go is left to the annotation"""
+REFUSED = 76
+"""`runner --go`'s exit code when its container was not created for the prepare the go names (the old
+container of a slot prepared ahead, not killed yet: it answers after 3 s unless the kubelet kills the
+container first, which ends the exec too): the go is tried again until the new one takes it"""
+RETRY_EVERY = 0.05
+"""seconds between tries of a refused go"""
 
 
 class ExecSession(Protocol):
@@ -102,6 +109,12 @@ def _taken(plan: SwapPlan, code: int, output: str, log: Callable[[str], None]) -
             "already started by its annotation"
         )
         return False
+    if code == REFUSED:
+        log(
+            f"::kruise-chain:: go via pods/exec not taken in {plan.slot}: its container prepared for "
+            f"generation {plan.generation} did not answer in {EXEC_TIMEOUT:g}s; it goes by its annotation"
+        )
+        return False
     if code != 0:
         # e.g. killed (137) after the runner's grace for exec'd processes at the end of a stage
         detail = output.strip().splitlines()[-1:] or [f"exit code {code}"]
@@ -154,9 +167,27 @@ class PendingGo:
             except Exception as e:
                 _not_delivered(plan, e, self._log)
                 return
-            self.delivered = _taken(plan, *answer, self._log)
         finally:
             session.close()
+        self.delivered = _taken(plan, *self._until_taken(answer), self._log)
+
+    def _until_taken(self, answer: tuple[int, str]) -> tuple[int, str]:
+        """Try again a go that names a prepare and was not taken (`REFUSED`: the exec reached the slot's
+        old container, which the kubelet has not killed yet; or it ended with that container) until the
+        container created for the prepare answers, for `EXEC_TIMEOUT` at most; an exec that fails
+        meanwhile (the old container gone, the new one not started) is tried again too. The last answer."""
+        plan = self._plan
+        deadline = time.monotonic() + EXEC_TIMEOUT
+        prepared = b"\nkc_p=" in self._data
+        while prepared and answer[0] != 0 and time.monotonic() < deadline:
+            time.sleep(RETRY_EVERY)
+            try:
+                answer = self._api.exec_in_pod(
+                    plan.pod_name, plan.namespace, plan.slot, go_command(self._data), self._data, EXEC_TIMEOUT
+                )
+            except Exception as e:  # no running container of the slot for a moment
+                answer = (REFUSED, str(e))
+        return answer
 
 
 def open_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> PendingGo | None:

@@ -36,7 +36,7 @@ from enum import StrEnum
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod
 from .status import StageState, StageStatus, current_status
-from .wire import StartMarker
+from .wire import RUN_FIELD, StartMarker, slot_annotation
 
 RESULT_COPY_WAIT = 5.0
 """seconds an open log stream may lag after the generation's result line, for its copy from the container's
@@ -108,6 +108,21 @@ def since_seconds(swapped_at: str, now: datetime) -> int | None:
     except ValueError:
         return None
     return max(1, math.ceil((now - when).total_seconds()) + 1)
+
+
+def _refuses(pod: ChainPod | None, stage: str, slot: str, container: str) -> bool:
+    """Whether `container` is the container a slot had before its prepare, and `stage`'s go into that slot
+    named the prepare (run spec ``kc_p``): it never runs the generation (its runner refuses it:
+    core/runner.sh `kc_mine`), so its log is not opened; the kubelet serves the new container's log once its
+    status shows it (`pods/log` reads the container the status names, `kubelet_pods.go`
+    `GetKubeletContainerLogs`)."""
+    record = pod.record(stage) if pod is not None else None
+    if pod is None or record is None or record.action != "go":
+        return False
+    prepare = pod.slot(slot).prepare
+    if prepare is None or prepare.previous_container_id != container:
+        return False
+    return "\nkc_p=" in (pod.annotations.get(slot_annotation(slot, RUN_FIELD)) or "")
 
 
 class GenerationFollow:
@@ -240,6 +255,8 @@ class GenerationFollow:
             return Step(Next.WAIT, status, at=self._wake())
         hosted = pod.slots.get(self.slot) if pod is not None else None
         container = status.container_id
+        if container and _refuses(pod, self.stage, self.slot, container):
+            return Step(Next.WAIT, status)  # the status shows the new container at the kubelet's next sync
         if status.state in (StageState.RUNNING, StageState.FINISHED) and container:
             if container != self.followed:
                 return self._open(container, now)

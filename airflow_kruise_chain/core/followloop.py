@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .api import ChainApi
+from .conflicts import run as run_guarded
 from .errors import ChainError, StageStartError, StageTimeoutError
 from .events import NO_EVENTS, StageEvents
 from .follow import GenerationFollow, Next, Step
@@ -20,8 +21,8 @@ from .logpump import END, TIMEOUT, LogPump
 from .output import GenerationOutput
 from .podsession import PodSession
 from .podview import ChainPod
-from .status import StageResult, killed_by_kubelet, with_kill_reason
-from .swap import SwapPlan
+from .status import StageResult, StageStatus, killed_by_kubelet, with_kill_reason
+from .swap import SwapPlan, retire_unstarted
 
 PULLING = "ContainerCreating"
 """The waiting reason of a container whose image is being pulled (or whose container is being created)."""
@@ -93,7 +94,7 @@ class FollowLoop(PodSession):
             if step.next in (Next.OPEN, Next.MOVED_ON):
                 return step
             if step.next is Next.FAILED_TO_START:
-                raise StageStartError(status, plan.record.image)
+                raise self.cannot_start(plan, status)
             if step.next is Next.LOST:
                 raise self.lost(pod, f"while swapping stage {plan.stage!r} in")
             detail = f"{status.reason or status.state}{': ' + status.message if status.message else ''}"
@@ -250,8 +251,17 @@ class FollowLoop(PodSession):
                     f"stage {plan.stage!r} (generation {plan.generation} in {plan.slot}) was killed: "
                     f"{killed}; last lines:\n" + "\n".join(list(tail)[-10:])
                 )
-            raise StageStartError(step.status, plan.record.image)
+            raise self.cannot_start(plan, step.status)
         return None
+
+    def cannot_start(self, plan: SwapPlan, status: StageStatus) -> StageStartError:
+        """The error of a generation whose container cannot start, once its run spec is retired (no later
+        start of that container runs it: `swap.retire_unstarted`; a failure to retire is logged)."""
+        try:
+            run_guarded(retire_unstarted(plan.slot, plan.generation), self.api, self.pod_name, self.namespace)
+        except Exception as e:  # the error below is what the task reports
+            self.log(f"::kruise-chain:: could not retire the run spec of generation {plan.generation}: {e}")
+        return StageStartError(status, plan.record.image)
 
     def _between(
         self,

@@ -34,6 +34,8 @@ from .wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
     META_MOUNT,
+    PREPARE_ENV,
+    PREPARE_ID_FIELD,
     REPLAY_FIELD,
     RUN_FIELD,
     RUNNER_COMMAND,
@@ -239,6 +241,9 @@ def _slot_container(slot: str, image: str, pull_policy: str, resources: dict[str
             # the pod's seal, for the runner only (left out of the stage's env, on no volume): it derives
             # each generation's token from it and the run spec's nonce, so no stage knows a token
             {"name": SEAL_ENV, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": seal_path}}},
+            # the prepare this container was created for ("" if none), resolved from the pod whose image it
+            # runs: a go into a prepared slot names it, and no other runner of the slot takes that go
+            {"name": PREPARE_ENV, "valueFrom": annotation(PREPARE_ID_FIELD)},
         ],
         "volumeMounts": [
             {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
@@ -322,14 +327,17 @@ def slot_annotations(
     *,
     restart: bool = False,
     nonce: str | None = None,
+    prepare: str = "",
 ) -> dict[str, str]:
     """The annotations that hand `stage`'s generation `generation` to `slot`'s runner (set by a swap): its
     generation, stage and run spec (`wire.run_spec`; `restart`: the swap also patches the slot's image;
-    `nonce`: a sealed pod's, from which the runner derives `token`)."""
+    `nonce`: a sealed pod's, from which the runner derives `token`; `prepare`: a go into a slot prepared
+    ahead, which only the runner created for that prepare takes)."""
+    spec = stage.run_spec(generation, token, restart=restart, nonce=nonce, prepare=prepare)
     return {
         slot_annotation(slot, GENERATION_FIELD): str(generation),
         slot_annotation(slot, STAGE_FIELD): stage.name,
-        slot_annotation(slot, RUN_FIELD): stage.run_spec(generation, token, restart=restart, nonce=nonce),
+        slot_annotation(slot, RUN_FIELD): spec,
     }
 
 

@@ -18,6 +18,8 @@ from .constants import SLOTS
 from .wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
+    PREPARE_ENV,
+    PREPARE_ID_FIELD,
     PREPARED_FIELD,
     STAGE_FIELD,
     STAGES_ANNOTATION,
@@ -215,6 +217,18 @@ class PrepareRecord:
         return [*self.history, (self.image, self.at)]
 
 
+def _prepare_id(container: Mapping[str, Any], slot: str, annotations: Mapping[str, str]) -> str:
+    """The slot's prepare id if its container's env carries it (`wire.PREPARE_ENV`), else ""."""
+    key = slot_annotation(slot, PREPARE_ID_FIELD)
+    path = f"metadata.annotations['{key}']"
+    for item in container.get("env") or ():
+        ref = ((item or {}).get("valueFrom") or {}).get("fieldRef") or {}
+        if item.get("name") == PREPARE_ENV and ref.get("fieldPath") == path:
+            value = annotations.get(key) or ""
+            return value if value and all(c in "0123456789abcdef" for c in value) else ""
+    return ""
+
+
 @dataclass(frozen=True)
 class Terminated:
     """A container's ``state.terminated`` or ``lastState.terminated``, as the kubelet reported it."""
@@ -273,6 +287,9 @@ class Slot:
     """``resources`` of the container status: what the running container has (a resize applied or not)"""
     prepare: PrepareRecord | None = None
     """the record of the slot's latest prepare, if any (see `prepared`: it may be used or overtaken)"""
+    prepare_id: str = ""
+    """the id of the slot's latest prepare (``<slot>.prepare-id``) when its container gets it in env
+    (``KC_PREPARE``: a pod made before that env var was added gets ""); a go may name it (`wire.run_spec`)"""
 
     @property
     def prepared(self) -> PrepareRecord | None:
@@ -394,6 +411,7 @@ class ChainPod:
                 prepare=PrepareRecord.from_annotation(prepared)
                 if (prepared := annotations.get(slot_annotation(name, PREPARED_FIELD)))
                 else None,
+                prepare_id=_prepare_id(container, name, annotations),
             )
         return cls(
             raw=pod,

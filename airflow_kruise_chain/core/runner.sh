@@ -334,6 +334,21 @@ if [ "$1" = --go ]; then
 		exit 65
 	fi
 	kc_gen=$kc_n
+	# a go into a slot prepared ahead names its prepare (kc_p): only the container created for it takes it
+	# (KC_PREPARE, resolved by the kubelet from the pod whose image it started); the old container, not
+	# killed yet, refuses it and the caller tries again (core/fastgo.py)
+	kc_p=
+	while read -r kc_line; do
+		case $kc_line in kc_p=*) kc_p=${kc_line#kc_p=} && break ;; kc_stage_env*) break ;; esac
+	done <"$kc_spec"
+	if [ -n "$kc_p" ] && [ "$kc_p" != "${KC_PREPARE-}" ]; then
+		"$kc_bb" rm -f "$kc_tmp"
+		echo "$kc_marker error: generation $kc_gen is for the container prepared as $kc_p, not this one" >&2
+		# the kubelet is about to kill this container for that one, which ends this exec too: the caller
+		# then execs into the new one (one try per container, not one every few milliseconds)
+		"$kc_bb" sleep 3
+		exit 76
+	fi
 	# the runner of THIS container serves the slot (kc_serves): it removed at its start whatever fast go an
 	# earlier container left, so the spec put now stays for it. A go may come as soon as the pod's status
 	# shows the container running (a slot prepared ahead: core/status.py `_prepared_state`), before that.
@@ -378,6 +393,8 @@ fi
 kc_g=0
 kc_t=
 kc_b='' kc_nonce=''
+kc_p=
+kc_prep=${KC_PREPARE-}
 kc_s=
 kc_m=16384
 kc_r=0
@@ -395,7 +412,14 @@ kc_tokens() {
 	kc_b=$(printf '%s' "$kc_t" | "$kc_bb" sha256sum)
 	kc_b=${kc_b%"${kc_b#????????????????}"}
 }
-if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; kc_tokens; fi
+# kc_mine: a spec that names a prepare (kc_p) is this runner's only if its container was created for that
+# prepare; any other is left alone (kc_skip), never run nor recorded: the old container of a slot prepared
+# ahead (the kubelet has not killed it yet), or one restarted on the old image before the kubelet saw the
+# prepare, while the go already names the new container.
+kc_mine() {
+	[ -z "$kc_p" ] || [ "$kc_p" = "$kc_prep" ] || kc_skip=$kc_g
+}
+if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; kc_tokens; kc_mine; fi
 # A spec read from the volume with kc_r=1 came with an image patch: this container is about to be stopped
 # for the new image, whose runner gets the spec in env. It is left alone (kc_skip).
 # The fast go's file is taken by a rename (a later exec puts a new one) and read once. It only starts: it is
@@ -422,11 +446,12 @@ kc_poll() {
 	fi
 	if [ "$kc_f" -gt "$kc_g" ]; then
 		kc_r=0
-		kc_t='' kc_nonce=''
+		kc_t='' kc_nonce='' kc_p=''
 		# shellcheck source=/dev/null # the run spec (kc_g=... assignments, core/wire.py), read as shell
 		. "$kc_from"
 		kc_tokens
 		[ "$kc_r" = 1 ] && kc_skip=$kc_g
+		kc_mine
 	fi
 	# a generation about to run empties the state (kc_run): the taken file goes with it, off the go's path
 	[ "$kc_g" -gt "$kc_done" ] && [ "$kc_g" != "$kc_skip" ] && return

@@ -103,12 +103,18 @@ class StageSpec:
         return [index_stage_name(self.name, i) for i in range(self.map_length)]
 
     def run_spec(
-        self, generation: int = 0, token: str = "", restart: bool = False, nonce: str | None = None
+        self,
+        generation: int = 0,
+        token: str = "",
+        restart: bool = False,
+        nonce: str | None = None,
+        prepare: str = "",
     ) -> str:
         """The runner's run spec for this stage (see `wire.run_spec`): its exact argv and env."""
         return run_spec(
             restart=restart,
             nonce=nonce,
+            prepare=prepare,
             generation=generation,
             token=token,
             stage=self.name,

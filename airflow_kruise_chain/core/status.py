@@ -281,6 +281,18 @@ def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageS
                 f"{slot} for {prepared.image}; it starts by itself)",
             )
     shown = pod.slot(slot)
+    if shown.prepare_id and _before_shown(status):
+        # a go names the prepare (`wire.run_spec` kc_p), which only the container created for it takes (its
+        # env, resolved from the pod whose image it starts): the old container still running, one restarted
+        # on the old image, or the new one not shown yet are all safe to say go to
+        return replace(
+            status,
+            state=StageState.FINISHED,
+            reason="",
+            confirmed=True,
+            message=f"{slot} is prepared for {prepared.image}: a go names the prepare, which only the "
+            "container created for it runs",
+        )
     on_it = same_image(shown.status_image, prepared.image)
     if status.state is StageState.RUNNING and shown.running and on_it:
         # the new container runs the prepared image (`_container_state` saw another id), its startup probe
@@ -293,6 +305,17 @@ def _prepared_state(pod: ChainPod, slot: str, prepared: PrepareRecord) -> StageS
             "the runner to serve)",
         )
     return status
+
+
+_NOT_SHOWN_YET = frozenset({"Swapping", "ContainerCreating", "PodInitializing", "ContainerStatusPending"})
+
+
+def _before_shown(status: StageStatus) -> bool:
+    """Whether a prepared slot is on its way to its new container with nothing failed: the status still
+    shows the old one (or none), or a container of the slot runs that is not serving yet."""
+    if status.state is StageState.SWAPPING:
+        return status.reason in _NOT_SHOWN_YET
+    return status.state is StageState.RUNNING
 
 
 def slot_status(pod: ChainPod | None, slot: str) -> StageStatus:

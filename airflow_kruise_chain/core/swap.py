@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from .status import StageResult, StageState, StageStatus, current_status, needs_
 from .wire import (
     GENERATION_ANNOTATION,
     GENERATION_FIELD,
+    PREPARE_ID_FIELD,
     PREPARED_FIELD,
     RUN_FIELD,
     SEAL_ANNOTATION,
@@ -361,10 +363,20 @@ def _swap_patch(
     so no record is lost."""
     slot, generation = record.slot, record.generation
     others = {name: kept for name, kept in pod.records.items() if name != stage.name}
+    # a go into a slot prepared ahead names the prepare: only the container created for it runs the
+    # generation, so the go need not wait for the status to show that container (`status._prepared_state`)
+    chosen = pod.slot(slot)
+    prepare = chosen.prepare_id if record.action == "go" and chosen.prepared is not None else ""
     annotations: dict[str, str | None] = {
         GENERATION_ANNOTATION: str(generation),
         **slot_annotations(
-            slot, stage, generation, record.token, restart=record.action == "patch", nonce=nonce
+            slot,
+            stage,
+            generation,
+            record.token,
+            restart=record.action == "patch",
+            nonce=nonce,
+            prepare=prepare,
         ),
         **records_patch(pod, {stage.name: record, **others}),
     }
@@ -380,6 +392,27 @@ def _swap_patch(
     if record.action == "patch":
         patch["spec"] = {"containers": [{"name": slot, "image": stage.image}]}
     return patch
+
+
+def retire_unstarted(slot: str, generation: int) -> Guarded[bool]:
+    """Delete `slot`'s run spec while it still holds `generation`, which cannot start there (FAILED_TO_START),
+    as a guarded update; whether it did. A go into a slot prepared ahead may be said before the slot's new
+    container started: should that container start later (an image pulled at last), its runner would find
+    the generation in env, after its task failed it (or the stage ran elsewhere since)."""
+    key = slot_annotation(slot, RUN_FIELD)
+    for _ in range(PREPARE_CONFLICTS):
+        pod = yield READ
+        if pod is None or pod.slot(slot).generation != generation or not pod.annotations.get(key):
+            return False
+        metadata: dict[str, Any] = {"annotations": {key: None}}
+        if pod.resource_version:
+            metadata["resourceVersion"] = pod.resource_version
+        try:
+            yield patch({"metadata": metadata})
+        except ConflictError:
+            continue
+        return True
+    return False
 
 
 def retire_run_specs(pod: ChainPod) -> dict[str, Any] | None:
@@ -502,6 +535,8 @@ def plan_prepare(
             **{slot_annotation(idle, key): None for key in SLOT_FIELDS},  # deleted: no stage, no run spec
             slot_annotation(idle, GENERATION_FIELD): "0",
             slot_annotation(idle, PREPARED_FIELD): record.to_annotation(),
+            # the new container gets it in env (wire.PREPARE_ENV): a go names it, no other runner takes it
+            slot_annotation(idle, PREPARE_ID_FIELD): secrets.token_hex(8),
         }
     }
     if view.resource_version:

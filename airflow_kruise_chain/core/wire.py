@@ -12,6 +12,7 @@ quotes, ``$``, backslashes, newlines, trailing ones too, non-ASCII)::
     kc_s='transform'           # stage name
     kc_m=16384                 # outputs limit in bytes
     kc_r=0                     # 1: the swap patched the slot's image; only the restarted container runs it
+    kc_p=5d1c...               # (a go into a prepared slot) the prepare whose container alone runs it
     kc_stage_env() {           # the stage's env
     export MODE='strict'
     :
@@ -97,6 +98,13 @@ runner's run spec."""
 PREPARED_FIELD = "prepared"
 """Per-slot annotation ``airflow-kruise-chain/<slot>.prepared``: the slot's latest prepare
 (`podview.PrepareRecord`); not one of `SLOT_FIELDS`: a swap leaves it in place."""
+PREPARE_ID_FIELD = "prepare-id"
+"""Per-slot annotation ``airflow-kruise-chain/<slot>.prepare-id``: a random id of the slot's latest prepare,
+set with its image patch and left in place by swaps. The slot's container gets it in env (``KC_PREPARE``, a
+``fieldRef`` the kubelet resolves when it creates the container, from the same pod object whose image it
+starts), so a runner knows which prepare it was started for; a go into a prepared slot names it in the run
+spec (``kc_p``), and a runner started for another (the old container, not killed yet) refuses it."""
+PREPARE_ENV = "KC_PREPARE"
 
 
 def slot_annotation(slot: str, field: str) -> str:
@@ -201,6 +209,7 @@ def run_spec(
     files: Mapping[str, str] | None = None,
     dirs: Sequence[str] = (),
     nonce: str | None = None,
+    prepare: str = "",
 ) -> str:
     """The run spec annotation for one generation (names must be valid sh names, values without NUL).
 
@@ -213,7 +222,10 @@ def run_spec(
 
     `files` (env NAME -> path of a mounted Secret or ConfigMap key) and `dirs` (mounted Secrets and ConfigMaps
     whose every key becomes env) name where the runner reads values: only those paths, never a value, are in
-    the spec; `env` wins over `files`, `files` over `dirs` (a container's env over its envFrom)."""
+    the spec; `env` wins over `files`, `files` over `dirs` (a container's env over its envFrom).
+
+    `prepare`: a go into a slot prepared ahead (`PREPARE_ID_FIELD`, hex): only a runner whose container was
+    created for that prepare (env ``KC_PREPARE``) runs it; any other refuses it and records nothing."""
     exports = "".join(f"kc_env_dir {shlex.quote(path)}\n" for path in dirs)
     exports += "".join(f"kc_env_file {name} {shlex.quote(path)}\n" for name, path in (files or {}).items())
     exports += "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
@@ -225,9 +237,16 @@ def run_spec(
         f"kc_s={shlex.quote(stage)}\n"
         f"kc_m={int(outputs_max)}\n"
         f"kc_r={int(restart)}\n"
-        f"kc_stage_env() {{\n{exports}:\n}}\n"
+        + (f"kc_p={_hex_id(prepare)}\n" if prepare else "")
+        + f"kc_stage_env() {{\n{exports}:\n}}\n"
         f"kc_stage_argv() {{\nkc_exec {words}\n}}\n"
     )
+
+
+def _hex_id(text: str) -> str:
+    if not text or any(c not in "0123456789abcdef" for c in text):
+        raise ValueError(f"a prepare id is lowercase hex, not {text!r}")
+    return text
 
 
 def run_spec_generation(text: str) -> int:

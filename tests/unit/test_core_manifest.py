@@ -129,8 +129,11 @@ def test_pod_layout() -> None:
         field_ref = env["KC_RUN"]["valueFrom"]["fieldRef"]
         assert field_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.run']"
         # the runner reads no other (its generation is in KC_RUN) but the folders it empties (the stages'
-        # HOME is /tmp/.kruise-chain-home) and the pod's seal, which no volume shows
-        assert set(env) == {"KC_SLOT", "KC_RUN", "KC_TMP", "KC_SEAL"}
+        # HOME is /tmp/.kruise-chain-home), the pod's seal, which no volume shows, and the id of the prepare
+        # the container was created for (a go into a prepared slot names it)
+        assert set(env) == {"KC_SLOT", "KC_RUN", "KC_TMP", "KC_SEAL", "KC_PREPARE"}
+        prepare_ref = env["KC_PREPARE"]["valueFrom"]["fieldRef"]
+        assert prepare_ref["fieldPath"] == f"metadata.annotations['airflow-kruise-chain/{slot}.prepare-id']"
         seal_ref = env["KC_SEAL"]["valueFrom"]["fieldRef"]
         assert seal_ref["fieldPath"] == "metadata.annotations['airflow-kruise-chain/seal']"
         assert "airflow-kruise-chain/seal" not in json.dumps(spec["volumes"])

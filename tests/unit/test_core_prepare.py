@@ -14,6 +14,7 @@ from airflow_kruise_chain.core.podview import PREPARE_HISTORY, ChainPod
 from airflow_kruise_chain.core.resources import PARKED_LIMITS, PARKED_REQUESTS, SIZING_ANNOTATION, ChainSizing
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import plan_prepare, restart_hold
+from airflow_kruise_chain.core.wire import PREPARE_ENV
 from tests.unit.test_core_swap import (
     EXTRACT,
     LOAD,
@@ -30,9 +31,19 @@ def named(stage: StageSpec) -> tuple[str, str]:
     return stage.name, stage.image
 
 
-def prepared_pod() -> tuple[FakePod, object]:
-    """extract ran in slot-a, transform runs in slot-b, slot-a prepared for load (patch applied)."""
+def made_before_prepare_env(pod: FakePod) -> FakePod:
+    """`pod` as made before the slots got their prepare id in env (`wire.PREPARE_ENV`): today's rule."""
+    for container in pod.pod["spec"]["containers"]:
+        container["env"] = [e for e in container.get("env") or [] if e["name"] != PREPARE_ENV]
+    return pod
+
+
+def prepared_pod(*, made_before: bool = False) -> tuple[FakePod, object]:
+    """extract ran in slot-a, transform runs in slot-b, slot-a prepared for load (patch applied);
+    `made_before`: a pod made before its slots got the prepare's id in env (`made_before_prepare_env`)."""
     pod = FakePod()
+    if made_before:
+        made_before_prepare_env(pod)
     pod.run(EXTRACT)
     running = pod.run(TRANSFORM, finish=False)
     prepare = plan_prepare(pod.view, *named(LOAD), running=running.slot, now=NOW)
@@ -68,7 +79,7 @@ def test_a_prepare_is_one_guarded_image_patch_that_leaves_the_slot_without_a_gen
 
 
 def test_the_next_stage_waits_for_the_prepared_restart_then_only_says_go() -> None:
-    pod, _ = prepared_pod()
+    pod, _ = prepared_pod(made_before=True)  # the go names the prepare otherwise: test_core_prepare_named.py
     pod.set_ready("slot-b")  # transform ended; slot-b is free, but slot-a is being prepared for load
     assert slot_status(pod.view, "slot-a").state is StageState.SWAPPING  # the old runner still runs there
     with pytest.raises(SlotBusyError, match=r"slot-a is being prepared for acme/load:1\.1"):

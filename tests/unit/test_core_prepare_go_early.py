@@ -3,7 +3,9 @@ startup probe passed (`started`): the kubelet killed the old container before it
 the status shows the new container only once it started (`kuberuntime_manager.go`; `generic.go` relist),
 while `started` waits for the startup probe worker's next tick (`prober/worker.go`), up to a period later.
 `runner --go` waits for the new runner to serve (tests/unit/test_core_runner_go_start.py). Only prepared
-slots (no generation) follow this rule: an idle or running slot keeps Ready / started."""
+slots (no generation) follow this rule: an idle or running slot keeps Ready / started. These pods were made
+before the slots got their prepare's id in env; with it a go need not wait for the status at all
+(test_core_prepare_named.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def _started_false(pod: FakePod, slot: str) -> None:
 
 
 def test_a_prepared_slot_whose_new_container_runs_is_finished_before_started() -> None:
-    pod, _ = prepared_pod()
+    pod, _ = prepared_pod(made_before=True)
     pod.set_ready("slot-b")  # transform ended
     _started_false(pod, "slot-a")
     status = slot_status(pod.view, "slot-a")
@@ -39,7 +41,7 @@ def test_a_prepared_slot_whose_new_container_runs_is_finished_before_started() -
 def test_a_prepared_slot_still_showing_its_old_container_is_not_said_go_to() -> None:
     """The old container running (not killed yet, or the relist has not seen the new one): SWAPPING, and the
     swap waits for the prepared slot rather than restart the other one."""
-    pod, _ = prepared_pod()
+    pod, _ = prepared_pod(made_before=True)
     pod.set_ready("slot-b")
     pod.status("slot-a")["started"] = True
     assert slot_status(pod.view, "slot-a").state is StageState.SWAPPING
@@ -49,7 +51,7 @@ def test_a_prepared_slot_still_showing_its_old_container_is_not_said_go_to() -> 
 
 def test_a_prepared_slot_whose_new_runner_exited_is_not_said_go_to() -> None:
     """The new container terminated (its runner exited, the kubelet restarts it): still not usable."""
-    pod, _ = prepared_pod()
+    pod, _ = prepared_pod(made_before=True)
     pod.set_ready("slot-b")
     _started_false(pod, "slot-a")
     pod.status("slot-a")["state"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
@@ -70,7 +72,7 @@ def test_only_prepared_slots_skip_the_startup_probe() -> None:
 
 def test_the_sizer_counts_a_starting_prepared_slot_idle() -> None:
     """Sizing before the go (`size_for_swap`, `idle_by_pod`): the prepared slot holds no generation."""
-    pod, _ = prepared_pod()
+    pod, _ = prepared_pod(made_before=True)
     pod.set_ready("slot-b")
     _started_false(pod, "slot-a")
     assert idle_by_pod(pod.view, "slot-a")
@@ -83,7 +85,7 @@ def test_a_prepared_slot_restarted_on_its_old_image_waits_for_its_startup_probe(
     the old image before it saw the prepare: the status shows a new container, on the old image, which the
     next sync kills. Not taken for the prepared one before its startup probe passed; a runtime reporting the
     prepared image under another spelling of it still counts."""
-    pod, prepare = prepared_pod()
+    pod, prepare = prepared_pod(made_before=True)
     pod.set_ready("slot-b")
     _started_false(pod, "slot-a")
     pod.status("slot-a")["image"] = "acme/extract:1.4"  # what slot-a ran before the prepare

@@ -53,6 +53,11 @@ def test_the_end_of_a_stage_prepares_its_slot_for_the_stage_after_next() -> None
     )
     # the image patch plan_prepare makes with the next stage's slot running, guarded by the pod's version
     same = plan_prepare(pod.view, *named(LOAD), running="slot-b", now=NOW, finished={"slot-a"})
+    ids = [
+        p["metadata"]["annotations"].pop("airflow-kruise-chain/slot-a.prepare-id")
+        for p in (prepare.patch, same.patch)
+    ]
+    assert ids[0] != ids[1] and all(len(i) == 16 for i in ids)  # each prepare its own random id
     assert prepare.patch == same.patch
     assert prepare.patch["metadata"]["resourceVersion"] == rv
     assert prepare.patch["spec"] == {"containers": [{"name": "slot-a", "image": LOAD.image}]}

@@ -33,7 +33,7 @@ class _RestartingApi(Api):
 
 
 def test_a_swap_waits_for_its_prepared_slot_on_one_watch():
-    pod, _ = prepared_pod()
+    pod, _ = prepared_pod(made_before=True)  # a pod whose slots know their prepare need not wait
     pod.set_ready("slot-b")  # transform ended; slot-a is being prepared for load
     api = _RestartingApi(pod)
     plan = StageDriver(api, "etl-abc", "data").swap(LOAD, 1, Timeouts(swap=30))
