@@ -66,13 +66,8 @@ def test_a_go_names_the_prepare_whatever_container_of_the_slot_the_status_shows(
     assert "\nkc_p=" in plan.patch["metadata"]["annotations"][RUN]
 
 
-def test_a_prepare_that_cannot_start_or_waits_in_back_off_is_not_said_go_to_early() -> None:
-    pod, _ = prepared_pod()
-    pod.set_ready("slot-b")
-    pod.wait("slot-a", "ErrImagePull", "not found")
-    assert slot_status(pod.view, "slot-a").state is StageState.FAILED_TO_START
-    plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
-    assert plan.action == "patch"  # not a go into the slot that cannot start it
+def test_a_prepare_that_cannot_start_is_not_said_go_to_early() -> None:
+    # ErrImagePull: test_core_prepare.py's test_a_prepared_image_that_cannot_start_is_not_said_go_to
     pod, _ = prepared_pod()
     pod.set_ready("slot-b")
     pod.wait("slot-a", "RunContainerError", "exec failed")

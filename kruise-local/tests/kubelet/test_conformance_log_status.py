@@ -41,16 +41,15 @@ def started(core: Any, ns: str, instance: str) -> bool:
         return False
 
 
+def wait_started(core: Any, ns: str, instance: str) -> None:
+    wait_for(lambda: started(core, ns, instance), timeout=60, interval=0.05, what=f"instance {instance}")
+
+
 def test_a_container_not_yet_in_the_status_has_no_log_yet(realistic: Any, realistic_ns: str) -> None:
     core, ns = realistic, realistic_ns
     core.create_namespaced_pod(ns, pod_body("p", spec(), volumes=[SHARED]))
     # the first instance runs (the exec reaches it) while its postStart hook holds the status at waiting
-    wait_for(
-        lambda: started(core, ns, "s0"),
-        timeout=60,
-        interval=0.05,
-        what="the first instance running",
-    )
+    wait_started(core, ns, "s0")
     before = status_of(core, ns, "p", "c")
     with pytest.raises(ApiException) as err:
         read_log(core, ns, "p", "c")
@@ -77,12 +76,7 @@ def test_a_restarted_container_logs_the_old_one_until_the_status_shows_the_new(
     assert "instance-0" in read_log(core, ns, "p", "c")
 
     core.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "c", "image": "alpine:3.20"}]}})
-    wait_for(
-        lambda: started(core, ns, "s1"),
-        timeout=60,
-        interval=0.05,
-        what="the new instance running",
-    )
+    wait_started(core, ns, "s1")
     # the runtime runs the new container (the exec reached it); the status still names the old one, and
     # so does the log
     before = status_of(core, ns, "p", "c")
