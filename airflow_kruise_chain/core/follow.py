@@ -235,6 +235,15 @@ class GenerationFollow:
             return None
         return None if self._heard is None else self._heard + SILENT_REPLAY_AFTER
 
+    def shows_old_container(self, pod: ChainPod | None) -> bool:
+        """Whether `pod` still shows the slot's container from before its prepare, which refuses this
+        generation (see `_refuses`), and nothing else to act on: a reader waits for a version that does not
+        (one watch for the kubelet's writes before it)."""
+        status = current_status(pod, self.stage)
+        if self.streaming or self._end(status) is not None or not status.container_id:
+            return False
+        return _refuses(pod, self.stage, self.slot, status.container_id)
+
     # -- decisions -----------------------------------------------------------------------------------
     def _wake(self) -> float | None:
         return min((t for t in (self._due, self.replay_at) if t is not None), default=None)

@@ -111,7 +111,11 @@ class FollowLoop(PodSession):
             if detach_at is not None and now >= detach_at:
                 return None
             until = min(pull_deadline, swap_deadline) if pulling else swap_deadline
-            new = self.wait_pod_change(pod, until if detach_at is None else min(until, detach_at))
+            until = until if detach_at is None else min(until, detach_at)
+            if follow.shows_old_container(pod):  # one watch until the status shows the prepared container
+                new = self.pod_change_until(pod, until, lambda seen: not follow.shows_old_container(seen))
+            else:
+                new = self.wait_pod_change(pod, until)
             pod = new if new is not None else self.snapshot()
 
     def follow(

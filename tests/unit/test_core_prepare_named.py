@@ -8,17 +8,22 @@ fails."""
 
 from __future__ import annotations
 
+import copy
 import re
+import time
 
 import pytest
 
 from airflow_kruise_chain.core import SlotBusyError, StageState, plan_swap
 from airflow_kruise_chain.core.conflicts import run
+from airflow_kruise_chain.core.driver import StageDriver, Timeouts
 from airflow_kruise_chain.core.errors import ConflictError
+from airflow_kruise_chain.core.events import NO_EVENTS
 from airflow_kruise_chain.core.follow import GenerationFollow, Next
+from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import retire_unstarted
-from tests.unit.test_core_prepare import prepared_pod
+from tests.unit.test_core_prepare import Api, prepared_pod
 from tests.unit.test_core_swap import LOAD, NOW
 
 RUN = "airflow-kruise-chain/slot-a.run"
@@ -151,3 +156,39 @@ def test_a_go_said_once_the_new_container_is_shown_follows_it_at_once() -> None:
         "load", "slot-a", plan.generation, plan.token, swapped_at=plan.record.swapped_at, go=True
     )
     assert follow.see(pod.view, 0.0).next is Next.OPEN
+
+
+class _KubeletApi(Api):
+    """An `Api` whose one watch sends the kubelet's writes of the prepared slot-a's restart in turn: the old
+    container stopped, waiting, then the new one shown running."""
+
+    def watch_pod(self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None):
+        self.calls.append("watch")
+        writes = getattr(self, "writes", None)
+        if writes is None:
+            writes = self.writes = [
+                lambda: self.pod.status("slot-a").update(state={"terminated": {"exitCode": 0}}, ready=False),
+                lambda: self.pod.wait("slot-a", "ContainerCreating", ""),
+                lambda: self.pod.start("slot-a", ready=False),
+            ]
+        while writes:  # each write once, whichever watch is open
+            writes.pop(0)()
+            self.pod.bump()
+            yield ChainPod.of(copy.deepcopy(self.pod.pod))
+
+
+def test_the_wait_for_the_new_container_is_one_watch() -> None:
+    pod, _ = prepared_pod()
+    pod.set_ready("slot-b")
+    api = _KubeletApi(pod)
+    driver = StageDriver(api, "etl-abc", "data")
+    plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
+    pod.apply(plan.patch)
+    api.calls.clear()
+    follow = GenerationFollow(
+        "load", "slot-a", plan.generation, plan.token, swapped_at=plan.record.swapped_at, go=True
+    )
+    step = driver.wait_started(plan, follow, Timeouts(swap=30), time.monotonic(), None, NO_EVENTS)
+    assert step is not None and step.next is Next.OPEN
+    assert step.status.container_id == pod.status("slot-a")["containerID"]  # the new container
+    assert api.calls == ["get", "watch"]  # before: a watch for each of the kubelet's writes
