@@ -41,7 +41,9 @@ REFUSED = 76
 container of a slot prepared ahead, not killed yet: it answers after 3 s unless the kubelet kills the
 container first, which ends the exec too): the go is tried again until the new one takes it"""
 RETRY_EVERY = 0.05
-"""seconds between tries of a refused go"""
+"""seconds before a refused go is tried again, doubling after each exec that fails (no running container
+of the slot for a moment: the old one stopped, the new one not started) up to `RETRY_AT_MOST`"""
+RETRY_AT_MOST = 0.4
 
 
 class ExecSession(Protocol):
@@ -179,14 +181,16 @@ class PendingGo:
         plan = self._plan
         deadline = time.monotonic() + EXEC_TIMEOUT
         prepared = b"\nkc_p=" in self._data
+        pause = RETRY_EVERY
         while prepared and answer[0] != 0 and time.monotonic() < deadline:
-            time.sleep(RETRY_EVERY)
+            time.sleep(pause)
             try:
                 answer = self._api.exec_in_pod(
                     plan.pod_name, plan.namespace, plan.slot, go_command(self._data), self._data, EXEC_TIMEOUT
                 )
             except Exception as e:  # no running container of the slot for a moment
                 answer = (REFUSED, str(e))
+                pause = min(2 * pause, RETRY_AT_MOST)
         return answer
 
 

@@ -70,3 +70,14 @@ def test_a_go_that_names_no_prepare_is_not_tried_again() -> None:
     go.decide(True)
     go.wait()
     assert not go.delivered and len(api.calls) == 1 and len(lines) == 1
+
+
+def test_failed_tries_are_spaced_out(monkeypatch) -> None:
+    # no running container of the slot for a moment: not an exec every 0.05 s meanwhile
+    monkeypatch.setattr(fastgo, "EXEC_TIMEOUT", 1.0)
+    api = Answers((REFUSED, "refused"), [RuntimeError('container not found ("slot-b")')])
+    go = open_go(api, plan(spec=SPEC), lambda _line: None)
+    assert go is not None
+    go.decide(True)
+    go.wait()
+    assert not go.delivered and len(api.calls) <= 6  # 0.05 + 0.1 + 0.2 + 0.4 + 0.4 s: 1 + 5 execs
