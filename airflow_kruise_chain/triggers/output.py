@@ -28,7 +28,7 @@ from airflow_kruise_chain.core.sizing import (
     resize_unsettled,
 )
 from airflow_kruise_chain.core.status import StageState, StageStatus, current_status
-from airflow_kruise_chain.core.swap import prepare_two_ahead
+from airflow_kruise_chain.core.swap import prepare_two_ahead, retire_unstarted
 from airflow_kruise_chain.core.watch import awatch_versions
 from airflow_kruise_chain.core.wire import replay_note, replay_request
 
@@ -113,6 +113,8 @@ class StageOutputFollower:
                     await self.hook.patch_pod(self.pod_name, self.namespace, body)
                     await self.emit([replay_note(follow.slot, self.generation, key)])
                 elif step.next is not Next.WAIT and step.next is not Next.STOPPED:
+                    if step.next is Next.FAILED_TO_START:
+                        await self.retire(follow.slot)
                     return self.ended(pod, step.status if step.next is not Next.GAVE_UP else None)
                 now = loop.time()
                 if now >= self.deadline:
@@ -261,6 +263,16 @@ class StageOutputFollower:
                 if new is None or not resize_unsettled(new):
                     return new
         return None
+
+    async def retire(self, slot: str) -> None:
+        """Delete the run spec of the generation, which cannot start in `slot`, before the task fails
+        (`swap.retire_unstarted`, as the worker's `FollowLoop.cannot_start`); a failure is logged."""
+        try:
+            await arun(retire_unstarted(slot, self.generation), self.hook, self.pod_name, self.namespace)
+        except Exception as e:  # the failure the event reports is what the task raises
+            await self.emit(
+                [f"::kruise-chain:: could not retire the run spec of generation {self.generation}: {e}"]
+            )
 
     def ended(self, pod: ChainPod | None, status: StageStatus | None) -> dict[str, Any]:
         """The stage ended without a result in its stream: lost pod, failed start, moved on, or its log does
