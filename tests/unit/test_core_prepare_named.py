@@ -22,9 +22,9 @@ from airflow_kruise_chain.core.events import NO_EVENTS
 from airflow_kruise_chain.core.follow import GenerationFollow, Next
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.status import slot_status
-from airflow_kruise_chain.core.swap import retire_unstarted
+from airflow_kruise_chain.core.swap import SwapPlan, retire_unstarted
 from tests.unit.test_core_prepare import Api, prepared_pod
-from tests.unit.test_core_swap import LOAD, NOW
+from tests.unit.test_core_swap import LOAD, NOW, FakePod
 
 RUN = "airflow-kruise-chain/slot-a.run"
 PREPARE_ID = "airflow-kruise-chain/slot-a.prepare-id"
@@ -115,12 +115,18 @@ class _Api:
         return self.pod.view
 
 
-def test_a_generation_that_cannot_start_has_its_run_spec_retired_only_while_the_slot_holds_it() -> None:
+def gone_early_then_failed() -> tuple[FakePod, SwapPlan]:
+    """load said go to in the prepared slot-a, whose new container then cannot start (ErrImagePull)."""
     pod, _ = prepared_pod()
     pod.set_ready("slot-b")
     plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
     pod.apply(plan.patch)
     pod.wait("slot-a", "ErrImagePull", "not found")  # the prepared container never started
+    return pod, plan
+
+
+def test_a_generation_that_cannot_start_has_its_run_spec_retired_only_while_the_slot_holds_it() -> None:
+    pod, plan = gone_early_then_failed()
     api = _Api(pod, conflicts=1)
     assert run(retire_unstarted("slot-a", plan.generation), api, "etl-abc", "data") is True
     assert api.patches == 2 and RUN not in pod.pod["metadata"]["annotations"]

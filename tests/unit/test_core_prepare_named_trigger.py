@@ -9,11 +9,9 @@ import asyncio
 import copy
 from typing import Any
 
-from airflow_kruise_chain.core import plan_swap
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.triggers.output import StageOutputFollower
-from tests.unit.test_core_prepare import prepared_pod
-from tests.unit.test_core_swap import LOAD, NOW
+from tests.unit.test_core_prepare_named import gone_early_then_failed
 
 RUN = "airflow-kruise-chain/slot-a.run"
 
@@ -39,11 +37,7 @@ class _AsyncApi:
 
 
 def test_the_trigger_retires_the_run_spec_of_a_generation_that_cannot_start() -> None:
-    pod, _ = prepared_pod()
-    pod.set_ready("slot-b")
-    plan = plan_swap(pod.view, LOAD, try_number=1, now=NOW)
-    pod.apply(plan.patch)
-    pod.wait("slot-a", "ErrImagePull", "not found")  # the prepared container never started
+    pod, plan = gone_early_then_failed()
     api = _AsyncApi(pod)
     lines: list[str] = []
 
