@@ -48,18 +48,22 @@ def folders(tmp: Path) -> tuple[Path, Path, dict[str, str]]:
     return one, two, env
 
 
+def wait_emptied(one: Path, two: Path) -> None:
+    """Wait until the runner has emptied the folders after a generation (once the stage's processes were
+    gone, right after its result): nothing but the next stage's empty HOME."""
+    deadline = time.monotonic() + TIMEOUT
+    while sorted(p.name for p in one.iterdir()) != [".kruise-chain-home"] or any(two.iterdir()):
+        assert time.monotonic() < deadline, (list(one.iterdir()), list(two.iterdir()))
+        time.sleep(0.01)
+
+
 def test_each_stage_gets_an_empty_home_and_finds_nothing_an_earlier_one_left(slot: Slot, runners, tmp_path):
     one, two, env = folders(tmp_path)
     dirs = {"DIRS": f"{one} {two}"}
     runner = runners(slot, sh_stage(LEAVE, env=dirs), 1, **env)
     assert runner.result(1).exit_code == 0
     assert f"home={one}/.kruise-chain-home" in runner.seen
-    # emptied once the stage's processes were gone (right after its result): nothing but the next stage's
-    # empty HOME
-    deadline = time.monotonic() + TIMEOUT
-    while sorted(p.name for p in one.iterdir()) != [".kruise-chain-home"] or any(two.iterdir()):
-        assert time.monotonic() < deadline, (list(one.iterdir()), list(two.iterdir()))
-        time.sleep(0.01)
+    wait_emptied(one, two)
     assert not any((one / ".kruise-chain-home").iterdir())
     assert Path("/etc/passwd").stat().st_mode & 0o777 == 0o644  # the planted link was removed, not followed
     slot.assign(sh_stage(LOOK, name="look", env=dirs), 2)
@@ -88,9 +92,14 @@ def test_what_an_earlier_container_left_is_removed_when_the_runner_starts(slot: 
 def test_a_stage_never_runs_over_what_the_runner_cannot_remove(slot: Slot, runners, tmp_path):
     """An entry the runner cannot remove (here an immutable file, which it does not undo): the next
     generation is recorded as failed (exit 70, `unclean`) without running, and never runs again."""
-    _, two, env = folders(tmp_path)
-    runner = runners(slot, sh_stage("true"), 1, **env)
+    one, two, env = folders(tmp_path)
+    # generation 1 leaves a file in each folder, so that the folders are found emptied only once the runner
+    # emptied both and made the HOME afresh (its last step): the file below is made after that, not removed
+    # by it (which made this test skip or fail under load)
+    leave = sh_stage('for d in $DIRS; do touch "$d/left"; done', env={"DIRS": f"{one} {two}"})
+    runner = runners(slot, leave, 1, **env)
     assert runner.result(1).exit_code == 0
+    wait_emptied(one, two)
     stuck = two / "stuck"
     stuck.write_text("x")
     if subprocess.run(["chattr", "+i", str(stuck)], capture_output=True).returncode != 0:
