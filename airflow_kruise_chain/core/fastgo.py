@@ -138,6 +138,7 @@ class PendingGo:
     def __init__(self, api: ExecApi, plan: SwapPlan, spec: str, log: Callable[[str], None]) -> None:
         self._api, self._plan, self._data, self._log = api, plan, spec.encode(), log
         self._decided = threading.Event()
+        self._stopped = threading.Event()
         self._patched = False
         self.delivered = False
         self._thread = threading.Thread(target=self._run, name="kruise-chain-fast-go", daemon=True)
@@ -150,6 +151,18 @@ class PendingGo:
 
     def wait(self) -> None:
         self._thread.join(2 * EXEC_TIMEOUT + 1)
+
+    def stop(self) -> None:
+        """No more tries of a refused go (`_until_taken`): its task failed (e.g. the prepared slot's
+        container cannot start, its run spec retired), so no container may take the go later."""
+        self._stopped.set()
+
+    def settle(self, failed: bool) -> None:
+        """`wait` at the task's end, after `stop` if the task `failed`: no container takes the go of a
+        failed task later, and its end waits for no try."""
+        if failed:
+            self.stop()
+        self.wait()
 
     def _run(self) -> None:
         plan = self._plan
@@ -171,19 +184,22 @@ class PendingGo:
                 return
         finally:
             session.close()
-        self.delivered = _taken(plan, *self._until_taken(answer), self._log)
+        last = self._until_taken(answer)
+        self.delivered = last is not None and _taken(plan, *last, self._log)
 
-    def _until_taken(self, answer: tuple[int, str]) -> tuple[int, str]:
+    def _until_taken(self, answer: tuple[int, str]) -> tuple[int, str] | None:
         """Try again a go that names a prepare and was not taken (`REFUSED`: the exec reached the slot's
         old container, which the kubelet has not killed yet; or it ended with that container) until the
         container created for the prepare answers, for `EXEC_TIMEOUT` at most; an exec that fails
-        meanwhile (the old container gone, the new one not started) is tried again too. The last answer."""
+        meanwhile (the old container gone, the new one not started) is tried again too. The last answer, or
+        None once `stop` was called (the task failed: nothing to say)."""
         plan = self._plan
         deadline = time.monotonic() + EXEC_TIMEOUT
         prepared = b"\nkc_p=" in self._data
         pause = RETRY_EVERY
         while prepared and answer[0] != 0 and time.monotonic() < deadline:
-            time.sleep(pause)
+            if self._stopped.wait(pause):
+                return None
             try:
                 answer = self._api.exec_in_pod(
                     plan.pod_name, plan.namespace, plan.slot, go_command(self._data), self._data, EXEC_TIMEOUT

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_kruise_chain.config import (
     default_deferrable,
@@ -236,15 +236,19 @@ class KruiseChainOperator(ChainBaseOperator):
         self.check_env_holds_no_secret()
         stage = self.stage_spec()
         driver = self.driver(context)
-        settle: list[Callable[[], None]] = []  # the fast go's wait, once it started
+        settle: list[Callable[[bool], None]] = []  # the fast go's wait (told whether the task failed)
+        failed = False
         try:
             return self.run_stage(context, stage, driver, settle)
+        except BaseException as e:
+            failed = not isinstance(e, TaskDeferred)
+            raise
         finally:  # the fast go's exec, delivered while the task follows the stage, outlives no task
             for wait in settle:
-                wait()
+                wait(failed)
 
     def run_stage(
-        self, context: Context, stage: StageSpec, driver: StageDriver, settle: list[Callable[[], None]]
+        self, context: Context, stage: StageSpec, driver: StageDriver, settle: list[Callable[[bool], None]]
     ) -> dict[str, Any]:
         """Swap the stage in, then follow it here or hand it to the triggerer (`deferrable`); the fast go's
         wait goes into `settle`."""
@@ -307,10 +311,10 @@ class KruiseChainOperator(ChainBaseOperator):
         return self.finish(context, result, pod_uid)
 
     def fast_go(
-        self, settle: list[Callable[[], None]]
+        self, settle: list[Callable[[bool], None]]
     ) -> Callable[[SwapPlan], Callable[[bool], None] | None]:
         """The swap's `on_go` (`go_via_exec`): a go's exec opened while its patch is made
-        (`fastgo.open_go`), its wait put in `settle` (the task follows the stage meanwhile)."""
+        (`fastgo.open_go`), its `settle` put in `settle` (the task follows the stage meanwhile)."""
 
         def on_go(plan: SwapPlan) -> Callable[[bool], None] | None:
             if not self.go_via_exec:
@@ -320,7 +324,7 @@ class KruiseChainOperator(ChainBaseOperator):
             go = open_go(self.hook, plan, self.log.info)
             if go is None:
                 return None
-            settle.append(go.wait)
+            settle.append(go.settle)
             return go.decide
 
         return on_go

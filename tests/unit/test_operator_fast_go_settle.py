@@ -32,7 +32,7 @@ def test_a_task_whose_follow_raises_still_waits_for_its_fast_go(monkeypatch, def
 
     def open_go(api: Any, plan: SwapPlan, log: Any) -> Any:
         started.append(plan)
-        return SimpleNamespace(decide=lambda patched: None, wait=lambda: waited.append(plan.stage))
+        return SimpleNamespace(decide=lambda patched: None, settle=lambda failed: waited.append(plan.stage))
 
     monkeypatch.setattr("airflow_kruise_chain.core.fastgo.open_go", open_go)
     names = {"task_id": "s", "chain_name": "c", "stage_name": "s", "namespace": "data"}
