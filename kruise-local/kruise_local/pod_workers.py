@@ -317,6 +317,8 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
                 if cur is not None and cur.exit_code is None:
                     # running: wait for an exit, a spec change or a kill request
                     st.wake.clear()
+                    if spec_hash(spec) != cur.spec_hash:
+                        st.wake.set()  # changed while it was started (`_start`): the pod worker's next sync
                     assert cur.proc is not None
                     waiter = asyncio.create_task(cur.proc.wait())
                     woke = asyncio.create_task(st.wake.wait())
@@ -505,13 +507,18 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
             return await self._start(st, spec)
 
     async def _start(self, st: ContainerState, spec: dict[str, Any]) -> float:
-        image, retry = await self.pull(st, spec)
-        if image is None or self.terminating:
-            return retry
-        spec = self.spec_of(st.name) or spec
+        """`startContainer` from one pod object, the sync's (`SyncPod` passes its `pod`): the image pulled
+        (`EnsureImageExists`), the env (`generateContainerConfig`: `makeEnvironmentVariables`, fieldRefs
+        included) and the spec hash the container is labelled with (`newContainerLabels`). A pod changed
+        during the pull is the next sync's: it replaces the container if its spec changed."""
         pod = self.pod()
         if pod is None:
             return 0.0
+        containers = [*pod["spec"].get("containers", []), *(pod["spec"].get("initContainers") or [])]
+        spec = next((c for c in containers if c.get("name") == st.name), spec)
+        image, retry = await self.pull(st, spec)
+        if image is None or self.terminating:
+            return retry
         try:
             env = self.container_env(pod, spec, image)
             # OCI config: `command` replaces the Entrypoint and drops the Cmd; `args` replaces the Cmd
