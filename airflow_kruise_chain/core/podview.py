@@ -189,6 +189,9 @@ class PrepareRecord:
     previous_reason: str = ""
     history: tuple[tuple[str, str], ...] = ()
     """earlier prepares of the slot, (image, at), oldest first"""
+    id: str = ""
+    """the prepare's id, also set as ``<slot>.prepare-id`` by the same patch ("": a worker from before ids
+    prepared the slot, leaving that annotation at an earlier prepare's id, which then counts for nothing)"""
 
     def to_annotation(self) -> str:
         data = asdict(self)
@@ -208,6 +211,7 @@ class PrepareRecord:
                 previous_container_id=str(data.get("previous_container_id") or ""),
                 previous_reason=str(data.get("previous_reason") or ""),
                 history=history[-PREPARE_HISTORY:],
+                id=str(data.get("id") or ""),
             )
         except (TypeError, ValueError, KeyError, AttributeError):
             return None
@@ -217,9 +221,18 @@ class PrepareRecord:
         return [*self.history, (self.image, self.at)]
 
 
-def _prepare_id(container: Mapping[str, Any], slot: str, annotations: Mapping[str, str]) -> str:
-    """The slot's prepare id if its container's env carries it (`wire.PREPARE_ENV`), else ""."""
+def _prepare_record(text: str | None) -> PrepareRecord | None:
+    return PrepareRecord.from_annotation(text) if text else None
+
+
+def _prepare_id(
+    container: Mapping[str, Any], slot: str, annotations: Mapping[str, str], record: PrepareRecord | None
+) -> str:
+    """The slot's prepare id if its container's env carries it (`wire.PREPARE_ENV`) and the slot's latest
+    prepare `record` has it too, else ""."""
     key = slot_annotation(slot, PREPARE_ID_FIELD)
+    if record is None or not record.id or annotations.get(key) != record.id:
+        return ""
     path = f"metadata.annotations['{key}']"
     for item in container.get("env") or ():
         ref = ((item or {}).get("valueFrom") or {}).get("fieldRef") or {}
@@ -408,10 +421,8 @@ class ChainPod:
                 restart_count=(found or {}).get("restartCount", 0),
                 allocated=(found or {}).get("allocatedResources") or {},
                 actual=(found or {}).get("resources") or {},
-                prepare=PrepareRecord.from_annotation(prepared)
-                if (prepared := annotations.get(slot_annotation(name, PREPARED_FIELD)))
-                else None,
-                prepare_id=_prepare_id(container, name, annotations),
+                prepare=(prepare := _prepare_record(annotations.get(slot_annotation(name, PREPARED_FIELD)))),
+                prepare_id=_prepare_id(container, name, annotations, prepare),
             )
         return cls(
             raw=pod,

@@ -529,6 +529,7 @@ def plan_prepare(
         previous_container_id=view.slot(idle).container_id,
         previous_reason=view.slot(idle).waiting_reason,
         history=history[-PREPARE_HISTORY:],
+        id=secrets.token_hex(8),
     )
     metadata: dict[str, Any] = {
         "annotations": {
@@ -536,7 +537,7 @@ def plan_prepare(
             slot_annotation(idle, GENERATION_FIELD): "0",
             slot_annotation(idle, PREPARED_FIELD): record.to_annotation(),
             # the new container gets it in env (wire.PREPARE_ENV): a go names it, no other runner takes it
-            slot_annotation(idle, PREPARE_ID_FIELD): secrets.token_hex(8),
+            slot_annotation(idle, PREPARE_ID_FIELD): record.id,
         }
     }
     if view.resource_version:

@@ -71,6 +71,7 @@ def test_a_prepare_is_one_guarded_image_patch_that_leaves_the_slot_without_a_gen
     assert json.loads(ann["airflow-kruise-chain/slot-a.prepared"]) == {
         "at": "2024-05-01T10:00:00Z",
         "history": [],
+        "id": ann["airflow-kruise-chain/slot-a.prepare-id"],
         "image": "acme/load:1.1",
         "previous_container_id": "containerd://1",
         "previous_reason": "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from datetime import timedelta
 
 import pytest
@@ -58,6 +59,10 @@ def test_the_end_of_a_stage_prepares_its_slot_for_the_stage_after_next() -> None
         for p in (prepare.patch, same.patch)
     ]
     assert ids[0] != ids[1] and all(len(i) == 16 for i in ids)  # each prepare its own random id
+    for p, given in zip((prepare.patch, same.patch), ids, strict=True):  # in its record too
+        record = json.loads(p["metadata"]["annotations"]["airflow-kruise-chain/slot-a.prepared"])
+        assert record.pop("id") == given
+        p["metadata"]["annotations"]["airflow-kruise-chain/slot-a.prepared"] = json.dumps(record)
     assert prepare.patch == same.patch
     assert prepare.patch["metadata"]["resourceVersion"] == rv
     assert prepare.patch["spec"] == {"containers": [{"name": "slot-a", "image": LOAD.image}]}
