@@ -396,7 +396,8 @@ def _swap_patch(
 
 def retire_unstarted(slot: str, generation: int) -> Guarded[bool]:
     """Delete `slot`'s run spec while it still holds `generation`, which cannot start there (FAILED_TO_START),
-    as a guarded update; whether it did. A go into a slot prepared ahead may be said before the slot's new
+    as a guarded update; whether it did (ConflictError after `PREPARE_CONFLICTS` conflicts in a row: the
+    caller says the run spec stayed). A go into a slot prepared ahead may be said before the slot's new
     container started: should that container start later (an image pulled at last), its runner would find
     the generation in env, after its task failed it (or the stage ran elsewhere since)."""
     key = slot_annotation(slot, RUN_FIELD)
@@ -412,7 +413,7 @@ def retire_unstarted(slot: str, generation: int) -> Guarded[bool]:
         except ConflictError:
             continue
         return True
-    return False
+    raise ConflictError(f"the pod kept changing ({PREPARE_CONFLICTS} conflicts): its run spec stayed")
 
 
 def retire_run_specs(pod: ChainPod) -> dict[str, Any] | None:
