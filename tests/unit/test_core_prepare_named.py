@@ -9,6 +9,7 @@ fails."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import time
 
@@ -23,6 +24,7 @@ from airflow_kruise_chain.core.follow import GenerationFollow, Next
 from airflow_kruise_chain.core.podview import ChainPod
 from airflow_kruise_chain.core.status import slot_status
 from airflow_kruise_chain.core.swap import SwapPlan, retire_unstarted
+from airflow_kruise_chain.core.wire import run_spec_generation
 from tests.unit.test_core_prepare import Api, prepared_pod
 from tests.unit.test_core_swap import LOAD, NOW, FakePod
 
@@ -198,3 +200,21 @@ def test_the_wait_for_the_new_container_is_one_watch() -> None:
     assert step is not None and step.next is Next.OPEN
     assert step.status.container_id == pod.status("slot-a")["containerID"]  # the new container
     assert api.calls == ["get", "watch"]  # before: a watch for each of the kubelet's writes
+
+
+@pytest.mark.parametrize("image", [LOAD.image, "acme/load:1.2"])
+def test_a_retry_after_a_worker_died_before_the_retire_leaves_no_run_spec_of_the_unstarted_generation(
+    image: str,
+) -> None:
+    """The try whose go could not start died before `retire_unstarted`: its retry's swap leaves no run spec of
+    that generation behind, whichever slot it takes (the same one, holding the image: its spec is replaced;
+    the other, for an image fixed since: the unstarted slot's spec is deleted by the same patch), so that
+    container, should its image pull at last, finds nothing to run."""
+    pod, first = gone_early_then_failed()
+    retry = plan_swap(pod.view, dataclasses.replace(LOAD, image=image), try_number=2, now=NOW)
+    assert retry.generation == first.generation + 1
+    pod.apply(retry.patch)
+    annotations = pod.pod["metadata"]["annotations"]
+    specs = [annotations.get(f"airflow-kruise-chain/{slot}.run") or "" for slot in ("slot-a", "slot-b")]
+    assert not any(run_spec_generation(spec) == first.generation for spec in specs)
+    assert any(run_spec_generation(spec) == retry.generation for spec in specs)
