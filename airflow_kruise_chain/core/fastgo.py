@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .swap import SwapPlan
-from .wire import RUN_FIELD, RUNNER_BIN, slot_annotation
+from .wire import RUN_FIELD, RUNNER_BIN, names_prepare, slot_annotation
 
 GO_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/runner", "--go")
 EXEC_TIMEOUT = 10.0
@@ -137,6 +137,7 @@ class PendingGo:
 
     def __init__(self, api: ExecApi, plan: SwapPlan, spec: str, log: Callable[[str], None]) -> None:
         self._api, self._plan, self._data, self._log = api, plan, spec.encode(), log
+        self._prepared = names_prepare(spec)
         self._decided = threading.Event()
         self._stopped = threading.Event()
         self._patched = False
@@ -195,9 +196,8 @@ class PendingGo:
         None once `stop` was called (the task failed: nothing to say)."""
         plan = self._plan
         deadline = time.monotonic() + EXEC_TIMEOUT
-        prepared = b"\nkc_p=" in self._data
         pause = RETRY_EVERY
-        while prepared and answer[0] != 0 and time.monotonic() < deadline:
+        while self._prepared and answer[0] != 0 and time.monotonic() < deadline:
             if self._stopped.wait(pause):
                 return None
             try:

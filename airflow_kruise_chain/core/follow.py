@@ -36,7 +36,7 @@ from enum import StrEnum
 from .output import TAIL_LINES, GenerationOutput
 from .podview import ChainPod
 from .status import StageState, StageStatus, current_status
-from .wire import RUN_FIELD, StartMarker, slot_annotation
+from .wire import RUN_FIELD, StartMarker, names_prepare, slot_annotation
 
 RESULT_COPY_WAIT = 5.0
 """seconds an open log stream may lag after the generation's result line, for its copy from the container's
@@ -122,7 +122,7 @@ def _refuses(pod: ChainPod | None, stage: str, slot: str, container: str) -> boo
     prepare = pod.slot(slot).prepare
     if prepare is None or prepare.previous_container_id != container:
         return False
-    return "\nkc_p=" in (pod.annotations.get(slot_annotation(slot, RUN_FIELD)) or "")
+    return names_prepare(pod.annotations.get(slot_annotation(slot, RUN_FIELD)) or "")
 
 
 class GenerationFollow:

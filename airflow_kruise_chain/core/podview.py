@@ -23,6 +23,7 @@ from .wire import (
     PREPARED_FIELD,
     STAGE_FIELD,
     STAGES_ANNOTATION,
+    is_prepare_id,
     slot_annotation,
     stage_annotation,
 )
@@ -237,8 +238,7 @@ def _prepare_id(
     for item in container.get("env") or ():
         ref = ((item or {}).get("valueFrom") or {}).get("fieldRef") or {}
         if item.get("name") == PREPARE_ENV and ref.get("fieldPath") == path:
-            value = annotations.get(key) or ""
-            return value if value and all(c in "0123456789abcdef" for c in value) else ""
+            return record.id if is_prepare_id(record.id) else ""
     return ""
 
 

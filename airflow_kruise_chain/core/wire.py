@@ -243,10 +243,21 @@ def run_spec(
     )
 
 
+def is_prepare_id(text: str) -> bool:
+    """Whether `text` is a prepare id (`PREPARE_ID_FIELD`): lowercase hex, not empty."""
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
+
+
 def _hex_id(text: str) -> str:
-    if not text or any(c not in "0123456789abcdef" for c in text):
+    if not is_prepare_id(text):
         raise ValueError(f"a prepare id is lowercase hex, not {text!r}")
     return text
+
+
+def names_prepare(spec: str) -> bool:
+    """Whether a run spec names a prepare (``kc_p``, `run_spec`'s `prepare`): only the runner created for
+    it runs it."""
+    return "\nkc_p=" in spec
 
 
 def run_spec_generation(text: str) -> int:
