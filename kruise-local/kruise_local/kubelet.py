@@ -16,7 +16,7 @@ import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import resources as R
 from .backoff import Backoff
@@ -299,7 +299,7 @@ class Kubelet:
         worker = self.worker_for(pod)
         st = (worker.containers.get(container) or worker.init_containers.get(container)) if worker else None
         if st is None or worker is None:
-            return self._api_status_log(pod, container, previous)
+            self._api_status_log(pod, container, previous)
         # the status manager's status (what `write_status` publishes), not the runtime's newest instance:
         # a container the sync started shows there only once the PLEG's relist saw it (`seen_started`)
         status = worker.container_status(st, worker.spec_of(container) or {})
@@ -309,7 +309,7 @@ class Kubelet:
                 return LogSource(inst)
         raise ApiError(400, f'container "{container}" in pod "{name}" is not available')
 
-    def _api_status_log(self, pod: Obj, container: str, previous: bool) -> LogSource:
+    def _api_status_log(self, pod: Obj, container: str, previous: bool) -> NoReturn:
         """`GetKubeletContainerLogs` with no container known to the kubelet yet: the status is the API pod's
         (none yet: the first sync's waiting `ContainerCreating`); it names no instance this kubelet runs."""
         name = pod["metadata"]["name"]
