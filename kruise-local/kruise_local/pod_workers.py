@@ -100,6 +100,14 @@ class WorkerKubelet(Protocol):
     def image_backoff_gc(self, node: str) -> None: ...
 
 
+def container_of(pod: Obj, name: str) -> dict[str, Any] | None:
+    """The spec of `pod`'s container or init container `name`, None if it has none."""
+    for c in [*pod["spec"].get("containers", []), *(pod["spec"].get("initContainers") or [])]:
+        if c.get("name") == name:
+            return c
+    return None
+
+
 class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, PodSyncs, ContainerLifecycle):
     """Runs one pod on its node until it ends or is deleted."""
 
@@ -137,12 +145,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
 
     def spec_of(self, name: str) -> dict[str, Any] | None:
         pod = self.pod()
-        if pod is None:
-            return None
-        for c in [*pod["spec"].get("containers", []), *(pod["spec"].get("initContainers") or [])]:
-            if c["name"] == name:
-                return c
-        return None
+        return None if pod is None else container_of(pod, name)
 
     def event(self, etype: str, reason: str, message: str, container: str | None = None) -> None:
         """Record a kubelet event about the pod, or about one of its containers (`container`: the
@@ -514,8 +517,7 @@ class PodWorker(PodVolumes, ContainerEnvironment, PodProber, PodStatusWriter, Po
         pod = self.pod()
         if pod is None:
             return 0.0
-        containers = [*pod["spec"].get("containers", []), *(pod["spec"].get("initContainers") or [])]
-        spec = next((c for c in containers if c.get("name") == st.name), spec)
+        spec = container_of(pod, st.name) or spec
         image, retry = await self.pull(st, spec)
         if image is None or self.terminating:
             return retry
