@@ -22,28 +22,32 @@ from tests.e2e.inline import FAST_POD, pod_events, run_inline, task_states
 pytestmark = pytest.mark.slow
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-DESCRIBE_LIMIT = 6 * 1024 + 192
-"""the pod as built in `kubectl describe` (all but its annotations and its events): 6,127 B, of which 142 B
-the slots' KC_SEAL (an env line each naming the pod's seal annotation; 5,985 B without), 107 B the slots'
-read-only /etc/hosts (a mount line each: `/etc/hosts from kruise-chain (ro,path="hosts")`) and its
-copy in the init container's line (5,878 B without them, at 1f4b4a0; 5,638 B when first measured with each
-slot's own /tmp and /dev/shm), of which ~840 B each slot's own /tmp and /dev/shm volumes, their mounts and the
+DESCRIBE_LIMIT = 6 * 1024 + 448
+"""the pod as built in `kubectl describe` (all but its annotations and its events): 6,329 B at a06c62a, of
+which 202 B the slots' KC_PREPARE (an env line each naming the slot's prepare-id annotation; 6,127 B without),
+142 B the slots' KC_SEAL (an env line each naming the pod's seal annotation; 5,985 B without), 107 B the
+slots' read-only /etc/hosts (a mount line each: `/etc/hosts from kruise-chain (ro,path="hosts")`) and its copy
+in the init container's line (5,878 B without them, at 1f4b4a0; 5,638 B when first measured with each slot's
+own /tmp and /dev/shm), of which ~840 B each slot's own /tmp and /dev/shm volumes, their mounts and the
 runner's KC_TMP (issue 37: a slot's root filesystem is read-only; 4,796 B before), and the init container's
 one line of shell and its ConfigMap reference ~280 B more than the runner image's one path was (4,512 B; 5.4
-KB with the runner script inline as a file, 4.7 KB with `busybox sh runner.sh` commands)"""
+KB with the runner script inline as a file, 4.7 KB with `busybox sh runner.sh` commands). The limit was 6,336
+B until the KC_PREPARE lines (stop 47) left it 7 B of room; it keeps ~260 B, as before them"""
 WHOLE_LIMIT = 8 * 1024 + 256
 """the whole `kubectl describe` (kubectl 1.32) of the 4-stage run's pod on a node that pulls its three images:
-its annotations and its own events (the kubelet's 13, 1.3 KB) included: 8,047 B, of which 220 B the pod's seal
-and the slots' KC_SEAL (7,827 B without), 107 B the slots' /etc/hosts (7,480 B when first measured with the
-slots' /tmp and /dev/shm, 6,640 B before them, 6,398 B with the runner image, 8.2 KB at stop 31, 7.2 KB before
-the records went into one annotation and the commands became one path each)"""
+its annotations and its own events (the kubelet's 13, 1.3 KB) included: 8,249 B at a06c62a, of which 202 B the
+slots' KC_PREPARE (8,047 B without), 220 B the pod's seal and the slots' KC_SEAL (7,827 B without), 107 B the
+slots' /etc/hosts (7,480 B when first measured with the slots' /tmp and /dev/shm, 6,640 B before them, 6,398 B
+with the runner image, 8.2 KB at stop 31, 7.2 KB before the records went into one annotation and the commands
+became one path each)"""
 WARM_LIMIT = 8 * 1024
 """the same for the same DAG's next pod, on a node that holds the images (the kubelet pulls nothing: 10
-events): 7,787 B, of which 220 B the pod's seal and the slots' KC_SEAL (7,567 B without), 107 B the slots'
-read-only /etc/hosts (a mount line each) and its copy in the init container's line (7,460 B without them;
-7,220 B when first measured with the slots' /tmp and /dev/shm, 6,378 B before them, 6,116 B with the runner
-image); the margin covers longer event ages on a slow machine. A kubectl of 1.35 or later prints each event's
-`spec.containers{NAME}:` before its message (kubernetes/kubernetes#133627), ~30 B an event"""
+events): 7,989 B at a06c62a, of which 202 B the slots' KC_PREPARE (7,787 B without), 220 B the pod's seal and
+the slots' KC_SEAL (7,567 B without), 107 B the slots' read-only /etc/hosts (a mount line each) and its copy
+in the init container's line (7,460 B without them; 7,220 B when first measured with the slots' /tmp and
+/dev/shm, 6,378 B before them, 6,116 B with the runner image); the margin covers longer event ages on a slow
+machine. A kubectl of 1.35 or later prints each event's `spec.containers{NAME}:` before its message
+(kubernetes/kubernetes#133627), ~30 B an event"""
 ANNOTATIONS_LIMIT = 768
 """a 4-stage run's annotations in `kubectl describe`: the chain's own, the pod's seal and the stage records'
 one line, 644 B, the same for any number of stages (566 B before the seal; 1,218 B with one record annotation
