@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from airflow_kruise_chain.operators import chain as chain_module
+from airflow_kruise_chain.operators import stage_result as result_module
 
 
 class Park:
@@ -34,10 +34,10 @@ def test_outside_a_forked_task_process_a_thread_settles_it_and_logs_a_failure() 
             super().settle()
 
     park, failing, warnings = Slow(), Park(RuntimeError("api down")), []
-    chain_module.settle_after_result(park, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(park, warnings.append)  # type: ignore[arg-type]
     assert park.settled == 0  # the task goes on (dag.test(): the next task starts)
     gate.set()
-    chain_module.settle_after_result(failing, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(failing, warnings.append)  # type: ignore[arg-type]
     settlers = [t for t in threading.enumerate() if t.name == "settle-park"]
     assert all(not t.daemon for t in settlers)  # the interpreter waits for them at its exit
     for thread in settlers:
@@ -48,11 +48,11 @@ def test_outside_a_forked_task_process_a_thread_settles_it_and_logs_a_failure() 
 
 def test_in_a_forked_task_process_it_settles_at_exit_and_a_failure_is_only_logged(monkeypatch) -> None:
     registered: list[Callable[[], None]] = []
-    monkeypatch.setattr(chain_module, "_forked_task_process", lambda: True)
+    monkeypatch.setattr(result_module, "_forked_task_process", lambda: True)
     monkeypatch.setattr(atexit, "register", registered.append)
     park, failing, warnings = Park(), Park(RuntimeError("api down")), []
-    chain_module.settle_after_result(park, warnings.append)  # type: ignore[arg-type]
-    chain_module.settle_after_result(failing, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(park, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(failing, warnings.append)  # type: ignore[arg-type]
     assert park.settled == 0 and failing.settled == 0  # the task returns first
     for handler in registered:  # the task process exits
         handler()
@@ -63,11 +63,11 @@ def test_in_a_forked_task_process_it_settles_at_exit_and_a_failure_is_only_logge
 def test_a_task_process_is_recognised_by_its_supervisor_comms() -> None:
     """What `_forked_task_process` reads: task_runner.main sets SUPERVISOR_COMMS to a CommsDecoder in the
     process the supervisor forked; dag.test() sets an in-process stand-in; a direct call none."""
-    assert not chain_module._forked_task_process()
+    assert not result_module._forked_task_process()
     code = (
         "from airflow.sdk.execution_time import task_runner\n"
         "from airflow.sdk.execution_time.comms import CommsDecoder\n"
-        "from airflow_kruise_chain.operators.chain import _forked_task_process\n"
+        "from airflow_kruise_chain.operators.stage_result import _forked_task_process\n"
         "task_runner.SUPERVISOR_COMMS = CommsDecoder.__new__(CommsDecoder)\n"
         "print(_forked_task_process())\n"
     )
