@@ -12,6 +12,7 @@ CeleryExecutor over Redis and two Celery workers (tests/production/stack.py). Fi
     python bench/scheduler.py --stages 5 --workload long --pause 12 --modes chain,chain-deferrable --preimport
     python bench/scheduler.py --stages 3 --workload long --pause 2,12,60 --modes chain,chain-deferrable \
         --executor celery
+    python bench/scheduler.py --executor celery --stages 10 --profile realistic --trips  # supervisor requests
 
 Modes: `noop` (the same DAG of Python tasks that sleep the stage's pause), `chain`, `kpo1`, `podexec`
 (workload `one`) and the chain's variants (bench/pipeline_dags.py `chain_variants`): `chain-deferrable` is
@@ -28,7 +29,8 @@ scheduler had imported; each Celery task process is forked from a pool process o
 process. The Kubernetes clients a chain task needs (cncf.kubernetes' hook module: `kubernetes` and
 `kubernetes_asyncio`, about 2,000 modules) are imported by each stage task when it first uses its hook.
 `--preimport` installs docs/examples/airflow_local_settings.py, which has the scheduler (LocalExecutor) or the
-Celery worker import them at start, so no task process does."""
+Celery worker import them at start, so no task process does. `--trips` records each stage task's requests to
+its supervisor (bench/trips.py) and prints them per DAG."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from typing import Any
 if not __package__:  # run as a script: the repository on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import REPO, deployment_environment, figures, warmup
+from bench import REPO, deployment_environment, figures, trips, warmup
 from bench.pipeline_dags import DAG_HEADER, WORKLOADS, chain_variants
 from bench.pipelines import create_namespace
 
@@ -171,6 +173,9 @@ def main() -> int:
         action="store_true",
         help="the scheduler imports the chain's Kubernetes clients at start (airflow_local_settings.py)",
     )
+    ap.add_argument(
+        "--trips", action="store_true", help="record the stage tasks' supervisor requests (bench/trips.py)"
+    )
     args = ap.parse_args()
     deployment_environment(os.environ)
     from kruise_local import ClusterConfig, LocalCluster
@@ -195,6 +200,13 @@ def main() -> int:
             if args.preimport:
                 (stack.home / "config").mkdir(parents=True)
                 shutil.copy(PREIMPORT, stack.home / "config" / "airflow_local_settings.py")
+            recorded = work / "trips"
+            if args.trips:  # after the pre-import's lines, if any
+                recorded.mkdir()
+                settings = stack.home / "config" / "airflow_local_settings.py"
+                settings.parent.mkdir(parents=True, exist_ok=True)
+                before = settings.read_text() if settings.exists() else ""
+                settings.write_text(before + trips.settings(recorded))
             t = time.perf_counter()
             stack.start()
             print(f"Airflow started in {time.perf_counter() - t:.0f} s", flush=True)
@@ -236,6 +248,8 @@ def main() -> int:
                             flush=True,
                         )
                         print(f"  stage task, median s from start_date: {timeline(stack, tis)}", flush=True)
+                        for line in trips.summary(recorded, dag_id, tis) if args.trips else ():
+                            print(line, flush=True)
                         deferred, gaps = deferrals(stack, tis)
                         if deferred:
                             print(f"  deferred stage task, median s from start_date: {deferred}", flush=True)
