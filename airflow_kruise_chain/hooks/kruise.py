@@ -33,10 +33,9 @@ from airflow_kruise_chain.hooks.retry import (
     PrewarmUnavailableError,
     RetryPolicy,
     WatchResume,
-    api_message,
-    describe,
     explain,
     is_conditional,
+    raise_for_status,
     resize_failed,
     retry_delay,
     transient,
@@ -44,6 +43,7 @@ from airflow_kruise_chain.hooks.retry import (
     watch_failed,
     write_failed,
 )
+from airflow_kruise_chain.hooks.timeouts import ApiTimeouts, bound, log_stream_end
 
 if TYPE_CHECKING:
     from airflow_kruise_chain.hooks.podexec import PodExec
@@ -74,9 +74,25 @@ class KruiseHook(KubernetesHook):
     conn_type = "kruise_chain"
     hook_name = "Kubernetes (OpenKruise chain)"
 
-    def __init__(self, *args: Any, retry_policy: RetryPolicy | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        retry_policy: RetryPolicy | None = None,
+        api_timeouts: ApiTimeouts | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.retry_policy = retry_policy or RetryPolicy()
+        self.api_timeouts = api_timeouts or ApiTimeouts()
+
+    def get_conn(self) -> Any:
+        """cncf.kubernetes' API client, every request bounded (`hooks/timeouts.py`)."""
+        return bound(super().get_conn(), self.api_timeouts)
+
+    @property
+    def server(self) -> str:
+        """The API server's address, for the error that says it did not answer."""
+        return str(self.api_client.configuration.host)
 
     def test_connection(self) -> tuple[bool, str]:
         """The connection form's Test button: `kruise-chain check` (`preflight/`) in the connection's
@@ -115,7 +131,7 @@ class KruiseHook(KubernetesHook):
                 if retry >= self.retry_policy.attempts or not transient(e, replay_safe):
                     if isinstance(e, ApiException):
                         raise
-                    raise unreachable(e, verb, resource, namespace, name) from e
+                    raise unreachable(e, verb, resource, namespace, name, self.server) from e
                 self._back_off(f"{verb} {resource} {name}".strip(), retry, e)
                 replayed = replayed or getattr(e, "status", None) != 429
 
@@ -152,7 +168,7 @@ class KruiseHook(KubernetesHook):
                 if verdict == "too old":
                     return
                 if verdict == "give up":
-                    raise watch_failed(e, resource, namespace, name) from e
+                    raise watch_failed(e, resource, namespace, name, self.server) from e
                 self._back_off(f"watch {resource} {name}", resume.retries, e)
             finally:
                 w.stop()
@@ -410,9 +426,7 @@ class KruiseHook(KubernetesHook):
             for chunk in resp.stream(amt=65536, decode_content=False):
                 yield from lines.feed(chunk)
         except CONNECTION_ERRORS as e:
-            self.log.warning(
-                "Kubernetes API: log stream of %s/%s %s cut (%s)", namespace, name, container, describe(e)
-            )
+            log_stream_end(self.log, e, f"{namespace}/{name} {container}", self.api_timeouts.idle_stream)
             return
         finally:
             resp.release_conn()
@@ -437,7 +451,7 @@ class KruiseHook(KubernetesHook):
         from airflow_kruise_chain.hooks.podexec import open_exec
 
         client = ApiClient(self.core_v1_client.api_client.configuration)
-        return open_exec(client, name, namespace, container, command)
+        return open_exec(client, name, namespace, container, command, self.api_timeouts)
 
     def ensure_runner_configmap(self, namespace: str) -> bool:
         """This provider's stage runner ConfigMap in `namespace`, read, made when missing and checked
@@ -521,9 +535,16 @@ class AsyncKruiseHook(AsyncKubernetesHook):
     """The async calls a trigger needs: read, watch and resize the chain pod, read and follow its logs, with
     transient failures retried."""
 
-    def __init__(self, *args: Any, retry_policy: RetryPolicy | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        retry_policy: RetryPolicy | None = None,
+        api_timeouts: ApiTimeouts | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.retry_policy = retry_policy or RetryPolicy()
+        self.api_timeouts = api_timeouts or ApiTimeouts()
         self._client: Any = None
         """the API client every call uses within `one_client` (None: a client per call)"""
 
@@ -534,7 +555,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             yield self._client
             return
         async with super().get_conn() as api:
-            yield api
+            yield bound(api, self.api_timeouts)
 
     @contextlib.asynccontextmanager
     async def one_client(self) -> AsyncIterator[AsyncKruiseHook]:
@@ -545,7 +566,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             yield self
             return
         async with super().get_conn() as api:
-            self._client = api
+            self._client = bound(api, self.api_timeouts)
             try:
                 yield self
             finally:
@@ -594,13 +615,13 @@ class AsyncKruiseHook(AsyncKubernetesHook):
             async def attempt() -> bytes:
                 resp = await send(v1)
                 answer = await resp.read()
-                _raise_for_status(resp.status, answer, resp.headers)
+                raise_for_status(resp.status, answer, resp.headers)
                 return answer
 
             try:
                 return await self._retrying(f"{verb} {resource} {name}", attempt, replay_safe=replay_safe)
             except CONNECTION_ERRORS as e:
-                raise unreachable(e, verb, resource, namespace, name) from e
+                raise unreachable(e, verb, resource, namespace, name, api.configuration.host) from e
 
     async def watch_pod(
         self, name: str, namespace: str, timeout_seconds: int, resource_version: str | None = None
@@ -632,7 +653,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     if verdict == "too old":
                         return
                     if verdict == "give up":
-                        raise watch_failed(e, "pods", namespace, name) from e
+                        raise watch_failed(e, "pods", namespace, name, api.configuration.host) from e
                     await self._back_off(f"watch pods {name}", resume.retries, e)
 
     async def read_pod(self, name: str, namespace: str) -> ChainPod | None:
@@ -717,14 +738,12 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     container=container,
                     follow=True,
                     _preload_content=False,
-                    # no total or read timeout: a stage may be silent for hours
-                    _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None),
                     **({"since_seconds": since_seconds} if since_seconds else {}),
                 )
                 if resp.status >= 300:
                     body = await resp.read()
                     resp.release()
-                    _raise_for_status(resp.status, body, resp.headers)
+                    raise_for_status(resp.status, body, resp.headers)
                 return resp
 
             try:
@@ -734,7 +753,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     return
                 raise explain(e, "get", "pods/log", namespace, name) from e
             except CONNECTION_ERRORS as e:
-                raise unreachable(e, "get", "pods/log", namespace, name) from e
+                raise unreachable(e, "get", "pods/log", namespace, name, api.configuration.host) from e
             lines = LineSplitter()
             try:
                 async for chunk in resp.content.iter_chunked(LOG_CHUNK):
@@ -742,8 +761,7 @@ class AsyncKruiseHook(AsyncKubernetesHook):
                     if batch:
                         yield batch
             except (*CONNECTION_ERRORS, aiohttp.ClientPayloadError) as e:
-                what = f"{namespace}/{name} {container}"
-                self.log.warning("Kubernetes API: log stream of %s cut (%s)", what, describe(e))
+                log_stream_end(self.log, e, f"{namespace}/{name} {container}", self.api_timeouts.idle_stream)
                 return
             finally:
                 resp.close()  # a follow stream is never reused
@@ -773,14 +791,3 @@ def _status_watch() -> type:
 
 LOG_CHUNK = 64 * 1024
 """bytes read from a log stream at a time"""
-
-
-def _raise_for_status(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-    """Without preloading, kubernetes_asyncio hands back an error response as it is: raise it as the API's
-    exception, its Status body and headers kept (for `explain`'s message, `RetryPolicy`'s Retry-After)."""
-    if status < 300:
-        return
-    error = AsyncApiException(status=status)
-    error.body, error.headers = body, headers
-    error.reason = api_message(error) or body[:200].decode(errors="replace")
-    raise error

@@ -1,29 +1,37 @@
-"""`pods/exec` through the official client's WebSocket stream (`kubernetes.stream`), for `KruiseHook`."""
+"""`pods/exec` over a WebSocket (`websocket-client`, as the official client's `kubernetes.stream`), for
+`KruiseHook`, every wait bounded.
+
+The official client's `stream` opens its WebSocket with no timeout at all (`ws_client.create_websocket` gives
+`WebSocket.connect` none, and websocket-client then blocks): an API server that accepts the connection and
+never answers the upgrade, or a black-holed address, held the fast go's thread for ever, and a frame cut
+half-way blocked its reads. So the exec's request is made by the generated client (its URL, query and
+authentication headers, refreshed tokens included) but not sent; this module opens the WebSocket itself with
+the connect timeout and reads the v4/v5 channel protocol (`v5.channel.k8s.io`: a first byte per message names
+the stream, 0 stdin, 1 stdout, 2 stderr, 3 the exec's Status, 255 a stream's close) with a deadline.
+"""
 
 from __future__ import annotations
 
 import json
-import re
+import ssl
 import time
 from typing import Any
+from urllib.parse import urlparse
 
 from airflow_kruise_chain.hooks.retry import KruiseApiError
+from airflow_kruise_chain.hooks.timeouts import ApiTimeouts
 
-_HANDSHAKE = re.compile(r"Handshake status (\d{3})")
+V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
+STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
 
 
-def _refused(error: BaseException, namespace: str, name: str) -> KruiseApiError:
-    """The error for an exec whose WebSocket handshake failed. The client raises an ApiException with
-    status 0 and the answer in its reason (and, preloading, an AttributeError over it)."""
-    text = " ".join(str(e) for e in (error, error.__context__) if e is not None)
-    match = _HANDSHAKE.search(text)
-    status = int(match.group(1)) if match else 0
-    message = text
-    if "-+-+- " in text:  # "Handshake status N -+-+- {headers} -+-+- {the Status body}"
-        try:
-            message = json.loads(text.rsplit("-+-+- ", 1)[1].strip().splitlines()[0])["message"]
-        except (ValueError, KeyError, TypeError, IndexError):
-            message = text
+def _refused(status: int, body: bytes | str | None, namespace: str, name: str) -> KruiseApiError:
+    """The error for an exec whose WebSocket upgrade the API server answered with an error status."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        message = str(json.loads(text)["message"])
+    except (ValueError, KeyError, TypeError):
+        message = text.strip()[:300] or f"HTTP {status}"
     if status == 403:
         message = (
             f'permission denied: cannot create pods/exec "{name}" in namespace {namespace!r}. Grant the '
@@ -35,72 +43,169 @@ def _refused(error: BaseException, namespace: str, name: str) -> KruiseApiError:
 class PodExec:
     """An exec opened in a pod's container (`open_exec`): its command runs and waits for its stdin, which
     `send` gives it (then waits for the end), or `close` ends without giving any (the command reads an empty
-    stdin). On an API client of its own, closed with it."""
+    stdin)."""
 
-    def __init__(self, client: Any, resp: Any, name: str, namespace: str) -> None:
-        self._client, self._resp, self.name, self.namespace = client, resp, name, namespace
+    def __init__(self, ws: Any, name: str, namespace: str) -> None:
+        self._ws, self.name, self.namespace = ws, name, namespace
+        self._v5 = ws.subprotocol == V5
         self._closed = False
 
     def send(self, stdin: bytes, timeout: float) -> tuple[int, str]:
         """Give the command `stdin` and wait for its end: (exit code, stdout + stderr). Raises
         `KruiseApiError` when it could not run (the Status's message) or did not end within `timeout` s."""
-        resp, namespace, name = self._resp, self.namespace, self.name
+        import websocket
+
+        deadline = time.monotonic() + timeout
+        output: list[bytes] = []
+        status = b""
         try:
-            resp.write_stdin(stdin)
-            resp.close_channel(0)  # stdin's end (v5.channel.k8s.io; older servers: it reads a length)
-            deadline = time.monotonic() + timeout
-            while resp.is_open() and time.monotonic() < deadline:
-                resp.update(timeout=max(0.0, deadline - time.monotonic()))
-            output = resp.read_stdout() + resp.read_stderr()
-            if resp.is_open():
-                raise KruiseApiError(f"exec in pod {namespace}/{name} did not end within {timeout:g}s", 0)
-            status = json.loads(resp.read_channel(3) or "{}")
+            self._ws.settimeout(timeout)
+            self._ws.send_binary(bytes([STDIN]) + stdin)
+            if self._v5:  # stdin's end (older servers: the command reads a length)
+                self._ws.send_binary(bytes([CLOSE, STDIN]))
+            while (left := deadline - time.monotonic()) > 0:
+                self._ws.settimeout(left)
+                opcode, frame = self._ws.recv_data_frame(True)
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    break
+                data = (
+                    frame.data
+                    if opcode in (websocket.ABNF.OPCODE_BINARY, websocket.ABNF.OPCODE_TEXT)
+                    else b""
+                )
+                data = data.encode() if isinstance(data, str) else data
+                if data[:1] in (bytes([STDOUT]), bytes([STDERR])):
+                    output.append(data[1:])
+                elif data[:1] == bytes([ERROR]):
+                    status += data[1:]
+            else:
+                raise websocket.WebSocketTimeoutException("deadline")
+        except websocket.WebSocketConnectionClosedException:
+            pass  # the server ended the exec without a close message
+        except (websocket.WebSocketTimeoutException, TimeoutError) as e:
+            raise KruiseApiError(
+                f"exec in pod {self.namespace}/{self.name} did not end within {timeout:g}s", 0
+            ) from e
+        except (websocket.WebSocketException, OSError) as e:
+            raise KruiseApiError(f"exec in pod {self.namespace}/{self.name} failed: {e}", 0) from e
         finally:
             self.close()
-        if status.get("status") == "Success":
-            return 0, output
-        for cause in (status.get("details") or {}).get("causes") or []:
+        text = b"".join(output).decode(errors="replace")
+        answer = json.loads(status or b"{}")
+        if answer.get("status") == "Success":
+            return 0, text
+        for cause in (answer.get("details") or {}).get("causes") or []:
             if cause.get("reason") == "ExitCode":
-                return int(cause.get("message", 1)), output
-        message = status.get("message") or "no status"
-        raise KruiseApiError(f"exec in pod {namespace}/{name} failed: {message}", status.get("code", 0))
+                return int(cause.get("message", 1)), text
+        message = answer.get("message") or "no status"
+        raise KruiseApiError(
+            f"exec in pod {self.namespace}/{self.name} failed: {message}", answer.get("code", 0)
+        )
 
     def close(self) -> None:
-        """End the exec (its stdin closed, given nothing if `send` was not called) and its client; once."""
+        """End the exec (its stdin closed, given nothing if `send` was not called); once, within a second."""
         if self._closed:
             return
         self._closed = True
         try:
-            if self._resp.is_open():
-                self._resp.close_channel(0)
-            self._resp.close()
+            if self._ws.connected and self._v5:
+                self._ws.send_binary(bytes([CLOSE, STDIN]))
+            self._ws.close(timeout=1)
         except Exception:  # best effort: the connection may already be gone
-            pass
-        finally:
-            self._client.close()
+            self._ws.shutdown()
 
 
-def open_exec(client: Any, name: str, namespace: str, container: str, command: list[str]) -> PodExec:
-    """Start `command` in the pod's `container` over `pods/exec` on `client` (an `ApiClient` the returned
-    `PodExec` owns: closed with it, also when this raises), stdin open. Raises `KruiseApiError` when the
-    exec cannot be made (status 403: RBAC refused it)."""
+def _exec_request(client: Any, name: str, namespace: str, container: str, command: list[str]) -> dict:
+    """The exec's request as the generated client makes it (URL, query, headers with the credentials), not
+    sent: `client` (this exec's own) gets a `request` that keeps it."""
     from kubernetes.client import CoreV1Api
-    from kubernetes.stream import stream
 
+    made: dict[str, Any] = {}
+
+    def keep(method: str, url: str, query_params: Any = None, headers: Any = None, **_: Any) -> dict:
+        made.update(url=url, query=query_params, headers=headers or {})
+        return made
+
+    client.request = keep
+    CoreV1Api(client).connect_get_namespaced_pod_exec(
+        name,
+        namespace,
+        container=container,
+        command=command,
+        stdin=True,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        _preload_content=False,
+    )
+    return made
+
+
+def _options(configuration: Any, headers: dict[str, str], timeout: float) -> dict[str, Any]:
+    """`WebSocket.connect`'s options for the client's configuration: credentials, TLS, proxy, timeout."""
+    import certifi
+
+    if configuration.verify_ssl:
+        tls: dict[str, Any] = {
+            "cert_reqs": ssl.CERT_REQUIRED,
+            "ca_certs": configuration.ssl_ca_cert or certifi.where(),
+        }
+        if configuration.assert_hostname is not None:
+            tls["check_hostname"] = configuration.assert_hostname
+    else:
+        tls = {"cert_reqs": ssl.CERT_NONE}
+    for key, value in (
+        ("certfile", configuration.cert_file),
+        ("keyfile", configuration.key_file),
+        ("server_hostname", configuration.tls_server_name),
+    ):
+        if value:
+            tls[key] = value
+    options: dict[str, Any] = {
+        "header": [f"{k}: {v}" for k, v in headers.items() if k.lower() == "authorization"],
+        "subprotocols": [V5, V4],
+        "timeout": timeout,
+        "sslopt": tls,
+    }
+    if configuration.proxy:
+        proxy = urlparse(configuration.proxy)
+        options.update(http_proxy_host=proxy.hostname, http_proxy_port=proxy.port, proxy_type="http")
+        if proxy.username:
+            options["http_proxy_auth"] = (proxy.username, proxy.password or "")
+        if configuration.no_proxy:
+            options["http_no_proxy"] = [h.strip() for h in str(configuration.no_proxy).split(",")]
+    return options
+
+
+def open_exec(
+    client: Any, name: str, namespace: str, container: str, command: list[str], timeouts: ApiTimeouts
+) -> PodExec:
+    """Start `command` in the pod's `container` over `pods/exec`, stdin open, connecting within
+    `timeouts.connect` (each read of the upgrade's answer too). `client`: an `ApiClient` of this exec's own,
+    closed before this returns. Raises `KruiseApiError`: status 403 when RBAC refused it, 0 when the API
+    server did not answer (naming it)."""
+    import websocket
+    from kubernetes.stream.ws_client import get_websocket_url
+
+    configuration = client.configuration
     try:
-        resp = stream(
-            CoreV1Api(client).connect_get_namespaced_pod_exec,
-            name,
-            namespace,
-            container=container,
-            command=command,
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
-        )
-    except Exception as e:  # the client's handshake failures are ApiExceptions under an AttributeError
+        made = _exec_request(client, name, namespace, container, command)
+    finally:
         client.close()
-        raise _refused(e, namespace, name) from e
-    return PodExec(client, resp, name, namespace)
+    options = _options(configuration, made["headers"], timeouts.connect)
+    ws = websocket.WebSocket(sslopt=options.pop("sslopt"), skip_utf8_validation=True)
+    try:
+        ws.connect(get_websocket_url(made["url"], made["query"]), **options)
+    except websocket.WebSocketBadStatusException as e:
+        ws.shutdown()
+        raise _refused(e.status_code, e.resp_body, namespace, name) from e
+    except (websocket.WebSocketException, OSError) as e:  # refused, timed out, TLS
+        ws.shutdown()
+        raise KruiseApiError(
+            f"exec in pod {namespace}/{name} failed: cannot reach the Kubernetes API server "
+            f"{configuration.host} within {timeouts.connect:g}s ({type(e).__name__}: {e}). Check that the "
+            "connection names that server, that this machine reaches it (network, proxy, firewall) and that "
+            "it is healthy (kubectl get --raw='/readyz?verbose')",
+            0,
+        ) from e
+    return PodExec(ws, name, namespace)

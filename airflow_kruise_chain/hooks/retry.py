@@ -251,18 +251,25 @@ def resize_failed(e: ApiException | AsyncApiException, namespace: str, name: str
     return write_failed(e, "patch", "pods/resize", namespace, name)
 
 
-def watch_failed(error: BaseException, resource: str, namespace: str, name: str) -> KruiseApiError:
+def watch_failed(
+    error: BaseException, resource: str, namespace: str, name: str, server: str
+) -> KruiseApiError:
     """What a watch that cannot go on raises, from either hook."""
     if isinstance(error, (ApiException, AsyncApiException)):
         return explain(error, "watch", resource, namespace, name)
-    return unreachable(error, "watch", resource, namespace, name)
+    return unreachable(error, "watch", resource, namespace, name, server)
 
 
-def unreachable(error: BaseException, verb: str, resource: str, namespace: str, name: str) -> KruiseApiError:
+def unreachable(
+    error: BaseException, verb: str, resource: str, namespace: str, name: str, server: str
+) -> KruiseApiError:
+    """A call that found no API server to answer it (refused, timed out, cut), after the retries."""
     target = f'{resource} "{name}"' if name else resource
     return KruiseApiError(
         f"{verb} {target} in namespace {namespace!r} failed: cannot reach the Kubernetes API server "
-        f"(still failing after retries): {describe(error)}"
+        f"{server} (still failing after retries): {describe(error)}. Check that the connection names that "
+        "server, that this machine reaches it (network, proxy, firewall) and that it is healthy "
+        "(kubectl get --raw='/readyz?verbose')"
     )
 
 
@@ -278,3 +285,14 @@ def retry_delay(log: Any, policy: RetryPolicy, what: str, retry: int, error: Bas
         delay,
     )
     return delay
+
+
+def raise_for_status(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+    """Without preloading, kubernetes_asyncio hands back an error response as it is: raise it as the API's
+    exception, its Status body and headers kept (for `explain`'s message, `RetryPolicy`'s Retry-After)."""
+    if status < 300:
+        return
+    error = AsyncApiException(status=status)
+    error.body, error.headers = body, headers
+    error.reason = api_message(error) or body[:200].decode(errors="replace")
+    raise error
