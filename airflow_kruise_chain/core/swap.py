@@ -18,6 +18,7 @@ from .constants import (
     other_slot,
 )
 from .errors import ConflictError, PodLostError, ResultUnavailableError, SlotBusyError
+from .image import same_image
 from .manifest import slot_annotations
 from .podview import PREPARE_HISTORY, ChainPod, PrepareRecord, StageRecord, records_patch
 from .sizing import sized_alike_idle_or_not
@@ -302,9 +303,38 @@ def _choose_slot(
         raise _busy(stage, order[0], statuses[order[0]])
     if holding:
         return holding[0], "go", 0.0, ""
-    waits = {slot: restart_hold(pod, slot, stage.image, now) for slot in free}
-    slot = min(free, key=lambda s: waits[s][0])  # stable: the other slot first on a tie
+    patchable = [slot for slot in free if not _back_unseen(pod, slot, stage.image)]
+    if not patchable:
+        raise SlotBusyError(
+            free[0],
+            0,
+            statuses[free[0]].state,
+            f"{free[0]} is being prepared for {pod.slot(free[0]).image} and the kubelet still shows its "
+            f"container on {stage.image}: stage {stage.name!r} waits for that restart (an image patch back "
+            "to the image its container runs may change nothing the kubelet sees: no restart would come)",
+        )
+    waits = {slot: restart_hold(pod, slot, stage.image, now) for slot in patchable}
+    slot = min(patchable, key=lambda s: waits[s][0])  # stable: the other slot first on a tie
     return slot, "patch", *waits[slot]
+
+
+def _back_unseen(pod: ChainPod, slot: str, image: str) -> bool:
+    """Whether an image patch of `slot` to `image` may restart nothing: the slot is prepared for another
+    image, its status still shows the container the prepare found, and that container runs `image`. The
+    kubelet may not have synced the prepare yet: its pod worker syncs the newest pod it has when it gets to
+    it (`pod_workers.go` `UpdatePod` replaces a pending update), so a prepare and a patch back in between
+    leave a spec whose hash (name and image: `HashContainer`) is the running container's, and
+    `computePodActions` restarts nothing, while that container's runner leaves the patch's run spec (kc_r=1)
+    to the restarted container that never comes (core/runner.sh `kc_poll`): the stage would wait out its
+    swap timeout."""
+    view = pod.slot(slot)
+    prepared = view.prepared
+    return (
+        prepared is not None
+        and not same_image(prepared.image, image)
+        and view.container_id == prepared.previous_container_id
+        and same_image(view.status_image or image, image)
+    )
 
 
 def _wait_for_prepared(
