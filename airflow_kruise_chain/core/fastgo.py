@@ -172,21 +172,33 @@ class PendingGo:
                 plan.pod_name, plan.namespace, plan.slot, go_command(self._data)
             )
         except Exception as e:  # any failure: the annotation path carries the go
-            if self._decided.wait(EXEC_TIMEOUT) and self._patched:
-                _not_delivered(plan, e, self._log)
-            return
-        try:
             if not (self._decided.wait(EXEC_TIMEOUT) and self._patched):
-                return  # no spec on stdin: `runner --go` takes nothing
-            try:
-                answer = session.send(self._data, EXEC_TIMEOUT)
-            except Exception as e:
-                _not_delivered(plan, e, self._log)
                 return
-        finally:
-            session.close()
+            answer = self._failed(e)
+        else:
+            try:
+                if not (self._decided.wait(EXEC_TIMEOUT) and self._patched):
+                    return  # no spec on stdin: `runner --go` takes nothing
+                try:
+                    answer = session.send(self._data, EXEC_TIMEOUT)
+                except Exception as e:
+                    answer = self._failed(e)
+            finally:
+                session.close()
+        if answer is None:
+            return
         last = self._until_taken(answer)
         self.delivered = last is not None and _taken(plan, *last, self._log)
+
+    def _failed(self, error: BaseException) -> tuple[int, str] | None:
+        """The first exec failed: a go that names a prepare tries again (`_until_taken`), as after a refusal
+        (the slot's old container stopping under it: runc's `cannot exec in a stopped container`, the
+        kubelet's `container not found`, whichever the runtime says first), unless RBAC refused it; any
+        other go is left to the annotation (None, said once)."""
+        if self._prepared and getattr(error, "status", None) != 403:
+            return REFUSED, str(error)
+        _not_delivered(self._plan, error, self._log)
+        return None
 
     def _until_taken(self, answer: tuple[int, str]) -> tuple[int, str] | None:
         """Try again a go that names a prepare and was not taken (`REFUSED`: the exec reached the slot's

@@ -81,3 +81,34 @@ def test_failed_tries_are_spaced_out(monkeypatch) -> None:
     go.decide(True)
     go.wait()
     assert not go.delivered and len(api.calls) <= 6  # 0.05 + 0.1 + 0.2 + 0.4 + 0.4 s: 1 + 5 execs
+
+
+def test_a_first_exec_that_fails_is_tried_again_when_the_go_names_a_prepare() -> None:
+    """The old container stopping under the first exec (runc: `cannot exec in a stopped container`; the
+    kubelet: `container not found`): the next try reaches the container created for the prepare. Before,
+    only an exec after a refusal was tried again, and this go went by its annotation."""
+    stopped = RuntimeError(
+        "exec in pod ns/pod failed: Internal error occurred: OCI runtime exec failed: exec failed: cannot "
+        "exec in a stopped container: unknown"
+    )
+    for opened in (None, stopped):  # the failure on the opened exec's answer, or on its opening
+        api = Answers(stopped, [(0, "")])
+        api.opened = opened
+        lines: list[str] = []
+        go = open_go(api, plan(spec=SPEC), lines.append)
+        assert go is not None
+        go.decide(True)
+        go.wait()
+        assert go.delivered and lines == [] and len(api.calls) == 2
+
+
+def test_a_first_exec_rbac_refused_is_not_tried_again() -> None:
+    from tests.unit.test_core_fastgo import Refused
+
+    api = Answers(Refused(403), [(0, "")])
+    lines: list[str] = []
+    go = open_go(api, plan(spec=SPEC), lines.append)
+    assert go is not None
+    go.decide(True)
+    go.wait()
+    assert not go.delivered and len(api.calls) == 1 and "refused by RBAC" in lines[0]
