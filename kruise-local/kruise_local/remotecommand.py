@@ -20,7 +20,9 @@ What it models, part by part:
   once open; v4 writes the ending as a `metav1.Status` JSON on the error channel (`v4WriteStatusFunc`),
   older protocols the failure's message only (`v1WriteStatusFunc`).
 - `ServeExec` (`remotecommand/exec.go`): success, or `NonZeroExitCode` with an `ExitCode` cause, or an
-  `InternalError` when the command could not run (runc's message, as containerd passes it on).
+  `InternalError` when the command could not run (runc's message, as containerd passes it on: its
+  `cannot exec in a stopped container` too, for a container whose process ended before the runtime
+  recorded it, `runtime.RUNC_EXEC_STOPPED`).
 - the API server's stream translator for `v5.channel.k8s.io` (`apiserver/pkg/util/proxy/streamtranslator.go`,
   which kubectl 1.30+ speaks): v4 plus the close signal (channel 255, then the channel to close: stdin's EOF,
   which `kubectl cp` into a pod needs); the translator upgrades first, so a kubelet refusal reaches the client

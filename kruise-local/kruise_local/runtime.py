@@ -646,6 +646,9 @@ class ContainerRuntime:
         there, `ProcessLookupError` when the container has no live process."""
         if not argv:
             raise StartError(f'{RUNC_EXEC_PREFIX}exec: "": executable file not found in $PATH: unknown')
+        main = target._main_pid() if target._sandbox != "none" else None
+        if main is not None and not _lives(main):  # its exit not recorded yet: runc finds it Stopped
+            raise StartError(RUNC_EXEC_STOPPED)
         path_env = target._env.get("PATH", DEFAULT_PATH)
         if target._sandbox == "none":
             check_executable(argv[0], path_env, in_binds([("/", "/")], {}), RUNC_EXEC_PREFIX)
@@ -694,6 +697,22 @@ class ContainerRuntime:
                 os.close(master)
             raise StartError(f"{RUNC_EXEC_PREFIX}{e}: unknown") from e
         return StreamingExec(proc, master, nsenter=nsenter)
+
+
+RUNC_EXEC_STOPPED = "OCI runtime exec failed: exec failed: cannot exec in a stopped container: unknown"
+"""runc's exec into a container whose init process is gone (`exec.go` `execProcess`: the container's
+`Status()` is Stopped once its init pid is dead or a zombie), as containerd's shim passes it on: what an exec
+meets between a container's end and the runtime's record of it (then the kubelet refuses: not found)"""
+
+
+def _lives(pid: int) -> bool:
+    """Whether `pid` exists and is neither a zombie nor dead (runc's `runType`, from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
 
 
 class StreamingExec:
