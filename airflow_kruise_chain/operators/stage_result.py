@@ -8,6 +8,7 @@ import atexit
 import signal
 import threading
 from collections.abc import Callable
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from airflow_kruise_chain.core.driver import StageDriver
     from airflow_kruise_chain.core.podview import StageRecord
     from airflow_kruise_chain.core.sizing import BackgroundPark
+    from airflow_kruise_chain.core.status import StageResult
     from airflow_kruise_chain.core.swap import SwapPlan
 
 DELIVERED_KEY = "delivered_generation"
@@ -91,26 +93,34 @@ class StageResults:
             swapped_now=plan.action in ("patch", "go"),
             sample_memory=sample_memory,
         )
-        parks: list[BackgroundPark] = []
-        # park as soon as the result is read, while the monitor publishes the end; parked before returning
-        monitor.on_end = lambda result: parks.append(
-            driver.start_park(
-                plan.stage,
-                plan.slot,
-                plan.generation,
-                ahead=ahead if result.succeeded else None,
-                then=then if result.succeeded else None,
+        parks: list[Callable[[], BackgroundPark]] = []  # each starts its park, once
+        forked = _forked_task_process()
+
+        def on_end(result: StageResult) -> None:
+            start = cache(
+                partial(
+                    driver.start_park,
+                    plan.stage,
+                    plan.slot,
+                    plan.generation,
+                    ahead=ahead if result.succeeded else None,
+                    then=then if result.succeeded else None,
+                )
             )
-        )
+            if not forked:  # as soon as the result is read, while the monitor publishes the end
+                start()
+            parks.append(start)  # a forked task process starts it at its exit (`settle_after_result`)
+
+        monitor.on_end = on_end
         try:
             with monitor.sampling():
                 result = driver.follow(plan, self.timeouts(), skip=skip, detach_at=detach_at, events=monitor)
         except BaseException:
-            for park in parks:
-                park.settle()
+            for start in parks:
+                start().settle()
             raise
-        for park in parks:
-            settle_after_result(park, self.log.warning)
+        for start in parks:
+            settle_after_result(start, self.log.warning)
         return result
 
     def remember_failure(self, context: Context, result: Any, pod_uid: str) -> None:
@@ -148,19 +158,22 @@ class StageResults:
         return data
 
 
-def settle_after_result(park: BackgroundPark, warn: Callable[[str], None]) -> None:
-    """Let `park` (the work a stage's end starts for the next stages: park its slot, size the next stage's
-    ahead, prepare two ahead) finish after the task has reported its result, off the path from the stage's
-    end to the next task's start (issue 40). Airflow's task process is forked by its supervisor, reports its
-    result before it exits, and at its exit runs the `atexit` handlers registered since the fork (task-sdk
-    `_fork_main`): the park settles there, its lines still in the task log, a failure logged (the next swap
-    parks and sizes what was left undone; every step is guarded by the pod's resourceVersion, so the next
-    task's swap never plans from a stale pod). Anywhere else (`dag.test()`, a direct call: the process goes
-    on) a thread of its own settles it, which the interpreter waits for at its exit."""
+def settle_after_result(start: Callable[[], BackgroundPark], warn: Callable[[str], None]) -> None:
+    """Let the park `start` gives (the work a stage's end starts for the next stages: park its slot, size the
+    next stage's ahead, prepare two ahead) run after the task has reported its result, off the path from the
+    stage's end to the next task's start (issue 40). Airflow's task process is forked by its supervisor,
+    reports its result before it exits, and at its exit runs the `atexit` handlers registered since the fork
+    (task-sdk `_fork_main`): the park starts and settles there, after the task's records of the stage's end
+    (its `chain_state`, the delivered mark) and its success, which its requests would otherwise slow; its
+    lines still in the task log, a failure logged (the next swap parks and sizes what was left undone; every
+    step is guarded by the pod's resourceVersion, so the next task's swap never plans from a stale pod).
+    Anywhere else (`dag.test()`, a direct call: the process goes on, and the next task may start at once) the
+    park was started at the stage's end and a thread of its own settles it, which the interpreter waits for
+    at its exit."""
 
     def settle() -> None:
         try:
-            park.settle()
+            start().settle()
         except Exception as err:  # ahead-of-time work: never raised after the result
             warn(f"::kruise-chain:: the work after the stage's end did not finish: {err}")
 

@@ -34,10 +34,10 @@ def test_outside_a_forked_task_process_a_thread_settles_it_and_logs_a_failure() 
             super().settle()
 
     park, failing, warnings = Slow(), Park(RuntimeError("api down")), []
-    result_module.settle_after_result(park, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(lambda: park, warnings.append)  # type: ignore[arg-type,return-value]
     assert park.settled == 0  # the task goes on (dag.test(): the next task starts)
     gate.set()
-    result_module.settle_after_result(failing, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(lambda: failing, warnings.append)  # type: ignore[arg-type,return-value]
     settlers = [t for t in threading.enumerate() if t.name == "settle-park"]
     assert all(not t.daemon for t in settlers)  # the interpreter waits for them at its exit
     for thread in settlers:
@@ -51,8 +51,8 @@ def test_in_a_forked_task_process_it_settles_at_exit_and_a_failure_is_only_logge
     monkeypatch.setattr(result_module, "_forked_task_process", lambda: True)
     monkeypatch.setattr(atexit, "register", registered.append)
     park, failing, warnings = Park(), Park(RuntimeError("api down")), []
-    result_module.settle_after_result(park, warnings.append)  # type: ignore[arg-type]
-    result_module.settle_after_result(failing, warnings.append)  # type: ignore[arg-type]
+    result_module.settle_after_result(lambda: park, warnings.append)  # type: ignore[arg-type,return-value]
+    result_module.settle_after_result(lambda: failing, warnings.append)  # type: ignore[arg-type,return-value]
     assert park.settled == 0 and failing.settled == 0  # the task returns first
     for handler in registered:  # the task process exits
         handler()
