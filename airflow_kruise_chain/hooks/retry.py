@@ -153,10 +153,20 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 
 def transient(error: BaseException, replay_safe: bool) -> bool:
-    """Whether `error` is worth another try of a call (`replay_safe`: repeating it cannot do harm)."""
+    """Whether `error` is worth another try of a call (`replay_safe`: repeating it cannot do harm; a call
+    that found no connection never reached the server, so any call is tried again after it)."""
     if isinstance(error, (ApiException, AsyncApiException)):
         return error.status == 429 or (replay_safe and error.status in RETRYABLE_STATUSES)
-    return replay_safe and isinstance(error, CONNECTION_ERRORS)
+    return isinstance(error, CONNECTION_ERRORS) and (replay_safe or unsent(error))
+
+
+def unsent(error: BaseException) -> bool:
+    """Whether `error` says the request never left: no connection was made (refused, or the connect timed
+    out). urllib3 under the sync client retries nothing itself (`hooks/timeouts.py`)."""
+    from aiohttp.client_exceptions import ClientConnectorError, ConnectionTimeoutError
+    from urllib3.exceptions import ConnectTimeoutError
+
+    return isinstance(error, (ConnectTimeoutError, ClientConnectorError, ConnectionTimeoutError))
 
 
 def describe(error: BaseException) -> str:

@@ -139,3 +139,24 @@ def test_each_kind_of_request_gets_its_read_timeout() -> None:
     assert timeouts.of([("watch", True), ("timeoutSeconds", 60)]) == (10.0, 65.0)
     assert timeouts.of([("follow", True), ("container", "slot-a")]) == (10.0, 60.0)
     assert timeouts.of([("labelSelector", "a=b")]) == timeouts.of(None) == (10.0, 60.0)
+
+
+def test_a_write_that_found_no_connection_is_tried_again(tmp_path: Path) -> None:
+    """An unconditional patch is not replayed after a failure the server may have acted on, but one that
+    never reached it (connection refused) is: urllib3 under the hook retries nothing itself now."""
+    import socket
+
+    import structlog
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: each connect is refused
+    with stalled_server("silent") as server:
+        server.url = f"http://127.0.0.1:{port}"
+        hook = sync_hook(server, tmp_path)
+        with structlog.testing.capture_logs() as logs:
+            error = ends(lambda: hook.patch_pod("p", "default", {"metadata": {"annotations": {"a": "b"}}}))
+    names_the_server(error, server)
+    retries = [e for e in logs if e["log_level"] == "warning"]
+    assert len(retries) == TWICE.attempts - 1, logs
