@@ -320,7 +320,8 @@ def _choose_slot(
 
 def _back_unseen(pod: ChainPod, slot: str, image: str) -> bool:
     """Whether an image patch of `slot` to `image` may restart nothing: the slot is prepared for another
-    image, its status still shows the container the prepare found, and that container runs `image`. The
+    image and its status still shows a container on `image`, the one the prepare found (or one its runner
+    restarted afresh before the kubelet saw the prepare: runner.sh `kc_renew`). The
     kubelet may not have synced the prepare yet: its pod worker syncs the newest pod it has when it gets to
     it (`pod_workers.go` `UpdatePod` replaces a pending update), so a prepare and a patch back in between
     leave a spec whose hash (name and image: `HashContainer`) is the running container's, and
@@ -332,7 +333,7 @@ def _back_unseen(pod: ChainPod, slot: str, image: str) -> bool:
     return (
         prepared is not None
         and not same_image(prepared.image, image)
-        and view.container_id == prepared.previous_container_id
+        and (view.container_id == prepared.previous_container_id or view.running)
         and same_image(view.status_image or image, image)
     )
 

@@ -47,3 +47,13 @@ def test_a_prepared_slot_still_takes_another_image_or_its_own() -> None:
     assert (other.action, other.slot) == ("patch", "slot-a")
     load = plan_swap(pod.view, StageSpec("load", "acme/load:1.1", cmds=["load"]), try_number=1, now=NOW)
     assert (load.action, load.slot) == ("go", "slot-a")  # the prepared image: a go naming the prepare
+
+
+def test_a_container_restarted_on_the_old_image_before_the_prepare_was_seen_counts_too() -> None:
+    """A runner that ended its container to start afresh (runner.sh `kc_renew`), restarted by the kubelet on
+    the old image before it saw the prepare: a patch back would restart nothing either."""
+    pod, _ = prepared_pod()
+    pod.start("slot-a", ready=True)
+    pod.status("slot-a")["image"] = "acme/extract:1.4"
+    with pytest.raises(SlotBusyError):
+        plan_swap(pod.view, AGAIN, try_number=1, now=NOW)
