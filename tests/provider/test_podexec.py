@@ -86,3 +86,24 @@ def test_an_exec_leaves_the_hooks_other_requests_alone(core, namespace, kubeconf
         reads.append(hook.read_pod("p", namespace))
     thread.join()
     assert len(reads) > 1 and all(r and r.name == "p" for r in reads)
+
+
+def test_an_exec_over_https_checks_the_servers_certificate(tmp_path):
+    """The exec's WebSocket is opened by `hooks/podexec.py` itself (with its timeouts): over HTTPS it trusts
+    the kubeconfig's CA and nothing else."""
+    import yaml
+
+    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "c"), tls=True)) as c:
+        config = c.write_kubeconfig(tmp_path / "kubeconfig")
+        hook = KruiseHook(conn_id=None, config_file=str(config))
+        hook.create_pod(pod_body("p", container("main", "exec sleep 300")), "default")
+        wait_for(lambda: getattr(hook.read_pod("p", "default"), "phase", None) == "Running")
+        wait_for(lambda: running(hook.core_v1_client, "default", "p", "main"))
+        assert hook.exec_in_pod("p", "default", "main", ["head", "-c", "3"], b"abc", 30) == (0, "abc")
+        other = yaml.safe_load(config.read_text())
+        other["clusters"][0]["cluster"].pop("certificate-authority-data", None)
+        other["clusters"][0]["cluster"].pop("certificate-authority", None)
+        (tmp_path / "no-ca").write_text(yaml.safe_dump(other))
+        stranger = KruiseHook(conn_id=None, config_file=str(tmp_path / "no-ca"))
+        with pytest.raises(KruiseApiError, match="certificate verify failed"):
+            stranger.open_exec_in_pod("p", "default", "main", ["true"])
