@@ -320,20 +320,21 @@ def _choose_slot(
 
 def _back_unseen(pod: ChainPod, slot: str, image: str) -> bool:
     """Whether an image patch of `slot` to `image` may restart nothing: the slot is prepared for another
-    image and its status still shows a container on `image`, the one the prepare found (or one its runner
-    restarted afresh before the kubelet saw the prepare: runner.sh `kc_renew`). The
-    kubelet may not have synced the prepare yet: its pod worker syncs the newest pod it has when it gets to
-    it (`pod_workers.go` `UpdatePod` replaces a pending update), so a prepare and a patch back in between
-    leave a spec whose hash (name and image: `HashContainer`) is the running container's, and
-    `computePodActions` restarts nothing, while that container's runner leaves the patch's run spec (kc_r=1)
-    to the restarted container that never comes (core/runner.sh `kc_poll`): the stage would wait out its
-    swap timeout."""
+    image and its status still shows a container running `image` (the one the prepare found, or one its
+    runner restarted afresh before the kubelet saw the prepare: runner.sh `kc_renew`). The kubelet may not
+    have synced the prepare yet: its pod worker syncs the newest pod it has when it gets to it
+    (`pod_workers.go` `UpdatePod` replaces a pending update), so a prepare and a patch back in between leave a
+    spec whose hash (name and image: `HashContainer`) is the running container's; `computePodActions`
+    restarts nothing, and that container's runner leaves the patch's run spec (kc_r=1) to the restarted
+    container that never comes (core/runner.sh `kc_poll`): the stage would wait out its swap timeout. (A
+    container that has stopped is started again by the kubelet with the spec it then has, whose run spec it
+    gets in env and runs.)"""
     view = pod.slot(slot)
     prepared = view.prepared
     return (
         prepared is not None
         and not same_image(prepared.image, image)
-        and (view.container_id == prepared.previous_container_id or view.running)
+        and view.running
         and same_image(view.status_image or image, image)
     )
 
