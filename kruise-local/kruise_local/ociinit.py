@@ -2,8 +2,15 @@
 namespaces and the exec of the container's process, run by the runtime as `python -I -S ociinit.py SPEC` (a
 script of its own: it imports nothing of kruise_local, and all it needs is loaded before the pivot).
 
-It runs as pid 1 of the container's new pid and mount namespaces (`unshare --mount --pid --fork`), as root,
-and, from the JSON `SPEC` the runtime built (`rootfs.py`):
+It is started in new mount and pid namespaces (`unshare --mount --pid`, no `--fork`), forks, and its child is
+pid 1 of that pid namespace (`fork_pid1`); the parent waits for it and ends as it ended, as runc's and
+containerd's wait status of an init process (`libcontainer/utils` `ExitStatus`, containerd `sys/reaper`
+`exitStatus`): an exit code as it is, a signal by dying of the same signal, so the runtime reads 128 + signal,
+SIGKILL included (util-linux `unshare --fork` < 2.40 exits 1 when its child dies of SIGKILL, util-linux#2614,
+which the runtime reported as the container's exit code). The unshare sandbox runs it as `ociinit.py --proc
+DIR -- ARGV` for that fork alone: its pid 1 mounts the namespace's proc on DIR and execs ARGV.
+
+The pid 1 of the oci sandbox then does as root, from the JSON `SPEC` the runtime built (`rootfs.py`):
 
 1. mounts a tmpfs on `base` (private to this mount namespace: the container's writable layer lives there and
    goes with the namespace, as containerd removes a container's snapshot), then each overlay of the image
@@ -149,6 +156,49 @@ def pivot(root: str) -> None:
     os.close(new)
 
 
+def fork_pid1() -> None:
+    """Return in a forked child, pid 1 of the pid namespace this process was unshared into, which dies with
+    this process (unshare's `--kill-child`); this process waits for it and ends as it did (`exit_as`)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))  # as unshare: the child's alone
+    child = os.fork()
+    if child == 0:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        return
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    exit_as(status)
+
+
+def exit_as(status: int) -> None:
+    """End this process as the wait `status` says its child ended: its exit code, or its signal."""
+    if os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    sig = os.WTERMSIG(status)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (sig,))
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
+
+
+def proc_and_exec(proc: str, argv: list[str]) -> None:
+    """The unshare sandbox's pid 1: mount its namespace's proc on `proc` (unshare's `--mount-proc`), then
+    exec `argv`."""
+    mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        fail(f'exec: "{argv[0]}"', e.errno)
+
+
 def main(spec: dict) -> None:
     root = f"{spec['base']}/root"
     with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -204,4 +254,8 @@ def main(spec: dict) -> None:
 
 
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]))
+    fork_pid1()
+    if sys.argv[1] == "--proc":
+        proc_and_exec(sys.argv[2], sys.argv[4:])
+    else:
+        main(json.loads(sys.argv[1]))

@@ -514,7 +514,7 @@ class RunningContainer:
             # The spawned process first: its wait status is the one reported, and a SIGKILL queued before its
             # child dies fixes it at "killed by 9" (the kernel's do_group_exit keeps the group exit code) as
             # runc/containerd report the init's wait status (`utils.ExitStatus`: 128 + 9). Killing pid 1 first
-            # lets util-linux unshare < 2.40 see its child SIGKILLed and exit 1 instead (util-linux#2614).
+            # would leave that status to the waiter above it (ociinit.py `fork_pid1`, which re-raises it).
             init = self._init_pid()
             for pid in (self.pid, init):
                 if pid:

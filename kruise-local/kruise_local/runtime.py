@@ -33,10 +33,10 @@ the ambient set and sets no_new_privs on every process: an exec keeps them and g
 Without root, bwrap's sandbox is an unprivileged user namespace whose process has no capability at all. The
 `unshare` fallback keeps the runtime's own (every capability, as root).
 
-The fallback `sandbox="unshare"` (util-linux `unshare --pid --fork --kill-child`, `--root` for the chroot)
-builds the same layout: the forked child execs the command as pid 1. `sandbox="none"` runs the command on the
-host in its own process group, with the working dir set and NO mounts: the image's filesystem, volume paths
-and the termination-message path are not available there, and the command is not a pid 1.
+The fallback `sandbox="unshare"` (util-linux `unshare --pid` and `ociinit.py --proc`'s fork, `--root` for
+the chroot) builds the same layout: the forked child execs the command as pid 1. `sandbox="none"` runs the
+command on the host in its own process group, with the working dir set and NO mounts: the image's filesystem,
+volume paths and the termination-message path are not available there, and the command is not a pid 1.
 
 Network: each pod has a sandbox (`sandbox.py`, `ContainerRuntime.create_sandbox`), a small holder process in a
 new network namespace whose loopback is up, as a CRI pod sandbox (the pause container) holds the pod's network
@@ -100,11 +100,12 @@ _OCI_INIT = str(Path(__file__).with_name("ociinit.py"))
 
 
 # The unshare fallback. Outer `unshare --mount` runs this script: build the root on a private tmpfs, then
-# exec an inner `unshare --pid --fork --mount-proc` whose child (pid 1) execs the chroot'ed command (through
-# `unshare --root`): the command is pid 1, and its exit tears the namespace down.
+# exec an inner `unshare --pid` into `ociinit.py --proc`, whose forked child (pid 1) mounts proc and execs the
+# chroot'ed command (through `unshare --root`): the command is pid 1, and its exit tears the namespace down;
+# the waiting parent ends as pid 1 ended (`ociinit.fork_pid1`: 128 + signal, SIGKILL included).
 _UNSHARE_SCRIPT = r"""
 set -e
-cpath=$PATH; base=$1; wd=$2; unshare_bin=$3; shift 3
+cpath=$PATH; base=$1; wd=$2; unshare_bin=$3; python=$4; init=$5; shift 5
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t tmpfs -o mode=0755 none "$base"
 r=$base/root
@@ -125,7 +126,7 @@ done
 shift
 [ -d "$r$wd" ] || mkdir -p "$r$wd" 2>/dev/null || true
 export PATH="$cpath"
-exec "$unshare_bin" --pid --fork --kill-child --mount-proc="$r/proc" -- "$@"
+exec "$unshare_bin" --pid -- "$python" -I -S "$init" --proc "$r/proc" -- "$@"
 """
 
 
@@ -329,8 +330,8 @@ class ContainerRuntime:
         self, launch: ContainerLaunch, root: ImageRoot, wd: str, binds: list[tuple[str, str, bool]]
     ) -> tuple[list[str], tuple[tuple[str, ...], ...]]:
         """The oci sandbox's command line and the command lines its pid 1 has before the container's command:
-        new mount and pid namespaces (`unshare`, the runtime's death kills them: `setpriv --pdeathsig`,
-        `--kill-child`), whose pid 1 is `ociinit.py` (the layers, mounts, pivot, user, exec)."""
+        new mount and pid namespaces (`unshare`, the runtime's death kills them: `setpriv --pdeathsig`, and
+        `ociinit.py`'s own fork, its pid 1: the layers, mounts, pivot, user, exec)."""
         caps = launch.capabilities if launch.capabilities is not None else ALL_CAPABILITIES
         spec = {
             "base": _unshare_base_dir(),
@@ -347,9 +348,8 @@ class ContainerRuntime:
             "argv": launch.argv,
         }
         init = (sys.executable, "-I", "-S", _OCI_INIT, json.dumps(spec, separators=(",", ":")))
-        unshare = (self._unshare or "unshare", "--mount", "--propagation", "private", "--pid", "--fork")
-        forked = (*unshare, "--kill-child", "--", *init)
-        return [self._setpriv or "setpriv", "--pdeathsig", "KILL", *forked], (forked, init)
+        unshare = (self._unshare or "unshare", "--mount", "--propagation", "private", "--pid", "--")
+        return [self._setpriv or "setpriv", "--pdeathsig", "KILL", *unshare, *init], (init,)
 
     def _unshare_cmd(
         self,
@@ -366,6 +366,7 @@ class ContainerRuntime:
             cmd += ["--user", "--map-root-user"]
         base = _unshare_base_dir()
         cmd += ["--", "/bin/sh", "-c", _UNSHARE_SCRIPT, "sh", base, wd or "/", self._unshare or "unshare"]
+        cmd += [sys.executable, _OCI_INIT]
         for path, target in links:
             cmd += ["ln", target, path]
         for src, dst, ro in binds:
@@ -377,12 +378,12 @@ class ContainerRuntime:
 
     def _unshare_wrappers(self, argv: list[str], wd: str | None) -> tuple[tuple[str, ...], ...]:
         """The command lines pid 1 of an unshare sandbox runs before the container's command: the forked
-        `unshare --pid`, then `env --default-signal` (where used), then `unshare --root`."""
+        `ociinit.py --proc`, then `env --default-signal` (where used), then `unshare --root`."""
         unshare = self._unshare or "unshare"
         base = _unshare_base_dir()
         inner = (unshare, f"--root={base}/root", f"--wd={wd or '/'}", "--", *argv)
         rest = (*self._default_signals, *inner)
-        forked = (unshare, "--pid", "--fork", "--kill-child", f"--mount-proc={base}/root/proc", "--", *rest)
+        forked = (sys.executable, "-I", "-S", _OCI_INIT, "--proc", f"{base}/root/proc", "--", *rest)
         return (forked, rest, inner)
 
     # -- API --
