@@ -40,8 +40,8 @@ from airflow_kruise_chain.core.chainstate import (
 )
 from airflow_kruise_chain.core.manifest import of_run
 from airflow_kruise_chain.core.podview import ChainPod
+from airflow_kruise_chain.plugins import URL_PREFIX
 
-URL_PREFIX = "/kruise-chain"
 STAGE_OPERATOR = "KruiseChainOperator"
 ACTIVE_STATES = ("queued", "running")
 LOG_TAIL = 25
