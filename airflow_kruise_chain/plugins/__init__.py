@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-URL_PREFIX = "/kruise-chain"
+from airflow_kruise_chain.plugins.urls import URL_PREFIX
 
 
 class KruiseChainPlugin(AirflowPlugin):

@@ -40,7 +40,7 @@ from airflow_kruise_chain.core.chainstate import (
 )
 from airflow_kruise_chain.core.manifest import of_run
 from airflow_kruise_chain.core.podview import ChainPod
-from airflow_kruise_chain.plugins import URL_PREFIX
+from airflow_kruise_chain.plugins.urls import URL_PREFIX
 
 STAGE_OPERATOR = "KruiseChainOperator"
 ACTIVE_STATES = ("queued", "running")
