@@ -34,11 +34,12 @@ from airflow_kruise_chain.hooks.retry import (
     RetryPolicy,
     WatchResume,
     explain,
+    gives_up,
     is_conditional,
     raise_for_status,
+    read_timeout,
     resize_failed,
     retry_delay,
-    transient,
     unreachable,
     watch_failed,
     write_failed,
@@ -122,13 +123,14 @@ class KruiseHook(KubernetesHook):
         reached the server. Any other ApiException is raised as it is, for the caller to interpret; a
         connection failure that outlasts the retries becomes a `KruiseApiError`."""
         replayed = False
-        retry = 0
+        retry = timeouts = 0
         while True:
             try:
                 return call(replayed)
             except (ApiException, *CONNECTION_ERRORS) as e:
                 retry += 1
-                if retry >= self.retry_policy.attempts or not transient(e, replay_safe):
+                timeouts += read_timeout(e)
+                if gives_up(self.retry_policy, retry, timeouts, e, replay_safe):
                     if isinstance(e, ApiException):
                         raise
                     raise unreachable(e, verb, resource, namespace, name, self.server) from e
@@ -584,13 +586,14 @@ class AsyncKruiseHook(AsyncKubernetesHook):
 
     async def _retrying(self, what: str, call: Callable[[], Awaitable[T]], *, replay_safe: bool = True) -> T:
         """Await `call`, retrying transient failures (`replay_safe`: repeating it cannot do harm)."""
-        retry = 0
+        retry = timeouts = 0
         while True:
             try:
                 return await call()
             except Exception as e:
                 retry += 1
-                if retry >= self.retry_policy.attempts or not transient(e, replay_safe=replay_safe):
+                timeouts += read_timeout(e)
+                if gives_up(self.retry_policy, retry, timeouts, e, replay_safe):
                     raise
                 await self._back_off(what, retry, e)
 

@@ -27,6 +27,10 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 """A connection refused, reset or timed out (urllib3 and aiohttp, as cncf.kubernetes counts them)"""
+READ_TIMEOUT_TRIES = 2
+"""tries of one call, at most, that end in a read timeout (the server took the request and did not answer
+within the read timeout, `hooks/timeouts.py`): each waits the whole of it, so a server that never answers
+fails a call within two of them, not the policy's every try; a call that found no connection keeps them"""
 
 
 _SERVICE_ACCOUNT = re.compile(
@@ -158,6 +162,25 @@ def transient(error: BaseException, replay_safe: bool) -> bool:
     if isinstance(error, (ApiException, AsyncApiException)):
         return error.status == 429 or (replay_safe and error.status in RETRYABLE_STATUSES)
     return isinstance(error, CONNECTION_ERRORS) and (replay_safe or unsent(error))
+
+
+def gives_up(
+    policy: RetryPolicy, tries: int, read_timeouts: int, error: BaseException, replay_safe: bool
+) -> bool:
+    """Whether a call stops after `error`, its try number `tries`, `read_timeouts` of them read timeouts
+    (`error` included): the policy's tries spent, `READ_TIMEOUT_TRIES` read timeouts met, or not
+    `transient`."""
+    spent = tries >= policy.attempts or read_timeouts >= READ_TIMEOUT_TRIES
+    return spent or not transient(error, replay_safe)
+
+
+def read_timeout(error: BaseException) -> bool:
+    """Whether `error` is a read timeout: the request was sent (the connection made) and no answer, or no
+    more of it, came within the read timeout."""
+    from aiohttp import ServerTimeoutError
+    from urllib3.exceptions import ReadTimeoutError
+
+    return isinstance(error, (ReadTimeoutError, ServerTimeoutError)) and not unsent(error)
 
 
 def unsent(error: BaseException) -> bool:
