@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
@@ -394,8 +395,10 @@ def current_status(pod: ChainPod | None, stage: str) -> StageStatus:
 
 def killed_by_kubelet(pod: ChainPod, slot: str, record: StageRecord) -> str:
     """Why the stage's own container (generation `record` in `slot`) was killed, runner and all, if the
-    kubelet says so (OOMKilled), else ''. The runner then records the generation as exit 137 `interrupted`
-    when it restarts: this is the cause."""
+    kubelet says so, else '': its OOM kill, or a signal from outside the pod (its pid 1, the runner, ended by
+    a signal: exit code 128 + signal with reason Error, as runc's `ExitStatus` reports it and the kubelet's
+    `toKubeContainerStatus` copies it), since the stage's swap. The runner then records the generation as
+    exit 137 `interrupted` when it restarts: this is the cause, not the stage's own exit."""
     hosted = pod.slot(slot)
     last = hosted.last_terminated
     if last is None:
@@ -403,7 +406,20 @@ def killed_by_kubelet(pod: ChainPod, slot: str, record: StageRecord) -> str:
     # an image patch's own kill stops the container the slot had before; after an annotations-only swap that
     # container is the one that ran the stage
     swapped_out = record.action != "go" and last.container_id == record.previous_container_id
-    if last.reason != "OOMKilled" or swapped_out:
+    if swapped_out:
+        return ""
+    code = last.exit_code or 0
+    if last.reason == "Error" and 128 < code <= 128 + 64 and _since(last.finished_at, record.swapped_at):
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            name = f"signal {code - 128}"
+        return (
+            f"its container ({slot}) was killed by {name} from outside the pod, runner and all (the "
+            f"kubelet: exit code {code}, reason Error), not by the stage's own exit: the node's OOM killer "
+            "or an agent on the node; the node's kernel log (dmesg) names the process killed"
+        )
+    if last.reason != "OOMKilled":
         return ""
     limit = ((hosted.resources or {}).get("limits") or {}).get("memory")
     return (
@@ -413,11 +429,23 @@ def killed_by_kubelet(pod: ChainPod, slot: str, record: StageRecord) -> str:
 
 
 def with_kill_reason(result: StageResult, killed: str) -> StageResult:
-    """`result`, its reason `OOMKilled` and `killed` its detail when an interrupted stage was `killed`
-    (`killed_by_kubelet`)."""
+    """`result`, `killed` its detail (and its reason `OOMKilled` for an OOM kill) when an interrupted stage
+    was `killed` (`killed_by_kubelet`)."""
     if killed and result.reason == "interrupted":
-        return replace(result, reason="OOMKilled", detail=killed)
+        return replace(
+            result, reason="OOMKilled" if killed.startswith("OOMKilled") else result.reason, detail=killed
+        )
     return result
+
+
+def _since(finished_at: str | None, swapped_at: str) -> bool:
+    """Whether a termination at `finished_at` (the kubelet's, whole seconds) is not before `swapped_at`."""
+    try:
+        finished = datetime.fromisoformat((finished_at or "").replace("Z", "+00:00"))
+        swapped = datetime.fromisoformat(swapped_at.replace("Z", "+00:00")).replace(microsecond=0)
+    except ValueError:
+        return False
+    return finished >= swapped
 
 
 def needs_log(status: StageStatus) -> bool:
