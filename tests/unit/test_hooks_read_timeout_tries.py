@@ -15,19 +15,17 @@ import structlog
 from airflow_kruise_chain.hooks.kruise import AsyncKruiseHook, KruiseHook, RetryPolicy
 from airflow_kruise_chain.hooks.retry import READ_TIMEOUT_TRIES
 from tests.unit.stalled_server import Mode, StalledServer, stalled_server
-from tests.unit.test_hooks_stalled_server import SHORT, ends, names_the_server, run_async
+from tests.unit.test_hooks_stalled_server import async_hook, ends, names_the_server, run_async, sync_hook
 
 MANY = RetryPolicy(attempts=5, initial=0.01, maximum=0.02)
 
 
 def _sync(server: StalledServer, tmp_path: Path) -> KruiseHook:
-    config = server.kubeconfig(tmp_path / "kubeconfig")
-    return KruiseHook(conn_id=None, config_file=str(config), retry_policy=MANY, api_timeouts=SHORT)
+    return sync_hook(server, tmp_path, MANY)
 
 
 def _async(server: StalledServer, tmp_path: Path) -> AsyncKruiseHook:
-    config = server.kubeconfig(tmp_path / "kubeconfig")
-    return AsyncKruiseHook(conn_id=None, config_file=str(config), retry_policy=MANY, api_timeouts=SHORT)
+    return async_hook(server, tmp_path, MANY)
 
 
 @pytest.mark.parametrize("mode", ["silent", "headers"])

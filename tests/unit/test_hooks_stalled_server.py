@@ -42,14 +42,14 @@ def ends(call: Callable[[], Any]) -> Any:
     return outcome[0]
 
 
-def sync_hook(server: StalledServer, tmp_path: Path) -> KruiseHook:
+def sync_hook(server: StalledServer, tmp_path: Path, policy: RetryPolicy = TWICE) -> KruiseHook:
     config = server.kubeconfig(tmp_path / "kubeconfig")
-    return KruiseHook(conn_id=None, config_file=str(config), retry_policy=TWICE, api_timeouts=SHORT)
+    return KruiseHook(conn_id=None, config_file=str(config), retry_policy=policy, api_timeouts=SHORT)
 
 
-def async_hook(server: StalledServer, tmp_path: Path) -> AsyncKruiseHook:
+def async_hook(server: StalledServer, tmp_path: Path, policy: RetryPolicy = TWICE) -> AsyncKruiseHook:
     config = server.kubeconfig(tmp_path / "kubeconfig")
-    return AsyncKruiseHook(conn_id=None, config_file=str(config), retry_policy=TWICE, api_timeouts=SHORT)
+    return AsyncKruiseHook(conn_id=None, config_file=str(config), retry_policy=policy, api_timeouts=SHORT)
 
 
 def names_the_server(error: Any, server: StalledServer) -> None:
