@@ -25,17 +25,26 @@ task log says so once.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
+from .lines import LineSplitter
 from .swap import SwapPlan
-from .wire import RUN_FIELD, RUNNER_BIN, names_prepare, slot_annotation
+from .wire import MARKER, RUN_FIELD, RUNNER_BIN, names_prepare, slot_annotation
 
 GO_COMMAND: tuple[str, ...] = (f"{RUNNER_BIN}/runner", "--go")
 EXEC_TIMEOUT = 10.0
 """seconds an exec may take before the go is left to the annotation"""
+CAPTURE_WAIT = 5
+"""seconds the go's exec waits in the slot for the generation's end, to give its output and result
+(`Capture`); a stage that runs longer is read from the slot's log, which the kubelet serves by then"""
+CAPTURE_MAX = 1048576
+"""bytes of each stream the runner captures (its `kc_cap_max`): a stream past it is not captured"""
 REFUSED = 76
 """`runner --go`'s exit code when its container was not created for the prepare the go names (the old
 container of a slot prepared ahead, not killed yet: it answers after 3 s unless the kubelet kills the
@@ -90,8 +99,67 @@ def deliver_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> bool
     return _taken(plan, *answer, log)
 
 
-def go_command(data: bytes) -> list[str]:
-    return [*GO_COMMAND, str(len(data))]
+def go_command(data: bytes, wait: int | None = None) -> list[str]:
+    """`runner --go LENGTH`, and `SECONDS` to wait for the generation's end and print its `Capture` (a
+    runner before captures ignores it: no frame, the log then)."""
+    return [*GO_COMMAND, str(len(data)), *([str(wait)] if wait else [])]
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What a go's exec printed of its generation once it ended (core/runner.sh `kc_await`): the runner's
+    start line, the stage's stdout and stderr as the runner's tees copied them (each whole, at most
+    `CAPTURE_MAX` bytes) and the result line. The token is checked by the reader (`GenerationOutput`)."""
+
+    start: str
+    stdout: bytes
+    stderr: bytes
+    result: str
+
+    def lines(self) -> list[str]:
+        """The generation's lines as its log shows them, each stream's in order (stdout's, then stderr's):
+        the start line, the stage's lines (split as the log reader splits them), the result line."""
+        out = [self.start]
+        for data in (self.stdout, self.stderr):
+            splitter = LineSplitter()
+            out += splitter.feed(data)
+            if (last := splitter.finish()) is not None:
+                out.append(last)  # the runner ends a line its stage left open
+        return [*out, self.result]
+
+
+def parse_capture(output: str, generation: int) -> Capture | None:
+    """The `Capture` of `generation` in a go's exec output, None without a whole one. The frame's lines are
+    the runner's (core/runner.sh `kc_await`): the start line, each stream's header naming its length and its
+    base64 line, the result line, the end line. A stage's bytes are only inside the base64 lines: nothing it
+    prints can end a frame or add a line to it; an exec cut short has no end line."""
+    lines = output.split("\n")
+    head = f"{MARKER} capture gen={generation} stream="
+    for at, line in enumerate(lines):
+        if not line.startswith(head) or at < 1 or len(lines) < at + 6:
+            continue
+        streams: list[bytes] = []
+        for offset, name in ((0, "stdout"), (2, "stderr")):
+            header, text = lines[at + offset], lines[at + offset + 1]
+            size = header.removeprefix(f"{head}{name} bytes=")
+            if size == header or not size.isdigit() or int(size) > CAPTURE_MAX:
+                return None
+            try:
+                data = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                return None
+            if len(data) != int(size):
+                return None
+            streams.append(data)
+        start, result, end = lines[at - 1], lines[at + 4], lines[at + 5]
+        if (
+            not start.startswith(f"{MARKER} start gen={generation} ")
+            or not result.startswith(f"{MARKER} result gen={generation} ")
+            or end != f"{MARKER} capture gen={generation} end"
+        ):
+            return None
+        return Capture(start, streams[0], streams[1], result)
+    return None
 
 
 def _not_delivered(plan: SwapPlan, error: BaseException, log: Callable[[str], None]) -> bool:
@@ -128,6 +196,16 @@ def _taken(plan: SwapPlan, code: int, output: str, log: Callable[[str], None]) -
     return True
 
 
+def _before_frame(output: str, generation: int) -> str:
+    """What a go's exec said of the go itself: its output before the capture's frame, if any."""
+    for head in (f"{MARKER} start gen={generation} ", f"{MARKER} capture gen={generation} "):
+        if output.startswith(head):
+            return ""
+        if (at := output.find(f"\n{head}")) >= 0:
+            return output[: at + 1]
+    return output
+
+
 class PendingGo:
     """A fast go opened before its swap's patch (`open_go`): a thread starts `runner --go` in the slot at
     once and, once `decide` says the patch succeeded, gives it the run spec (as `deliver_go`); a patch that
@@ -135,15 +213,45 @@ class PendingGo:
     most twice `EXEC_TIMEOUT` and a second) before the task defers or ends; `decide` must come first (the
     swap calls it however its patch ends)."""
 
-    def __init__(self, api: ExecApi, plan: SwapPlan, spec: str, log: Callable[[str], None]) -> None:
+    def __init__(
+        self, api: ExecApi, plan: SwapPlan, spec: str, log: Callable[[str], None], wait: int | None = None
+    ) -> None:
         self._api, self._plan, self._data, self._log = api, plan, spec.encode(), log
+        self._wait = wait
+        self._command = go_command(self._data, wait)
+        self._timeout = EXEC_TIMEOUT + (wait or 0)
         self._prepared = names_prepare(spec)
         self._decided = threading.Event()
         self._stopped = threading.Event()
         self._patched = False
         self.delivered = False
+        self.capture: Capture | None = None
+        """the generation's output and result as the exec gave them once it ended (`wait`), else None"""
+        self._ended = threading.Event()
+        self._on_end: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="kruise-chain-fast-go", daemon=True)
         self._thread.start()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the exec has ended (its `capture` is final)."""
+        return self._ended.is_set()
+
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (on the go's thread) once the exec has ended; at once if it has."""
+        with self._lock:
+            if not self._ended.is_set():
+                self._on_end.append(callback)
+                return
+        callback()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._ended.set()
+            callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
+            callback()
 
     def decide(self, patched: bool) -> None:
         """The swap's patch succeeded (`patched`: deliver the spec) or not (end the exec, deliver nothing)."""
@@ -151,7 +259,7 @@ class PendingGo:
         self._decided.set()
 
     def wait(self) -> None:
-        self._thread.join(2 * EXEC_TIMEOUT + 1)
+        self._thread.join(2 * self._timeout + 1)
 
     def stop(self) -> None:
         """No more tries of a refused go (`_until_taken`): its task failed (e.g. the prepared slot's
@@ -166,11 +274,22 @@ class PendingGo:
         self.wait()
 
     def _run(self) -> None:
+        try:
+            self._go()
+        finally:
+            self._end()
+
+    def _go(self) -> None:
         plan = self._plan
         try:
-            session = self._api.open_exec_in_pod(
-                plan.pod_name, plan.namespace, plan.slot, go_command(self._data)
-            )
+            try:
+                session = self._api.open_exec_in_pod(plan.pod_name, plan.namespace, plan.slot, self._command)
+            except Exception as e:
+                if not (self._wait and getattr(e, "status", None) == 403):
+                    raise
+                # an admission policy from before the wait (deploy/admission-policy.yaml): the go alone
+                self._wait, self._timeout, self._command = None, EXEC_TIMEOUT, go_command(self._data)
+                session = self._api.open_exec_in_pod(plan.pod_name, plan.namespace, plan.slot, self._command)
         except Exception as e:  # any failure: the annotation path carries the go
             if not (self._decided.wait(EXEC_TIMEOUT) and self._patched):
                 return
@@ -180,7 +299,7 @@ class PendingGo:
                 if not (self._decided.wait(EXEC_TIMEOUT) and self._patched):
                     return  # no spec on stdin: `runner --go` takes nothing
                 try:
-                    answer = session.send(self._data, EXEC_TIMEOUT)
+                    answer = session.send(self._data, self._timeout)
                 except Exception as e:
                     answer = self._failed(e)
             finally:
@@ -188,7 +307,12 @@ class PendingGo:
         if answer is None:
             return
         last = self._until_taken(answer)
-        self.delivered = last is not None and _taken(plan, *last, self._log)
+        if last is None:
+            return
+        code, output = last
+        self.delivered = _taken(plan, code, _before_frame(output, plan.generation), self._log)
+        if code == 0 and self._wait:
+            self.capture = parse_capture(output, plan.generation)
 
     def _failed(self, error: BaseException) -> tuple[int, str] | None:
         """The first exec failed: a go that names a prepare tries again (`_until_taken`), as after a refusal
@@ -214,7 +338,7 @@ class PendingGo:
                 return None
             try:
                 answer = self._api.exec_in_pod(
-                    plan.pod_name, plan.namespace, plan.slot, go_command(self._data), self._data, EXEC_TIMEOUT
+                    plan.pod_name, plan.namespace, plan.slot, self._command, self._data, self._timeout
                 )
             except Exception as e:  # no running container of the slot for a moment
                 answer = (REFUSED, str(e))
@@ -222,8 +346,14 @@ class PendingGo:
         return answer
 
 
-def open_go(api: ExecApi, plan: SwapPlan, log: Callable[[str], None]) -> PendingGo | None:
+def open_go(
+    api: ExecApi, plan: SwapPlan, log: Callable[[str], None], wait: int | None = None
+) -> PendingGo | None:
     """The fast go of a planned, not yet patched go (`PendingGo`); None for any other plan. `api` must make
-    the exec on a client of its own (`KruiseHook.open_exec_in_pod` does)."""
+    the exec on a client of its own (`KruiseHook.open_exec_in_pod` does). `wait`: a go into a slot prepared
+    ahead (its new container's log is served only once the pod's status shows it) waits that many seconds at
+    most for the generation's end and keeps its `Capture`; any other go's log is readable at once."""
     spec = go_spec(plan)
-    return None if spec is None else PendingGo(api, plan, spec, log)
+    if spec is None:
+        return None
+    return PendingGo(api, plan, spec, log, wait if names_prepare(spec) else None)

@@ -199,6 +199,17 @@ class GenerationFollow:
         self._heard = now
         return Step(Next.WAIT, self.status, at=self._wake(), lines=tuple(fresh), started=started)
 
+    def read_whole(self, lines: list[str]) -> Step | None:
+        """The generation's lines all at once, start line to result line, read before any log stream (a
+        fast go's capture, `core.fastgo.Capture`): `ENDED` with the lines to log, or None when they are not
+        a whole output of this generation with its token (nothing taken: the log is read as before)."""
+        if self.opened:
+            return None
+        shown = self.output.take_whole(lines)
+        if shown is None:
+            return None
+        return Step(Next.ENDED, self.status, lines=tuple(shown), started=self.output.started)
+
     def stream_ended(self, pod: ChainPod | None, now: float) -> Step:
         """The open stream ended (or broke); `pod`: the chain pod read after it (None: gone)."""
         container, self.streaming, self._due = self.streaming, "", None

@@ -7,10 +7,12 @@ triggerer's async loop over the same state machine is `triggers/output.py`.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from .api import ChainApi
 from .conflicts import run as run_guarded
@@ -47,6 +49,25 @@ class Timeouts:
         return ("swap_timeout", self.swap) if elapsed > self.swap else None
 
 
+class CapturedLines(Protocol):
+    """A fast go's capture (`core.fastgo.Capture`)."""
+
+    def lines(self) -> list[str]: ...
+
+
+class CaptureSource(Protocol):
+    """A fast go whose exec may give its generation's output and result once it ended
+    (`core.fastgo.PendingGo`)."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def capture(self) -> CapturedLines | None: ...
+
+    def on_end(self, callback: Callable[[], None]) -> None: ...
+
+
 @dataclass(frozen=True)
 class Detached:
     """`follow` left the stage running (its `detach_at` came first): `logged` lines of its output
@@ -68,6 +89,9 @@ class FollowLoop(PodSession):
         """called once by `follow` when the stage's container runs (e.g. `prepare` the idle slot)"""
         self.swap_requested_at: datetime | None = None
         """when the last swap's patch was sent (None: the swap found its generation, made no patch)"""
+        self.capture_go: CaptureSource | None = None
+        """the fast go of the generation `follow` follows next, whose exec may give its output and result
+        before the slot's log is readable (`wait_started`); taken or dropped by that follow"""
 
     def wait_started(
         self,
@@ -79,7 +103,9 @@ class FollowLoop(PodSession):
         events: StageEvents = NO_EVENTS,
     ) -> Step | None:
         """Wait until the stage's new container exists (`Next.OPEN`) or the slot moved on (`Next.MOVED_ON`);
-        watch-based. None when `detach_at` (monotonic) passes first.
+        watch-based. `Next.ENDED` with the lines to log when the fast go's capture (`capture_go`) came
+        while the status still showed the slot's container from before its prepare. None when `detach_at`
+        (monotonic) passes first.
 
         Raises StageStartError when it cannot start, StageTimeoutError naming the image pull timeout while
         the slot is still pulling (waiting in ContainerCreating), else the swap timeout.
@@ -113,10 +139,54 @@ class FollowLoop(PodSession):
             until = min(pull_deadline, swap_deadline) if pulling else swap_deadline
             until = until if detach_at is None else min(until, detach_at)
             if follow.shows_old_container(pod):  # one watch until the status shows the prepared container
-                new = self.pod_change_until(pod, until, lambda seen: not follow.shows_old_container(seen))
+                waited = self._shown_or_captured(pod, until, follow)
+                if not isinstance(waited, ChainPod) and waited is not None:
+                    captured = follow.read_whole(waited.lines())
+                    if captured is not None:
+                        return captured
+                    waited = self.pod_change_until(
+                        pod, until, lambda seen: not follow.shows_old_container(seen)
+                    )
+                new = waited
             else:
                 new = self.wait_pod_change(pod, until)
             pod = new if new is not None else self.snapshot()
+
+    def _shown_or_captured(
+        self, pod: ChainPod, until: float, follow: GenerationFollow
+    ) -> ChainPod | CapturedLines | None:
+        """`pod_change_until` the status shows the prepared container, or the fast go's capture
+        (`capture_go`) if its exec ends first with one: whichever comes first is read, the other dropped
+        (the output is logged once, from the capture or from the log). The watch then runs on a thread of
+        its own, left to end by itself (the status shows the container soon after, or `until`)."""
+        go, self.capture_go = self.capture_go, None
+
+        def shown(seen: ChainPod) -> bool:
+            return not follow.shows_old_container(seen)
+
+        if go is None:
+            return self.pod_change_until(pod, until, shown)
+        woken = threading.Event()
+        seen: list[ChainPod | None] = []
+
+        def watch() -> None:
+            try:
+                seen.append(
+                    self._pod_change(pod, until, lambda new: new is None or shown(new), remember=False)[1]
+                )
+            finally:
+                woken.set()
+
+        thread = threading.Thread(target=watch, name="kruise-chain-status", daemon=True)
+        thread.start()
+        go.on_end(woken.set)
+        woken.wait()
+        if not seen and go.ended and (capture := go.capture) is not None:
+            return capture
+        thread.join()
+        if seen and seen[0] is not None:
+            self.last_read = seen[0]
+        return seen[0] if seen else None
 
     def follow(
         self,
@@ -145,6 +215,7 @@ class FollowLoop(PodSession):
             raise
         finally:
             self._close_stream()
+            self.capture_go = None  # this generation's, taken or not
         if isinstance(outcome, StageResult):
             events.ended(outcome)
         return outcome
@@ -170,6 +241,18 @@ class FollowLoop(PodSession):
         hook, self.on_started = self.on_started, None
         if hook is not None:
             hook()
+        if step.next is Next.ENDED:  # the fast go's capture, read before the log (`wait_started`)
+            for line in step.lines:
+                self.log(line)
+            self.log(
+                f"::kruise-chain:: generation {plan.generation} ended before the pod's status showed its "
+                "container: its output and result came with the go's exec"
+            )
+            if step.started is not None:
+                events.started(
+                    step.started, pod.slot(plan.slot) if (pod := self.last_read) is not None else None
+                )
+            return self.ended(plan, follow.output)
         deadline = None if timeouts.execution is None else time.monotonic() + timeouts.execution
         pod = self.last_read
         while True:

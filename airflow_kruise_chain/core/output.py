@@ -91,6 +91,27 @@ class GenerationOutput:
         self.tail.extend(clip(one) for one in shown)
         return self._count(shown)
 
+    def take_whole(self, lines: list[str]) -> list[str] | None:
+        """All of the generation's lines at once, from its start line to its result line (a fast go's
+        capture, `core.fastgo.Capture`: both streams whole, so no stream end is awaited): the lines to log,
+        or None, nothing taken, when they are not that (not its start line first and its result line last,
+        with the token), or this output has read lines already (the log is read instead)."""
+        if self.counted or self.skip or self.started is not None or len(lines) < 2:
+            return None
+        start, result = parse_marker(lines[0]), parse_marker(lines[-1])
+        if not (
+            isinstance(start, StartMarker)
+            and matches(start, self.generation, self.token)
+            and isinstance(result, ResultMarker)
+            and matches(result, self.generation, self.token)
+        ):
+            return None
+        shown: list[str] = []
+        for line in lines:
+            shown += self.feed(line)[1]
+        self.complete = self.result is not None
+        return shown if self.complete else None
+
     def _count(self, lines: list[str]) -> tuple[list[str], list[str]]:
         logged = max(0, min(len(lines), self.skip - self.counted))
         self.counted += len(lines)

@@ -129,10 +129,16 @@ class PodSession:
         return self._pod_change(pod, deadline, lambda seen: seen is None or until(seen))[1]
 
     def _pod_change(
-        self, pod: ChainPod, deadline: float, until: Callable[[ChainPod | None], bool] | None = None
+        self,
+        pod: ChainPod,
+        deadline: float,
+        until: Callable[[ChainPod | None], bool] | None = None,
+        *,
+        remember: bool = True,
     ) -> tuple[bool, ChainPod | None]:
         """(whether the pod changed before `deadline`, its new snapshot: None if it was deleted); with
-        `until`, the first change for which it holds (one watch for all the versions before it)."""
+        `until`, the first change for which it holds (one watch for all the versions before it). `remember`:
+        kept as `last_read` (not by a watch on another thread)."""
         watch, read = pod_watch(self.api, self.pod_name, self.namespace)
         changed, new = watch_until(
             watch,
@@ -143,7 +149,8 @@ class PodSession:
         )
         if not changed:
             return False, None
-        self.last_read = new
+        if remember:
+            self.last_read = new
         return True, new
 
     def log_end(self, result: StageResult) -> None:

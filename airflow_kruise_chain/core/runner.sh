@@ -57,6 +57,12 @@
 # this slot's only, and the runner removes the file at its start and empties the state when a generation
 # starts and when it ends (once the stage's processes are gone); it reads the file only while parked.
 #
+# The capture (a go into a slot prepared ahead, whose task may not read the slot's log yet: the kubelet serves
+# it once its status shows the new container): the stage's stdout and stderr are pipes read by the runner's
+# own `tee`s, which copy every byte to the container's streams (the log) and the first 1 MiB of each into the
+# generation's records (kc_capture_open); the result is recorded once they drained. `runner --go LENGTH
+# SECONDS` then stays, waits for the generation's records and prints them as one frame (kc_await).
+#
 # Replay: the annotation airflow-kruise-chain/<slot>.replay ("GENERATION NONCE", the file
 # $KC_META/<slot>.replay), read while parked, has the generation it parked on announced again from its
 # records when its result line was rotated out of the slot's log (kc_replay).
@@ -302,7 +308,106 @@ kc_number() {
 	case $1 in '' | *[!0-9]*) kc_n=$2 ;; *) kc_n=$1 ;; esac
 }
 
+# kc_tokens: the run spec's tokens (wire.py `sealed_token`, `begin_token`). A sealed spec has a nonce: kc_t is
+# 16 hex digits of the sha256 of "SEAL NONCE" (KC_SEAL: in no stage's env nor volume), kc_b (on the begin lines,
+# printed before the stage starts) those of kc_t's. An unsealed spec (older operators) has kc_t on every line.
+kc_seal=${KC_SEAL-}
+kc_tokens() {
+	kc_b=$kc_t
+	[ -n "$kc_nonce" ] || return 0
+	kc_t=$(printf '%s %s' "$kc_seal" "$kc_nonce" | "$kc_bb" sha256sum)
+	kc_t=${kc_t%"${kc_t#????????????????}"}
+	kc_b=$(printf '%s' "$kc_t" | "$kc_bb" sha256sum)
+	kc_b=${kc_b%"${kc_b#????????????????}"}
+}
 kc_go=$kc_state/$kc_slot.go
+
+# The capture (kc_capture_open): each stream's copy, at most kc_cap_max bytes (the file size limit of its tee,
+# in 512-byte blocks): a stream past the bound is not captured, the log alone has it.
+kc_cap_max=1048576
+
+# kc_centi: kc_up is the time since boot in hundredths of a second (/proc/uptime, no process started).
+kc_centi() {
+	kc_up=0
+	{ read -r kc_up _ </proc/uptime; } 2>/dev/null
+	case $kc_up in *.[0-9][0-9]) kc_up=${kc_up%.*}${kc_up#*.} ;; *) kc_up=${kc_up%%.*}00 ;; esac
+}
+
+# kc_await SECONDS (`runner --go LENGTH SECONDS`, after its delivery, taken or not): wait for generation
+# $kc_gen's end, at most SECONDS (1 to 60), and print what the task then takes instead of the slot's log
+# (core/fastgo.py `Capture`): the start line, each stream's capture as one line of base64 after a header
+# naming its length in bytes, the result line and an end line, all from the runner's records (written
+# once its stage's processes were gone: exit_code last). A stage writes nothing but inside the base64, and
+# knows no token (kc_tokens), so it can neither end a frame nor forge the result; a result line without the
+# generation's token is not its end (a stage's planted records), the wait goes on. It starts no process
+# while it waits (the runner spares such a wait, kc_scan). One line `... capture gen=G none` when there is
+# none to give (a stream past its bound, the capture's tee killed, a runner before captures, the wait's end).
+kc_await() {
+	kc_number "$1" 0
+	[ "$kc_n" -gt 0 ] || exit 0
+	[ "$kc_n" -le 60 ] || kc_n=60
+	kc_centi
+	kc_until=$((kc_up + kc_n * 100))
+	kc_none="$kc_marker capture gen=$kc_gen none"
+	kc_t='' kc_nonce=''
+	# shellcheck source=/dev/null # the run spec this exec was given (its own open file)
+	. "$kc_spec"
+	kc_tokens
+	kc_w=$kc_state/.await.$$
+	if ! "$kc_bb" mkfifo -m 600 "$kc_w" 2>/dev/null || ! { exec 3<>"$kc_w"; } 2>/dev/null; then
+		"$kc_bb" rm -f "$kc_w" 2>/dev/null
+		echo "$kc_none"
+		exit 0
+	fi
+	"$kc_bb" rm -f "$kc_w"
+	{ printf kc-await >/proc/self/comm; } 2>/dev/null # the runner's kc_waits: no process of its own from here
+	kc_dir=$kc_state/gen-$kc_gen
+	kc_cap=
+	while :; do
+		if kc_file "$kc_dir/exit_code" && kc_file "$kc_dir/capture"; then
+			kc_read "$kc_dir/result"
+			case $kc_line in "$kc_marker result gen=$kc_gen token=$kc_t "*)
+				kc_res=$kc_line
+				{ read -r kc_cap && read -r kc_begin; } <"$kc_dir/capture" 2>/dev/null
+				break
+				;;
+			esac
+		fi
+		kc_centi
+		if [ "$kc_up" -ge "$kc_until" ]; then
+			echo "$kc_none"
+			exit 0
+		fi
+		# shellcheck disable=SC3045,SC2162,SC2034 # busybox ash's read -t: a sleep (kc_x unused)
+		read -t 0.02 kc_x <&3
+	done
+	case $kc_begin in "$kc_marker start gen=$kc_gen "*) ;; *) kc_cap= ;; esac
+	if [ "$kc_cap" != ok ] || ! { exec 5<"$kc_dir/stdout" 6<"$kc_dir/stderr"; } 2>/dev/null; then
+		echo "$kc_none"
+		exit 0
+	fi
+	kc_sizes=
+	for kc_k in 5 6; do
+		kc_line=$("$kc_bb" wc -c <"/proc/self/fd/$kc_k") # self: a child may not open the undumpable $$'s
+		kc_number "${kc_line##* }" x
+		if [ "$kc_n" = x ] || [ "$kc_n" -gt "$kc_cap_max" ]; then
+			echo "$kc_none"
+			exit 0
+		fi
+		kc_sizes="$kc_sizes $kc_n"
+	done
+	printf '%s\n' "$kc_begin"
+	for kc_k in 5:stdout 6:stderr; do
+		kc_sizes=${kc_sizes# }
+		printf '%s capture gen=%s stream=%s bytes=%s\n' "$kc_marker" "$kc_gen" "${kc_k#*:}" "${kc_sizes%% *}"
+		kc_sizes=${kc_sizes#* }
+		"$kc_bb" head -c "$kc_cap_max" <"/proc/self/fd/${kc_k%%:*}" | "$kc_bb" base64 -w 0 2>/dev/null ||
+			"$kc_bb" head -c "$kc_cap_max" <"/proc/self/fd/${kc_k%%:*}" | "$kc_bb" base64 | "$kc_bb" tr -d '\n'
+		echo
+	done
+	printf '%s\n%s capture gen=%s end\n' "$kc_res" "$kc_marker" "$kc_gen"
+	exit 0
+}
 
 # `runner --go LENGTH`: the LENGTH bytes of run spec on stdin become $kc_go, renamed into place (never
 # read half-written); then the runner is woken. Only the spec's form is checked: the runner decides. The spec
@@ -367,6 +472,7 @@ if [ "$1" = --go ]; then
 	if [ "$kc_gen" -le "$kc_n" ]; then # the annotation was first: nothing to deliver
 		"$kc_bb" rm -f "$kc_tmp"
 		echo "$kc_marker generation $kc_gen already started in $kc_slot: not taken"
+		[ -z "${3-}" ] || kc_await "$3"
 		exit 0
 	fi
 	kc_i=0
@@ -384,6 +490,7 @@ if [ "$1" = --go ]; then
 	kc_cmd=
 	{ read -r kc_cmd </proc/1/cmdline; } 2>/dev/null
 	case $kc_cmd in *"sh$0") kill -USR1 1 2>/dev/null ;; esac
+	[ -z "${3-}" ] || kc_await "$3"
 	exit 0
 fi
 
@@ -394,29 +501,19 @@ kc_g=0
 kc_t=
 kc_b='' kc_nonce=''
 kc_p=
+kc_named=
 kc_prep=${KC_PREPARE-}
 kc_s=
 kc_m=16384
 kc_r=0
 kc_skip=0
 kc_taken=$kc_go.taken
-# kc_tokens: the run spec's tokens (wire.py `sealed_token`, `begin_token`). A sealed spec has a nonce: kc_t is
-# 16 hex digits of the sha256 of "SEAL NONCE" (KC_SEAL: in no stage's env nor volume), kc_b (on the begin lines,
-# printed before the stage starts) those of kc_t's. An unsealed spec (older operators) has kc_t on every line.
-kc_seal=${KC_SEAL-}
-kc_tokens() {
-	kc_b=$kc_t
-	[ -n "$kc_nonce" ] || return 0
-	kc_t=$(printf '%s %s' "$kc_seal" "$kc_nonce" | "$kc_bb" sha256sum)
-	kc_t=${kc_t%"${kc_t#????????????????}"}
-	kc_b=$(printf '%s' "$kc_t" | "$kc_bb" sha256sum)
-	kc_b=${kc_b%"${kc_b#????????????????}"}
-}
 # kc_mine: a spec that names a prepare (kc_p) is this runner's only if its container was created for that
 # prepare; any other is left alone (kc_skip), never run nor recorded: the old container of a slot prepared
 # ahead (the kubelet has not killed it yet), or one restarted on the old image before the kubelet saw the
 # prepare, while the go already names the new container.
 kc_mine() {
+	kc_named=$kc_p # (kc_p is a loop variable elsewhere) the spec names a prepare: its output is captured
 	[ -z "$kc_p" ] || [ "$kc_p" = "$kc_prep" ] || kc_skip=$kc_g
 }
 if [ -n "$KC_RUN" ]; then eval "$KC_RUN"; kc_tokens; kc_mine; fi
@@ -532,9 +629,34 @@ kc_scan() {
 		done
 	done
 	kc_pids=
+	kc_busy=
 	for kc_e in $kc_all; do
-		case $kc_execd in *" ${kc_e%%:*} "*) ;; *) kc_pids="$kc_pids ${kc_e%%:*}" ;; esac
+		kc_p=${kc_e%%:*}
+		case $kc_execd in
+		*" $kc_p "*) kc_waits "$kc_e" || kc_busy="$kc_busy $kc_p" ;;
+		*) kc_keeps "$kc_p" || kc_pids="$kc_pids $kc_p" ;;
+		esac
 	done
+}
+
+# kc_waits PID:PPID (exec'd): a fast go waiting for its generation's end (kc_await names itself kc-await
+# once its go is delivered, and starts no process while it waits), exec'd by the kubelet (its parent is
+# outside the container: no stage process can be one) and bounded by its own wait. The runner does not wait
+# for it to end: it waits for the result the runner is about to record.
+kc_waits() {
+	[ "${1#*:}" = 0 ] || return 1
+	case "$kc_all " in *":${1%%:*} "*) return 1 ;; esac
+	kc_st=
+	{ read -r kc_st <"/proc/${1%%:*}/stat"; } 2>/dev/null
+	case $kc_st in "${1%%:*} (kc-await) "*) return 0 ;; esac
+	return 1
+}
+
+# kc_keeps PID: PID is a tee of the stage's capture (kc_capture_open): the runner's, ended by kc_capture_close
+# once the stage's processes are gone (they hold its pipe), never killed with them.
+kc_keeps() {
+	case " $kc_tees " in *" $1 "*) return 0 ;; esac
+	return 1
 }
 
 # kc_end_all: end every process of the slot but the runner, and wait until they are gone. As pid 1 of the
@@ -547,6 +669,9 @@ kc_end_all() {
 	while [ "$kc_i" -lt 500 ]; do
 		if [ "$$" != 1 ]; then
 			kc_descendants
+			kc_k=
+			for kc_p in $kc_pids; do kc_keeps "$kc_p" || kc_k="$kc_k $kc_p"; done
+			kc_pids=$kc_k
 			[ -n "$kc_pids" ] || return 0
 			# shellcheck disable=SC2086 # split on purpose: a list of pids
 			kill -KILL $kc_pids 2>/dev/null
@@ -555,7 +680,7 @@ kc_end_all() {
 			kc_others || return 0
 		else
 			kc_scan
-			[ -n "$kc_pids" ] || [ "$kc_execd" != " " ] || return 0
+			[ -n "$kc_pids" ] || [ -n "$kc_busy" ] || return 0
 			# shellcheck disable=SC2086 # split on purpose: a list of pids
 			[ -z "$kc_pids" ] || kill -KILL $kc_pids 2>/dev/null
 		fi
@@ -658,12 +783,113 @@ kc_serve() {
 	[ -e "$kc_serving" ] || [ -h "$kc_serving" ] || { printf '%s\n' "$kc_me" >"$kc_serving"; } 2>/dev/null
 }
 
-# kc_finish EXIT_CODE REASON: the stage's processes are ended, then the state is emptied and the generation's
-# records written afresh (exit_code last: the generation is done), then the result announced.
+# kc_pipes: the next generation's two pipes, made while no stage runs (off the path to its start): FIFOs made
+# in the state, opened read-write as fds 5 and 6 (no open waits for the other end) and unlinked at once (no
+# path leads to them). kc_piped says they are there.
+kc_piped=
+kc_pipes() {
+	[ -z "$kc_piped" ] || return 0 # the last generation did not use them
+	kc_cf=$kc_state/.pipe.$$
+	if "$kc_bb" mkfifo -m 600 "$kc_cf.1" "$kc_cf.2" 2>/dev/null &&
+		{ exec 5<>"$kc_cf.1" 6<>"$kc_cf.2"; } 2>/dev/null; then
+		kc_piped=1
+	fi
+	"$kc_bb" rm -f "$kc_cf.1" "$kc_cf.2" 2>/dev/null
+}
+
+# kc_capture_open: for a go into a slot prepared ahead (its spec names the prepare, kc_named: the only go whose
+# task may not read the slot's log yet), the stage's stdout and stderr become the two pipes of kc_pipes (a
+# pipe, as a runtime's shim gives), each read by a `tee` of the runner's busybox that copies every byte to
+# the container's stream and the first kc_cap_max into gen-G/stdout or gen-G/stderr (its file size limit:
+# past it the write fails, the tee carries on with the container's stream and exits 1: not captured).
+# Builtins only (the pipes are opened anew through the runner's own /proc/self/fd): fds 7 and 8 are the
+# stage's write ends, 4 and 9 the tees' read ends. Any other generation (or without pipes): 7 and 8 are the
+# container's streams, as the stage had them before captures, and nothing is captured (kc_tees empty).
+# kc_capture_opened closes the runner's ends once the stage has its own.
+kc_capture_open() {
+	kc_tees=
+	# shellcheck disable=SC2094 # each pipe's write and read end, opened anew from the runner's held ends
+	if [ -n "$kc_named" ] && [ -n "$kc_piped" ] &&
+		{ exec 7>/proc/self/fd/5 8>/proc/self/fd/6 4</proc/self/fd/5 9</proc/self/fd/6; } 2>/dev/null; then
+		: >"$kc_dir/stdout"
+		: >"$kc_dir/stderr"
+		# shellcheck disable=SC3045 # busybox ash's ulimit -f (512-byte blocks)
+		(
+			trap '' XFSZ
+			ulimit -f $((kc_cap_max / 512))
+			exec "$kc_bb" tee "$kc_dir/stdout"
+		) <&4 2>/dev/null 3>&- 4<&- 5<&- 6<&- 7>&- 8>&- 9<&- &
+		kc_tees=$!
+		# shellcheck disable=SC3045 # as above
+		(
+			trap '' XFSZ
+			ulimit -f $((kc_cap_max / 512))
+			exec "$kc_bb" tee "$kc_dir/stderr"
+		) <&9 >&2 2>/dev/null 3>&- 4<&- 5<&- 6<&- 7>&- 8>&- 9<&- &
+		kc_tees="$kc_tees $!"
+	else
+		exec 7>&1 8>&2 4</dev/null 9</dev/null
+	fi
+}
+kc_capture_opened() {
+	exec 4<&- 7>&- 8>&- 9<&-
+	[ -n "$kc_tees" ] || return 0
+	exec 5<&- 6<&-
+	kc_piped=
+}
+
+# kc_capture_close (once the stage's processes are gone, which held the pipes): wait for the tees to drain
+# (at most about 2 s: a stage may have stopped one); kc_cap is 1 if both streams were captured whole (fds 7
+# and 8 then hold the copies, which kc_capture_keep writes into the generation's records once the state is
+# emptied), else empty.
+kc_capture_close() {
+	kc_cap=
+	[ -n "$kc_tees" ] || return 0
+	kc_cap=1
+	kc_i=0
+	for kc_p in $kc_tees; do
+		while kc_alive "$kc_p"; do
+			kc_i=$((kc_i + 1))
+			if [ "$kc_i" -gt 200 ]; then
+				kill -KILL "$kc_p" 2>/dev/null
+				kc_cap=
+			fi
+			# shellcheck disable=SC3045,SC2162,SC2034 # busybox ash's read -t: a sleep SIGCHLD cuts short
+			read -t 0.01 kc_x <&3
+		done
+		wait "$kc_p" || kc_cap=
+	done
+	kc_tees=
+	if [ -z "$kc_cap" ] || ! kc_file "$kc_dir/stdout" || ! kc_file "$kc_dir/stderr" ||
+		! { exec 7<"$kc_dir/stdout" 8<"$kc_dir/stderr"; } 2>/dev/null; then
+		kc_cap=
+	fi
+}
+
+# kc_capture_keep (after the result is announced: off the path to it): the capture's copies as the
+# generation's records, at most one byte over the bound each (a stage could have written the files itself:
+# `runner --go` gives none past it), then gen-G/capture (`ok`, the start line after it). A generation
+# without a whole capture has gen-G/capture `none`, written before its exit_code.
+kc_capture_keep() {
+	[ -n "$kc_cap" ] || return 0
+	if "$kc_bb" head -c $((kc_cap_max + 1)) <&7 >"$kc_dir/stdout" &&
+		"$kc_bb" head -c $((kc_cap_max + 1)) <&8 >"$kc_dir/stderr"; then
+		printf 'ok\n%s\n' "$kc_start" >"$kc_dir/capture"
+	else
+		printf 'none\n' >"$kc_dir/capture"
+	fi
+	exec 7<&- 8<&-
+	kc_cap=
+}
+
+# kc_finish EXIT_CODE REASON: the stage's processes are ended (its capture drained), then the state is
+# emptied and the generation's records written afresh (the capture too; exit_code last: the generation is
+# done), then the result announced.
 kc_finish() {
 	kc_phase=recording
 	kc_now
 	kc_end_all
+	kc_capture_close
 	kc_reclaim
 	kc_out=$kc_dir/outputs.json
 	kc_enc=-
@@ -692,6 +918,7 @@ kc_finish() {
 	fi
 	printf '%s\n' "$kc_g" >"$kc_hwmfile"
 	printf '%s\n' "$kc_started" >"$kc_dir/started"
+	[ -n "$kc_cap" ] || printf 'none\n' >"$kc_dir/capture"
 	printf '%s result gen=%s token=%s stage=%s slot=%s exit=%s reason=%s started=%s finished=%s outputs=%s outputs_status=%s streams=2\n' \
 		"$kc_marker" "$kc_g" "$kc_t" "$kc_s" "$kc_slot" "$1" "$2" "$kc_started" "$kc_stamp" "$kc_enc" \
 		"$kc_os" >"$kc_dir/result"
@@ -700,8 +927,10 @@ kc_finish() {
 	# the stage's processes are gone: what it left in /dev and the temporary folders, seen to after the
 	# announcement (off the next stage's path: it runs in the other slot, or after this in this one)
 	kc_devices
+	kc_capture_keep
 	[ "$kc_devs" = "$kc_devs0" ] || kc_renew="generation $kc_g changed /dev"
 	kc_clean
+	kc_pipes
 }
 
 # Announce the result: the termination message (the kubelet keeps at most 4096 bytes: large outputs are
@@ -833,6 +1062,7 @@ kc_run() {
 	kc_start="$kc_marker start gen=$kc_g token=$kc_b stage=$kc_s slot=$kc_slot at=$kc_stamp"
 	printf '%s\n' "$kc_start"
 	printf '%s stderr-start gen=%s token=%s stage=%s\n' "$kc_marker" "$kc_g" "$kc_b" "$kc_s" >&2
+	kc_capture_open
 	(
 		trap - CHLD
 		eval "$kc_envsh"
@@ -840,10 +1070,10 @@ kc_run() {
 		kc_stage_env
 		CHAIN_SCRATCH=$kc_scratch CHAIN_OUTPUT=$kc_dir/outputs.json CHAIN_GENERATION=$kc_g
 		export CHAIN_SCRATCH CHAIN_OUTPUT CHAIN_GENERATION
-		exec 3>&- # the wait FIFO is the runner's: the stage gets only the container's streams
 		kc_stage_argv
-	) &
+	) >&7 2>&8 3>&- 4<&- 5<&- 6<&- 7>&- 8>&- 9<&- & # the stage gets only its streams (the wait FIFO is the runner's)
 	kc_child=$!
+	kc_capture_opened
 	if [ "$kc_signals" -gt 0 ]; then kill -TERM "$kc_child" 2>/dev/null; fi # stopped before the fork
 	kc_wait_stage
 	kc_reason=completed
@@ -878,6 +1108,7 @@ fi
 # slot. The kubelet counts the slot Ready from then on, parked or running a stage (there is no readiness probe).
 "$kc_bb" rm -rf "$kc_serving" 2>/dev/null
 kc_serve
+kc_pipes
 
 # Fast polls left (KC_HOT_POLLS, 250 by default, sets how many follow a start or a generation's end).
 kc_number "${KC_HOT_POLLS:-250}" 250

@@ -55,7 +55,8 @@ previous generation are emptied before the next stage starts. A run spec with ``
 nonce (an operator before seals; a pod without a seal) has its token on every line, readable by its stage.
 The result line is also the slot's termination message (outputs left out above 4000 bytes). Records (in the
 slot's own state volume):
-``/kruise-chain-state/gen-G/{started,result,exit_code,outputs.json}``, and ``<slot>.serving`` (the runner
+``/kruise-chain-state/gen-G/{started,result,exit_code,outputs.json}`` (and the stage's captured output,
+``gen-G/{stdout,stderr,capture}``: `core.fastgo.Capture`), and ``<slot>.serving`` (the runner
 serves the slot: the startup probe's). The pod never says that a generation ended (a slot is Ready while its
 runner serves it, running a stage too): its result line does.
 

@@ -244,7 +244,7 @@ class KruiseChainOperator(StageTries, StageDeferral, StageResults, ChainBaseOper
             pod_uid = pod.uid
             self._running = (driver, stage.name)
             plan = driver.swap(
-                stage, context["ti"].try_number, self.timeouts(), pod=pod, on_go=self.fast_go(settle)
+                stage, context["ti"].try_number, self.timeouts(), pod=pod, on_go=self.fast_go(settle, driver)
             )
             if plan.action == "adopt":
                 self.replay(driver, plan)
@@ -265,20 +265,24 @@ class KruiseChainOperator(StageTries, StageDeferral, StageResults, ChainBaseOper
         return self.finish(context, result, pod_uid)
 
     def fast_go(
-        self, settle: list[Callable[[bool], None]]
+        self, settle: list[Callable[[bool], None]], driver: StageDriver | None = None
     ) -> Callable[[SwapPlan], Callable[[bool], None] | None]:
         """The swap's `on_go` (`go_via_exec`): a go's exec opened while its patch is made
-        (`fastgo.open_go`), its `settle` put in `settle` (the task follows the stage meanwhile)."""
+        (`fastgo.open_go`), its `settle` put in `settle` (the task follows the stage meanwhile); it waits
+        for the generation's end (`fastgo.CAPTURE_WAIT`), and `driver` may take its capture instead of the
+        log (`FollowLoop.capture_go`)."""
 
         def on_go(plan: SwapPlan) -> Callable[[bool], None] | None:
             if not self.go_via_exec:
                 return None
-            from airflow_kruise_chain.core.fastgo import open_go
+            from airflow_kruise_chain.core.fastgo import CAPTURE_WAIT, open_go
 
-            go = open_go(self.hook, plan, self.log.info)
+            go = open_go(self.hook, plan, self.log.info, CAPTURE_WAIT)
             if go is None:
                 return None
             settle.append(go.settle)
+            if driver is not None:
+                driver.capture_go = go
             return go.decide
 
         return on_go

@@ -481,8 +481,18 @@ def exec_get(api: client.ApiClient, pod_name: str, container: str, command: list
         ("etl-0123456789", "slot-a", ["sh", "-c", "id"]),  # a chain pod, another command
         ("etl-0123456789", "slot-a", ["/kruise-chain/bin/runner", "--capture-env", "X=1"]),  # another mode
         ("etl-0123456789", "slot-a", ["/kruise-chain/bin/busybox", "sh", "-c", "id"]),  # the runner's shell
+        ("etl-0123456789", "slot-a", [*GO, "5; id"]),  # the go's wait that is not a number
+        ("etl-0123456789", "slot-a", [*GO, "5", "6"]),  # one more argument
     ],
-    ids=["foreign-container", "foreign-name", "other-command", "other-runner-mode", "runner-busybox"],
+    ids=[
+        "foreign-container",
+        "foreign-name",
+        "other-command",
+        "other-runner-mode",
+        "runner-busybox",
+        "go-wait-not-a-number",
+        "go-more-arguments",
+    ],
 )
 def test_the_chain_identity_may_only_exec_the_runners_go_in_a_chain_pod(shipped, target, container, command):
     with pytest.raises(ApiException) as err:  # refused before any upgrade: a plain GET suffices
@@ -495,7 +505,8 @@ def test_the_chain_identity_may_exec_the_runners_go_in_a_chain_pod(shipped):
     body = _host_pod("etl-0123456789")
     body["spec"]["containers"][0]["name"] = "slot-a"
     chain.create_namespaced_pod(NS, body)
-    with pytest.raises(ApiException) as err:  # admitted: the next answer is the missing WebSocket upgrade
-        exec_get(shipped["chain"], "etl-0123456789", "slot-a", GO)
-    assert err.value.status == 400 and "Upgrade request required" in err.value.body, err.value.body
+    for command in (GO, [*GO, "5"]):  # the go, and the go that waits for its generation's end
+        with pytest.raises(ApiException) as err:  # admitted: the next answer is the missing WebSocket upgrade
+            exec_get(shipped["chain"], "etl-0123456789", "slot-a", command)
+        assert err.value.status == 400 and "Upgrade request required" in err.value.body, err.value.body
     chain.delete_namespaced_pod("etl-0123456789", NS)

@@ -83,9 +83,11 @@ class Session:
 
     def __init__(self, answer: Any) -> None:
         self.answer, self.sent, self.closed = answer, [], False
+        self.timeouts: list[float] = []
 
     def send(self, stdin: bytes, timeout: float) -> tuple[int, str]:
         self.sent.append(stdin)
+        self.timeouts.append(timeout)
         if isinstance(self.answer, BaseException):
             raise self.answer
         return self.answer

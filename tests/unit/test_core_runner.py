@@ -706,6 +706,7 @@ def test_what_a_stage_leaves_in_the_state_is_never_obeyed(slot, runners) -> None
     assert (result.exit_code, result.reason) == (4, "completed")
     assert "gen 3 ran" in runner.seen
     assert slot.serving()
+    assert parked_processes(runner.process) == []  # its work after the result line done (the next pipes made)
     assert sorted(p.name for p in slot.state.iterdir()) == [
         "gen-3",
         f"{slot.name}.serving",

@@ -30,7 +30,7 @@ def test_a_task_whose_follow_raises_still_waits_for_its_fast_go(monkeypatch, def
     waited: list[str] = []
     started: list[SwapPlan] = []
 
-    def open_go(api: Any, plan: SwapPlan, log: Any) -> Any:
+    def open_go(api: Any, plan: SwapPlan, log: Any, wait: Any = None) -> Any:
         started.append(plan)
         return SimpleNamespace(decide=lambda patched: None, settle=lambda failed: waited.append(plan.stage))
 
