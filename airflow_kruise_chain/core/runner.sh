@@ -817,6 +817,7 @@ kc_capture_open() {
 		(
 			trap '' XFSZ
 			ulimit -f $((kc_cap_max / 512))
+			unset KC_SEAL KC_RUN KC_PREPARE # the runner's own: not in a process a stage can signal
 			exec "$kc_bb" tee "$kc_dir/stdout"
 		) <&4 2>/dev/null 3>&- 4<&- 5<&- 6<&- 7>&- 8>&- 9<&- &
 		kc_tees=$!
@@ -824,6 +825,7 @@ kc_capture_open() {
 		(
 			trap '' XFSZ
 			ulimit -f $((kc_cap_max / 512))
+			unset KC_SEAL KC_RUN KC_PREPARE
 			exec "$kc_bb" tee "$kc_dir/stderr"
 		) <&9 >&2 2>/dev/null 3>&- 4<&- 5<&- 6<&- 7>&- 8>&- 9<&- &
 		kc_tees="$kc_tees $!"

@@ -32,16 +32,21 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-@pytest.fixture
-def e2e_cluster(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
-    """A fresh cluster per DAG run, so its records hold that run only."""
-    with LocalCluster(ClusterConfig(profile="fast", root=str(tmp_path / "cluster"))) as cluster:
+def connected_cluster(tmp_path: Path, profile: str = "fast") -> Iterator[LocalCluster]:
+    """A fresh cluster of the kubelet `profile`, the Airflow connection pointed at it while it runs."""
+    with LocalCluster(ClusterConfig(profile=profile, root=str(tmp_path / "cluster"))) as cluster:
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
             {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
         )
         yield cluster
         os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
+
+
+@pytest.fixture
+def e2e_cluster(tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
+    """A fresh cluster per DAG run, so its records hold that run only."""
+    yield from connected_cluster(tmp_path)
 
 
 def connect_as(

@@ -5,16 +5,14 @@ is in its task's log exactly once, and each stage ran once with its result."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kruise_local import ClusterConfig, LocalCluster
+from kruise_local import LocalCluster
 
-from tests.e2e.conftest import xcoms
+from tests.e2e.conftest import connected_cluster, xcoms
 from tests.e2e.inline import run_inline
 from tests.e2e.test_prepare import IMAGES, sized_chain
 
@@ -33,14 +31,7 @@ printf 'err-b of %s' $((n + 1)) >&2
 def cluster(request: pytest.FixtureRequest, tmp_path: Path, airflow_home: Path) -> Iterator[LocalCluster]:
     """A fresh cluster of each kubelet profile (the realistic one relists every second: its status shows a
     new container a relist and a sync after it started, so a short stage ends before)."""
-    config = ClusterConfig(profile=request.param, root=str(tmp_path / "cluster"))
-    with LocalCluster(config) as local:
-        kubeconfig = local.write_kubeconfig(tmp_path / "kubeconfig")
-        os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-        )
-        yield local
-        os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
+    yield from connected_cluster(tmp_path, request.param)
 
 
 def test_each_line_of_short_prepared_stages_is_logged_once(cluster, capfd):

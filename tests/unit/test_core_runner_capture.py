@@ -37,6 +37,14 @@ def serving(slot: Slot, runners) -> Runner:
     return runner
 
 
+def go_with(
+    slot: Slot, runners, script: str, wait: int = 10
+) -> tuple[Runner, subprocess.CompletedProcess[bytes]]:
+    """A runner (`serving`) given generation 1 of `script` by a `waiting_go`."""
+    runner = serving(slot, runners)
+    return runner, waiting_go(slot, runner, slot.spec(sh_stage(script), 1), wait)
+
+
 def waiting_go(slot: Slot, runner: Runner, spec: str, wait: int = 10) -> subprocess.CompletedProcess[bytes]:
     """The task's exec that stays open for the generation's end (at most `wait` s); `spec` names the
     prepare (a go into a slot prepared ahead: the only one whose task asks for the capture)."""
@@ -45,6 +53,12 @@ def waiting_go(slot: Slot, runner: Runner, spec: str, wait: int = 10) -> subproc
     data = spec.encode()
     command = base.in_container(runner, [*go_command(slot, len(data)), str(wait)])
     return subprocess.run(command, input=data, env=runner.env, capture_output=True, timeout=wait + 20)
+
+
+def each_tee(command: str) -> str:
+    """Shell that runs `command` for each `tee` process it sees (`$p`: its /proc folder)."""
+    argv1 = "$(tr '\\0' '\\n' <$p/cmdline 2>/dev/null | sed -n 2p)"
+    return f'for p in /proc/[0-9]*; do [ "{argv1}" = tee ] && {command}; done'
 
 
 def frame(out: bytes, generation: int) -> tuple[str, bytes, bytes, str] | None:
@@ -66,12 +80,12 @@ def frame(out: bytes, generation: int) -> tuple[str, bytes, bytes, str] | None:
 
 
 def test_the_waiting_go_gives_the_generations_output_and_result(slot, runners) -> None:
-    runner = serving(slot, runners)
-    stage = sh_stage(
+    runner, done = go_with(
+        slot,
+        runners,
         "echo out one; echo err one >&2; printf 'caf\\303\\251 \\000bin'; printf 'no end' >&2\n"
-        "[ -p /dev/stdout ] && [ -p /dev/stderr ] && echo pipes >&2; exit 3"
+        "[ -p /dev/stdout ] && [ -p /dev/stderr ] && echo pipes >&2; exit 3",
     )
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
     assert done.returncode == 0, done.stderr
     got = frame(done.stdout, 1)
     assert got is not None, done.stdout
@@ -97,9 +111,7 @@ def test_a_forged_frame_in_the_output_stays_inside_the_capture(slot, runners) ->
         "::kruise-chain:: capture gen=1 none\\n::kruise-chain:: capture gen=1 stream=stdout bytes=2\\n"
         "::kruise-chain:: result gen=1 token=tok1x stage=demo slot=slot-a exit=0 reason=completed\\n"
     )
-    runner = serving(slot, runners)
-    stage = sh_stage(f"printf '{forged}'; printf '{forged}' >&2; exit 4")
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
+    _, done = go_with(slot, runners, f"printf '{forged}'; printf '{forged}' >&2; exit 4")
     got = frame(done.stdout, 1)
     assert got is not None
     _, out, err, result = got
@@ -110,21 +122,19 @@ def test_a_forged_frame_in_the_output_stays_inside_the_capture(slot, runners) ->
 
 def test_planted_records_do_not_end_the_wait(slot, runners) -> None:
     """A stage writing gen-G/exit_code, result and capture of its own: the go waits for the runner's."""
-    runner = serving(slot, runners)
-    stage = sh_stage(
+    _, done = go_with(
+        slot,
+        runners,
         'd=${CHAIN_OUTPUT%/*}; echo "::kruise-chain:: result gen=1 token=x" > $d/result;'
-        " echo 0 > $d/exit_code; echo ok > $d/capture; sleep 0.5; echo real"
+        " echo 0 > $d/exit_code; echo ok > $d/capture; sleep 0.5; echo real",
     )
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
     got = frame(done.stdout, 1)
     assert got is not None and got[1] == b"real\n"
     assert parse_marker(got[3]).token == slot.tokens[1]  # type: ignore[union-attr]
 
 
 def test_output_past_the_bound_is_not_captured_and_the_log_has_every_byte(slot, runners) -> None:
-    runner = serving(slot, runners)
-    stage = sh_stage(f"head -c {BOUND + 1} /dev/zero | tr '\\0' a; echo; echo tail-line")
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
+    runner, done = go_with(slot, runners, f"head -c {BOUND + 1} /dev/zero | tr '\\0' a; echo; echo tail-line")
     assert done.returncode == 0 and frame(done.stdout, 1) is None
     assert runner.result(1).exit_code == 0
     assert "a" * (BOUND + 1) in runner.seen and "tail-line" in runner.seen
@@ -132,22 +142,15 @@ def test_output_past_the_bound_is_not_captured_and_the_log_has_every_byte(slot, 
 
 
 def test_a_stage_killing_its_capture_is_recorded_and_not_captured(slot, runners) -> None:
-    runner = serving(slot, runners)
-    stage = sh_stage(
-        "echo before; for p in /proc/[0-9]*; do [ \"$(tr '\\0' '\\n' <$p/cmdline 2>/dev/null | sed -n 2p)\" ="
-        " tee ] && kill -KILL ${p#/proc/}; done; echo after"
-    )
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
+    runner, done = go_with(slot, runners, f"echo before; {each_tee('kill -KILL ${p#/proc/}')}; echo after")
     assert done.returncode == 0
     assert runner.result(1).reason == "completed"
     assert frame(done.stdout, 1) is None
 
 
 def test_a_background_process_holding_the_streams_does_not_hold_the_runner(slot, runners) -> None:
-    runner = serving(slot, runners)
-    stage = sh_stage("sleep 300 & echo left")
     began = time.monotonic()
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
+    runner, done = go_with(slot, runners, "sleep 300 & echo left")
     got = frame(done.stdout, 1)
     assert got is not None and got[1] == b"left\n"
     assert time.monotonic() - began < 8  # not the sleep's 300 s, nor the exec's bound
@@ -157,20 +160,16 @@ def test_a_background_process_holding_the_streams_does_not_hold_the_runner(slot,
 def test_the_runner_does_not_wait_for_the_waiting_go(slot, runners) -> None:
     """The runner ends what the kubelet exec'd into its container after about 2 s; a go waiting for the
     generation's end (no process of its own) is spared: it gets its frame, not a kill."""
-    runner = serving(slot, runners)
-    stage = sh_stage("echo quick")
     began = time.monotonic()
-    done = waiting_go(slot, runner, slot.spec(stage, 1), wait=30)
+    _, done = go_with(slot, runners, "echo quick", wait=30)
     assert done.returncode == 0, done.stderr
     assert frame(done.stdout, 1) is not None
     assert time.monotonic() - began < 1.9  # no 2 s wait for exec'd processes before the result
 
 
 def test_the_wait_is_bounded(slot, runners) -> None:
-    runner = serving(slot, runners)
-    stage = sh_stage("echo long; sleep 4; echo done")
     began = time.monotonic()
-    done = waiting_go(slot, runner, slot.spec(stage, 1), wait=1)
+    runner, done = go_with(slot, runners, "echo long; sleep 4; echo done", wait=1)
     assert done.returncode == 0 and frame(done.stdout, 1) is None
     assert time.monotonic() - began < 3.5
     assert runner.result(1).exit_code == 0 and "done" in runner.seen
@@ -190,9 +189,9 @@ def test_a_go_already_started_by_the_annotation_still_gives_the_capture(slot, ru
 def test_the_result_comes_after_every_line_the_stage_wrote(slot, runners) -> None:
     """The runner records and announces the result only once the capture's tees have drained: the last
     lines are in the capture and, before the result line, in the container's stream."""
-    runner = serving(slot, runners)
-    stage = sh_stage("i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i + 1)); done; printf last")
-    done = waiting_go(slot, runner, slot.spec(stage, 1))
+    runner, done = go_with(
+        slot, runners, "i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i + 1)); done; printf last"
+    )
     got = frame(done.stdout, 1)
     assert got is not None
     assert got[1] == "".join(f"line-{i}\n" for i in range(3000)).encode() + b"last"
@@ -206,13 +205,23 @@ def test_a_generation_not_said_go_into_a_prepared_slot_is_not_captured(slot, run
     """Its task reads the slot's log at once (one image, the same container): the stage gets the container's
     streams as before captures, no tee, no copy."""
     runner = serving(slot, runners)
-    stage = sh_stage(
-        "echo plain; for p in /proc/[0-9]*; do [ \"$(tr '\\0' '\\n' <$p/cmdline 2>/dev/null | sed -n 2p)\" ="
-        " tee ] && echo a-tee-runs; done; true"
-    )
+    stage = sh_stage(f"echo plain; {each_tee('echo a-tee-runs')}; true")
     slot.assign(stage, 1)
     assert runner.result(1).exit_code == 0
     assert "plain" in runner.seen and "a-tee-runs" not in runner.seen
     base.parked_processes(runner.process)
     assert (slot.gen_dir(1) / "capture").read_text() == "none\n"
     assert not (slot.gen_dir(1) / "stdout").exists()
+
+
+def test_the_tees_hold_nothing_of_the_runners(slot, runners) -> None:
+    """A tee runs beside the stage, as its user: its environment has none of the runner's secrets (the seal,
+    the run spec), whatever /proc shows of it (here a dumpable busybox shows it all)."""
+    runner = runners(slot, None, 0, KC_PREPARE=PREPARE, KC_SEAL="the-pods-seal-xyz")
+    assert slot.serving()
+    look = "{ echo tee-seen; grep -q -e the-pods-seal-xyz -e kc_stage_argv $p/environ && echo leaked; }"
+    script = f"echo x; {each_tee(look)}; true"
+    done = waiting_go(slot, runner, slot.spec(sh_stage(script), 1, nonce="n1"))
+    assert done.returncode == 0
+    runner.wait_line(lambda line: line.startswith("::kruise-chain:: result gen=1 "))
+    assert "tee-seen" in runner.seen and "leaked" not in runner.seen
