@@ -24,6 +24,16 @@ pytestmark = pytest.mark.skipif(
     reason="needs a static busybox, bwrap and nsenter (a pid namespace)",
 )
 BOUND = 1048576
+BOTH_STREAMS = (
+    "echo out one; echo err one >&2; printf 'caf\\303\\251 \\000bin'; printf 'no end' >&2\n"
+    "[ -p /dev/stdout ] && [ -p /dev/stderr ] && echo pipes >&2; exit 3"
+)
+"""a stage writing to both streams (binary bytes, unended lines), saying whether its streams are pipes"""
+PLANTS_RECORDS = (
+    'd=${CHAIN_OUTPUT%/*}; echo "::kruise-chain:: result gen=1 token=x" > $d/result;'
+    " echo 0 > $d/exit_code; echo ok > $d/capture; sleep 0.5; echo real"
+)
+"""a stage writing its generation's exit_code, result (no token) and capture records itself, then more"""
 
 
 PREPARE = "ab12"
@@ -80,12 +90,7 @@ def frame(out: bytes, generation: int) -> tuple[str, bytes, bytes, str] | None:
 
 
 def test_the_waiting_go_gives_the_generations_output_and_result(slot, runners) -> None:
-    runner, done = go_with(
-        slot,
-        runners,
-        "echo out one; echo err one >&2; printf 'caf\\303\\251 \\000bin'; printf 'no end' >&2\n"
-        "[ -p /dev/stdout ] && [ -p /dev/stderr ] && echo pipes >&2; exit 3",
-    )
+    runner, done = go_with(slot, runners, BOTH_STREAMS)
     assert done.returncode == 0, done.stderr
     got = frame(done.stdout, 1)
     assert got is not None, done.stdout
@@ -122,12 +127,7 @@ def test_a_forged_frame_in_the_output_stays_inside_the_capture(slot, runners) ->
 
 def test_planted_records_do_not_end_the_wait(slot, runners) -> None:
     """A stage writing gen-G/exit_code, result and capture of its own: the go waits for the runner's."""
-    _, done = go_with(
-        slot,
-        runners,
-        'd=${CHAIN_OUTPUT%/*}; echo "::kruise-chain:: result gen=1 token=x" > $d/result;'
-        " echo 0 > $d/exit_code; echo ok > $d/capture; sleep 0.5; echo real",
-    )
+    _, done = go_with(slot, runners, PLANTS_RECORDS)
     got = frame(done.stdout, 1)
     assert got is not None and got[1] == b"real\n"
     assert parse_marker(got[3]).token == slot.tokens[1]  # type: ignore[union-attr]
