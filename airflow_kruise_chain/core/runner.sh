@@ -422,7 +422,9 @@ if [ "$1" = --go ]; then
 		exit 64
 	fi
 	kc_tmp=$kc_go.$$
-	kc_spec=/proc/$$/fd/4
+	# what it wrote, read anew through fd 4 by this shell or a child: /proc/self, each its own (a child may
+	# not open /proc/$$/fd of this runner, which is not dumpable: proc_fd_access_allowed, ptrace_may_access)
+	kc_spec=/proc/self/fd/4
 	if [ -e "$kc_tmp" ] || [ -h "$kc_tmp" ]; then "$kc_bb" rm -rf "$kc_tmp" 2>/dev/null; fi
 	if ! { command exec 4<>"$kc_tmp"; } 2>/dev/null; then
 		echo "$kc_marker error: cannot write under $kc_state (is the runner up?)" >&2

@@ -20,6 +20,7 @@ import pytest
 from kruise_local.capabilities import DEFAULT_CAPABILITIES
 
 from airflow_kruise_chain.core import ResultMarker, parse_marker, runner_script
+from airflow_kruise_chain.core.fastgo import GO_COMMAND
 from airflow_kruise_chain.core.manifest import (
     RESTRICTED_RUN_AS_USER,
     STARTUP_COMMAND,
@@ -336,5 +337,55 @@ def test_a_root_stage_taking_the_state_and_termination_log_away_breaks_nothing(t
         assert (state / "gen-2" / "exit_code").read_text() == "0\n"
         assert parse_marker(term.read_text()) == second
         assert not any("error" in line for line in lines), lines
+    finally:
+        stop(slot)
+
+
+def test_the_fast_go_reaches_a_runner_that_is_not_dumpable(tmp_path: Path) -> None:
+    """`runner --go LENGTH` as the kubelet execs it into a slot of a restricted chain: the same user, no
+    capabilities, the runner's busybox execute-only, so the exec'd runner is not dumpable either. A child of
+    a process that is not dumpable may not open that process's `/proc/PID/fd` (`proc_fd_access_allowed`,
+    `ptrace_may_access`: only its own thread group may), so the go reads the spec it wrote through its own
+    descriptor or a builtin, never through a command that opens `/proc/$$/fd`; generation 2 then runs."""
+    runner, state, meta, scratch, term = slot_files(tmp_path)
+    first = run_spec(generation=1, token="t1", stage="s1", argv=["/bin/true"], env={}, outputs_max=4096)
+    (meta / "slot-a").write_text(first)
+    (meta / "slot-a").chmod(0o444)
+    done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    binds = [
+        (runner, RUNNER_MOUNT, True),
+        (state, RUNNER_STATE, False),
+        (meta, META_MOUNT, True),
+        (scratch, "/scratch", False),
+        (term, "/dev/termination-log", False),
+    ]
+    env = {"PATH": "/usr/bin:/bin", "KC_SLOT": "slot-a", "KC_RUN": first, "KC_SCRATCH": "/scratch"}
+    env |= {"KC_STATE": RUNNER_STATE, "KC_META": META_MOUNT}
+    slot = subprocess.Popen(container(binds, list(RUNNER_COMMAND), env), stdout=subprocess.PIPE, text=True)
+    try:
+        assert slot.stdout is not None
+        results: list[ResultMarker] = []
+        for line in slot.stdout:
+            parsed = parse_marker(line.rstrip("\n"))
+            if isinstance(parsed, ResultMarker):
+                results.append(parsed)
+                if len(results) == 1:  # generation 1 ended: the go of generation 2, by exec
+                    second = run_spec(
+                        generation=2, token="t2", stage="s2", argv=["/bin/true"], env={}, outputs_max=4096
+                    ).encode()
+                    # nsenter's own user switch, as runc's exec makes it: the capabilities go with the
+                    # switch, before the exec (setpriv keeps them until its exec, where the kernel decides
+                    # whether the runner is dumpable: it then is, and nothing is checked)
+                    user = ["-S", str(RESTRICTED_RUN_AS_USER), "-G", "0"]
+                    go = [NSENTER, "-t", str(pid_1(slot)), "-p", "-m", *user, "--", *GO_COMMAND]
+                    exec_env = {"KC_SLOT": "slot-a", "PATH": "/usr/bin"}
+                    answer = subprocess.run(
+                        [*go, str(len(second))], input=second, env=exec_env, capture_output=True, timeout=30
+                    )
+                    assert answer.returncode == 0, answer.stderr.decode()
+                else:
+                    break
+        assert [(r.generation, r.exit_code) for r in results] == [(1, 0), (2, 0)]
     finally:
         stop(slot)
