@@ -188,6 +188,19 @@ def slot_files(tmp_path: Path) -> tuple[Path, Path, Path, Path, Path]:
     return runner, state, meta, scratch, term
 
 
+def slot_binds(
+    runner: Path, state: Path, meta: Path, scratch: Path, term: Path
+) -> list[tuple[Path, str, bool]]:
+    """`slot_files` where a slot's container mounts them (read-only: the runner and the downwardAPI)."""
+    return [
+        (runner, RUNNER_MOUNT, True),
+        (state, RUNNER_STATE, False),
+        (meta, META_MOUNT, True),
+        (scratch, "/scratch", False),
+        (term, "/dev/termination-log", False),
+    ]
+
+
 def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     runner, state, meta, scratch, term = slot_files(tmp_path)
     # the stage, of the runner's user, cannot reach the runner (not dumpable: the kernel exec'd the runner
@@ -219,13 +232,7 @@ def test_init_container_and_runner_work_as_non_root(tmp_path: Path) -> None:
     assert stat.S_IMODE((runner / "bin" / "busybox").stat().st_mode) == 0o111
 
     # a slot runs the runner from the read-only volume, as the same user, and the stage runs as that user
-    binds = [
-        (runner, RUNNER_MOUNT, True),
-        (state, RUNNER_STATE, False),
-        (meta, META_MOUNT, True),
-        (scratch, "/scratch", False),
-        (term, "/dev/termination-log", False),
-    ]
+    binds = slot_binds(runner, state, meta, scratch, term)
     env = {
         "PATH": "/usr/bin:/bin",
         "IMAGE_VAR": "from the image",
@@ -297,13 +304,7 @@ def test_a_root_stage_taking_the_state_and_termination_log_away_breaks_nothing(t
         return spec
 
     spec = assign(1, ROOT_ATTACK)
-    binds = [
-        (runner, RUNNER_MOUNT, True),
-        (state, RUNNER_STATE, False),
-        (meta, META_MOUNT, True),
-        (scratch, "/scratch", False),
-        (term, "/dev/termination-log", False),
-    ]
+    binds = slot_binds(runner, state, meta, scratch, term)
     env = {"PATH": "/usr/bin:/bin", "KC_SLOT": "slot-a", "KC_RUN": spec, "KC_STATE": RUNNER_STATE}
     env |= {"KC_META": META_MOUNT, "KC_SCRATCH": "/scratch"}
     slot = subprocess.Popen(
@@ -353,13 +354,7 @@ def test_the_fast_go_reaches_a_runner_that_is_not_dumpable(tmp_path: Path) -> No
     (meta / "slot-a").chmod(0o444)
     done = subprocess.run(init_container(runner, runner_script()), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    binds = [
-        (runner, RUNNER_MOUNT, True),
-        (state, RUNNER_STATE, False),
-        (meta, META_MOUNT, True),
-        (scratch, "/scratch", False),
-        (term, "/dev/termination-log", False),
-    ]
+    binds = slot_binds(runner, state, meta, scratch, term)
     env = {"PATH": "/usr/bin:/bin", "KC_SLOT": "slot-a", "KC_RUN": first, "KC_SCRATCH": "/scratch"}
     env |= {"KC_STATE": RUNNER_STATE, "KC_META": META_MOUNT}
     slot = subprocess.Popen(container(binds, list(RUNNER_COMMAND), env), stdout=subprocess.PIPE, text=True)
