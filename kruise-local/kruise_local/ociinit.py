@@ -8,7 +8,8 @@ containerd's wait status of an init process (`libcontainer/utils` `ExitStatus`, 
 `exitStatus`): an exit code as it is, a signal by dying of the same signal, so the runtime reads 128 + signal,
 SIGKILL included (util-linux `unshare --fork` < 2.40 exits 1 when its child dies of SIGKILL, util-linux#2614,
 which the runtime reported as the container's exit code). The unshare sandbox runs it as `ociinit.py --proc
-DIR -- ARGV` for that fork alone: its pid 1 mounts the namespace's proc on DIR and execs ARGV.
+DIR -- ARGV` for that fork alone: its pid 1 mounts the namespace's proc on DIR and execs ARGV. An exec into a
+container (of any sandbox, kruise-local as root) runs `ociinit.py --exec SPEC` (`enter`): runc's exec.
 
 The pid 1 of the oci sandbox then does as root, from the JSON `SPEC` the runtime built (`rootfs.py`):
 
@@ -40,6 +41,7 @@ The pid 1 of the oci sandbox then does as root, from the JSON `SPEC` the runtime
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -50,6 +52,7 @@ import warnings  # noqa: F401 (os.execvp imports it: it must be loaded before th
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 32, 4096, 16384, 1 << 18, 1 << 19
 MNT_DETACH = 2
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
 CAPABILITY_VERSION_3 = 0x20080522
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
@@ -221,20 +224,8 @@ def main(spec: dict) -> None:
     pivot(root)
     os.umask(0o022)
     keep = set(spec["caps"])
-    for cap in range(last_cap + 1):
-        if cap not in keep:
-            prctl(PR_CAPBSET_DROP, cap)
-    prctl(PR_SET_KEEPCAPS, 1)  # runc's finalizeNamespace: the user switch keeps the permitted set
-    os.setgroups(spec["groups"])
-    os.setresgid(spec["gid"], spec["gid"], spec["gid"])
-    os.setresuid(spec["uid"], spec["uid"], spec["uid"])
-    prctl(PR_SET_KEEPCAPS, 0)
-    # the container's capabilities, held at the exec (a non-root process loses them in it): the kernel decides
-    # with them whether the process stays dumpable (fs/exec.c would_dump: a file it cannot read)
-    capset(keep)
+    credentials(keep, keep, spec, last_cap)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a change of user cleared it: the runtime's death still ends us
-    if spec["no_new_privs"]:
-        prctl(PR_SET_NO_NEW_PRIVS, 1)
     try:
         os.chdir(spec["workdir"])
     except OSError as e:
@@ -253,7 +244,70 @@ def main(spec: dict) -> None:
         fail(f'exec: "{argv[0]}"', e.errno)
 
 
+def credentials(caps: set[int], bounding: set[int], spec: dict, last_cap: int) -> None:
+    """runc's `finalizeNamespace`, for a container's init and for each exec alike: drop every capability not
+    in `bounding` from the bounding set, switch to the OCI process user (groups, gid, uid; the permitted set
+    kept: KEEPCAPS), make `caps` the effective and permitted sets, set no_new_privs when asked. The process
+    then execs holding the container's capabilities, as under runc: the kernel's exec-time checks see them
+    (fs/exec.c `would_dump`: a file it cannot read leaves it not dumpable); a non-root process loses them in
+    the exec."""
+    for cap in range(last_cap + 1):
+        if cap not in bounding:
+            prctl(PR_CAPBSET_DROP, cap)
+    prctl(PR_SET_KEEPCAPS, 1)
+    try:
+        os.setgroups(spec["groups"])
+    except PermissionError:
+        with open("/proc/self/setgroups") as f:  # a user namespace that denies it (bwrap's): as nsenter
+            if f.read().strip() != "deny":
+                raise
+    os.setresgid(spec["gid"], spec["gid"], spec["gid"])
+    os.setresuid(spec["uid"], spec["uid"], spec["uid"])
+    prctl(PR_SET_KEEPCAPS, 0)
+    capset(caps)
+    if spec["no_new_privs"]:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def enter(spec: dict) -> None:
+    """An exec into a running container (`ociinit.py --exec SPEC`, run by the runtime after `nsenter` joined
+    the container's pid, network and IPC namespaces), as runc's exec (`setns_init_linux.go`
+    `linuxSetnsInit.Init`) with the container's process spec (containerd's CRI `execInternal`): join the
+    mount namespace of the container's process `pid`, its user namespace when it has one of its own, its
+    root and working folder (as `nsenter -m -U -r -w`), then `credentials` with the container's bounding set
+    and capabilities, and exec the command. Errors as nsenter's: exit 126, or 127 when it is not found."""
+    pid = spec["pid"]
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last_cap = int(f.read())
+    names = ("ns/user",) * spec["userns"] + ("ns/mnt", "root", "cwd")
+    try:
+        fds = [os.open(f"/proc/{pid}/{p}", os.O_RDONLY) for p in names]  # all first, as nsenter
+    except OSError as e:
+        fail(f"open the namespaces of {pid}", e.errno)
+    user = fds.pop(0) if spec["userns"] else None
+    if LIBC.setns(fds[0], CLONE_NEWNS) != 0:
+        fail("setns mnt", ctypes.get_errno())
+    # the user namespace last, as nsenter enters one that deprivileges (the mount namespace needs the host's)
+    if user is not None and LIBC.setns(user, CLONE_NEWUSER) != 0:
+        fail("setns user", ctypes.get_errno())
+    os.fchdir(fds[1])
+    os.chroot(".")
+    os.fchdir(fds[2])
+    for fd in fds if user is None else [*fds, user]:
+        os.close(fd)
+    credentials(set(spec["caps"]), set(spec["bounding"]), spec, last_cap)
+    argv = spec["argv"]
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        sys.stderr.write(f"nsenter: failed to execute {argv[0]}: {os.strerror(e.errno or 0)}\n")
+        sys.stderr.flush()
+        os._exit(127 if e.errno == errno.ENOENT else 126)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--exec":
+        enter(json.loads(sys.argv[2]))
     fork_pid1()
     if sys.argv[1] == "--proc":
         proc_and_exec(sys.argv[2], sys.argv[4:])

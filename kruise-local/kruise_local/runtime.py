@@ -622,8 +622,10 @@ class ContainerRuntime:
         return exit_status(proc.returncode or 0), out.decode(errors="replace")
 
     def _exec_cmd(self, target: RunningContainer, argv: list[str]) -> list[str] | None:
-        """The command line that runs `argv` in `target`'s namespaces (mount with its root and cwd, pid,
-        network: `nsenter`, as runc exec joins a container's namespaces); None when it has no live process."""
+        """The command line that runs `argv` in `target`'s namespaces (pid, network and IPC: `nsenter`; mount
+        with its root and cwd, and its user namespace: `ociinit.py --exec`) with the container's credentials
+        (`_exec_credentials`), as runc's exec joins a container and takes its process spec; None when it has
+        no live process."""
         if target._sandbox == "none":
             return None if target.finished_at is not None else list(argv)
         if not self._nsenter:
@@ -632,14 +634,50 @@ class ContainerRuntime:
         if pid is None or target.finished_at is not None:
             return None
         cmd = [self._nsenter, "-t", str(pid)]
-        user = target.launch.user
-        ids = ["-S", str(user.uid), "-G", str(user.gid)]  # runc exec: the container's process user
-        with contextlib.suppress(OSError):
-            if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
-                cmd += ["-U", *(ids if self._user_switch(user) else ["--preserve-credentials"])]
-            elif self._user_switch(user) or (self.sandbox == "oci" and not user.is_default):
-                cmd += ids
-        return [*cmd, "-m", "-n", "-i", "-p", "-r", "-w", "--", *argv]  # -n, -i: the pod's network and IPC
+        try:
+            own_userns = os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
+        except OSError:
+            return None
+        if own_userns and not self._root:
+            # kruise-local not root: its sandbox's process is the invoking user's, with no capability to model
+            return [*cmd, "-U", "--preserve-credentials", "-m", "-n", "-i", "-p", "-r", "-w", "--", *argv]
+        spec = self._exec_credentials(target, pid)
+        if spec is None:
+            return None
+        # own_userns: bwrap run as the container's non-root user; ociinit joins that user namespace itself
+        spec |= {"userns": own_userns, "argv": argv}
+        init = [sys.executable, "-I", "-S", _OCI_INIT, "--exec", json.dumps(spec)]
+        return [*cmd, "-n", "-i", "-p", "--", *init]  # -n, -i: the pod's network and IPC
+
+    def _exec_credentials(self, target: RunningContainer, pid: int) -> dict[str, Any] | None:
+        """What `ociinit.py --exec` gives the exec'd process, as runc's exec takes the container's process
+        spec (containerd `container_execsync.go` `execInternal`: `pspec := spec.Process`; runc
+        `setns_init_linux.go` `linuxSetnsInit.Init` -> `init_linux.go` `finalizeNamespace`): the container's
+        bounding set and no_new_privs (read from its process, whatever sandbox made it), its capabilities
+        (the oci and bwrap sandboxes set the security context's; unshare keeps every one) and its user. None
+        when the process is gone."""
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return None
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        bounding = int(fields["CapBnd"], 16)
+        launch = target.launch
+        named = launch.capabilities if launch.capabilities is not None else ALL_CAPABILITIES
+        if self.sandbox == "unshare":  # root, every capability: it switches no user and drops nothing
+            named, user = ALL_CAPABILITIES, ProcessUser()
+        else:
+            user = launch.user
+        caps = [CAPABILITY_NAMES.index(c.removeprefix("CAP_")) for c in named]
+        return {
+            "pid": pid,
+            "caps": [c for c in caps if bounding >> c & 1],
+            "bounding": [c for c in range(64) if bounding >> c & 1],
+            "uid": user.uid,
+            "gid": user.gid,
+            "groups": list(user.groups),
+            "no_new_privs": fields.get("NoNewPrivs", "0").strip() == "1",
+        }
 
     async def spawn_exec(self, target: RunningContainer, argv: list[str], tty: bool) -> StreamingExec:
         """Start `argv` in `target` with the container's environment and pipes (a terminal with `tty`), as
