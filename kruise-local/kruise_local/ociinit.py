@@ -237,6 +237,7 @@ def main(spec: dict) -> None:
             except (OSError, ValueError):
                 pass
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    command_ctype(spec["lc_ctype"])
     argv = spec["argv"]
     try:
         os.execvp(argv[0], argv)
@@ -269,6 +270,14 @@ def credentials(caps: set[int], bounding: set[int], spec: dict, last_cap: int) -
         prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
+def command_ctype(value: str | None) -> None:
+    """Give the command its own LC_CTYPE (`value`, or none): Python's C locale coercion (PEP 538) set one in
+    this process's environment, which the exec passes on."""
+    os.environ.pop("LC_CTYPE", None)
+    if value is not None:
+        os.environ["LC_CTYPE"] = value
+
+
 def enter(spec: dict) -> None:
     """An exec into a running container (`ociinit.py --exec SPEC`, run by the runtime after `nsenter` joined
     the container's pid, network and IPC namespaces), as runc's exec (`setns_init_linux.go`
@@ -296,6 +305,7 @@ def enter(spec: dict) -> None:
     for fd in fds if user is None else [*fds, user]:
         os.close(fd)
     credentials(set(spec["caps"]), set(spec["bounding"]), spec, last_cap)
+    command_ctype(spec["lc_ctype"])
     argv = spec["argv"]
     try:
         os.execvp(argv[0], argv)

@@ -346,6 +346,7 @@ class ContainerRuntime:
             "no_new_privs": launch.no_new_privs,
             "shm": str(launch.pod_sandbox.shm) if launch.pod_sandbox and launch.pod_sandbox.shm else None,
             "argv": launch.argv,
+            "lc_ctype": launch.env.get("LC_CTYPE"),
         }
         init = (sys.executable, "-I", "-S", _OCI_INIT, json.dumps(spec, separators=(",", ":")))
         unshare = (self._unshare or "unshare", "--mount", "--propagation", "private", "--pid", "--")
@@ -596,7 +597,7 @@ class ContainerRuntime:
         """
         full_env = dict(target._env)
         full_env.update(env or {})
-        cmd = self._exec_cmd(target, argv)
+        cmd = self._exec_cmd(target, argv, full_env)
         if cmd is None:
             return -1, "container is not running"
         cwd = target._cwd if target._sandbox == "none" else None
@@ -621,11 +622,12 @@ class ContainerRuntime:
             return -1, "timeout"
         return exit_status(proc.returncode or 0), out.decode(errors="replace")
 
-    def _exec_cmd(self, target: RunningContainer, argv: list[str]) -> list[str] | None:
+    def _exec_cmd(self, target: RunningContainer, argv: list[str], env: dict[str, str]) -> list[str] | None:
         """The command line that runs `argv` in `target`'s namespaces (pid, network and IPC: `nsenter`; mount
         with its root and cwd, and its user namespace: `ociinit.py --exec`) with the container's credentials
         (`_exec_credentials`), as runc's exec joins a container and takes its process spec; None when it has
-        no live process."""
+        no live process. `env` is the command's: its LC_CTYPE goes along (Python's locale coercion sets one
+        in the environment ociinit passes on)."""
         if target._sandbox == "none":
             return None if target.finished_at is not None else list(argv)
         if not self._nsenter:
@@ -645,7 +647,7 @@ class ContainerRuntime:
         if spec is None:
             return None
         # own_userns: bwrap run as the container's non-root user; ociinit joins that user namespace itself
-        spec |= {"userns": own_userns, "argv": argv}
+        spec |= {"userns": own_userns, "argv": argv, "lc_ctype": env.get("LC_CTYPE")}
         init = [sys.executable, "-I", "-S", _OCI_INIT, "--exec", json.dumps(spec)]
         return [*cmd, "-n", "-i", "-p", "--", *init]  # -n, -i: the pod's network and IPC
 
@@ -698,7 +700,7 @@ class ContainerRuntime:
             binds, links = layout(target.launch)
             resolve = in_binds([(s, d) for s, d, _ in binds], dict(links))
             check_executable(argv[0], path_env, resolve, RUNC_EXEC_PREFIX)
-        cmd = self._exec_cmd(target, argv)
+        cmd = self._exec_cmd(target, argv, target._env)
         if cmd is None:
             raise ProcessLookupError(target.container_id)
         master: int | None = None

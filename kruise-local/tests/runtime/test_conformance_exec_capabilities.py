@@ -101,3 +101,15 @@ def test_a_process_of_an_execute_only_binary_is_not_dumpable(pod: tuple[Any, str
     readable = name == "root-default" or sandbox == "unshare"  # unshare: root, every capability
     want = ["fd/4-open", "environ-open"] if readable else ["fd/4-denied", "environ-denied"]
     assert out == want, (sandbox, name)
+
+
+def test_an_exec_has_the_containers_environment(pod: tuple[Any, str]) -> None:
+    """Nothing of the exec's own set-up reaches the command's environment, nor the container's: not the
+    LC_CTYPE that Python's C locale coercion (PEP 538) sets in ociinit's (the unshare sandbox's pid 1 still
+    has it: its `ociinit.py --proc`)."""
+    core, sandbox = pod
+    show = "echo ${LC_CTYPE-unset}; tr '\\0' '\\n' </proc/1/environ | grep -c ^LC_CTYPE="
+    out = exec_output(core, "caps", "caps", "root-default", ["sh", "-c", show]).split()
+    assert out[0] == "unset"
+    if sandbox != "unshare":
+        assert out[1] == "0"
