@@ -43,6 +43,18 @@ def test_every_go_goes_by_exec_and_starts_once(e2e_cluster, capfd):
     assert starts(e2e_cluster, history) == Counter(dict.fromkeys(range(1, 7), 1))
 
 
+def test_every_go_into_a_restricted_chain_goes_by_exec(e2e_cluster, capfd):
+    """The restricted chain's runner (non-root, no capability, its busybox execute-only) is not dumpable when
+    exec'd, as under runc's exec: its go still hands over each run spec (a child of it may not open its
+    /proc/PID/fd, fbf0ca4)."""
+    before = execs(e2e_cluster)
+    _, history, out = run_chain(e2e_cluster, capfd, [A] * 3, pod_security="restricted")
+    assert execs(e2e_cluster) - before == 3
+    # before fbf0ca4 each go was not taken: "error: not a run spec of N bytes" (exit 65)
+    assert "not a run spec" not in out and "go via pods/exec failed" not in out, out[-3000:]
+    assert starts(e2e_cluster, history) == Counter(dict.fromkeys(range(1, 4), 1))
+
+
 def test_exec_refused_by_rbac_leaves_the_go_to_the_annotation(e2e_cluster, capfd, tmp_path):
     role = yaml.safe_load((ROOT / "deploy" / "role.yaml").read_text())
     assert any("pods/exec" in rule["resources"] for rule in role["rules"])  # the documented role grants it

@@ -27,7 +27,7 @@ sleep 0.2
 
 
 def run_chain(
-    cluster: Any, capfd: Any, images: list[str], history: list | None = None
+    cluster: Any, capfd: Any, images: list[str], history: list | None = None, **options: Any
 ) -> tuple[Any, list, str]:
     from airflow.sdk import DAG
 
@@ -36,7 +36,7 @@ def run_chain(
     with DAG("same_image", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
         from airflow_kruise_chain.chain import KruiseChain
 
-        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD) as chain:
+        with KruiseChain("c", namespace="default", prewarm=False, **FAST_POD, **options) as chain:
             tasks = [
                 chain.stage(name, image=image, cmds=["/bin/sh", "-c", STEP])
                 for name, image in zip(names, images, strict=True)
