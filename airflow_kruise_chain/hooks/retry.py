@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -177,19 +178,26 @@ def gives_up(
 def read_timeout(error: BaseException) -> bool:
     """Whether `error` is a read timeout: the request was sent (the connection made) and no answer, or no
     more of it, came within the read timeout."""
-    from aiohttp import ServerTimeoutError
     from urllib3.exceptions import ReadTimeoutError
 
-    return isinstance(error, (ReadTimeoutError, ServerTimeoutError)) and not unsent(error)
+    return isinstance(error, (ReadTimeoutError, *_aiohttp_errors("ServerTimeoutError"))) and not unsent(error)
 
 
 def unsent(error: BaseException) -> bool:
     """Whether `error` says the request never left: no connection was made (refused, or the connect timed
     out). urllib3 under the sync client retries nothing itself (`hooks/timeouts.py`)."""
-    from aiohttp.client_exceptions import ClientConnectorError, ConnectionTimeoutError
     from urllib3.exceptions import ConnectTimeoutError
 
-    return isinstance(error, (ConnectTimeoutError, ClientConnectorError, ConnectionTimeoutError))
+    unconnected = _aiohttp_errors("ClientConnectorError", "ConnectionTimeoutError")
+    return isinstance(error, (ConnectTimeoutError, *unconnected))
+
+
+def _aiohttp_errors(*names: str) -> tuple[type[BaseException], ...]:
+    """aiohttp's exception classes `names`, if a trigger's async client loaded aiohttp (an error can be one
+    of them only then), else none: a stage task's sync calls never import it (tests/provider/
+    test_lazy_clients.py)."""
+    loaded = sys.modules.get("aiohttp.client_exceptions")
+    return tuple(getattr(loaded, name) for name in names) if loaded is not None else ()
 
 
 def describe(error: BaseException) -> str:
