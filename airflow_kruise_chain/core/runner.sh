@@ -1015,8 +1015,12 @@ kc_wait_stage() {
 		read -t 0.1 kc_x <&3
 	done
 	kc_code=0
+	# no trap on SIGCHLD for this wait: ash's wait returns 128 + a trapped signal that comes while it reaps,
+	# and a capture's tee ending with the stage is one (its status then read 145, not the stage's)
+	trap - CHLD
 	wait "$kc_child"
 	kc_code=$?
+	trap : CHLD
 }
 
 kc_run() {
