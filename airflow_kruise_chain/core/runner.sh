@@ -990,9 +990,8 @@ kc_stop_requested() {
 
 # kc_uptime: kc_up is the seconds since boot (whole), from the kernel, without starting a process.
 kc_uptime() {
-	kc_up=0
-	{ read -r kc_up _ </proc/uptime; } 2>/dev/null
-	kc_up=${kc_up%%.*}
+	kc_centi
+	kc_up=$((kc_up / 100))
 }
 
 # kc_wait_stage: wait for the stage's process (SIGCHLD wakes the wait), following a stop request meanwhile;
